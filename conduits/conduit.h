@@ -1,0 +1,166 @@
+/*
+ * conduit.h -- the one contract between the firehose runtime and a network.
+ *
+ * A conduit (conduits/<name>/) implements struct fh_conduit_ops.  The runtime
+ * (firehose/) calls only these functions and never includes a libfabric or
+ * verbs header; a conduit never includes runtime headers other than this one,
+ * bootstrap.h (for the address exchange) and log.h.
+ *
+ * Model
+ *   - A conduit instance (struct fh_conduit) is one open NIC/domain.
+ *   - A path (struct fh_cpath) is an independent endpoint: its own transmit
+ *     and receive resources and its own completion queue.  Path 0 of every
+ *     rank is the *service path*: all AM requests and all RMA traffic from
+ *     peers target it.  Paths 1..npaths-1 are thread paths: they initiate
+ *     RMA and AM requests to peers' service paths and receive only AM replies
+ *     (sent by a peer's service path).  A conduit must therefore support the
+ *     traffic (r, p) -> (r', 0) and (r', 0) -> (r, p) for all r, r', p.
+ *   - Destinations are named (rank, path index).
+ *   - Paths are not thread-safe: the runtime serializes all calls on one path
+ *     (it owns a lock per path, uncontended when one thread owns the path).
+ *     Calls on different paths may run concurrently and must not share locks
+ *     on the fast path (post and poll).
+ *
+ * Completion semantics the runtime relies on
+ *   - put: the completion (on_complete) is reported only when the data is
+ *     visible in the target's memory (delivery complete).  The source may be
+ *     reused when the post returns if len <= limits.max_inject, otherwise
+ *     after the completion.
+ *   - get: the completion is reported when the data is in the local buffer.
+ *   - am_send: the conduit copies header and payload before returning; the
+ *     message is delivered at most once, intact, and messages from one path to
+ *     one destination path are delivered in order.  The receiver gets the
+ *     bytes through on_am during poll; the buffer is valid only during that
+ *     upcall.  The runtime guarantees (by credits) that no more than
+ *     path_attr.rx_msgs messages are outstanding towards one path, so a
+ *     conduit that pre-posts that much receive space never drops or blocks.
+ *   - A message or RMA to or from a peer that died or became unreachable ends
+ *     with status FH_ERR_PEER_DEAD (or FH_ERR_TRANSPORT) and a log line
+ *     naming the peer; it never hangs.
+ *
+ * Return values: FH_OK, FH_ERR_AGAIN (transmit resources exhausted: poll the
+ * same path and retry), or another negative fh_err_t.
+ */
+#ifndef FH_CONDUIT_H
+#define FH_CONDUIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "firehose.h"
+
+struct fh_boot;
+struct fh_conduit;   /* conduit-private */
+struct fh_cpath;     /* conduit-private */
+struct fh_mr;        /* conduit-private: one memory registration */
+
+/* What the runtime tells the conduit when opening it. */
+typedef struct fh_conduit_config {
+    int rank, nranks;
+    int npaths;              /* paths per rank, the same on every rank */
+    size_t am_max_packet;    /* largest am_send (header + payload) */
+    const char *provider;    /* ofi: FH_OFI_PROVIDER ("tcp", "shm", ...) */
+    const char *domain;      /* ofi: FH_OFI_DOMAIN, NULL/"" = first usable */
+    const char *ibv_device;  /* ibv: FH_IBV_DEVICE, NULL/"" = first active */
+    int ibv_port;            /* ibv: FH_IBV_PORT, 0 = first active */
+    int ibv_gid_index;       /* ibv: FH_IBV_GID_INDEX, -1 = automatic */
+    int ibv_td;              /* ibv: FH_IBV_TD, 0 off, 1 shared, 2 independent */
+    int verbose;             /* FH_VERBOSE */
+} fh_conduit_config_t;
+
+/* What the conduit reports once open. */
+typedef struct fh_conduit_limits {
+    size_t max_msg;          /* largest single put/get */
+    size_t max_inject;       /* puts up to this size copy the source at post */
+    size_t am_max_packet;    /* largest am_send accepted (<= requested) */
+    int    needs_local_mr;   /* local buffers of put/get must be registered */
+    size_t max_mr_count;     /* registrations supported (0 = unknown) */
+    size_t max_mr_bytes;     /* bytes registrable (0 = unknown/unlimited) */
+    char   description[128]; /* e.g. "ofi tcp;ofi_rxm on lo" for logs */
+} fh_conduit_limits_t;
+
+/* Per-path creation attributes. */
+typedef struct fh_path_attr {
+    int index;               /* 0 = service path */
+    unsigned rx_msgs;        /* messages that may be in flight towards it */
+    void *upcall_arg;        /* passed back in every upcall of this path */
+} fh_path_attr_t;
+
+/* Upcalls made from inside poll(), on the polling thread. */
+typedef struct fh_conduit_upcalls {
+    /* An AM packet arrived on the path.  buf is valid during the call. */
+    void (*on_am)(void *upcall_arg, const void *buf, size_t len);
+    /* A put/get posted with op_ctx finished; status FH_OK or an error. */
+    void (*on_complete)(void *upcall_arg, void *op_ctx, int status);
+} fh_conduit_upcalls_t;
+
+/* Remote access key: what a peer needs to address registered memory. */
+typedef struct fh_rkey {
+    uint64_t key;
+    uint64_t base;           /* registered base address (virtual) */
+} fh_rkey_t;
+
+enum fh_mr_access {
+    FH_MR_LOCAL        = 1u << 0,  /* used as a local put source / get dest */
+    FH_MR_REMOTE_READ  = 1u << 1,
+    FH_MR_REMOTE_WRITE = 1u << 2
+};
+
+enum fh_post_flags {
+    FH_POST_MORE = 1u << 0         /* more posts follow: batch the doorbell */
+};
+
+typedef struct fh_conduit_ops {
+    const char *name;
+
+    /* Is this conduit usable here (FH_CONDUIT=auto asks)?  Returns 1 or 0
+     * and, for 0, the reason in why.  NULL means always usable.  Must not
+     * leave anything open. */
+    int  (*probe)(const fh_conduit_config_t *cfg, char *why, size_t whylen);
+
+    int  (*open)(const fh_conduit_config_t *cfg,
+                 const fh_conduit_upcalls_t *up,
+                 struct fh_conduit **out, fh_conduit_limits_t *limits);
+    void (*close)(struct fh_conduit *c);
+
+    int  (*path_create)(struct fh_conduit *c, const fh_path_attr_t *attr,
+                        struct fh_cpath **out);
+    void (*path_destroy)(struct fh_cpath *p);
+
+    /* Collective: called once on every rank after all npaths paths exist;
+     * exchanges addresses through the bootstrap (boot->allgather) and makes
+     * every (rank, path) reachable as described above. */
+    int  (*connect)(struct fh_conduit *c, struct fh_boot *boot);
+
+    int  (*mr_reg)(struct fh_conduit *c, void *addr, size_t len,
+                   unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
+    int  (*mr_dereg)(struct fh_conduit *c, struct fh_mr *mr);
+
+    /* RMA.  lmr is the registration covering the local buffer, or NULL (only
+     * allowed when !needs_local_mr or len <= max_inject for put).  raddr is
+     * the target's virtual address inside the range described by rkey. */
+    int  (*put)(struct fh_cpath *p, int rank, int rpath,
+                const void *src, size_t len, struct fh_mr *lmr,
+                uint64_t raddr, const fh_rkey_t *rkey,
+                void *op_ctx, unsigned flags);
+    int  (*get)(struct fh_cpath *p, int rank, int rpath,
+                void *dst, size_t len, struct fh_mr *lmr,
+                uint64_t raddr, const fh_rkey_t *rkey,
+                void *op_ctx, unsigned flags);
+
+    /* Sends hdr followed by payload as one message (hdr_len + len <=
+     * am_max_packet).  Both buffers may be reused at return. */
+    int  (*am_send)(struct fh_cpath *p, int rank, int rpath,
+                    const void *hdr, size_t hdr_len,
+                    const void *payload, size_t len);
+
+    /* Reaps up to max events (completions and arrivals), making upcalls.
+     * Returns the number reaped (>= 0) or a negative error. */
+    int  (*poll)(struct fh_cpath *p, int max);
+} fh_conduit_ops_t;
+
+/* The conduits built into this library (fh_conduit_ibv only when configure
+ * found rdma-core: FH_HAVE_IBV). */
+extern const fh_conduit_ops_t fh_conduit_ofi;
+extern const fh_conduit_ops_t fh_conduit_ibv;
+
+#endif /* FH_CONDUIT_H */

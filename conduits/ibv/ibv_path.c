@@ -1,0 +1,639 @@
+/*
+ * ibv_path.c -- verbs conduit: paths, AM send/receive, completion polling.
+ *
+ * Independence.  A path gets, by FH_IBV_TD:
+ *   independent (default)  two thread domains, of which it uses one (on
+ *                          mlx5 two TDs share a UAR page, so allocating a
+ *                          pair gives each path a doorbell page of its own);
+ *   shared                 one thread domain;
+ *   off                    none: the conduit's plain PD.
+ * With a TD, a parent domain (PD + TD) is the PD of the path's QPs and CQ,
+ * and the CQ is created IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the provider
+ * drops its locks because the runtime serializes the calls on one path.
+ * Providers without TDs (rxe, siw, ...) fail with EOPNOTSUPP; we then use
+ * the plain PD and say so once (FH_VERBOSE=1).  The CQ's completion vector
+ * is index % num_comp_vectors.
+ *
+ * Receive.  One SRQ per path with nrecv = rx_msgs + slack buffers of
+ * am_max_packet bytes.  The runtime's credits bound the messages in flight
+ * towards a path by rx_msgs, so the SRQ never runs dry; a buffer goes back
+ * to the SRQ right after its on_am returns (slack covers the buffers held by
+ * upcalls still running and the batch being reposted).  Should the device
+ * limit max_srq_wr force a smaller SRQ, rnr_retry = 7 makes the senders
+ * wait instead of failing.
+ *
+ * Order.  All AMs from one path to one destination path travel on one RC
+ * QP, which delivers in order, and the receive completions of a QP arrive
+ * in order on the CQ.  We copy completions into p->ev and hand them out in
+ * that order even when on_am polls the path again (nested polls continue
+ * the same list), so delivery order is the wire order.  No sequence numbers.
+ *
+ * Send.  am_send copies: messages up to max_inline go as inline data (the
+ * provider copies them into the WQE: no send buffer), larger ones are copied
+ * into one of the path's registered send slots.  Slot sends are signaled
+ * (the slot comes back with the completion); inline sends are unsignaled
+ * except one in every sig_every per QP, whose completion releases the send
+ * queue entries of all WRs before it (struct ibv_op.reclaim).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibv_internal.h"
+#include "log.h"
+
+#define IBV_SLOT_BYTES ((size_t)4 << 20)   /* send-slot memory per path */
+#define IBV_NOPS       256                  /* RMA contexts per path */
+#define IBV_SQ_DEPTH   128
+#define IBV_SQ_DEPTH_LARGE 32               /* path 0 of large jobs */
+
+static void *ibv_alloc_pages(size_t len)
+{
+    void *m = NULL;
+    if (posix_memalign(&m, 4096, len ? len : 1))
+        return NULL;
+    return m;
+}
+
+/* Thread domain(s) + parent domain, or the plain PD. */
+static void ibv_path_domain(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    p->qp_pd = c->pd;
+    if (c->env.td == IBV_TD_OFF || c->td_unsupported)
+        return;
+    int ntd = c->env.td == IBV_TD_INDEPENDENT ? 2 : 1;
+    for (int i = 0; i < ntd; i++) {
+        struct ibv_td_init_attr ta = {.comp_mask = 0};
+        p->td[i] = ibv_alloc_td(c->ctx, &ta);
+        if (!p->td[i])
+            goto fallback;
+    }
+    struct ibv_parent_domain_init_attr pa = {
+        .pd = c->pd, .td = p->td[0], .comp_mask = 0};
+    p->ppd = ibv_alloc_parent_domain(c->ctx, &pa);
+    if (!p->ppd)
+        goto fallback;
+    p->qp_pd = p->ppd;
+    return;
+fallback: {
+        int e = errno;
+        const char *what = (p->td[0] && (ntd == 1 || p->td[1]))
+                               ? "ibv_alloc_parent_domain" : "ibv_alloc_td";
+        for (int i = 0; i < 2; i++)
+            if (p->td[i]) {
+                ibv_dealloc_td(p->td[i]);
+                p->td[i] = NULL;
+            }
+        if (!c->td_unsupported)
+            fh_log_verbose(1, "ibv: %s has no thread domains (%s: %s): "
+                           "paths use the plain protection domain",
+                           c->devname, what, strerror(e ? e : EOPNOTSUPP));
+        c->td_unsupported = 1;
+    }
+}
+
+/* With a parent domain: an extended CQ in it, single-threaded (lock-free
+ * on mlx5).  Otherwise, and if that fails, a plain CQ.  Either way we poll
+ * with ibv_poll_cq and an array (ibv_cq_ex_to_cq): on rxe (kernel 6.1,
+ * rdma-core 44) ibv_start_poll/ibv_next_poll on an extended CQ returned
+ * all-zero completions (wr_id 0, qp_num 0) in our tests, while ibv_poll_cq
+ * works on every provider. */
+static int ibv_path_cq(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
+    const uint32_t vec = (uint32_t)(p->index % nvec);
+    for (int attempt = 0; p->ppd && attempt < 2; attempt++) {
+        struct ibv_cq_init_attr_ex a = {
+            .cqe = (uint32_t)p->cqe,
+            .cq_context = p,
+            .channel = NULL,
+            .comp_vector = vec,
+            .wc_flags = IBV_WC_STANDARD_FLAGS,
+            .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+            .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+        };
+        if (attempt == 0) {
+            a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
+            a.parent_domain = p->ppd;
+        }
+        p->cqx = ibv_create_cq_ex(c->ctx, &a);
+        if (p->cqx) {
+            p->cq = ibv_cq_ex_to_cq(p->cqx);
+            if (attempt > 0)
+                fh_log_verbose(2, "ibv: path %d: CQ outside the parent domain",
+                               p->index);
+            return FH_OK;
+        }
+    }
+    p->cq = ibv_create_cq(c->ctx, p->cqe, p, NULL, (int)vec);
+    if (!p->cq) {
+        fh_log_error("ibv: path %d: cannot create a CQ of %d entries: %s",
+                     p->index, p->cqe, strerror(errno));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
+{
+    struct fh_conduit *c = p->c;
+    struct ibv_qp_init_attr_ex a = {
+        .qp_context = k,
+        .send_cq = p->cq,
+        .recv_cq = p->cq,
+        .srq = p->srq,
+        .cap = {.max_send_wr = p->sq_depth, .max_recv_wr = 0,
+                .max_send_sge = 1, .max_recv_sge = 0,
+                .max_inline_data = c->max_inline},
+        .qp_type = IBV_QPT_RC,
+        .sq_sig_all = 0,
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .pd = p->qp_pd,
+        .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+                          IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+    };
+    k->qp = ibv_create_qp_ex(c->ctx, &a);
+    if (!k->qp) {
+        fh_log_error("ibv: path %d: cannot create the RC QP for rank %d path "
+                     "%d (send depth %u, inline %u): %s", p->index, k->rank,
+                     k->rpath, p->sq_depth, c->max_inline, strerror(errno));
+        return errno == ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
+    }
+    k->qpx = ibv_qp_to_qp_ex(k->qp);
+    if (!k->qpx) {
+        fh_log_error("ibv: %s does not support the ibv_wr_* post API",
+                     c->devname);
+        return FH_ERR_NOT_SUPPORTED;
+    }
+    k->unsig_op.kind = IBV_OP_UNSIG;
+    k->unsig_op.conn = k;
+    k->status = FH_OK;
+    return FH_OK;
+}
+
+int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
+                    struct fh_cpath **out)
+{
+    int ret;
+    if (!c || !attr || !out || attr->index < 0 ||
+        attr->index >= c->cfg.npaths)
+        return fh_set_error(FH_ERR_INVALID, "ibv: path index %d out of [0, %d)",
+                            attr ? attr->index : -1, c ? c->cfg.npaths : 0);
+    if (c->paths[attr->index])
+        return fh_set_error(FH_ERR_STATE, "ibv: path %d exists", attr->index);
+    if (c->connected)
+        return fh_set_error(FH_ERR_STATE, "ibv: path created after connect");
+
+    struct fh_cpath *p = calloc(1, sizeof *p);
+    if (!p)
+        return FH_ERR_NO_MEMORY;
+    p->c = c;
+    p->index = attr->index;
+    p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
+    p->upcall_arg = attr->upcall_arg;
+    c->paths[p->index] = p;     /* so that destroy can clear it uniformly */
+
+    const int nr = c->cfg.nranks, np = c->cfg.npaths;
+    p->nconns = p->index == 0 ? (size_t)nr * (size_t)np : (size_t)nr;
+    p->sq_depth = p->nconns > 1024 ? IBV_SQ_DEPTH_LARGE : IBV_SQ_DEPTH;
+    if (c->dattr.max_qp_wr > 0 && p->sq_depth > (uint32_t)c->dattr.max_qp_wr)
+        p->sq_depth = (uint32_t)c->dattr.max_qp_wr;
+    p->sig_every = p->sq_depth / 2 ? p->sq_depth / 2 : 1;
+    p->nops = IBV_NOPS;
+    p->nslots = IBV_SLOT_BYTES / c->rbuf_stride;
+    if (p->nslots < 16)
+        p->nslots = 16;
+    if (p->nslots > 256)
+        p->nslots = 256;
+    p->nrecv = (size_t)p->rx_msgs + 2 * IBV_CQ_BATCH + 16;
+    if (c->dattr.max_srq_wr > 0 && p->nrecv > (size_t)c->dattr.max_srq_wr) {
+        fh_log_verbose(1, "ibv: path %d: rx_msgs %u exceeds max_srq_wr %d: "
+                       "senders may see RNR back-off", p->index, p->rx_msgs,
+                       c->dattr.max_srq_wr);
+        p->nrecv = (size_t)c->dattr.max_srq_wr;
+    }
+    size_t cqe = p->nops + p->nslots + p->nrecv + 64 +
+                 p->nconns * (size_t)p->sig_every;   /* error flushes */
+    if (c->dattr.max_cqe > 0 && cqe > (size_t)c->dattr.max_cqe)
+        cqe = (size_t)c->dattr.max_cqe;
+    p->cqe = (int)cqe;
+
+    ibv_path_domain(p);
+    if ((ret = ibv_path_cq(p)) != FH_OK)
+        goto fail;
+
+    struct ibv_srq_init_attr sa = {
+        .srq_context = p,
+        .attr = {.max_wr = (uint32_t)p->nrecv, .max_sge = 1},
+    };
+    p->srq = ibv_create_srq(c->pd, &sa);
+    if (!p->srq) {
+        fh_log_error("ibv: path %d: ibv_create_srq(%zu entries): %s",
+                     p->index, p->nrecv, strerror(errno));
+        ret = FH_ERR_TRANSPORT;
+        goto fail;
+    }
+
+    p->ops = calloc(p->nops, sizeof *p->ops);
+    p->slots = calloc(p->nslots, sizeof *p->slots);
+    p->recvs = calloc(p->nrecv, sizeof *p->recvs);
+    p->conns = calloc(p->nconns, sizeof *p->conns);
+    p->slot_mem = ibv_alloc_pages(p->nslots * c->rbuf_stride);
+    p->rbuf_mem = ibv_alloc_pages(p->nrecv * c->rbuf_stride);
+    if (!p->ops || !p->slots || !p->recvs || !p->conns || !p->slot_mem ||
+        !p->rbuf_mem) {
+        fh_log_error("ibv: path %d: out of memory for %zu x %zu receive "
+                     "bytes", p->index, p->nrecv, c->rbuf_stride);
+        ret = FH_ERR_NO_MEMORY;
+        goto fail;
+    }
+    p->slot_mr = ibv_reg_mr(c->pd, p->slot_mem, p->nslots * c->rbuf_stride,
+                            IBV_ACCESS_LOCAL_WRITE);
+    p->rbuf_mr = ibv_reg_mr(c->pd, p->rbuf_mem, p->nrecv * c->rbuf_stride,
+                            IBV_ACCESS_LOCAL_WRITE);
+    if (!p->slot_mr || !p->rbuf_mr) {
+        fh_log_error("ibv: path %d: registering %zu bytes of AM buffers: %s",
+                     p->index, (p->nslots + p->nrecv) * c->rbuf_stride,
+                     strerror(errno));
+        ret = FH_ERR_NO_MEMORY;
+        goto fail;
+    }
+    for (size_t i = 0; i < p->nops; i++) {
+        p->ops[i].next = p->op_free;
+        p->op_free = &p->ops[i];
+    }
+    for (size_t i = 0; i < p->nslots; i++) {
+        struct ibv_op *s = &p->slots[i];
+        s->kind = IBV_OP_SEND;
+        s->buf = p->slot_mem + i * c->rbuf_stride;
+        s->next = p->slot_free;
+        p->slot_free = s;
+    }
+    /* Post every receive buffer, in chains of IBV_CQ_BATCH. */
+    for (size_t i = 0; i < p->nrecv; i++) {
+        struct ibv_op *r = &p->recvs[i];
+        r->kind = IBV_OP_RECV;
+        r->buf = p->rbuf_mem + i * c->rbuf_stride;
+        int j = p->nrepost++;
+        p->rsge[j] = (struct ibv_sge){(uintptr_t)r->buf,
+                                      (uint32_t)c->rbuf_stride,
+                                      p->rbuf_mr->lkey};
+        p->rwr[j] = (struct ibv_recv_wr){.wr_id = (uintptr_t)r,
+                                         .sg_list = &p->rsge[j],
+                                         .num_sge = 1};
+        if (p->nrepost == IBV_CQ_BATCH || i + 1 == p->nrecv) {
+            for (int q = 0; q + 1 < p->nrepost; q++)
+                p->rwr[q].next = &p->rwr[q + 1];
+            p->rwr[p->nrepost - 1].next = NULL;
+            struct ibv_recv_wr *bad = NULL;
+            int e = ibv_post_srq_recv(p->srq, p->rwr, &bad);
+            p->nrepost = 0;
+            if (e) {
+                fh_log_error("ibv: path %d: ibv_post_srq_recv: %s", p->index,
+                             strerror(e));
+                ret = FH_ERR_TRANSPORT;
+                goto fail;
+            }
+        }
+    }
+    for (size_t k = 0; k < p->nconns; k++) {
+        struct ibv_conn *cn = &p->conns[k];
+        if (p->index == 0) {
+            cn->rank = (int)(k / (size_t)np);
+            cn->rpath = (int)(k % (size_t)np);
+        } else {
+            cn->rank = (int)k;
+            cn->rpath = 0;
+        }
+        if ((ret = ibv_conn_create(p, cn)) != FH_OK)
+            goto fail;
+    }
+    fh_log_verbose(2, "ibv: path %d: %zu RC QPs (send depth %u, signal every "
+                   "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
+                   "CQ %d entries%s, %s", p->index, p->nconns, p->sq_depth,
+                   p->sig_every, p->nrecv, c->rbuf_stride, p->rx_msgs,
+                   p->nslots, p->cqe, p->cqx ? " (extended, single-threaded)" : "",
+                   p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
+                          : "plain PD");
+    *out = p;
+    return FH_OK;
+
+fail:
+    ibv_path_destroy(p);
+    return ret;
+}
+
+void ibv_path_destroy(struct fh_cpath *p)
+{
+    if (!p)
+        return;
+    struct fh_conduit *c = p->c;
+    if (p->open) {
+        ibv_wr_abort(p->open->qpx);
+        p->open = NULL;
+    }
+    if (p->conns) {
+        for (size_t k = 0; k < p->nconns; k++)
+            if (p->conns[k].qp)
+                ibv_destroy_qp(p->conns[k].qp);
+    }
+    if (p->srq)
+        ibv_destroy_srq(p->srq);
+    if (p->cq)
+        ibv_destroy_cq(p->cq);
+    if (p->slot_mr)
+        ibv_dereg_mr(p->slot_mr);
+    if (p->rbuf_mr)
+        ibv_dereg_mr(p->rbuf_mr);
+    if (p->ppd)
+        ibv_dealloc_pd(p->ppd);
+    for (int i = 0; i < 2; i++)
+        if (p->td[i])
+            ibv_dealloc_td(p->td[i]);
+    free(p->conns);
+    free(p->ops);
+    free(p->slots);
+    free(p->recvs);
+    free(p->slot_mem);
+    free(p->rbuf_mem);
+    if (c->paths[p->index] == p)
+        c->paths[p->index] = NULL;
+    free(p);
+}
+
+int ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
+                size_t hdr_len, const void *payload, size_t len)
+{
+    struct fh_conduit *c = p->c;
+    const size_t total = hdr_len + len;
+    if (total > c->am_max_packet || total < hdr_len)
+        return fh_set_error(FH_ERR_TOO_BIG,
+                            "ibv: am_send of %zu bytes over am_max_packet %zu",
+                            total, c->am_max_packet);
+    struct ibv_conn *k = NULL;
+    int ret = ibv_conn_for(p, rank, rpath, "am_send", &k);
+    if (ret)
+        return ret;
+    if (k->status != FH_OK)
+        return fh_set_error(k->status, "ibv: rank %d: connection from path "
+                            "%d to its path %d is broken", rank, p->index,
+                            rpath);
+    const int inl = total <= c->max_inline;
+    struct ibv_op *op = NULL;
+    if (k->sq_used >= p->sq_depth)
+        goto again;
+    if (!inl) {
+        if (!(op = p->slot_free))
+            goto again;
+    } else if (k->unsig + 1 >= p->sig_every) {
+        if (!(op = p->op_free))
+            goto again;
+    }
+    ibv_batch_open(p, k);
+    struct ibv_qp_ex *qx = k->qpx;
+    qx->wr_id = (uintptr_t)(op ? op : &k->unsig_op);
+    /* IBV_SEND_INLINE is implied by ibv_wr_set_inline_data, but rxe's
+     * kernel side looks only at the flag (without it the WQE fails with
+     * IBV_WC_LOC_QP_OP_ERR). */
+    qx->wr_flags = (op ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
+    ibv_wr_send(qx);
+    if (inl) {
+        if (op) {
+            p->op_free = op->next;
+            op->kind = IBV_OP_SEND;
+            op->buf = NULL;
+        }
+        /* One contiguous buffer rather than ibv_wr_set_inline_data_list:
+         * rxe up to at least rdma-core 44 sends 0 bytes for a list (it
+         * never adds up the lengths). */
+        char tmp[IBV_INLINE_MAX];
+        if (hdr_len)
+            memcpy(tmp, hdr, hdr_len);
+        if (len)
+            memcpy(tmp + hdr_len, payload, len);
+        ibv_wr_set_inline_data(qx, tmp, total);
+    } else {
+        p->slot_free = op->next;
+        memcpy(op->buf, hdr, hdr_len);
+        if (len)
+            memcpy(op->buf + hdr_len, payload, len);
+        ibv_wr_set_sge(qx, p->slot_mr->lkey, (uintptr_t)op->buf,
+                       (uint32_t)total);
+    }
+    ibv_batch_add(p, k, op, op != NULL);
+    return ibv_batch_close(p);
+
+again:
+    /* Ring what is pending so that completions (and slots) can come. */
+    ibv_batch_close(p);
+    return FH_ERR_AGAIN;
+}
+
+/* ------------------------------------------------------------ polling */
+
+static struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
+{
+    for (size_t k = 0; k < p->nconns; k++)
+        if (p->conns[k].qp && p->conns[k].qp->qp_num == qpn)
+            return &p->conns[k];
+    return NULL;
+}
+
+/* Copies up to want completions into p->ev (one ibv_poll_cq call). */
+static int ibv_fetch(struct fh_cpath *p, int want)
+{
+    struct ibv_wc wc[IBV_CQ_BATCH];
+    int n = ibv_poll_cq(p->cq, want, wc);
+    if (n < 0) {
+        fh_log_error("ibv: path %d: ibv_poll_cq failed (%d)", p->index, n);
+        return FH_ERR_TRANSPORT;
+    }
+    for (int i = 0; i < n; i++)
+        p->ev[i] = (struct ibv_ev){wc[i].wr_id, wc[i].byte_len, wc[i].qp_num,
+                                   wc[i].vendor_err, (int)wc[i].status};
+    return n;
+}
+
+static void ibv_repost_flush(struct fh_cpath *p)
+{
+    if (!p->nrepost)
+        return;
+    for (int q = 0; q + 1 < p->nrepost; q++)
+        p->rwr[q].next = &p->rwr[q + 1];
+    p->rwr[p->nrepost - 1].next = NULL;
+    struct ibv_recv_wr *bad = NULL;
+    int e = ibv_post_srq_recv(p->srq, p->rwr, &bad);
+    p->nrepost = 0;
+    if (e)
+        fh_fatal("ibv: path %d: cannot repost receive buffers: %s", p->index,
+                 strerror(e));
+}
+
+static void ibv_repost(struct fh_cpath *p, struct ibv_op *r)
+{
+    int j = p->nrepost++;
+    p->rsge[j] = (struct ibv_sge){(uintptr_t)r->buf,
+                                  (uint32_t)p->c->rbuf_stride,
+                                  p->rbuf_mr->lkey};
+    p->rwr[j] = (struct ibv_recv_wr){.wr_id = (uintptr_t)r,
+                                     .sg_list = &p->rsge[j], .num_sge = 1};
+    if (p->nrepost == IBV_CQ_BATCH)
+        ibv_repost_flush(p);
+}
+
+static const char *ibv_kind_str(int kind)
+{
+    switch (kind) {
+    case IBV_OP_PUT: return "put";
+    case IBV_OP_GET: return "get";
+    case IBV_OP_SEND:
+    case IBV_OP_UNSIG: return "active message";
+    default: return "operation";
+    }
+}
+
+/* Releases a send-side op (after its completion) and makes the upcall. */
+static void ibv_finish(struct fh_cpath *p, struct ibv_op *op, int status)
+{
+    struct fh_conduit *c = p->c;
+    switch (op->kind) {
+    case IBV_OP_PUT:
+    case IBV_OP_GET: {
+        void *ctx = op->op_ctx;
+        op->next = p->op_free;
+        p->op_free = op;
+        c->up.on_complete(p->upcall_arg, ctx, status);
+        break;
+    }
+    case IBV_OP_SEND:
+        if (op->buf) {
+            op->next = p->slot_free;
+            p->slot_free = op;
+        } else {
+            op->next = p->op_free;
+            p->op_free = op;
+        }
+        break;
+    default:
+        break;              /* IBV_OP_UNSIG: nothing to release */
+    }
+}
+
+static void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v)
+{
+    struct ibv_op *op = (struct ibv_op *)(uintptr_t)v->wr_id;
+    const enum ibv_wc_status ws = (enum ibv_wc_status)v->status;
+    if (!op) {
+        fh_log_error("ibv: path %d: error completion without context: %s",
+                     p->index, ibv_wc_status_str(ws));
+        return;
+    }
+    if (op->kind == IBV_OP_RECV) {
+        struct ibv_conn *k = ibv_conn_by_qpn(p, v->qp_num);
+        if (ws != IBV_WC_WR_FLUSH_ERR)
+            fh_log_error("ibv: rank %d: receive on path %d failed: %s "
+                         "(vendor_err 0x%x)%s", k ? k->rank : -1, p->index,
+                         ibv_wc_status_str(ws), v->vendor_err,
+                         ws == IBV_WC_LOC_LEN_ERR
+                             ? " (message over am_max_packet?)" : "");
+        ibv_repost(p, op);
+        return;
+    }
+    struct ibv_conn *k = op->conn;
+    int st = ibv_err_status(ws);
+    if (k->status == FH_OK) {
+        k->status = st;
+    } else if (ws == IBV_WC_WR_FLUSH_ERR) {
+        st = k->status;     /* a flush after the real error: same cause */
+    }
+    k->sq_used -= op->reclaim <= k->sq_used ? op->reclaim : k->sq_used;
+    if (k->nerr++ == 0 || ws != IBV_WC_WR_FLUSH_ERR) {
+        char what[64];
+        if (op->kind == IBV_OP_PUT || op->kind == IBV_OP_GET)
+            snprintf(what, sizeof what, "%s of %zu bytes",
+                     ibv_kind_str(op->kind), op->len);
+        else
+            snprintf(what, sizeof what, "%s", ibv_kind_str(op->kind));
+        fh_log_error("ibv: rank %d: %s from path %d to its path %d failed: "
+                     "%s (vendor_err 0x%x)%s", k->rank, what, p->index,
+                     k->rpath, ibv_wc_status_str(ws), v->vendor_err,
+                     st == FH_ERR_PEER_DEAD
+                         ? "; the peer is dead or unreachable"
+                         : ws == IBV_WC_REM_ACCESS_ERR
+                               ? "; remote key or address out of range"
+                               : "");
+    }
+    ibv_finish(p, op, st);
+}
+
+/* Ops of a batch the provider refused: complete them with an error. */
+static int ibv_deliver_failed(struct fh_cpath *p)
+{
+    int n = 0;
+    while (p->failed) {
+        struct ibv_op *op = p->failed;
+        p->failed = op->next;
+        int st = op->conn && op->conn->status ? op->conn->status
+                                              : FH_ERR_TRANSPORT;
+        ibv_finish(p, op, st);
+        n++;
+    }
+    return n;
+}
+
+int ibv_poll(struct fh_cpath *p, int max)
+{
+    struct fh_conduit *c = p->c;
+    int done = 0;
+    if (p->open)
+        ibv_batch_close(p);
+    if (p->failed)
+        done += ibv_deliver_failed(p);
+    while (done < max) {
+        if (p->ev_head == p->ev_n) {
+            int want = max - done < IBV_CQ_BATCH ? max - done : IBV_CQ_BATCH;
+            p->ev_head = p->ev_n = 0;
+            int n = ibv_fetch(p, want);
+            if (n < 0) {
+                ibv_repost_flush(p);
+                return n;
+            }
+            if (n == 0)
+                break;
+            p->ev_n = n;
+        }
+        /* Take the event first: a nested poll continues after it. */
+        struct ibv_ev v = p->ev[p->ev_head++];
+        struct ibv_op *op = (struct ibv_op *)(uintptr_t)v.wr_id;
+        done++;
+        if (v.status != IBV_WC_SUCCESS) {
+            ibv_handle_error(p, &v);
+            continue;
+        }
+        if (!op) {
+            fh_log_error("ibv: path %d: completion without context (qp %u, "
+                         "%u bytes)", p->index, v.qp_num, v.len);
+            continue;
+        }
+        switch (op->kind) {
+        case IBV_OP_RECV:
+            c->up.on_am(p->upcall_arg, op->buf, v.len);
+            ibv_repost(p, op);
+            break;
+        case IBV_OP_PUT:
+        case IBV_OP_GET:
+        case IBV_OP_SEND:
+            op->conn->sq_used -= op->reclaim;
+            ibv_finish(p, op, FH_OK);
+            break;
+        default:
+            fh_log_error("ibv: path %d: completion of an unsignaled send",
+                         p->index);
+        }
+    }
+    ibv_repost_flush(p);
+    return done;
+}

@@ -1,0 +1,254 @@
+/*
+ * ibv_rma.c -- verbs conduit: memory registration, put, get, and the
+ * doorbell batch shared with am_send.
+ *
+ * Registration.  ibv_reg_mr on the conduit's (plain) PD, which every path's
+ * QPs share (a parent domain wraps the same kernel PD), so one lkey/rkey
+ * serves all paths.  fh_rkey_t = {rkey, registered base}; verbs addresses
+ * remote memory by virtual address, so put/get use raddr as is.
+ *
+ * Delivery complete.  A put is an RC RDMA WRITE posted signaled.  On a
+ * reliable connection the requester completes a WRITE only after the
+ * responder acknowledged it, and the responder acknowledges only after the
+ * data was accepted into its memory placement path (in order with its later
+ * accesses; we never register with IBV_ACCESS_RELAXED_ORDERING).  So the
+ * completion upcall means the bytes are in the target's memory, which is
+ * what conduit.h asks of put (tests/conduit/ibv_selftest.c checks it at the
+ * target, right after the initiator's completion, without polling there).
+ * A get is an RDMA READ: its completion means the data is in the local
+ * buffer.
+ *
+ * Inline.  A put of len <= max_inline (= limits.max_inject, the QP's
+ * max_inline_data) copies the source into the WQE at post time
+ * (ibv_wr_set_inline_data): the source is reusable at return and needs no
+ * registration.
+ *
+ * Batching.  Posts go through ibv_wr_start / ibv_wr_* / ibv_wr_complete on
+ * the QP's ibv_qp_ex.  A post with FH_POST_MORE leaves the batch open (no
+ * doorbell); the next post without it, a post to another QP, a full batch
+ * (IBV_BATCH_MAX work requests) or the next poll of the path rings it.  If
+ * the provider refuses a batch at ibv_wr_complete, its put/get contexts are
+ * completed with an error at the next poll (they were already accepted).
+ *
+ * Signaling.  Every put and get is signaled (one WR per op: the runtime
+ * needs one upcall per op_ctx), and its completion also reclaims the send
+ * queue entries of the unsignaled AM sends before it on the same QP.
+ */
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+
+#include "ibv_internal.h"
+#include "log.h"
+
+#define IBV_BATCH_MAX 32
+
+int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
+                 struct ibv_conn **out)
+{
+    struct fh_conduit *c = p->c;
+    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
+        rpath >= c->cfg.npaths)
+        return fh_set_error(FH_ERR_RANK, "ibv: %s to (%d, %d)", what, rank,
+                            rpath);
+    if (!c->connected)
+        return fh_set_error(FH_ERR_STATE, "ibv: %s before connect", what);
+    if (p->index == 0) {
+        *out = &p->conns[(size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath];
+        return FH_OK;
+    }
+    if (rpath != 0)
+        return fh_set_error(FH_ERR_INVALID, "ibv: %s from thread path %d to "
+                            "path %d of rank %d (thread paths reach service "
+                            "paths only)", what, p->index, rpath, rank);
+    *out = &p->conns[rank];
+    return FH_OK;
+}
+
+int ibv_batch_close(struct fh_cpath *p)
+{
+    struct ibv_conn *k = p->open;
+    if (!k)
+        return FH_OK;
+    p->open = NULL;
+    int e = ibv_wr_complete(k->qpx);
+    struct ibv_op *b = p->batch;
+    p->batch = NULL;
+    unsigned n = p->batch_n;
+    p->batch_n = 0;
+    if (!e)
+        return FH_OK;
+    fh_log_error("ibv: rank %d: posting %u work requests from path %d to its "
+                 "path %d failed: %s", k->rank, n, p->index, k->rpath,
+                 strerror(e));
+    if (k->status == FH_OK)
+        k->status = FH_ERR_TRANSPORT;
+    while (b) {
+        struct ibv_op *nx = b->bnext;
+        b->next = p->failed;
+        p->failed = b;
+        b = nx;
+    }
+    return FH_ERR_TRANSPORT;
+}
+
+void ibv_batch_open(struct fh_cpath *p, struct ibv_conn *k)
+{
+    if (p->open == k)
+        return;
+    if (p->open)
+        ibv_batch_close(p);     /* its errors go to the failed list */
+    ibv_wr_start(k->qpx);
+    p->open = k;
+    p->batch = NULL;
+    p->batch_n = 0;
+}
+
+void ibv_batch_add(struct fh_cpath *p, struct ibv_conn *k, struct ibv_op *op,
+                   int signaled)
+{
+    k->sq_used++;
+    if (signaled) {
+        op->reclaim = k->unsig + 1;
+        k->unsig = 0;
+        op->conn = k;
+        op->bnext = p->batch;
+        p->batch = op;
+    } else {
+        k->unsig++;
+    }
+    p->batch_n++;
+}
+
+/* ------------------------------------------------------------ MR */
+
+int ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned access,
+               struct fh_mr **out, fh_rkey_t *rkey)
+{
+    if (!c || !out || (!addr && len) ||
+        (access & ~(unsigned)(FH_MR_LOCAL | FH_MR_REMOTE_READ |
+                              FH_MR_REMOTE_WRITE)))
+        return fh_set_error(FH_ERR_INVALID, "ibv: mr_reg: bad arguments");
+    int a = 0;
+    if (access & FH_MR_LOCAL)
+        a |= IBV_ACCESS_LOCAL_WRITE;
+    if (access & FH_MR_REMOTE_READ)
+        a |= IBV_ACCESS_REMOTE_READ;
+    if (access & FH_MR_REMOTE_WRITE)   /* verbs requires LOCAL_WRITE too */
+        a |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    struct fh_mr *m = calloc(1, sizeof *m);
+    if (!m)
+        return FH_ERR_NO_MEMORY;
+    m->mr = ibv_reg_mr(c->pd, addr, len ? len : 1, a);
+    if (!m->mr) {
+        int e = errno;
+        free(m);
+        fh_log_error("ibv: ibv_reg_mr(%p, %zu bytes) on %s: %s%s", addr, len,
+                     c->devname, strerror(e),
+                     e == ENOMEM || e == EPERM
+                         ? " (RLIMIT_MEMLOCK too low? see ulimit -l)" : "");
+        return fh_set_error(FH_ERR_NO_MEMORY, "ibv: cannot register %zu "
+                            "bytes: %s", len, strerror(e));
+    }
+    m->addr = addr;
+    m->len = len;
+    if (rkey) {
+        rkey->key = m->mr->rkey;
+        rkey->base = (uint64_t)(uintptr_t)addr;
+    }
+    *out = m;
+    return FH_OK;
+}
+
+int ibv_mr_dereg(struct fh_conduit *c, struct fh_mr *m)
+{
+    if (!m)
+        return FH_ERR_INVALID;
+    int e = ibv_dereg_mr(m->mr);
+    free(m);
+    if (e) {
+        fh_log_error("ibv: ibv_dereg_mr on %s: %s", c ? c->devname : "?",
+                     strerror(e));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+/* ------------------------------------------------------------ RMA */
+
+static int ibv_rma_post(struct fh_cpath *p, int is_put, int rank, int rpath,
+                        void *lbuf, size_t len, struct fh_mr *lmr,
+                        uint64_t raddr, const fh_rkey_t *rkey, void *op_ctx,
+                        unsigned flags)
+{
+    struct fh_conduit *c = p->c;
+    const char *what = is_put ? "put" : "get";
+    struct ibv_conn *k = NULL;
+    int ret = ibv_conn_for(p, rank, rpath, what, &k);
+    if (ret)
+        return ret;
+    if (!rkey)
+        return fh_set_error(FH_ERR_INVALID, "ibv: %s without rkey", what);
+    if (len > c->limits.max_msg)
+        return fh_set_error(FH_ERR_TOO_BIG, "ibv: %s of %zu bytes over "
+                            "max_msg %zu", what, len, c->limits.max_msg);
+    const int inl = is_put && len <= c->max_inline;
+    if (!inl) {
+        if (!lmr)
+            return fh_set_error(FH_ERR_INVALID, "ibv: %s of %zu bytes needs "
+                                "a local registration", what, len);
+        if ((char *)lbuf < lmr->addr ||
+            (char *)lbuf + len > lmr->addr + lmr->len)
+            return fh_set_error(FH_ERR_INVALID, "ibv: %s buffer %p+%zu "
+                                "outside its registration %p+%zu", what, lbuf,
+                                len, (void *)lmr->addr, lmr->len);
+    }
+    if (k->status != FH_OK)
+        return fh_set_error(k->status, "ibv: rank %d: %s: connection from "
+                            "path %d to its path %d is broken", rank, what,
+                            p->index, rpath);
+    struct ibv_op *op = p->op_free;
+    if (!op || k->sq_used >= p->sq_depth) {
+        ibv_batch_close(p);
+        return FH_ERR_AGAIN;
+    }
+    ibv_batch_open(p, k);
+    p->op_free = op->next;
+    op->kind = is_put ? IBV_OP_PUT : IBV_OP_GET;
+    op->op_ctx = op_ctx;
+    op->len = len;
+    op->buf = NULL;
+    struct ibv_qp_ex *qx = k->qpx;
+    qx->wr_id = (uintptr_t)op;
+    qx->wr_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+    if (is_put) {
+        ibv_wr_rdma_write(qx, (uint32_t)rkey->key, raddr);
+        if (inl)
+            ibv_wr_set_inline_data(qx, lbuf, len);
+        else
+            ibv_wr_set_sge(qx, lmr->mr->lkey, (uintptr_t)lbuf, (uint32_t)len);
+    } else {
+        ibv_wr_rdma_read(qx, (uint32_t)rkey->key, raddr);
+        ibv_wr_set_sge(qx, lmr->mr->lkey, (uintptr_t)lbuf, (uint32_t)len);
+    }
+    ibv_batch_add(p, k, op, 1);
+    if (!(flags & FH_POST_MORE) || p->batch_n >= IBV_BATCH_MAX)
+        ibv_batch_close(p);     /* a refusal is reported through on_complete */
+    return FH_OK;
+}
+
+int ibv_put(struct fh_cpath *p, int rank, int rpath, const void *src,
+            size_t len, struct fh_mr *lmr, uint64_t raddr,
+            const fh_rkey_t *rkey, void *op_ctx, unsigned flags)
+{
+    return ibv_rma_post(p, 1, rank, rpath, (void *)src, len, lmr, raddr, rkey,
+                        op_ctx, flags);
+}
+
+int ibv_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
+            struct fh_mr *lmr, uint64_t raddr, const fh_rkey_t *rkey,
+            void *op_ctx, unsigned flags)
+{
+    return ibv_rma_post(p, 0, rank, rpath, dst, len, lmr, raddr, rkey, op_ctx,
+                        flags);
+}

@@ -1,0 +1,192 @@
+/*
+ * ofi_internal.h -- private definitions of the libfabric ("ofi") conduit.
+ *
+ * Layout
+ *   ofi_conduit.c  open / close / connect / limits (fabric, domain, AV)
+ *   ofi_path.c     one path = RDM endpoint + CQ, AM send pool, multi-recv
+ *                  receive buffers, poll
+ *   ofi_rma.c      put / get / mr_reg / mr_dereg
+ *
+ * Nothing here is global: every object hangs off struct fh_conduit or
+ * struct fh_cpath.  Paths never share a lock of ours; the runtime serializes
+ * the calls on one path.
+ */
+#ifndef FH_OFI_INTERNAL_H
+#define FH_OFI_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "conduit.h"
+
+/* What an fi_context points at.  Every context we hand to libfabric starts
+ * with a struct fi_context2 (scratch space for providers that ask for
+ * FI_CONTEXT / FI_CONTEXT2), so op_context of a completion is always one of
+ * these. */
+enum ofi_op_kind {
+    OFI_OP_PUT = 1,
+    OFI_OP_GET,
+    OFI_OP_SEND,   /* AM send slot */
+    OFI_OP_RECV    /* multi-recv buffer */
+};
+
+struct ofi_op {
+    struct fi_context2 fctx;   /* must be first */
+    int kind;                  /* enum ofi_op_kind */
+    int rank;                  /* peer (for error messages) */
+    int rpath;                 /* peer path */
+    void *op_ctx;              /* runtime's context (RMA) */
+    char *buf;                 /* SEND: slot buffer, RECV: receive buffer */
+    size_t buf_len;            /* RECV: buffer size */
+    int busy;                  /* RECV: upcalls running on this buffer */
+    int repost;                /* RECV: released by the provider, repost */
+    struct ofi_op *next;       /* freelist link */
+};
+
+/* Every AM carries this conduit header in front of the runtime's bytes.
+ * FI_ORDER_SAS orders the *transmission* of sends, but providers report
+ * comp_order FI_ORDER_NONE: tcp;ofi_rxm completes a large (rendezvous)
+ * message after a later eager one.  The receiver therefore delivers by
+ * per-source sequence number, holding early arrivals in their receive
+ * buffer until the gap is filled. */
+struct ofi_amh {
+    uint32_t src;              /* sender rank * npaths + sender path */
+    uint32_t seq;              /* per (sender path, destination path) */
+};
+#define OFI_AMH ((size_t)sizeof(struct ofi_amh))
+
+/* A message received ahead of its turn (its buffer is kept busy). */
+struct ofi_held {
+    uint32_t src, seq;
+    const char *buf;           /* runtime bytes (after struct ofi_amh) */
+    size_t len;
+    struct ofi_op *rb;
+};
+
+/* One registration.  With FI_MR_ENDPOINT a registration is bound to a single
+ * endpoint, so we keep one fid_mr per path (mr[i] bound to path i); remote
+ * access goes to the service path, so the remote key is mr[0]'s.  Otherwise
+ * nmr == 1 and mr[0] serves every path. */
+struct fh_mr {
+    void *addr;
+    size_t len;
+    int nmr;
+    struct fid_mr **mr;
+    void **desc;
+};
+
+struct fh_cpath {
+    struct fh_conduit *c;
+    int index;
+    unsigned rx_msgs;
+    void *upcall_arg;
+
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+
+    /* RMA op contexts: fixed freelist, no malloc on the fast path. */
+    struct ofi_op *ops;
+    struct ofi_op *op_free;
+    size_t nops;
+
+    /* AM send slots: nslots buffers of am_max_packet bytes, registered. */
+    struct ofi_op *slots;
+    struct ofi_op *slot_free;
+    size_t nslots;
+    char *slot_mem;
+    struct fh_mr *slot_mr;
+
+    /* Receive: nrbufs multi-recv buffers. */
+    struct ofi_op *rbufs;
+    size_t nrbufs;
+    size_t rbuf_size;
+    char *rbuf_mem;
+    struct fh_mr *rbuf_mr;
+    int repost_pending;        /* a repost failed with -FI_EAGAIN */
+    unsigned long ctxless_errors;  /* error completions without context */
+
+    /* Aligned copies for messages a provider packed at an odd offset, one
+     * per upcall nesting depth (on_am may send, and a send that finds no
+     * slot makes the runtime poll this path again from inside on_am). */
+#define OFI_BOUNCE_DEPTH 4
+    char *bounce[OFI_BOUNCE_DEPTH];
+    int depth;
+
+    /* AM ordering: next sequence number to send to / expect from each
+     * (rank, path), indexed rank * npaths + path; early arrivals. */
+    uint32_t *tx_seq;
+    uint32_t *rx_expect;
+    struct ofi_held *held;
+    size_t nheld, held_cap;
+
+    /* Flat copy of the conduit's address table (read-only after connect). */
+    const fi_addr_t *addrs;
+};
+
+struct fh_conduit {
+    fh_conduit_config_t cfg;
+    fh_conduit_upcalls_t up;
+    fh_conduit_limits_t limits;
+
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+
+    uint64_t mr_mode;      /* info->domain_attr->mr_mode as granted */
+    int virt_addr;         /* FI_MR_VIRT_ADDR */
+    int prov_key;          /* FI_MR_PROV_KEY */
+    int mr_local;          /* FI_MR_LOCAL */
+    int mr_endpoint;       /* FI_MR_ENDPOINT */
+    size_t mr_key_size;
+    _Atomic uint64_t next_key;   /* requested keys when !FI_MR_PROV_KEY */
+
+    size_t am_max_packet;
+    size_t inject_size;
+    size_t tx_size, rx_size;
+
+    struct fh_cpath **paths;      /* [npaths], set by path_create */
+    fi_addr_t *addrs;             /* [rank * npaths + path], after connect */
+    int connected;
+};
+
+/* ofi_rma.c */
+int  ofi_mr_reg(struct fh_conduit *c, void *addr, size_t len,
+                unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
+int  ofi_mr_dereg(struct fh_conduit *c, struct fh_mr *mr);
+/* Registers memory for one path only (internal buffers). */
+int  ofi_mr_reg_path(struct fh_cpath *p, void *addr, size_t len,
+                     uint64_t fi_access, struct fh_mr **out);
+int  ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
+             size_t len, struct fh_mr *lmr, uint64_t raddr,
+             const fh_rkey_t *rkey, void *op_ctx, unsigned flags);
+int  ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
+             struct fh_mr *lmr, uint64_t raddr, const fh_rkey_t *rkey,
+             void *op_ctx, unsigned flags);
+
+/* ofi_path.c */
+int  ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
+                     struct fh_cpath **out);
+void ofi_path_destroy(struct fh_cpath *p);
+int  ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
+                 size_t hdr_len, const void *payload, size_t len);
+int  ofi_poll(struct fh_cpath *p, int max);
+
+/* Helpers shared by the files. */
+int  ofi_err_to_fh(int fi_errno);   /* positive FI_E* -> fh_err_t */
+static inline void *ofi_path_desc(struct fh_cpath *p, struct fh_mr *mr)
+{
+    if (!mr)
+        return NULL;
+    return mr->desc[mr->nmr == 1 ? 0 : p->index];
+}
+
+#endif /* FH_OFI_INTERNAL_H */

@@ -1,0 +1,532 @@
+/*
+ * ofi_path.c -- libfabric conduit: paths (endpoint + CQ), AM send/receive,
+ * poll.
+ *
+ * Receive space.  Each path posts NRBUF = 2 FI_MULTI_RECV buffers of
+ * (rx_msgs + 1) * P bytes (P = am_max_packet + our 8-byte header) and sets
+ * FI_OPT_MIN_MULTI_RECV to P, so a buffer is retired by the provider when less than P bytes remain
+ * and a message never has to be split.  Why that is enough: when buffer A is
+ * retired, the other buffer B takes the following messages; B can only run
+ * out after at least rx_msgs further messages (it holds >= rx_msgs * P bytes
+ * before retiring), and the runtime allows at most rx_msgs unprocessed
+ * messages towards this path, so by then every message of A has been through
+ * on_am and A has been reposted (we repost right after the upcalls of the
+ * completion that carries FI_MULTI_RECV).  Messages held for reordering
+ * (see struct ofi_amh) are unprocessed, so they count against rx_msgs too.
+ *
+ * AM send.  am_send copies header + payload into one of the path's send
+ * slots (registered when the provider wants FI_MR_LOCAL) and posts fi_send
+ * with the slot as context; the slot returns to the freelist on completion.
+ * We do not use fi_inject: an injected send has no context, so a failure
+ * could not name the peer.  No slot or -FI_EAGAIN -> FH_ERR_AGAIN; the
+ * runtime then polls this path, which drives the provider's progress.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ofi_internal.h"
+#include "log.h"
+
+#define OFI_NRBUF      2
+#define OFI_CQ_BATCH   32
+#define OFI_SLOT_BYTES ((size_t)4 << 20)   /* send-slot memory per path */
+#define OFI_ALIGN      16                   /* alignment of on_am buffers */
+
+static void *ofi_alloc_aligned(size_t len)
+{
+    void *p = NULL;
+    if (len == 0)
+        len = 1;
+    if (posix_memalign(&p, 4096, len))
+        return NULL;
+    return p;
+}
+
+static int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
+{
+    struct iovec iov = {.iov_base = rb->buf, .iov_len = rb->buf_len};
+    void *desc = ofi_path_desc(p, p->rbuf_mr);
+    struct fi_msg msg = {
+        .msg_iov = &iov,
+        .desc = &desc,
+        .iov_count = 1,
+        .addr = FI_ADDR_UNSPEC,
+        .context = &rb->fctx,
+    };
+    ssize_t ret = fi_recvmsg(p->ep, &msg, FI_MULTI_RECV);
+    if (ret == 0) {
+        rb->repost = 0;
+        return 0;
+    }
+    if (ret == -FI_EAGAIN) {
+        rb->repost = 1;
+        p->repost_pending = 1;
+        return 0;
+    }
+    fh_log_error("ofi: path %d: fi_recvmsg(multi-recv %zu bytes): %s",
+                 p->index, rb->buf_len, fi_strerror((int)-ret));
+    return FH_ERR_TRANSPORT;
+}
+
+int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
+                    struct fh_cpath **out)
+{
+    int ret;
+    if (!c || !attr || !out || attr->index < 0 ||
+        attr->index >= c->cfg.npaths)
+        return fh_set_error(FH_ERR_INVALID, "ofi: path index %d out of [0, %d)",
+                            attr ? attr->index : -1, c ? c->cfg.npaths : 0);
+    if (c->paths[attr->index])
+        return fh_set_error(FH_ERR_STATE, "ofi: path %d exists", attr->index);
+    if (c->connected)
+        return fh_set_error(FH_ERR_STATE, "ofi: path created after connect");
+
+    struct fh_cpath *p = calloc(1, sizeof *p);
+    if (!p)
+        return FH_ERR_NO_MEMORY;
+    p->c = c;
+    p->index = attr->index;
+    p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
+    p->upcall_arg = attr->upcall_arg;
+    const size_t P = c->am_max_packet + OFI_AMH;   /* wire size */
+    const size_t nsrc = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
+
+    /* Sizes of the per-path pools. */
+    p->nops = c->tx_size ? c->tx_size : 256;
+    if (p->nops < 64)
+        p->nops = 64;
+    if (p->nops > 4096)
+        p->nops = 4096;
+    p->nslots = OFI_SLOT_BYTES / P;
+    if (p->nslots < 16)
+        p->nslots = 16;
+    if (p->nslots > 256)
+        p->nslots = 256;
+    if (c->tx_size && p->nslots > c->tx_size)
+        p->nslots = c->tx_size;
+    p->nrbufs = OFI_NRBUF;
+    p->rbuf_size = ((size_t)p->rx_msgs + 1) * P;
+
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_DATA,   /* buf of multi-recv completions */
+        .wait_obj = FI_WAIT_NONE,
+        .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64,
+    };
+    ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_cq_open: %s", p->index,
+                     fi_strerror(-ret));
+        goto fail;
+    }
+    ret = fi_endpoint(c->domain, c->info, &p->ep, NULL);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_endpoint: %s", p->index,
+                     fi_strerror(-ret));
+        goto fail;
+    }
+    ret = fi_ep_bind(p->ep, &c->av->fid, 0);
+    if (!ret)
+        ret = fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_ep_bind: %s", p->index,
+                     fi_strerror(-ret));
+        goto fail;
+    }
+    ret = fi_enable(p->ep);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_enable: %s", p->index,
+                     fi_strerror(-ret));
+        goto fail;
+    }
+    /* After fi_enable: shm 1.17 dereferences its receive context (created
+     * by fi_enable) in setopt and crashes when called before. */
+    size_t min_mr = P;
+    ret = fi_setopt(&p->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+                    &min_mr, sizeof min_mr);
+    if (ret) {
+        fh_log_error("ofi: path %d: FI_OPT_MIN_MULTI_RECV: %s", p->index,
+                     fi_strerror(-ret));
+        goto fail;
+    }
+
+    /* RMA op contexts. */
+    p->ops = calloc(p->nops, sizeof *p->ops);
+    /* AM ordering state. */
+    p->tx_seq = calloc(nsrc, sizeof *p->tx_seq);
+    p->rx_expect = calloc(nsrc, sizeof *p->rx_expect);
+    p->held_cap = (size_t)p->rx_msgs + 64;
+    p->held = calloc(p->held_cap, sizeof *p->held);
+    /* AM send slots. */
+    p->slots = calloc(p->nslots, sizeof *p->slots);
+    p->slot_mem = ofi_alloc_aligned(p->nslots * P);
+    /* Receive buffers. */
+    p->rbufs = calloc(p->nrbufs, sizeof *p->rbufs);
+    p->rbuf_mem = ofi_alloc_aligned(p->nrbufs * p->rbuf_size);
+    if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs || !p->rbuf_mem ||
+        !p->tx_seq || !p->rx_expect || !p->held) {
+        ret = FH_ERR_NO_MEMORY;
+        fh_log_error("ofi: path %d: out of memory for %zu x %zu receive "
+                     "bytes", p->index, p->nrbufs, p->rbuf_size);
+        goto fail_fh;
+    }
+    for (size_t i = 0; i < p->nops; i++) {
+        p->ops[i].next = p->op_free;
+        p->op_free = &p->ops[i];
+    }
+    for (size_t i = 0; i < p->nslots; i++) {
+        struct ofi_op *s = &p->slots[i];
+        s->kind = OFI_OP_SEND;
+        s->buf = p->slot_mem + i * P;
+        s->next = p->slot_free;
+        p->slot_free = s;
+    }
+    if (c->mr_local) {
+        ret = ofi_mr_reg_path(p, p->slot_mem, p->nslots * P, FI_SEND,
+                              &p->slot_mr);
+        if (ret)
+            goto fail_fh;
+        ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size,
+                              FI_RECV, &p->rbuf_mr);
+        if (ret)
+            goto fail_fh;
+    }
+    for (size_t i = 0; i < p->nrbufs; i++) {
+        struct ofi_op *rb = &p->rbufs[i];
+        rb->kind = OFI_OP_RECV;
+        rb->buf = p->rbuf_mem + i * p->rbuf_size;
+        rb->buf_len = p->rbuf_size;
+        ret = ofi_post_rbuf(p, rb);
+        if (ret)
+            goto fail_fh;
+    }
+
+    c->paths[p->index] = p;
+    fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
+                   "%zu x %zu bytes multi-recv (rx_msgs %u)",
+                   p->index, p->nops, p->nslots, p->nrbufs, p->rbuf_size,
+                   p->rx_msgs);
+    *out = p;
+    return FH_OK;
+
+fail:
+    ret = FH_ERR_TRANSPORT;
+fail_fh:
+    c->paths[p->index] = p;    /* so destroy can clear it uniformly */
+    ofi_path_destroy(p);
+    return ret;
+}
+
+void ofi_path_destroy(struct fh_cpath *p)
+{
+    if (!p)
+        return;
+    struct fh_conduit *c = p->c;
+    /* Closing the endpoint cancels the posted receives. */
+    if (p->ep)
+        fi_close(&p->ep->fid);
+    if (p->cq)
+        fi_close(&p->cq->fid);
+    if (p->slot_mr)
+        ofi_mr_dereg(c, p->slot_mr);
+    if (p->rbuf_mr)
+        ofi_mr_dereg(c, p->rbuf_mr);
+    for (int i = 0; i < OFI_BOUNCE_DEPTH; i++)
+        free(p->bounce[i]);
+    free(p->ops);
+    free(p->tx_seq);
+    free(p->rx_expect);
+    free(p->held);
+    free(p->slots);
+    free(p->slot_mem);
+    free(p->rbufs);
+    free(p->rbuf_mem);
+    if (c->paths[p->index] == p)
+        c->paths[p->index] = NULL;
+    free(p);
+}
+
+int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
+                size_t hdr_len, const void *payload, size_t len)
+{
+    struct fh_conduit *c = p->c;
+    const size_t total = hdr_len + len;
+    if (total > c->am_max_packet || total < hdr_len)
+        return fh_set_error(FH_ERR_TOO_BIG,
+                            "ofi: am_send of %zu bytes over am_max_packet %zu",
+                            total, c->am_max_packet);
+    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
+        rpath >= c->cfg.npaths)
+        return fh_set_error(FH_ERR_RANK, "ofi: am_send to (%d, %d)", rank,
+                            rpath);
+    if (!p->addrs)
+        return fh_set_error(FH_ERR_STATE, "ofi: am_send before connect");
+
+    struct ofi_op *s = p->slot_free;
+    if (!s)
+        return FH_ERR_AGAIN;
+    const size_t dst = (size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath;
+    struct ofi_amh h = {
+        .src = (uint32_t)c->cfg.rank * (uint32_t)c->cfg.npaths +
+               (uint32_t)p->index,
+        .seq = p->tx_seq[dst],
+    };
+    memcpy(s->buf, &h, OFI_AMH);
+    if (hdr_len)
+        memcpy(s->buf + OFI_AMH, hdr, hdr_len);
+    if (len)
+        memcpy(s->buf + OFI_AMH + hdr_len, payload, len);
+    s->rank = rank;
+    s->rpath = rpath;
+    ssize_t ret = fi_send(p->ep, s->buf, OFI_AMH + total,
+                          ofi_path_desc(p, p->slot_mr), p->addrs[dst],
+                          &s->fctx);
+    if (ret == 0) {
+        p->slot_free = s->next;
+        p->tx_seq[dst]++;
+        return FH_OK;
+    }
+    if (ret == -FI_EAGAIN)
+        return FH_ERR_AGAIN;
+    fh_log_error("ofi: path %d: fi_send to rank %d path %d: %s", p->index,
+                 rank, rpath, fi_strerror((int)-ret));
+    return ofi_err_to_fh((int)ret);
+}
+
+static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
+{
+    if (rb->repost && rb->busy == 0 && ofi_post_rbuf(p, rb))
+        fh_fatal("ofi: path %d: cannot repost receive buffer", p->index);
+}
+
+/* One on_am upcall with a buffer aligned to OFI_ALIGN.  The receive buffer
+ * stays busy (not reposted) during the call. */
+static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, const char *buf,
+                       size_t len)
+{
+    struct fh_conduit *c = p->c;
+    char *tmp = NULL;
+    if (((uintptr_t)buf & (OFI_ALIGN - 1)) && len) {
+        int d = p->depth;
+        char *b;
+        if (d < OFI_BOUNCE_DEPTH) {
+            if (!p->bounce[d])
+                p->bounce[d] = ofi_alloc_aligned(c->am_max_packet);
+            b = p->bounce[d];
+        } else {
+            b = tmp = ofi_alloc_aligned(len);
+        }
+        if (!b)
+            fh_fatal("ofi: out of memory for a receive bounce buffer");
+        memcpy(b, buf, len);
+        buf = b;
+    }
+    p->depth++;
+    rb->busy++;
+    c->up.on_am(p->upcall_arg, buf, len);
+    rb->busy--;
+    p->depth--;
+    free(tmp);
+}
+
+/* Delivers held messages of src that are now in turn. */
+static void ofi_drain_held(struct fh_cpath *p, uint32_t src)
+{
+    for (;;) {
+        size_t i;
+        for (i = 0; i < p->nheld; i++)
+            if (p->held[i].src == src && p->held[i].seq == p->rx_expect[src])
+                break;
+        if (i == p->nheld)
+            return;
+        struct ofi_held h = p->held[i];
+        p->held[i] = p->held[--p->nheld];
+        ofi_upcall(p, h.rb, h.buf, h.len);
+        p->rx_expect[src]++;
+        h.rb->busy--;                       /* taken when it was held */
+        ofi_maybe_repost(p, h.rb);
+    }
+}
+
+/* A receive completion: deliver in per-source order, then repost the buffer
+ * once the provider released it and nothing uses it any more. */
+static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
+                        const struct fi_cq_data_entry *e)
+{
+    struct fh_conduit *c = p->c;
+    const size_t nsrc = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
+    int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
+    if (e->flags & FI_MULTI_RECV)
+        rb->repost = 1;
+    if (is_msg) {
+        const char *buf = e->buf ? (const char *)e->buf : rb->buf;
+        struct ofi_amh h;
+        if (e->len < OFI_AMH)
+            fh_fatal("ofi: path %d: runt message of %zu bytes", p->index,
+                     (size_t)e->len);
+        memcpy(&h, buf, OFI_AMH);
+        if (h.src >= nsrc)
+            fh_fatal("ofi: path %d: message from unknown source %u",
+                     p->index, h.src);
+        if (h.seq == p->rx_expect[h.src]) {
+            ofi_upcall(p, rb, buf + OFI_AMH, e->len - OFI_AMH);
+            p->rx_expect[h.src]++;
+            if (p->nheld)
+                ofi_drain_held(p, h.src);
+        } else if ((int32_t)(h.seq - p->rx_expect[h.src]) > 0) {
+            if (p->nheld == p->held_cap)
+                fh_fatal("ofi: path %d: more than %zu messages out of order "
+                         "(more than rx_msgs=%u outstanding?)", p->index,
+                         p->held_cap, p->rx_msgs);
+            p->held[p->nheld++] = (struct ofi_held){
+                h.src, h.seq, buf + OFI_AMH, e->len - OFI_AMH, rb};
+            rb->busy++;
+        } else {
+            fh_fatal("ofi: path %d: duplicate message %u from rank %u path "
+                     "%u", p->index, h.seq, h.src / (uint32_t)c->cfg.npaths,
+                     h.src % (uint32_t)c->cfg.npaths);
+        }
+    }
+    ofi_maybe_repost(p, rb);
+}
+
+static void ofi_retry_reposts(struct fh_cpath *p)
+{
+    p->repost_pending = 0;
+    for (size_t i = 0; i < p->nrbufs; i++) {
+        struct ofi_op *rb = &p->rbufs[i];
+        ofi_maybe_repost(p, rb);
+    }
+}
+
+static void ofi_handle_error(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    struct fi_cq_err_entry e;
+    memset(&e, 0, sizeof e);
+    ssize_t r = fi_cq_readerr(p->cq, &e, 0);
+    if (r != 1) {
+        if (r != -FI_EAGAIN)
+            fh_log_error("ofi: path %d: fi_cq_readerr: %s", p->index,
+                         fi_strerror((int)-r));
+        return;
+    }
+    char sbuf[256];
+    const char *detail = fi_cq_strerror(p->cq, e.prov_errno, e.err_data,
+                                        sbuf, sizeof sbuf);
+    if (!detail)
+        detail = "";
+    struct ofi_op *op = e.op_context;
+    if (!op) {
+        /* shm 1.17 reports failed fast-path (CMA) RMA, e.g. to an exited
+         * peer, without the operation's context: we cannot say which op or
+         * peer it was (the launcher's watchdog reports dead ranks). */
+        if (p->ctxless_errors++ < 5 || p->ctxless_errors % 1000 == 0)
+            fh_log_error("ofi: path %d: error completion without context "
+                         "(#%lu): %s (%s)", p->index, p->ctxless_errors,
+                         fi_strerror(e.err), detail);
+        return;
+    }
+    switch (op->kind) {
+    case OFI_OP_PUT:
+    case OFI_OP_GET: {
+        int st = ofi_err_to_fh(e.err);
+        /* tcp reports a dropped connection as FI_ECANCELED with the socket
+         * errno (ENOTCONN, ECONNRESET, ...) as prov_errno. */
+        if (st != FH_ERR_PEER_DEAD && e.prov_errno > 0 &&
+            ofi_err_to_fh(e.prov_errno) == FH_ERR_PEER_DEAD)
+            st = FH_ERR_PEER_DEAD;
+        if (st == FH_ERR_AGAIN || st == FH_ERR_NO_MEMORY)
+            st = FH_ERR_TRANSPORT;
+        fh_log_error("ofi: path %d: %s rank %d (path %d) failed: %s (%s)",
+                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
+                     op->rank, op->rpath, fi_strerror(e.err), detail);
+        void *ctx = op->op_ctx;
+        op->next = p->op_free;
+        p->op_free = op;
+        c->up.on_complete(p->upcall_arg, ctx, st);
+        break;
+    }
+    case OFI_OP_SEND:
+        fh_fatal("ofi: path %d: active message to rank %d path %d failed, "
+                 "rank %d unreachable: %s (%s)", p->index, op->rank,
+                 op->rpath, op->rank, fi_strerror(e.err), detail);
+    case OFI_OP_RECV:
+        if (e.err == FI_ECANCELED)
+            break;              /* endpoint shutting down */
+        if (e.err == FI_ETRUNC)
+            fh_fatal("ofi: path %d: active message truncated (%zu bytes "
+                     "over am_max_packet %zu?): %s", p->index, e.olen,
+                     c->am_max_packet, detail);
+        fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
+                     fi_strerror(e.err), detail);
+        if (e.flags & FI_MULTI_RECV) {
+            op->repost = 1;
+            if (op->busy == 0 && ofi_post_rbuf(p, op))
+                fh_fatal("ofi: path %d: cannot repost receive buffer",
+                         p->index);
+        }
+        break;
+    default:
+        fh_log_error("ofi: path %d: error completion with unknown context: "
+                     "%s (%s)", p->index, fi_strerror(e.err), detail);
+    }
+}
+
+int ofi_poll(struct fh_cpath *p, int max)
+{
+    struct fh_conduit *c = p->c;
+    struct fi_cq_data_entry ent[OFI_CQ_BATCH];
+    int done = 0;
+
+    if (p->repost_pending)
+        ofi_retry_reposts(p);
+    while (done < max) {
+        size_t want = (size_t)(max - done);
+        if (want > OFI_CQ_BATCH)
+            want = OFI_CQ_BATCH;
+        ssize_t n = fi_cq_read(p->cq, ent, want);
+        if (n == -FI_EAGAIN)
+            break;
+        if (n == -FI_EAVAIL) {
+            ofi_handle_error(p);
+            done++;
+            continue;
+        }
+        if (n < 0) {
+            fh_log_error("ofi: path %d: fi_cq_read: %s", p->index,
+                         fi_strerror((int)-n));
+            return FH_ERR_TRANSPORT;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            struct ofi_op *op = ent[i].op_context;
+            if (!op)
+                continue;
+            switch (op->kind) {
+            case OFI_OP_PUT:
+            case OFI_OP_GET: {
+                void *ctx = op->op_ctx;
+                op->next = p->op_free;
+                p->op_free = op;
+                c->up.on_complete(p->upcall_arg, ctx, FH_OK);
+                break;
+            }
+            case OFI_OP_SEND:
+                op->next = p->slot_free;
+                p->slot_free = op;
+                break;
+            case OFI_OP_RECV:
+                ofi_deliver(p, op, &ent[i]);
+                break;
+            default:
+                fh_log_error("ofi: path %d: completion with unknown context",
+                             p->index);
+            }
+        }
+        done += (int)n;
+        if ((size_t)n < want)
+            break;
+    }
+    if (p->repost_pending)
+        ofi_retry_reposts(p);
+    return done;
+}

@@ -1,0 +1,303 @@
+/*
+ * ofi_rma.c -- libfabric conduit: memory registration, put, get.
+ *
+ * Remote keys.  mr_reg (on the target) fills fh_rkey_t with
+ *   key  = fi_mr_key() of the registration (provider key with FI_MR_PROV_KEY,
+ *          else a key we requested from a per-conduit counter),
+ *   base = the registered virtual start address (as conduit.h defines it).
+ * The rkey travels to the initiator, whose conduit was opened with the same
+ * provider and therefore the same mr_mode.  The initiator's put/get with
+ * target virtual address raddr passes to fi_writemsg/fi_readmsg
+ *   addr = raddr                 when mr_mode has FI_MR_VIRT_ADDR,
+ *   addr = raddr - rkey->base    otherwise (offset into the registration),
+ * and key = rkey->key.
+ *
+ * FI_MR_ENDPOINT: a registration is bound to one endpoint, so we create one
+ * per path (mr[i] bound to path i; it is the descriptor path i uses for local
+ * buffers).  Peers always target the service path, so the remote key is that
+ * of mr[0].  This needs all paths to exist before mr_reg.
+ *
+ * Delivery complete.  Every put is posted with FI_DELIVERY_COMPLETE (plus
+ * FI_COMPLETION, and FI_INJECT when len <= inject_size so the source is
+ * reusable at return).  tcp;ofi_rxm forwards the flag to the tcp msg
+ * endpoint, which asks the target for an ack sent after the data was
+ * received into the target buffer; shm with FI_DELIVERY_COMPLETE avoids its
+ * inline/inject protocols (whose completion is local) and completes after
+ * the target's response (or after its own CMA write into the target).
+ * Verified by tests/conduit/ofi_selftest.c (2-process mode: the target stops
+ * polling when told of the completion out of band and compares its memory).
+ * Negative control: without FI_DELIVERY_COMPLETE that test fails on tcp at
+ * the first small put; shm passes either way (its default RMA path writes
+ * the target with CMA before completing).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ofi_internal.h"
+#include "log.h"
+
+static int ofi_reg_one(struct fh_conduit *c, struct fid_ep *ep, void *addr,
+                       size_t len, uint64_t fi_access, struct fid_mr **out)
+{
+    uint64_t key = 0;
+    if (!c->prov_key) {
+        key = atomic_fetch_add(&c->next_key, 1);
+        if (c->mr_key_size < 8 && key >> (8 * c->mr_key_size))
+            return fh_set_error(FH_ERR_LIMIT,
+                                "ofi: requested memory keys exhausted "
+                                "(%zu-byte keys)", c->mr_key_size);
+    }
+    struct fid_mr *mr = NULL;
+    int ret = fi_mr_reg(c->domain, addr, len, fi_access, 0, key, 0, &mr,
+                        NULL);
+    if (ret) {
+        fh_log_error("ofi: fi_mr_reg(%p, %zu bytes): %s", addr, len,
+                     fi_strerror(-ret));
+        return ret == -FI_ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
+    }
+    if (ep) {
+        ret = fi_mr_bind(mr, &ep->fid, 0);
+        if (!ret)
+            ret = fi_mr_enable(mr);
+        if (ret) {
+            fh_log_error("ofi: binding a registration to an endpoint: %s",
+                         fi_strerror(-ret));
+            fi_close(&mr->fid);
+            return FH_ERR_TRANSPORT;
+        }
+    }
+    *out = mr;
+    return FH_OK;
+}
+
+static struct fh_mr *ofi_mr_alloc(void *addr, size_t len, int nmr)
+{
+    struct fh_mr *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->addr = addr;
+    m->len = len;
+    m->nmr = nmr;
+    m->mr = calloc((size_t)nmr, sizeof *m->mr);
+    m->desc = calloc((size_t)nmr, sizeof *m->desc);
+    if (!m->mr || !m->desc) {
+        free(m->mr);
+        free(m->desc);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int ofi_mr_dereg(struct fh_conduit *c, struct fh_mr *m)
+{
+    (void)c;
+    if (!m)
+        return FH_ERR_INVALID;
+    int err = FH_OK;
+    for (int i = 0; i < m->nmr; i++) {
+        if (m->mr[i]) {
+            int ret = fi_close(&m->mr[i]->fid);
+            if (ret) {
+                fh_log_error("ofi: fi_close(mr): %s", fi_strerror(-ret));
+                err = FH_ERR_TRANSPORT;
+            }
+        }
+    }
+    free(m->mr);
+    free(m->desc);
+    free(m);
+    return err;
+}
+
+int ofi_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned access,
+               struct fh_mr **out, fh_rkey_t *rkey)
+{
+    if (!c || !out || (!addr && len) ||
+        (access & ~(unsigned)(FH_MR_LOCAL | FH_MR_REMOTE_READ |
+                              FH_MR_REMOTE_WRITE)))
+        return fh_set_error(FH_ERR_INVALID, "ofi: mr_reg: bad arguments");
+    uint64_t fa = 0;
+    if (access & FH_MR_LOCAL)
+        fa |= FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (access & FH_MR_REMOTE_READ)
+        fa |= FI_REMOTE_READ;
+    if (access & FH_MR_REMOTE_WRITE)
+        fa |= FI_REMOTE_WRITE;
+
+    int nmr = 1;
+    if (c->mr_endpoint) {
+        nmr = c->cfg.npaths;
+        for (int i = 0; i < nmr; i++)
+            if (!c->paths[i])
+                return fh_set_error(FH_ERR_STATE,
+                                    "ofi: mr_reg before path %d exists "
+                                    "(FI_MR_ENDPOINT)", i);
+    }
+    struct fh_mr *m = ofi_mr_alloc(addr, len, nmr);
+    if (!m)
+        return FH_ERR_NO_MEMORY;
+    for (int i = 0; i < nmr; i++) {
+        int ret = ofi_reg_one(c, c->mr_endpoint ? c->paths[i]->ep : NULL,
+                              addr, len, fa, &m->mr[i]);
+        if (ret) {
+            ofi_mr_dereg(c, m);
+            return ret;
+        }
+        m->desc[i] = fi_mr_desc(m->mr[i]);
+    }
+    if (rkey) {
+        uint64_t key = fi_mr_key(m->mr[0]);
+        if (key == FI_KEY_NOTAVAIL) {
+            ofi_mr_dereg(c, m);
+            return fh_set_error(FH_ERR_NOT_SUPPORTED,
+                                "ofi: provider uses raw (>64-bit) keys");
+        }
+        rkey->key = key;
+        rkey->base = (uint64_t)(uintptr_t)addr;
+    }
+    *out = m;
+    return FH_OK;
+}
+
+int ofi_mr_reg_path(struct fh_cpath *p, void *addr, size_t len,
+                    uint64_t fi_access, struct fh_mr **out)
+{
+    struct fh_conduit *c = p->c;
+    struct fh_mr *m = ofi_mr_alloc(addr, len, 1);
+    if (!m)
+        return FH_ERR_NO_MEMORY;
+    int ret = ofi_reg_one(c, c->mr_endpoint ? p->ep : NULL, addr, len,
+                          fi_access, &m->mr[0]);
+    if (ret) {
+        ofi_mr_dereg(c, m);
+        return ret;
+    }
+    m->desc[0] = fi_mr_desc(m->mr[0]);
+    *out = m;
+    return FH_OK;
+}
+
+static inline int ofi_rma_check(struct fh_cpath *p, int rank, int rpath,
+                                const fh_rkey_t *rkey)
+{
+    struct fh_conduit *c = p->c;
+    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
+        rpath >= c->cfg.npaths)
+        return fh_set_error(FH_ERR_RANK, "ofi: RMA to (%d, %d)", rank, rpath);
+    if (!rkey)
+        return fh_set_error(FH_ERR_INVALID, "ofi: RMA without rkey");
+    if (!p->addrs)
+        return fh_set_error(FH_ERR_STATE, "ofi: RMA before connect");
+    return FH_OK;
+}
+
+static inline uint64_t ofi_raddr(const struct fh_conduit *c, uint64_t raddr,
+                                 const fh_rkey_t *rkey)
+{
+    return c->virt_addr ? raddr : raddr - rkey->base;
+}
+
+int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
+            size_t len, struct fh_mr *lmr, uint64_t raddr,
+            const fh_rkey_t *rkey, void *op_ctx, unsigned flags)
+{
+    struct fh_conduit *c = p->c;
+    int ret = ofi_rma_check(p, rank, rpath, rkey);
+    if (ret)
+        return ret;
+    if (len > c->limits.max_msg)
+        return fh_set_error(FH_ERR_TOO_BIG, "ofi: put of %zu bytes", len);
+    const int inject = len <= c->inject_size;
+    if (!lmr && c->mr_local && !inject)
+        return fh_set_error(FH_ERR_INVALID,
+                            "ofi: put of %zu bytes needs a local "
+                            "registration", len);
+    struct ofi_op *op = p->op_free;
+    if (!op)
+        return FH_ERR_AGAIN;
+    op->kind = OFI_OP_PUT;
+    op->rank = rank;
+    op->rpath = rpath;
+    op->op_ctx = op_ctx;
+
+    struct iovec iov = {.iov_base = (void *)src, .iov_len = len};
+    void *desc = ofi_path_desc(p, lmr);
+    struct fi_rma_iov riov = {
+        .addr = ofi_raddr(c, raddr, rkey), .len = len, .key = rkey->key};
+    struct fi_msg_rma m = {
+        .msg_iov = &iov,
+        .desc = &desc,
+        .iov_count = 1,
+        .addr = p->addrs[(size_t)rank * (size_t)c->cfg.npaths +
+                         (size_t)rpath],
+        .rma_iov = &riov,
+        .rma_iov_count = 1,
+        .context = &op->fctx,
+    };
+    uint64_t f = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+    if (inject)
+        f |= FI_INJECT;
+    if (flags & FH_POST_MORE)
+        f |= FI_MORE;
+    ssize_t r = fi_writemsg(p->ep, &m, f);
+    if (r == 0) {
+        p->op_free = op->next;
+        return FH_OK;
+    }
+    if (r == -FI_EAGAIN)
+        return FH_ERR_AGAIN;
+    fh_log_error("ofi: path %d: put of %zu bytes to rank %d: %s", p->index,
+                 len, rank, fi_strerror((int)-r));
+    return ofi_err_to_fh((int)r);
+}
+
+int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
+            struct fh_mr *lmr, uint64_t raddr, const fh_rkey_t *rkey,
+            void *op_ctx, unsigned flags)
+{
+    struct fh_conduit *c = p->c;
+    int ret = ofi_rma_check(p, rank, rpath, rkey);
+    if (ret)
+        return ret;
+    if (len > c->limits.max_msg)
+        return fh_set_error(FH_ERR_TOO_BIG, "ofi: get of %zu bytes", len);
+    if (!lmr && c->mr_local)
+        return fh_set_error(FH_ERR_INVALID,
+                            "ofi: get needs a local registration");
+    struct ofi_op *op = p->op_free;
+    if (!op)
+        return FH_ERR_AGAIN;
+    op->kind = OFI_OP_GET;
+    op->rank = rank;
+    op->rpath = rpath;
+    op->op_ctx = op_ctx;
+
+    struct iovec iov = {.iov_base = dst, .iov_len = len};
+    void *desc = ofi_path_desc(p, lmr);
+    struct fi_rma_iov riov = {
+        .addr = ofi_raddr(c, raddr, rkey), .len = len, .key = rkey->key};
+    struct fi_msg_rma m = {
+        .msg_iov = &iov,
+        .desc = &desc,
+        .iov_count = 1,
+        .addr = p->addrs[(size_t)rank * (size_t)c->cfg.npaths +
+                         (size_t)rpath],
+        .rma_iov = &riov,
+        .rma_iov_count = 1,
+        .context = &op->fctx,
+    };
+    uint64_t f = FI_COMPLETION;
+    if (flags & FH_POST_MORE)
+        f |= FI_MORE;
+    ssize_t r = fi_readmsg(p->ep, &m, f);
+    if (r == 0) {
+        p->op_free = op->next;
+        return FH_OK;
+    }
+    if (r == -FI_EAGAIN)
+        return FH_ERR_AGAIN;
+    fh_log_error("ofi: path %d: get of %zu bytes from rank %d: %s", p->index,
+                 len, rank, fi_strerror((int)-r));
+    return ofi_err_to_fh((int)r);
+}

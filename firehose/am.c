@@ -1,0 +1,493 @@
+/*
+ * am.c -- active messages: handler table, requests with credit flow control,
+ * replies, the receive-side dispatcher, and the backlog of replies/credits
+ * that the conduit could not take at once.
+ *
+ * Receive side (fh_am_on_packet) trusts nothing that arrives: the header is
+ * validated by fh_am_decode, the handler must be registered, and a long
+ * payload's destination must lie inside one of our segments.  A rejected
+ * packet is logged and dropped; if it was a request its credit is still
+ * returned so a confused peer cannot wedge its own flow control.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct fh_token {
+    fh_path_t *path;      /* path that received the request (lock held) */
+    int src_rank, src_path;
+    int is_request;
+    int replied;
+    int self;             /* loopback: no network involved */
+};
+
+fh_path_t *fh_token_path(fh_token_t tok) { return tok->path; }
+
+/* ------------------------------------------------------------ handlers */
+
+static void set_handler(unsigned index, fh_am_handler_t fn, const char *name)
+{
+    __atomic_store_n(&fh_handlers[index].name, name, __ATOMIC_RELAXED);
+    __atomic_store_n(&fh_handlers[index].fn, fn, __ATOMIC_RELEASE);
+}
+
+static fh_am_handler_t get_handler(unsigned index)
+{
+    return __atomic_load_n(&fh_handlers[index].fn, __ATOMIC_ACQUIRE);
+}
+
+void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *name)
+{
+    set_handler(index, fn, name);
+}
+
+int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name)
+{
+    if (index < FH_AM_USER_FIRST || index > FH_AM_USER_LAST)
+        return fh_set_error(FH_ERR_HANDLER,
+                            "fh_am_register: index %u outside the client range [%d, %d]",
+                            index, FH_AM_USER_FIRST, FH_AM_USER_LAST);
+    if (fn == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_am_register: NULL handler for index %u",
+                            index);
+    if (fh_rt != NULL && fh_tls()->in_handler)
+        return fh_set_error(FH_ERR_IN_HANDLER, "fh_am_register: inside an AM handler");
+    set_handler(index, fn, name ? name : "");
+    return FH_OK;
+}
+
+int fh_token_source(fh_token_t token, int *rank)
+{
+    if (token == NULL || rank == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_token_source: NULL argument");
+    *rank = token->src_rank;
+    return FH_OK;
+}
+
+size_t fh_am_max_medium(void) { return fh_rt ? fh_rt->am_max_medium : 0; }
+size_t fh_am_max_long(void) { return fh_rt ? FH_MAX_XFER : 0; }
+size_t fh_am_max_long_reply(void) { return fh_am_max_medium(); }
+
+/* ------------------------------------------------------------ sending */
+
+void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *hdr,
+                         size_t hdr_len, const void *payload, size_t len)
+{
+    if (p->backlog == NULL) {
+        int rc = p->rt->cops->am_send(p->cp, rank, rpath, hdr, hdr_len, payload, len);
+        if (rc == FH_OK)
+            return;
+        if (rc != FH_ERR_AGAIN) {
+            if (atomic_load(&p->rt->finalizing))
+                return;
+            fh_fatal("cannot send an AM reply to rank %d: %s", rank, fh_strerror(rc));
+        }
+    }
+    fh_backlog_t *b = malloc(sizeof *b + hdr_len + len);
+    if (b == NULL)
+        fh_fatal("out of memory queueing an AM reply");
+    b->next = NULL;
+    b->rank = rank;
+    b->rpath = rpath;
+    b->len = hdr_len + len;
+    memcpy(b->bytes, hdr, hdr_len);
+    if (len)
+        memcpy(b->bytes + hdr_len, payload, len);
+    *p->backlog_tail = b;
+    p->backlog_tail = &b->next;
+}
+
+void fh_am_flush_backlog(fh_path_t *p)
+{
+    while (p->backlog != NULL) {
+        fh_backlog_t *b = p->backlog;
+        int rc = p->rt->cops->am_send(p->cp, b->rank, b->rpath, b->bytes, b->len, NULL, 0);
+        if (rc == FH_ERR_AGAIN)
+            return;
+        if (rc != FH_OK && !atomic_load(&p->rt->finalizing))
+            fh_fatal("cannot send an AM reply to rank %d: %s", b->rank, fh_strerror(rc));
+        p->backlog = b->next;
+        if (p->backlog == NULL)
+            p->backlog_tail = &p->backlog;
+        free(b);
+    }
+}
+
+/* Credits owed to (rank, rpath), taken off the books (they ride on a packet
+ * being built now). */
+static uint16_t take_owed(fh_path_t *p, int rank, int rpath)
+{
+    if (p->owed == NULL)
+        return 0;
+    uint32_t *o = &p->owed[(size_t)rank * (size_t)p->rt->npaths + (size_t)rpath];
+    uint32_t v = *o;
+    *o = 0;
+    p->owed_total -= v;
+    return (uint16_t)v;
+}
+
+static void send_credits(fh_path_t *p, int rank, int rpath)
+{
+    fh_am_msg_t m = {.kind = FH_AM_CREDIT, .src_path = (uint16_t)p->index,
+                     .src_rank = (uint32_t)p->rt->rank};
+    m.credits = take_owed(p, rank, rpath);
+    if (m.credits == 0)
+        return;
+    unsigned char hdr[FH_AM_HDR_BYTES];
+    size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    fh_am_send_or_queue(p, rank, rpath, hdr, hl, NULL, 0);
+}
+
+void fh_am_flush_credits(fh_path_t *p, bool all)
+{
+    const fh_rt_t *rt = p->rt;
+    uint32_t threshold = all ? 1 : (uint32_t)(rt->cfg.am_credits + 1) / 2;
+    for (int r = 0; r < rt->nranks && p->owed_total; r++)
+        for (int q = 0; q < rt->npaths; q++)
+            if (p->owed[(size_t)r * (size_t)rt->npaths + (size_t)q] >= threshold)
+                send_credits(p, r, q);
+}
+
+static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *payload,
+                    size_t len, uint64_t long_dst, const uint64_t *args, unsigned nargs)
+{
+    fh_am_handler_t fn = get_handler(handler);
+    struct fh_token tok = {.path = t->path, .src_rank = fh_rt->rank,
+                           .src_path = t->path->index,
+                           .is_request = fh_am_kind_is_request(kind), .self = 1};
+    void *buf = NULL;
+    if (fh_am_kind_is_long(kind)) {
+        buf = (void *)(uintptr_t)long_dst;
+        if (len)
+            memmove(buf, payload, len);
+    } else if (len) {
+        /* The handler may scribble on its buffer: give it a copy. */
+        buf = malloc(len);
+        if (buf == NULL)
+            return fh_set_error(FH_ERR_NO_MEMORY, "AM to self: out of memory");
+        memcpy(buf, payload, len);
+    }
+    uint64_t a[FH_AM_MAX_ARGS] = {0};
+    if (nargs)
+        memcpy(a, args, nargs * sizeof *a);
+    t->in_handler++;
+    fn(&tok, buf, len, a, nargs);
+    t->in_handler--;
+    if (!fh_am_kind_is_long(kind))
+        free(buf);
+    return FH_OK;
+}
+
+int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
+                       const void *payload, size_t len, uint64_t long_dst,
+                       const uint64_t *args, unsigned nargs)
+{
+    fh_rt_t *rt = fh_rt;
+    if (rank == rt->rank) {
+        int rc = run_self(t, kind, handler, payload, len, long_dst, args, nargs);
+        fh_progress(t);
+        return rc;
+    }
+
+    if (kind == FH_AM_REQ_LONG && len > rt->am_max_medium) {
+        /* Payload first, by RMA; the header follows once it is visible. */
+        fh_seg_range_t r;
+        int rc = fh_seg_find(rt, rank, (uintptr_t)long_dst, len, &r);
+        if (rc != FH_OK)
+            return rc;
+        struct fh_mr *lmr;
+        if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr)) != FH_OK)
+            return rc;
+        fh_ctr_t ctr = {0, FH_OK};
+        rc = fh_rma_post(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
+        int wrc = fh_wait_ctr(t, &ctr);
+        if (rc != FH_OK || (rc = wrc) != FH_OK)
+            return rc;
+        kind = FH_AM_REQ_LONG_RDMA;
+    }
+
+    fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
+                     .nargs = (uint8_t)nargs, .src_rank = (uint32_t)rt->rank,
+                     .payload_len = (uint32_t)len, .long_dst = long_dst};
+    if (nargs)
+        memcpy(m.args, args, nargs * sizeof *args);
+    const void *inline_payload = fh_am_kind_has_inline(kind) ? payload : NULL;
+    size_t inline_len = inline_payload ? len : 0;
+    unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
+
+    fh_path_t *p = t->path;
+    pthread_mutex_lock(&p->lock);
+    while (p->credits[rank] == 0) {
+        fh_progress_locked(p);
+        if (p->credits[rank] != 0)
+            break;
+        pthread_mutex_unlock(&p->lock);
+        fh_progress(t);
+        pthread_mutex_lock(&p->lock);
+    }
+    p->credits[rank]--;
+    m.src_path = (uint16_t)p->index;
+    m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
+    size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    int rc;
+    while ((rc = rt->cops->am_send(p->cp, rank, 0, hdr, hl, inline_payload,
+                                   inline_len)) == FH_ERR_AGAIN)
+        fh_progress_locked(p);
+    if (rc == FH_OK)
+        FH_STAT_ADD(p->stats[rank].am_sent, 1);
+    else
+        p->credits[rank]++;
+    pthread_mutex_unlock(&p->lock);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "AM request to rank %d failed: %s", rank, fh_strerror(rc));
+    return FH_OK;
+}
+
+/* Validation shared by the public request functions. */
+static int check_send(const char *fn, int rank, unsigned handler, const void *src,
+                      size_t nbytes, const uint64_t *args, unsigned nargs)
+{
+    int rc = fh_check_rank(fn, rank);
+    if (rc != FH_OK)
+        return rc;
+    if (handler < FH_AM_USER_FIRST || handler > FH_AM_USER_LAST)
+        return fh_set_error(FH_ERR_HANDLER, "%s: handler %u is outside the client range "
+                            "[%d, %d]", fn, handler, FH_AM_USER_FIRST, FH_AM_USER_LAST);
+    if (get_handler(handler) == NULL)
+        return fh_set_error(FH_ERR_HANDLER, "%s: handler %u is not registered", fn, handler);
+    if (nargs > FH_AM_MAX_ARGS)
+        return fh_set_error(FH_ERR_TOO_BIG, "%s: %u arguments (max %d)", fn, nargs,
+                            FH_AM_MAX_ARGS);
+    if (nargs > 0 && args == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL args with nargs %u", fn, nargs);
+    if (nbytes > 0 && src == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL payload with %zu bytes", fn, nbytes);
+    if ((uintptr_t)src + nbytes < (uintptr_t)src)
+        return fh_set_error(FH_ERR_OVERFLOW, "%s: source range overflows", fn);
+    return FH_OK;
+}
+
+int fh_am_request_short(int rank, unsigned handler, const uint64_t *args, unsigned nargs)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_am_request_short", &rc);
+    if (t == NULL)
+        return rc;
+    if ((rc = check_send("fh_am_request_short", rank, handler, NULL, 0, args, nargs)))
+        return rc;
+    return fh_am_send_request(t, rank, FH_AM_REQ_SHORT, handler, NULL, 0, 0, args, nargs);
+}
+
+int fh_am_request_medium(int rank, unsigned handler, const void *src, size_t nbytes,
+                         const uint64_t *args, unsigned nargs)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_am_request_medium", &rc);
+    if (t == NULL)
+        return rc;
+    if ((rc = check_send("fh_am_request_medium", rank, handler, src, nbytes, args, nargs)))
+        return rc;
+    if (nbytes > fh_rt->am_max_medium)
+        return fh_set_error(FH_ERR_TOO_BIG, "fh_am_request_medium: %zu bytes (max %zu)",
+                            nbytes, fh_rt->am_max_medium);
+    return fh_am_send_request(t, rank, FH_AM_REQ_MEDIUM, handler, src, nbytes, 0, args,
+                              nargs);
+}
+
+static int check_long_dst(const char *fn, int rank, const void *dst, size_t nbytes)
+{
+    if (nbytes == 0)
+        return FH_OK;
+    if (dst == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL destination with %zu bytes", fn,
+                            nbytes);
+    fh_seg_range_t r;
+    return fh_seg_find(fh_rt, rank, (uintptr_t)dst, nbytes, &r);
+}
+
+int fh_am_request_long(int rank, unsigned handler, const void *src, size_t nbytes,
+                       void *dst, const uint64_t *args, unsigned nargs)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_am_request_long", &rc);
+    if (t == NULL)
+        return rc;
+    if ((rc = check_send("fh_am_request_long", rank, handler, src, nbytes, args, nargs)))
+        return rc;
+    if (nbytes > FH_MAX_XFER)
+        return fh_set_error(FH_ERR_TOO_BIG, "fh_am_request_long: %zu bytes (max %zu)",
+                            nbytes, (size_t)FH_MAX_XFER);
+    if ((rc = check_long_dst("fh_am_request_long", rank, dst, nbytes)))
+        return rc;
+    return fh_am_send_request(t, rank, FH_AM_REQ_LONG, handler, src, nbytes,
+                              nbytes ? (uint64_t)(uintptr_t)dst : 0, args, nargs);
+}
+
+/* ------------------------------------------------------------ replies */
+
+static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler,
+                 const void *src, size_t nbytes, void *dst, const uint64_t *args,
+                 unsigned nargs)
+{
+    if (fh_rt == NULL)
+        return fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
+    fh_tls_t *t = fh_tls();
+    if (tok == NULL || !t->in_handler)
+        return fh_set_error(FH_ERR_IN_HANDLER, "%s: only a request handler may reply", fn);
+    if (!tok->is_request)
+        return fh_set_error(FH_ERR_IN_HANDLER, "%s: a reply handler cannot reply", fn);
+    if (tok->replied)
+        return fh_set_error(FH_ERR_STATE, "%s: this request was already replied to", fn);
+    if (handler > 255 || get_handler(handler) == NULL)
+        return fh_set_error(FH_ERR_HANDLER, "%s: handler %u is not registered", fn, handler);
+    if (nargs > FH_AM_MAX_ARGS)
+        return fh_set_error(FH_ERR_TOO_BIG, "%s: %u arguments (max %d)", fn, nargs,
+                            FH_AM_MAX_ARGS);
+    if ((nargs && args == NULL) || (nbytes && src == NULL))
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL with a length", fn);
+    if (nbytes > fh_rt->am_max_medium)
+        return fh_set_error(FH_ERR_TOO_BIG, "%s: %zu bytes (max %zu)", fn, nbytes,
+                            fh_rt->am_max_medium);
+    if (kind == FH_AM_REP_LONG) {
+        int rc = check_long_dst(fn, tok->src_rank, dst, nbytes);
+        if (rc != FH_OK)
+            return rc;
+    }
+    tok->replied = 1;
+    uint64_t long_dst = (kind == FH_AM_REP_LONG && nbytes) ? (uint64_t)(uintptr_t)dst : 0;
+    if (tok->self) {
+        /* Replies to ourselves run at once; we are already inside a handler. */
+        return run_self(t, kind, handler, src, nbytes, long_dst, args, nargs);
+    }
+    fh_path_t *p = tok->path;
+    fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
+                     .nargs = (uint8_t)nargs, .src_path = (uint16_t)p->index,
+                     .src_rank = (uint32_t)fh_rt->rank, .payload_len = (uint32_t)nbytes,
+                     .long_dst = long_dst};
+    /* The request's own credit, plus any owed to the same requester. */
+    m.credits = (uint16_t)(1 + take_owed(p, tok->src_rank, tok->src_path));
+    if (nargs)
+        memcpy(m.args, args, nargs * sizeof *args);
+    unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
+    size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    fh_am_send_or_queue(p, tok->src_rank, tok->src_path, hdr, hl, src, nbytes);
+    FH_STAT_ADD(p->stats[tok->src_rank].am_sent, 1);
+    return FH_OK;
+}
+
+static int check_user_handler(const char *fn, unsigned h)
+{
+    if (h < FH_AM_USER_FIRST || h > FH_AM_USER_LAST)
+        return fh_set_error(FH_ERR_HANDLER, "%s: handler %u is outside the client range "
+                            "[%d, %d]", fn, h, FH_AM_USER_FIRST, FH_AM_USER_LAST);
+    return FH_OK;
+}
+
+int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs)
+{
+    return reply("fh_am_reply_internal", tok, FH_AM_REP_SHORT, h, NULL, 0, NULL, args,
+                 nargs);
+}
+
+int fh_am_reply_short(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs)
+{
+    int rc = check_user_handler("fh_am_reply_short", h);
+    if (rc != FH_OK)
+        return rc;
+    return reply("fh_am_reply_short", tok, FH_AM_REP_SHORT, h, NULL, 0, NULL, args, nargs);
+}
+
+int fh_am_reply_medium(fh_token_t tok, unsigned h, const void *src, size_t nbytes,
+                       const uint64_t *args, unsigned nargs)
+{
+    int rc = check_user_handler("fh_am_reply_medium", h);
+    if (rc != FH_OK)
+        return rc;
+    return reply("fh_am_reply_medium", tok, FH_AM_REP_MEDIUM, h, src, nbytes, NULL, args,
+                 nargs);
+}
+
+int fh_am_reply_long(fh_token_t tok, unsigned h, const void *src, size_t nbytes,
+                     void *dst, const uint64_t *args, unsigned nargs)
+{
+    int rc = check_user_handler("fh_am_reply_long", h);
+    if (rc != FH_OK)
+        return rc;
+    return reply("fh_am_reply_long", tok, FH_AM_REP_LONG, h, src, nbytes, dst, args,
+                 nargs);
+}
+
+/* ------------------------------------------------------------ receiving */
+
+static void owe_credit(fh_path_t *p, int rank, int rpath)
+{
+    if (p->owed == NULL)
+        return; /* requests only ever arrive at the service path */
+    p->owed[(size_t)rank * (size_t)p->rt->npaths + (size_t)rpath]++;
+    p->owed_total++;
+    if (p->owed[(size_t)rank * (size_t)p->rt->npaths + (size_t)rpath] >=
+        (uint32_t)(p->rt->cfg.am_credits + 1) / 2)
+        send_credits(p, rank, rpath);
+}
+
+void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len)
+{
+    fh_rt_t *rt = p->rt;
+    fh_am_msg_t m;
+    char why[160];
+    if (fh_am_decode(buf, len, (uint32_t)rt->nranks, (uint32_t)rt->npaths, &m, why,
+                     sizeof why) != FH_OK) {
+        fh_log_error("dropped a malformed AM packet on path %d: %s", p->index, why);
+        return;
+    }
+    int src = (int)m.src_rank;
+    if (m.credits) {
+        p->credits[src] += m.credits;
+        if (p->credits[src] > (uint32_t)rt->cfg.am_credits) {
+            fh_log_error("rank %d returned more AM credits than it was given; ignored", src);
+            p->credits[src] = (uint32_t)rt->cfg.am_credits;
+        }
+    }
+    if (m.kind == FH_AM_CREDIT)
+        return;
+    int is_req = fh_am_kind_is_request(m.kind);
+    FH_STAT_ADD(p->stats[src].am_received, 1);
+    if (is_req && p->index != 0) {
+        fh_log_error("dropped an AM request from rank %d that arrived on thread path %d",
+                     src, p->index);
+        return;
+    }
+    fh_am_handler_t fn = get_handler(m.handler);
+    if (fn == NULL) {
+        fh_log_error("dropped an AM from rank %d for unregistered handler %u", src,
+                     m.handler);
+        if (is_req)
+            owe_credit(p, src, m.src_path);
+        return;
+    }
+    void *hbuf = (void *)(uintptr_t)m.payload;
+    if (fh_am_kind_is_long(m.kind)) {
+        fh_seg_range_t r;
+        if (m.payload_len &&
+            fh_seg_find(rt, rt->rank, (uintptr_t)m.long_dst, m.payload_len, &r) != FH_OK) {
+            fh_log_error("dropped a long AM from rank %d: destination 0x%llx+%u is outside "
+                         "our segments", src, (unsigned long long)m.long_dst, m.payload_len);
+            if (is_req)
+                owe_credit(p, src, m.src_path);
+            return;
+        }
+        hbuf = (void *)(uintptr_t)m.long_dst;
+        if (fh_am_kind_has_inline(m.kind) && m.payload_len)
+            memcpy(hbuf, m.payload, m.payload_len);
+    }
+    struct fh_token tok = {.path = p, .src_rank = src, .src_path = m.src_path,
+                           .is_request = is_req};
+    fh_tls_t *t = fh_tls();
+    t->in_handler++;
+    fn(&tok, hbuf, m.payload_len, m.args, m.nargs);
+    t->in_handler--;
+    if (is_req && !tok.replied)
+        owe_credit(p, src, m.src_path);
+}

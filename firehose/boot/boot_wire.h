@@ -1,0 +1,203 @@
+/*
+ * boot_wire.h -- helpers shared by tools/fhrun.c and boot_fhrun.c for the
+ * wire protocol defined in bootstrap.h (header-only so fhrun builds from one
+ * source file).
+ *
+ * Conventions layered on bootstrap.h (both sides are in this tree):
+ *   - the launcher's non-zero status word on refusal is one of
+ *     FH_BOOT_REFUSED_*;
+ *   - FH_BOOT_MSG_ALLGATHER carries no length word: the rank knows it
+ *     (len * nranks of the request it is waiting on);
+ *   - FH_BOOT_MSG_DEAD: "status" is the rank's exit status, or 128 + signal;
+ *     msg is "<pid> <reason>" (reason e.g. "killed by signal 9 (Killed)").
+ *     A dead rank of FH_BOOT_RANK_LAUNCHER means the launcher itself aborted
+ *     the job (msg is then just the reason).
+ */
+#ifndef FH_BOOT_WIRE_H
+#define FH_BOOT_WIRE_H
+
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+
+#define FH_BOOT_HELLO_BYTES     (4 + FH_KEY_BYTES + 4 + 4)
+#define FH_BOOT_REFUSED_KEY     1u   /* bad magic or job key */
+#define FH_BOOT_REFUSED_RANK    2u   /* rank out of range */
+#define FH_BOOT_REFUSED_DUP     3u   /* rank already connected / finished */
+#define FH_BOOT_RANK_LAUNCHER   0xffffffffu
+#define FH_BOOT_MAX_MSG         65536u  /* abort / dead message text */
+
+static inline void fh_put_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static inline uint32_t fh_get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static inline double fh_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Hex <-> bytes.  fh_unhex returns 0 on success, -1 on a malformed string. */
+static inline void fh_hex(const unsigned char *in, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[in[i] >> 4];
+        out[2 * i + 1] = d[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static inline int fh_hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static inline int fh_unhex(const char *s, unsigned char *out, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int hi = fh_hexval(s[2 * i]), lo = fh_hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* Constant-time comparison (the job key). */
+static inline int fh_ct_equal(const unsigned char *a, const unsigned char *b,
+                              size_t n)
+{
+    volatile unsigned char acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= (unsigned char)(a[i] ^ b[i]);
+    return acc == 0;
+}
+
+/* Splits "unix:/path" or "tcp:host:port" / "tcp:[v6addr]:port".  Returns 'u'
+ * (path copied to host), 't' (host and port copied) or 0 if malformed. */
+static inline int fh_parse_addr(const char *addr, char *host, size_t hostlen,
+                                char *port, size_t portlen)
+{
+    if (strncmp(addr, "unix:", 5) == 0) {
+        const char *p = addr + 5;
+        if (!*p || strlen(p) >= hostlen)
+            return 0;
+        strcpy(host, p);
+        return 'u';
+    }
+    if (strncmp(addr, "tcp:", 4) != 0)
+        return 0;
+    const char *h = addr + 4, *he, *pp;
+    if (*h == '[') {
+        h++;
+        he = strchr(h, ']');
+        if (!he || he[1] != ':')
+            return 0;
+        pp = he + 2;
+    } else {
+        he = strrchr(h, ':');
+        if (!he)
+            return 0;
+        pp = he + 1;
+    }
+    size_t hl = (size_t)(he - h);
+    if (hl == 0 || hl >= hostlen || !*pp || strlen(pp) >= portlen)
+        return 0;
+    for (const char *q = pp; *q; q++)
+        if (*q < '0' || *q > '9')
+            return 0;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    strcpy(port, pp);
+    return 't';
+}
+
+/* Blocking I/O on a socket, retrying on EINTR and short transfers.  If
+ * deadline > 0 (fh_now() units) waits at most until then (errno ETIMEDOUT).
+ * fh_read_full returns 0, or -1 with errno set (0 at EOF). */
+static inline int fh_wait_fd(int fd, short ev, double deadline)
+{
+    if (deadline <= 0)
+        return 0;
+    for (;;) {
+        double left = deadline - fh_now();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = ev};
+        int r = poll(&p, 1, (int)(left * 1000) + 1);
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static inline int fh_write_full(int fd, const void *buf, size_t len,
+                                double deadline)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        if (fh_wait_fd(fd, POLLOUT, deadline) < 0)
+            return -1;
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static inline int fh_read_full(int fd, void *buf, size_t len, double deadline)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        if (fh_wait_fd(fd, POLLIN, deadline) < 0)
+            return -1;
+        ssize_t r = read(fd, p, len);
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = 0;
+            return -1;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+#endif /* FH_BOOT_WIRE_H */

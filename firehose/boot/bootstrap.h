@@ -1,0 +1,77 @@
+/*
+ * bootstrap.h -- how ranks find each other before the network is up.
+ *
+ * Three implementations, chosen by fh_boot_open() from the environment:
+ *   fhrun      FH_BOOT_ADDR + FH_JOB_KEY + FH_RANK + FH_NRANKS are set by
+ *              tools/fhrun: a connection to the launcher's private socket
+ *              ("unix:/path" or "tcp:host:port"), authenticated with the
+ *              per-job key.  A watchdog thread blocks on that socket: when the
+ *              launcher reports a dead rank (or disappears), this process
+ *              prints a message naming the dead rank and exits non-zero.
+ *   pmix       PMIX_NAMESPACE + PMIX_RANK are set (mpirun, srun, prun):
+ *              PMIx_Init, PMIx_Put/Commit/Fence/Get.  Built only when
+ *              configure found OpenPMIx.
+ *   singleton  none of the above: one rank, no exchange.
+ *
+ * All calls are collective over all ranks and blocking; they are used only at
+ * init/finalize and for rare metadata exchange, never on a fast path.  They
+ * are not thread-safe: the runtime serializes them.
+ */
+#ifndef FH_BOOTSTRAP_H
+#define FH_BOOTSTRAP_H
+
+#include <stddef.h>
+
+struct fh_boot;
+
+typedef struct fh_boot_ops {
+    const char *name;  /* "fhrun", "pmix", "singleton" */
+    /* out receives nranks * len bytes, rank i's contribution at i * len. */
+    int  (*allgather)(struct fh_boot *b, const void *in, void *out, size_t len);
+    int  (*barrier)(struct fh_boot *b);
+    /* Ends the whole job (all ranks) with a message.  Never returns. */
+    void (*abort)(struct fh_boot *b, int code, const char *msg)
+        __attribute__((noreturn));
+    /* Orderly end (after a final barrier by the runtime). Frees b. */
+    void (*finalize)(struct fh_boot *b);
+} fh_boot_ops_t;
+
+typedef struct fh_boot {
+    const fh_boot_ops_t *ops;
+    int rank, nranks;
+    /* Ranks on this host (for the conduit: shared-memory decisions). */
+    int local_rank, local_nranks;
+    void *priv;
+} fh_boot_t;
+
+/* Picks and initializes the bootstrap described above.  Returns FH_OK or
+ * FH_ERR_BOOTSTRAP with a logged explanation (e.g. "FH_JOB_KEY rejected by
+ * the launcher", "cannot connect to unix:/tmp/fhrun.X/sock: ..."). */
+int fh_boot_open(fh_boot_t **out);
+
+/* Wire protocol between tools/fhrun and boot_fhrun.c (shared definitions).
+ * All integers little-endian uint32 unless noted.
+ *   rank -> launcher, first:  "FHB1" magic, key (FH_KEY_BYTES raw bytes),
+ *                             rank, pid.
+ *   launcher -> rank:         one status word: 0 = accepted (else closed).
+ *   rank -> launcher:         op word + payload:
+ *        FH_BOOT_OP_ALLGATHER  len, then len bytes
+ *        FH_BOOT_OP_ABORT      code, msglen, msg
+ *        FH_BOOT_OP_FINALIZE   (no payload; launcher may close the socket)
+ *   launcher -> rank:         FH_BOOT_MSG_ALLGATHER len*nranks bytes follow
+ *                             FH_BOOT_MSG_DEAD      dead rank, status, msglen, msg
+ * A barrier is an allgather of zero bytes.  A rank that presents a wrong key
+ * or an out-of-range or duplicate rank is refused and logged by the
+ * launcher; the job goes on. */
+#define FH_BOOT_MAGIC          0x31424846u  /* "FHB1" */
+#define FH_KEY_BYTES           32
+#define FH_BOOT_OP_ALLGATHER   1u
+#define FH_BOOT_OP_ABORT       2u
+#define FH_BOOT_OP_FINALIZE    3u
+#define FH_BOOT_MSG_ALLGATHER  0x101u
+#define FH_BOOT_MSG_DEAD       0x102u
+
+/* Exit status of a rank that ends because a peer died. */
+#define FH_EXIT_PEER_DEAD      70
+
+#endif /* FH_BOOTSTRAP_H */

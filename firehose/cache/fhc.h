@@ -1,0 +1,225 @@
+/*
+ * fhc.h -- the firehose registration cache: pure bookkeeping, both sides.
+ *
+ * One fhc_t per rank holds
+ *   - the TARGET side: the regions of our memory that are registered, which
+ *     peers hold firehoses on them, the victim FIFO (registered, unreferenced
+ *     regions, deregistered lazily), local pins;
+ *   - the INITIATOR side: per peer, the firehoses we hold on that peer's
+ *     memory, the unused FIFO (our victims), pending moves and the operations
+ *     waiting for them or for budget.
+ * The design is docs/firehose-cache.md.  This module does no I/O, takes no
+ * locks and starts no threads: registration, message sending and logging go
+ * through the callbacks of fhc_env_t.  The runtime serializes calls on one
+ * fhc_t (today: the per-rank cache lock; the lock-free hit path of the design
+ * document is a later layer over this core).
+ *
+ * Vocabulary (all sizes in bytes):
+ *   B      bucket size (power of two)
+ *   frame  an aligned block of R bytes; R = the effective region max (a
+ *          power-of-two multiple of B, <= FH_REGION_MAX, <= F and
+ *          <= FHC_MAX_PIECES * B).  A region never crosses a frame boundary,
+ *          and an operation CHUNK lies inside one frame (fhc_chunk_len), so a
+ *          chunk's firehoses total at most R <= F bytes: any single chunk fits
+ *          in a peer's budget once the other firehoses are released.
+ *   F      per-peer budget, M / (N-1) rounded down to a multiple of B.
+ *
+ * Protocol requirements on the runtime:
+ *   - every fhc_t of a job is created with the same bucket, region_max, M,
+ *     maxvictim and put_in_move (F and frames must agree);
+ *   - move REQUESTS from one initiator to one target are delivered in the
+ *     order they were sent (one service path per pair).  Replies may be
+ *     reordered;
+ *   - env->send and the op->ready callbacks must not call back into the same
+ *     fhc_t (queue the work instead): they are called from inside fhc calls.
+ *   - exposed segments are bucket-aligned (allowed() is asked about whole
+ *     buckets: a region must never expose memory outside a segment).
+ *
+ * Errors are negative FHC_ERR_* values whose numbers equal the runtime's
+ * fh_err_t codes of the same meaning.
+ */
+#ifndef FHC_H
+#define FHC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    FHC_HIT            = 0,   /* acquire: pieces are filled, do the RDMA */
+    FHC_PENDING        = 1,   /* acquire: op->ready will be called later */
+    FHC_DONE_IN_MOVE   = 2,   /* ready: the put travelled inside the move;
+                                 no RDMA, no fhc_release needed */
+};
+
+enum {
+    FHC_ERR_INVALID        = -1,   /* bad argument or malformed message */
+    FHC_ERR_RANK           = -2,   /* peer outside [0, nranks) or ourselves */
+    FHC_ERR_OVERFLOW       = -3,   /* address arithmetic overflows */
+    FHC_ERR_OUT_OF_SEGMENT = -4,   /* target refused: not inside its segments */
+    FHC_ERR_NO_MEMORY      = -10,  /* allocation or registration failed */
+    FHC_ERR_LIMIT          = -11,  /* target refused: over the peer's F */
+    FHC_ERR_CONFIG         = -16,  /* inconsistent parameters */
+    FHC_ERR_AGAIN          = -17,  /* local pin: MAXVICTIM full, retry later */
+};
+
+/* Largest number of regions one chunk can touch (= buckets per frame). */
+#define FHC_MAX_PIECES 16u
+
+typedef struct fhc_env {
+    void *arg;
+    /* Register [addr, addr+len); remote != 0: peers may RDMA into it.  Sets
+     * *mr (opaque, passed back to unpin) and key (what peers need).
+     * Returns 0 or a negative error. */
+    int  (*pin)(void *arg, uintptr_t addr, size_t len, int remote,
+                void **mr, uint64_t key[2]);
+    void (*unpin)(void *arg, void *mr);
+    /* Non-zero iff [addr, addr+len) lies inside our exposed segments. */
+    int  (*allowed)(void *arg, uintptr_t addr, size_t len);
+    /* Deliver msg[0..len) to peer's fhc_on_message(c, our rank, is_reply). */
+    void (*send)(void *arg, uint32_t peer, int is_reply, const void *msg,
+                 size_t len);
+    /* Target: write put-in-move data (memcpy in the runtime). */
+    void (*put_in_move)(void *arg, uintptr_t dst, const void *data, size_t len);
+    /* Optional: one line about a refused or malformed message. */
+    void (*log)(void *arg, const char *line);
+} fhc_env_t;
+
+typedef struct fhc_params {
+    uint32_t nranks, rank;
+    size_t bucket;        /* B: power of two */
+    size_t region_max;    /* FH_REGION_MAX: largest registration */
+    size_t M;             /* remote pool of this rank */
+    size_t maxvictim;     /* local pins + lazily deregistered victims */
+    size_t put_in_move;   /* largest put carried in a move (0: never) */
+    unsigned debug_bugs;  /* tests only: FHC_BUG_* bits, 0 in production */
+} fhc_params_t;
+
+/* Deliberate bugs, so the simulator can prove its checks detect them. */
+enum {
+    FHC_BUG_NO_F_CHECK      = 1u << 0,  /* initiator ignores F; target too */
+    FHC_BUG_EVICT_HELD      = 1u << 1,  /* target deregisters held regions */
+    FHC_BUG_FORGET_RELEASE  = 1u << 2,  /* victims dropped, not sent */
+    FHC_BUG_STALE_INSTALL   = 1u << 3,  /* install regions a reply did not grant */
+};
+
+typedef struct fhc_piece {
+    uintptr_t addr;       /* remote address */
+    size_t len;
+    uint64_t key[2];      /* the target region's key */
+} fhc_piece_t;
+
+struct fhc_fh;
+struct fhc_move;
+struct fhc_region;
+typedef struct fhc_op fhc_op_t;
+
+/* One operation chunk.  The caller owns the memory and fills the first
+ * block; it must stay valid until ready() ran or fhc_release returned. */
+struct fhc_op {
+    uint32_t peer;
+    uintptr_t raddr;          /* remote address */
+    size_t len;               /* 1 .. fhc_chunk_len(c, raddr, len) */
+    const void *put_data;     /* a put's source (may ride in a move), else NULL */
+    void (*ready)(fhc_op_t *op, int status); /* FHC_HIT, FHC_DONE_IN_MOVE or <0 */
+    void *user;
+
+    /* Filled before FHC_HIT is returned or ready(op, FHC_HIT) is called. */
+    unsigned npieces;
+    fhc_piece_t piece[FHC_MAX_PIECES];
+
+    /* Private to fhc. */
+    struct {
+        struct fhc_fh *ref[FHC_MAX_PIECES]; /* firehoses this op holds in use */
+        unsigned nref;
+        fhc_op_t *next;                     /* move waiters or budget queue */
+        int prio;                           /* was at the budget queue head */
+        int state;                          /* enum fhc_op_state (internal) */
+    } priv;
+};
+
+typedef struct fhc fhc_t;
+
+/* Checks the parameters and creates the cache.  why gets a sentence on
+ * FHC_ERR_CONFIG.  Not handler-related: plain allocation. */
+int  fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
+                char *why, size_t whylen);
+/* Unpins everything still registered.  Ops still pending are abandoned. */
+void fhc_destroy(fhc_t *c);
+
+size_t fhc_F(const fhc_t *c);            /* per-peer budget */
+size_t fhc_region_max(const fhc_t *c);   /* effective R (frame size) */
+/* Length of the first chunk of [addr, addr+len): <= R, inside one frame. */
+size_t fhc_chunk_len(const fhc_t *c, uintptr_t addr, size_t len);
+
+/* Initiator.  Returns FHC_HIT (pieces filled: RDMA, then fhc_release),
+ * FHC_PENDING (op->ready(op, status) comes later, from fhc_on_message or
+ * fhc_release), or a negative error (nothing changed).  Never waits. */
+int  fhc_acquire(fhc_t *c, fhc_op_t *op);
+/* The RDMA of a HIT op completed: drop its in-use references.  May call
+ * ready() of ops that waited for budget.  No-op for ops holding nothing. */
+void fhc_release(fhc_t *c, fhc_op_t *op);
+
+/* A move request (is_reply == 0) or reply from peer.  Never trusts msg. */
+void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
+                    size_t len);
+
+/* Local pins (our buffers as RDMA source/destination), charged against
+ * MAXVICTIM.  [addr, addr+len) must be one chunk (fhc_chunk_len).  Fills
+ * mr[0..*nmr).  FHC_ERR_AGAIN when MAXVICTIM is full of local pins. */
+typedef struct fhc_local {
+    uintptr_t addr;
+    size_t len;
+    unsigned nmr;
+    void *mr[FHC_MAX_PIECES];
+    struct fhc_region *reg[FHC_MAX_PIECES];   /* private */
+} fhc_local_t;
+int  fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out);
+void fhc_unpin_local(fhc_t *c, fhc_local_t *l);
+
+typedef struct fhc_peer_stats {
+    /* initiator side: our operations towards this peer */
+    uint64_t hits;            /* acquires satisfied at once */
+    uint64_t misses;          /* acquires that had to wait */
+    uint64_t moves;           /* move requests sent */
+    uint64_t coalesced;       /* waits on a move another op had sent */
+    uint64_t put_in_move;     /* moves that carried put data */
+    uint64_t budget_waits;    /* times an op queued for F budget */
+    uint64_t errors;          /* error replies received */
+    size_t held_bytes;        /* firehoses we hold on the peer */
+    size_t reserved_bytes;    /* worst case of our pending moves */
+    size_t unused_bytes;      /* held but no op in flight (victims) */
+    uint32_t held_regions;
+    uint32_t pending_moves;
+    uint32_t budget_queue;    /* ops waiting for budget now */
+    /* target side: the peer's firehoses on us */
+    size_t target_held_bytes;
+    uint32_t target_held_regions;
+    uint64_t refused;         /* requests of this peer we refused */
+} fhc_peer_stats_t;
+
+typedef struct fhc_stats {
+    uint64_t registrations, evictions;  /* pin calls; victim deregistrations */
+    uint64_t moves_served, refused;
+    size_t pinned_bytes;                /* all registered regions */
+    size_t remote_bytes;                /* regions some peer holds (<= M) */
+    size_t local_bytes;                 /* regions with local pins */
+    size_t victim_bytes;                /* victim FIFO */
+    uint32_t victim_len, nregions;
+} fhc_stats_t;
+
+void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s);
+void fhc_stats(const fhc_t *c, fhc_stats_t *s);
+
+/* Consistency check.  Returns 0, or -1 with a sentence in why.
+ * fhc_check_invariants: everything (O(size of the tables)).
+ * fhc_check_peer: global counters plus one peer's state on both sides
+ * (O(that peer's firehoses)). */
+int  fhc_check_invariants(const fhc_t *c, char *why, size_t whylen);
+int  fhc_check_peer(const fhc_t *c, uint32_t peer, char *why, size_t whylen);
+
+/* Target-side query for tests: 1 iff [addr, addr+len) lies in one registered
+ * region held by peer whose key is key. */
+int  fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                      size_t len, const uint64_t key[2]);
+
+#endif /* FHC_H */

@@ -1,0 +1,177 @@
+/*
+ * fhc_core.c -- creating the cache, deriving F and the frame size, the
+ * message dispatch, statistics and test queries.  The two roles live in
+ * fhc_target.c and fhc_initiator.c, the invariants in fhc_check.c.
+ */
+#include "fhc_internal.h"
+#include "fhc_wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int config_error(char *why, size_t whylen, const char *what)
+{
+    if (why && whylen)
+        snprintf(why, whylen, "%s", what);
+    return FHC_ERR_CONFIG;
+}
+
+int fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
+               char *why, size_t whylen)
+{
+    *out = NULL;
+    if (!p || !env || !env->pin || !env->unpin || !env->allowed || !env->send)
+        return config_error(why, whylen, "missing parameters or callbacks");
+    if (p->nranks < 1 || p->rank >= p->nranks)
+        return config_error(why, whylen, "rank outside [0, nranks)");
+    if (p->bucket < 8 || (p->bucket & (p->bucket - 1)))
+        return config_error(why, whylen, "bucket size must be a power of two >= 8");
+    if (p->region_max < p->bucket)
+        return config_error(why, whylen, "region max smaller than a bucket");
+    if (p->put_in_move > FHC_WIRE_MAX_DATA)
+        return config_error(why, whylen, "put_in_move larger than 64 KiB");
+
+    size_t F = 0;
+    if (p->nranks > 1) {
+        F = p->M / (p->nranks - 1);
+        F -= F % p->bucket;
+        if (F < p->bucket)
+            return config_error(why, whylen,
+                "M too small: F = M/(N-1) must be at least one bucket");
+    }
+    /* R: the largest power-of-two multiple of B within region_max, F and
+     * FHC_MAX_PIECES buckets.  R <= F is what makes every chunk fit. */
+    size_t R = p->bucket;
+    while (R <= SIZE_MAX / 2 && R * 2 <= p->region_max &&
+           R * 2 <= FHC_MAX_PIECES * p->bucket && (p->nranks == 1 || R * 2 <= F))
+        R *= 2;
+
+    fhc_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return FHC_ERR_NO_MEMORY;
+    c->peer = calloc(p->nranks, sizeof *c->peer);
+    if (!c->peer) {
+        free(c);
+        return FHC_ERR_NO_MEMORY;
+    }
+    c->p = *p;
+    c->env = *env;
+    c->F = F;
+    c->R = R;
+    while (((size_t)1 << c->bshift) < p->bucket)
+        c->bshift++;
+    fhc_map_init(&c->tbucket);
+    fhc_map_init(&c->holds);
+    fhc_map_init(&c->ibucket);
+    fhc_map_init(&c->pbucket);
+    fhc_map_init(&c->moves);
+    *out = c;
+    return 0;
+}
+
+void fhc_destroy(fhc_t *c)
+{
+    if (!c)
+        return;
+    fhc_initiator_destroy(c);
+    fhc_target_destroy(c);
+    for (uint32_t i = 0; i < c->p.nranks; i++)
+        free(c->peer[i]);
+    free(c->peer);
+    fhc_map_fini(&c->tbucket);
+    fhc_map_fini(&c->holds);
+    fhc_map_fini(&c->ibucket);
+    fhc_map_fini(&c->pbucket);
+    fhc_map_fini(&c->moves);
+    free(c);
+}
+
+size_t fhc_F(const fhc_t *c) { return c->F; }
+size_t fhc_region_max(const fhc_t *c) { return c->R; }
+
+size_t fhc_chunk_len(const fhc_t *c, uintptr_t addr, size_t len)
+{
+    size_t room = c->R - addr % c->R;
+    return len < room ? len : room;
+}
+
+fhc_peer_t *fhc_peer_get(fhc_t *c, uint32_t peer)
+{
+    assert(peer < c->p.nranks);
+    if (!c->peer[peer])
+        c->peer[peer] = calloc(1, sizeof(fhc_peer_t));
+    return c->peer[peer];
+}
+
+void fhc_logf(const fhc_t *c, const char *fmt, ...)
+{
+    if (!c->env.log)
+        return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->env.log(c->env.arg, line);
+}
+
+void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
+                    size_t len)
+{
+    if (peer >= c->p.nranks || peer == c->p.rank) {
+        fhc_logf(c, "fhc: message from invalid rank %u dropped", peer);
+        return;
+    }
+    if (is_reply)
+        fhc_initiator_on_reply(c, peer, msg, len);
+    else
+        fhc_target_on_request(c, peer, msg, len);
+}
+
+void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (peer >= c->p.nranks || !c->peer[peer])
+        return;
+    const fhc_peer_t *P = c->peer[peer];
+    *s = P->st;
+    s->held_bytes = P->held;
+    s->reserved_bytes = P->reserved;
+    s->held_regions = P->nheld;
+    s->unused_bytes = P->unused_bytes;
+    s->pending_moves = P->npending;
+    for (const fhc_op_t *op = P->q_head; op; op = op->priv.next)
+        s->budget_queue++;
+    s->target_held_bytes = P->t_held;
+    s->target_held_regions = P->t_nheld;
+}
+
+void fhc_stats(const fhc_t *c, fhc_stats_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->registrations = c->registrations;
+    s->evictions = c->evictions;
+    s->moves_served = c->moves_served;
+    s->refused = c->refused;
+    s->pinned_bytes = c->pinned_bytes;
+    s->remote_bytes = c->remote_bytes;
+    s->local_bytes = c->local_bytes;
+    s->victim_bytes = c->victim_bytes;
+    s->victim_len = c->victim_len;
+    s->nregions = c->nregions;
+}
+
+int fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                     size_t len, const uint64_t key[2])
+{
+    if (!len || addr > UINTPTR_MAX - len || peer >= c->p.nranks)
+        return 0;
+    const fhc_region_t *r = fhc_map_get(&c->tbucket, 0, fhc_bno(c, addr));
+    if (!r || addr + len > r->base + r->len)
+        return 0;
+    if (r->key[0] != key[0] || r->key[1] != key[1])
+        return 0;
+    return fhc_map_get(&c->holds, peer, r->base) != NULL;
+}

@@ -1,0 +1,145 @@
+/*
+ * fhc_internal.h -- the data of the registration cache, shared by its .c
+ * files (fhc_core.c: lifetime, stats, dispatch; fhc_target.c: our regions;
+ * fhc_initiator.c: our firehoses on peers; fhc_check.c: invariants).
+ *
+ * Every object is in exactly one explicit state, kept in a field (no tagged
+ * pointers, no refcounts overlaid on links); every list is doubly linked with
+ * its own links so removal is O(1).
+ */
+#ifndef FHC_INTERNAL_H
+#define FHC_INTERNAL_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fhc.h"
+#include "fhc_map.h"
+
+/* ---------------------------------------------------------------- target */
+
+/* A registered run of 1..R/B buckets of our memory inside one frame.
+ * Accounting categories (a region may be in the first two at once):
+ *   remote_ref > 0          bytes count in c->remote_bytes   (<= M)
+ *   local_ref  > 0          bytes count in c->local_bytes    (<= MAXVICTIM)
+ *   both zero               in the victim FIFO, c->victim_bytes
+ * Invariant: in_fifo == (remote_ref == 0 && local_ref == 0). */
+typedef struct fhc_region {
+    uintptr_t base;
+    size_t len;
+    void *mr;
+    uint64_t key[2];
+    uint32_t remote_ref;        /* number of peers holding it (a set) */
+    uint32_t local_ref;         /* our own pins */
+    int exposed;                /* registered for remote access (allowed) */
+    int in_fifo;
+    struct fhc_region *fifo_prev, *fifo_next;
+    struct fhc_region *all_prev, *all_next;     /* every region */
+} fhc_region_t;
+
+/* Peer `peer` holds a firehose on `reg`; in holds map under (peer, base). */
+typedef struct fhc_hold {
+    fhc_region_t *reg;
+    uint32_t peer;
+    struct fhc_hold *prev, *next;   /* the peer's holds */
+} fhc_hold_t;
+
+/* ------------------------------------------------------------- initiator */
+
+/* A firehose we hold on region [base, base+len) of `peer` (VALID: we got
+ * its key in a reply that granted it).  Mapped under each of its buckets in
+ * c->ibucket.  Invariant: in_unused == (inuse == 0). */
+typedef struct fhc_fh {
+    uint32_t peer;
+    uintptr_t base;
+    size_t len;
+    uint64_t key[2];
+    uint32_t inuse;             /* ops holding it for an RDMA in flight */
+    int in_unused;
+    struct fhc_fh *u_prev, *u_next;   /* peer's unused FIFO */
+    struct fhc_fh *h_prev, *h_next;   /* peer's held list */
+} fhc_fh_t;
+
+/* A move request in flight.  The buckets of [lo, hi) that were missing when
+ * it was sent map to it in c->pbucket (PENDING). */
+typedef struct fhc_move {
+    uint32_t peer;
+    uint64_t token;
+    uintptr_t lo, hi;           /* bucket-aligned span asked for */
+    size_t reserved;            /* worst-case bytes the target may grant */
+    fhc_op_t *owner;            /* the op that sent it */
+    int put;                    /* owner's data rides in it */
+    fhc_op_t *w_head, *w_tail;  /* waiting ops (owner first) */
+} fhc_move_t;
+
+enum fhc_op_state {
+    FHC_OP_IDLE = 0,            /* not known to the cache */
+    FHC_OP_WAIT_MOVE,           /* on a move's waiter list */
+    FHC_OP_WAIT_BUDGET,         /* on the peer's budget queue */
+    FHC_OP_ACTIVE,              /* HIT delivered: holds refs until release */
+};
+
+/* Everything about one peer, both roles.  Allocated on first use. */
+typedef struct fhc_peer {
+    /* initiator: our firehoses on the peer.  I2: held + reserved <= F. */
+    size_t held, reserved, unused_bytes;
+    uint32_t nheld, npending;
+    fhc_fh_t *u_head, *u_tail;
+    fhc_fh_t *h_head;
+    fhc_op_t *q_head, *q_tail;  /* ops waiting for budget, FIFO */
+    uint64_t next_token;
+    /* target: the peer's firehoses on us.  t_held <= F. */
+    size_t t_held;
+    uint32_t t_nheld;
+    fhc_hold_t *t_head;
+    fhc_peer_stats_t st;
+} fhc_peer_t;
+
+struct fhc {
+    fhc_params_t p;
+    fhc_env_t env;
+    size_t F, R;                /* per-peer budget, frame size */
+    unsigned bshift;            /* log2(B) */
+    fhc_peer_t **peer;          /* [nranks], lazily allocated */
+
+    /* target */
+    fhc_map_t tbucket;          /* (0, bucket no) -> fhc_region_t */
+    fhc_map_t holds;            /* (peer, region base) -> fhc_hold_t */
+    fhc_region_t *all_head;
+    fhc_region_t *fifo_head, *fifo_tail;
+    size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes;
+    uint32_t nregions, victim_len;
+    uint64_t registrations, evictions, moves_served, refused;
+
+    /* initiator */
+    fhc_map_t ibucket;          /* (peer, bucket no) -> fhc_fh_t */
+    fhc_map_t pbucket;          /* (peer, bucket no) -> fhc_move_t */
+    fhc_map_t moves;            /* (peer, token) -> fhc_move_t */
+};
+
+static inline uintptr_t fhc_bucket_down(const fhc_t *c, uintptr_t a)
+{
+    return a & ~(uintptr_t)(c->p.bucket - 1);
+}
+static inline uint64_t fhc_bno(const fhc_t *c, uintptr_t a)
+{
+    return (uint64_t)(a >> c->bshift);
+}
+static inline uintptr_t fhc_frame_of(const fhc_t *c, uintptr_t a)
+{
+    return a - a % c->R;
+}
+
+fhc_peer_t *fhc_peer_get(fhc_t *c, uint32_t peer);     /* NULL: no memory */
+void fhc_logf(const fhc_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* fhc_target.c */
+void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+void fhc_target_destroy(fhc_t *c);
+/* fhc_initiator.c */
+void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+void fhc_initiator_destroy(fhc_t *c);
+
+#endif /* FHC_INTERNAL_H */

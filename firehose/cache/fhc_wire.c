@@ -1,0 +1,164 @@
+/*
+ * fhc_wire.c -- move request/reply encoding (format in fhc_wire.h).
+ */
+#include "fhc_wire.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static int fail(char *why, size_t whylen, const char *what)
+{
+    if (why && whylen)
+        snprintf(why, whylen, "%s", what);
+    return FHC_ERR_INVALID;
+}
+
+size_t fhc_req_size(const fhc_req_t *r)
+{
+    return FHC_REQ_HDR + 8u * r->nrel + r->data_len;
+}
+
+size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap)
+{
+    size_t n = fhc_req_size(r);
+    if (r->nrel > FHC_MAX_PIECES || r->data_len > FHC_WIRE_MAX_DATA ||
+        (r->data_len && !r->data) || n > cap)
+        return 0;
+    uint8_t *p = buf;
+    p[0] = FHC_WIRE_MAGIC;
+    p[1] = FHC_WIRE_REQ;
+    p[2] = (uint8_t)r->nrel;
+    p[3] = 0;
+    put32(p + 4, r->data_len);
+    put64(p + 8, r->token);
+    put64(p + 16, r->lo);
+    put64(p + 24, r->hi);
+    put64(p + 32, r->data_len ? r->data_dst : 0);
+    for (unsigned i = 0; i < r->nrel; i++)
+        put64(p + FHC_REQ_HDR + 8 * i, r->rel[i]);
+    if (r->data_len)
+        memcpy(p + FHC_REQ_HDR + 8 * r->nrel, r->data, r->data_len);
+    return n;
+}
+
+int fhc_req_decode(const void *buf, size_t len, fhc_req_t *r, char *why,
+                   size_t whylen)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < FHC_REQ_HDR)
+        return fail(why, whylen, "request shorter than its header");
+    if (p[0] != FHC_WIRE_MAGIC || p[1] != FHC_WIRE_REQ || p[3] != 0)
+        return fail(why, whylen, "bad magic, kind or reserved byte");
+    r->nrel = p[2];
+    r->data_len = get32(p + 4);
+    r->token = get64(p + 8);
+    r->lo = get64(p + 16);
+    r->hi = get64(p + 24);
+    r->data_dst = get64(p + 32);
+    if (r->nrel > FHC_MAX_PIECES)
+        return fail(why, whylen, "too many releases");
+    if (r->data_len > FHC_WIRE_MAX_DATA)
+        return fail(why, whylen, "put data too long");
+    if (len != FHC_REQ_HDR + 8u * r->nrel + r->data_len)
+        return fail(why, whylen, "length does not match the counts");
+    if (r->lo >= r->hi || r->hi > UINTPTR_MAX)
+        return fail(why, whylen, "empty or inverted span");
+    if (r->data_len ? r->data_dst > UINT64_MAX - r->data_len : r->data_dst)
+        return fail(why, whylen, "bad put destination");
+    for (unsigned i = 0; i < r->nrel; i++)
+        r->rel[i] = get64(p + FHC_REQ_HDR + 8 * i);
+    r->data = r->data_len ? p + FHC_REQ_HDR + 8 * r->nrel : NULL;
+    return 0;
+}
+
+uint64_t fhc_req_peek_token(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < 16 || p[0] != FHC_WIRE_MAGIC || p[1] != FHC_WIRE_REQ)
+        return 0;
+    return get64(p + 8);
+}
+
+size_t fhc_rep_size(const fhc_rep_t *r)
+{
+    return FHC_REP_HDR + FHC_REP_REGION * r->nreg;
+}
+
+size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap)
+{
+    size_t n = fhc_rep_size(r);
+    if (r->nreg > FHC_MAX_PIECES || n > cap)
+        return 0;
+    uint8_t *p = buf;
+    p[0] = FHC_WIRE_MAGIC;
+    p[1] = FHC_WIRE_REP;
+    p[2] = (uint8_t)r->nreg;
+    p[3] = 0;
+    put32(p + 4, (uint32_t)r->status);
+    put64(p + 8, r->token);
+    for (unsigned i = 0; i < r->nreg; i++) {
+        uint8_t *q = p + FHC_REP_HDR + FHC_REP_REGION * i;
+        put64(q, r->reg[i].base);
+        put64(q + 8, r->reg[i].len);
+        put64(q + 16, r->reg[i].key[0]);
+        put64(q + 24, r->reg[i].key[1]);
+        put64(q + 32, r->reg[i].granted ? 1 : 0);
+    }
+    return n;
+}
+
+int fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r, char *why,
+                   size_t whylen)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < FHC_REP_HDR)
+        return fail(why, whylen, "reply shorter than its header");
+    if (p[0] != FHC_WIRE_MAGIC || p[1] != FHC_WIRE_REP || p[3] != 0)
+        return fail(why, whylen, "bad magic, kind or reserved byte");
+    r->nreg = p[2];
+    r->status = (int32_t)get32(p + 4);
+    r->token = get64(p + 8);
+    if (r->nreg > FHC_MAX_PIECES)
+        return fail(why, whylen, "too many regions");
+    if (len != FHC_REP_HDR + FHC_REP_REGION * r->nreg)
+        return fail(why, whylen, "length does not match the region count");
+    if (r->status > 0 || (r->status < 0 && r->nreg))
+        return fail(why, whylen, "bad status");
+    for (unsigned i = 0; i < r->nreg; i++) {
+        const uint8_t *q = p + FHC_REP_HDR + FHC_REP_REGION * i;
+        uint64_t flags = get64(q + 32);
+        r->reg[i].base = get64(q);
+        r->reg[i].len = get64(q + 8);
+        r->reg[i].key[0] = get64(q + 16);
+        r->reg[i].key[1] = get64(q + 24);
+        r->reg[i].granted = (int)(flags & 1);
+        if (flags > 1)
+            return fail(why, whylen, "unknown region flags");
+        if (!r->reg[i].len || r->reg[i].base > UINT64_MAX - r->reg[i].len)
+            return fail(why, whylen, "empty or overflowing region");
+    }
+    return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * fhc_wire.h -- the move request and reply, encode and untrusting decode.
+ *
+ * All fields little-endian.  Request (40 + 8*nrel + data_len bytes):
+ *   off size
+ *     0    1  magic FHC_WIRE_MAGIC
+ *     1    1  kind  FHC_WIRE_REQ
+ *     2    1  nrel  victims released, 0..FHC_MAX_PIECES
+ *     3    1  0
+ *     4    4  data_len  put-in-move bytes (0: none)
+ *     8    8  token     the initiator's name for this move
+ *    16    8  lo        span asked for: [lo, hi), lo < hi
+ *    24    8  hi
+ *    32    8  data_dst  where the data goes (0 when data_len == 0)
+ *    40 8*nrel  base of each released region
+ *    ..  data_len bytes of data
+ * Reply (16 + 40*nreg bytes):
+ *     0    1  magic, 1 1 kind FHC_WIRE_REP, 2 1 nreg (0..FHC_MAX_PIECES), 3 1 0
+ *     4    4  status (int32: 0 or a negative FHC_ERR_*)
+ *     8    8  token
+ *    16 40*nreg  base, len, key[0], key[1], flags (bit 0: granted by this
+ *                move; else the requester already held it)
+ * Decode checks only what the bytes alone can tell (sizes, counts, ranges
+ * that overflow); bucket alignment, frames, segments and holds are checked
+ * by the handlers, which know the parameters.
+ */
+#ifndef FHC_WIRE_H
+#define FHC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fhc.h"
+
+#define FHC_WIRE_MAGIC   0xFCu
+#define FHC_WIRE_REQ     1u
+#define FHC_WIRE_REP     2u
+#define FHC_REQ_HDR      40u
+#define FHC_REP_HDR      16u
+#define FHC_REP_REGION   40u
+#define FHC_WIRE_MAX_DATA 65536u
+
+typedef struct fhc_req {
+    uint64_t token, lo, hi;
+    unsigned nrel;
+    uint64_t rel[FHC_MAX_PIECES];
+    uint64_t data_dst;
+    uint32_t data_len;
+    const void *data;       /* into the received buffer */
+} fhc_req_t;
+
+typedef struct fhc_rep_region {
+    uint64_t base, len, key[2];
+    int granted;
+} fhc_rep_region_t;
+
+typedef struct fhc_rep {
+    uint64_t token;
+    int32_t status;
+    unsigned nreg;
+    fhc_rep_region_t reg[FHC_MAX_PIECES];
+} fhc_rep_t;
+
+size_t fhc_req_size(const fhc_req_t *r);
+/* Encode into buf[0..cap); returns bytes written, or 0 if cap is too small
+ * or r is inconsistent. */
+size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap);
+int    fhc_req_decode(const void *buf, size_t len, fhc_req_t *r,
+                      char *why, size_t whylen);
+size_t fhc_rep_size(const fhc_rep_t *r);
+size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap);
+int    fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r,
+                      char *why, size_t whylen);
+/* The token of anything that starts like a request, else 0 (used to answer
+ * a malformed request so its sender's move still completes). */
+uint64_t fhc_req_peek_token(const void *buf, size_t len);
+
+#endif /* FHC_WIRE_H */

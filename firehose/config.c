@@ -1,0 +1,240 @@
+/*
+ * config.c -- the FH_* table and its parser.  See config.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "firehose.h"
+
+#define F(field) offsetof(fh_config_t, field)
+
+const fh_cfg_entry_t fh_config_table[] = {
+    {"FH_CONDUIT", FH_CFG_ENUM, "auto", "auto|ofi|ibv", F(conduit), 1,
+     "Network conduit; auto picks ibv when a usable RDMA device exists, else ofi.", 0},
+    {"FH_OFI_PROVIDER", FH_CFG_STRING, "tcp", NULL, F(ofi_provider), 1,
+     "libfabric provider for the ofi conduit (tcp, shm, verbs, cxi, efa, ...).", 0},
+    {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(ofi_domain), 0,
+     "libfabric domain (interface) name, e.g. lo or eth0; empty = provider's first.", 0},
+    {"FH_IBV_DEVICE", FH_CFG_STRING, "", NULL, F(ibv_device), 0,
+     "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port.", 0},
+    {"FH_IBV_PORT", FH_CFG_INT, "0", NULL, F(ibv_port), 0,
+     "Port of the verbs device; 0 = first active port.", 0},
+    {"FH_IBV_GID_INDEX", FH_CFG_INT, "-1", NULL, F(ibv_gid_index), 0,
+     "GID index; -1 = RoCE v2 IPv4-mapped GID on Ethernet ports, LID on InfiniBand.", -1},
+    {"FH_IBV_TD", FH_CFG_ENUM, "independent", "off|shared|independent", F(ibv_td), 0,
+     "Thread domains per path: none, one, or two (private doorbell page on mlx5).", 0},
+    {"FH_PATHS", FH_CFG_ENUM, "independent", "independent|shared", F(paths), 0,
+     "independent: each thread gets its own endpoint and CQ; shared: one path for all.", 0},
+    {"FH_MAX_THREADS", FH_CFG_INT, "0", NULL, F(max_threads), 1,
+     "Independent thread paths per rank (0 = one per online core, at most 16); "
+     "more threads than this share paths.", 0},
+    {"FH_AM_MAX_MEDIUM", FH_CFG_SIZE, "4k", NULL, F(am_max_medium), 1,
+     "Largest medium AM payload (bytes).", 0},
+    {"FH_AM_CREDITS", FH_CFG_INT, "16", NULL, F(am_credits), 1,
+     "AM requests a path may have in flight to one rank (flow control).", 0},
+    {"FH_XFER_CHUNK", FH_CFG_SIZE, "4m", NULL, F(xfer_chunk), 0,
+     "Largest single network operation; bigger puts/gets are split.", 0},
+    {"FH_MAX_SEGMENTS", FH_CFG_INT, "1024", NULL, F(max_segments), 1,
+     "Segments that may exist at once.", 0},
+    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything", "pin-everything",
+     F(reg_strategy), 1,
+     "Memory registration strategy (pin-everything registers whole segments).", 0},
+    {"FH_VERBOSE", FH_CFG_INT, "0", NULL, F(verbose), 0,
+     "Log level: 1 prints the effective configuration and conduit choice.", 0},
+    {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,
+     "Print per-peer statistics at fh_finalize.", 0},
+    {"FH_BOOT_TIMEOUT", FH_CFG_INT, "60", NULL, F(boot_timeout), 0,
+     "Seconds to wait for the launcher and peers during fh_init.", 0},
+};
+const size_t fh_config_table_len =
+    sizeof fh_config_table / sizeof fh_config_table[0];
+
+int fh_parse_size(const char *s, size_t *out)
+{
+    if (s == NULL || *s == '\0' || *s == '-')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: return -1;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0')
+        return -1;
+    if (shift && v > (UINT64_MAX >> shift))
+        return -1;
+    v <<= shift;
+    if (v > SIZE_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int enum_index(const char *choices, const char *v)
+{
+    size_t vl = strlen(v);
+    int idx = 0;
+    for (const char *p = choices; *p; idx++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == vl && strncasecmp(p, v, len) == 0)
+            return idx;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+int fh_config_parse_one(const fh_cfg_entry_t *e, const char *value,
+                        fh_config_t *cfg, char *err, size_t errlen)
+{
+    char *field = (char *)cfg + e->offset;
+    switch (e->type) {
+    case FH_CFG_BOOL: {
+        static const char *yes[] = {"1", "yes", "on", "true", "y"};
+        static const char *no[] = {"0", "no", "off", "false", "n"};
+        for (size_t i = 0; i < 5; i++) {
+            if (strcasecmp(value, yes[i]) == 0) { *(int *)field = 1; return 0; }
+            if (strcasecmp(value, no[i]) == 0) { *(int *)field = 0; return 0; }
+        }
+        snprintf(err, errlen, "%s=%s: expected 0/1, yes/no, on/off", e->name, value);
+        return FH_ERR_CONFIG;
+    }
+    case FH_CFG_INT: {
+        errno = 0;
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (errno || end == value || *end != '\0' || v < e->min) {
+            snprintf(err, errlen, "%s=%s: expected an integer >= %ld", e->name, value,
+                     e->min);
+            return FH_ERR_CONFIG;
+        }
+        *(long *)field = v;
+        return 0;
+    }
+    case FH_CFG_SIZE: {
+        size_t v;
+        if (fh_parse_size(value, &v) != 0) {
+            snprintf(err, errlen, "%s=%s: expected a size such as 4096, 64k, 4M, 1G",
+                     e->name, value);
+            return FH_ERR_CONFIG;
+        }
+        *(size_t *)field = v;
+        return 0;
+    }
+    case FH_CFG_ENUM: {
+        int idx = enum_index(e->choices, value);
+        if (idx < 0) {
+            snprintf(err, errlen, "%s=%s: expected one of %s", e->name, value, e->choices);
+            return FH_ERR_CONFIG;
+        }
+        *(int *)field = idx;
+        return 0;
+    }
+    case FH_CFG_STRING:
+        *(const char **)field = value;
+        return 0;
+    }
+    snprintf(err, errlen, "%s: unknown type", e->name);
+    return FH_ERR_CONFIG;
+}
+
+/* Ranges that the parser alone cannot express. */
+static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
+{
+    if (c->verbose < 0) {
+        snprintf(err, errlen, "FH_VERBOSE=%ld: expected 0 or more", c->verbose);
+        return FH_ERR_CONFIG;
+    }
+    if (c->ibv_port < 0 || c->ibv_port > 255) {
+        snprintf(err, errlen, "FH_IBV_PORT=%ld: expected 0..255", c->ibv_port);
+        return FH_ERR_CONFIG;
+    }
+    if (c->ibv_gid_index < -1 || c->ibv_gid_index > 65535) {
+        snprintf(err, errlen, "FH_IBV_GID_INDEX=%ld: expected -1..65535", c->ibv_gid_index);
+        return FH_ERR_CONFIG;
+    }
+    if (c->max_threads < 0 || c->max_threads > 255) {
+        snprintf(err, errlen, "FH_MAX_THREADS=%ld: expected 0..255", c->max_threads);
+        return FH_ERR_CONFIG;
+    }
+    if (c->am_max_medium < 64 || c->am_max_medium > (1u << 20)) {
+        snprintf(err, errlen, "FH_AM_MAX_MEDIUM=%zu: expected 64..1M", c->am_max_medium);
+        return FH_ERR_CONFIG;
+    }
+    if (c->am_credits < 1 || c->am_credits > 1024) {
+        snprintf(err, errlen, "FH_AM_CREDITS=%ld: expected 1..1024", c->am_credits);
+        return FH_ERR_CONFIG;
+    }
+    if (c->xfer_chunk < 4096) {
+        snprintf(err, errlen, "FH_XFER_CHUNK=%zu: expected at least 4k", c->xfer_chunk);
+        return FH_ERR_CONFIG;
+    }
+    if (c->max_segments < 1 || c->max_segments > (1L << 20)) {
+        snprintf(err, errlen, "FH_MAX_SEGMENTS=%ld: expected 1..1M", c->max_segments);
+        return FH_ERR_CONFIG;
+    }
+    if (c->boot_timeout < 1) {
+        snprintf(err, errlen, "FH_BOOT_TIMEOUT=%ld: expected at least 1", c->boot_timeout);
+        return FH_ERR_CONFIG;
+    }
+    return 0;
+}
+
+int fh_config_load(fh_config_t *cfg, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        int rc = fh_config_parse_one(e, e->defval, cfg, err, errlen);
+        if (rc)
+            return rc; /* a bad default is a bug; the test suite catches it */
+        const char *v = getenv(e->name);
+        if (v != NULL && (rc = fh_config_parse_one(e, v, cfg, err, errlen)))
+            return rc;
+    }
+    return check_ranges(cfg, err, errlen);
+}
+
+void fh_config_print(const fh_config_t *cfg, void *file, const char *prefix)
+{
+    FILE *f = file;
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        const char *field = (const char *)cfg + e->offset;
+        fprintf(f, "%s%s=", prefix ? prefix : "", e->name);
+        switch (e->type) {
+        case FH_CFG_BOOL: fprintf(f, "%d\n", *(const int *)field); break;
+        case FH_CFG_INT: fprintf(f, "%ld\n", *(const long *)field); break;
+        case FH_CFG_SIZE: fprintf(f, "%zu\n", *(const size_t *)field); break;
+        case FH_CFG_STRING: fprintf(f, "%s\n", *(const char *const *)field); break;
+        case FH_CFG_ENUM: {
+            int idx = *(const int *)field;
+            const char *p = e->choices;
+            for (int k = 0; k < idx && p; k++) {
+                p = strchr(p, '|');
+                if (p) p++;
+            }
+            int len = p ? (int)strcspn(p, "|") : 0;
+            fprintf(f, "%.*s\n", len, p ? p : "");
+            break;
+        }
+        }
+    }
+}

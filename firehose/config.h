@@ -1,0 +1,78 @@
+/*
+ * config.h -- every FH_* tunable, declared once.
+ *
+ * fh_config_table[] is the single source of truth: fh_config_load() parses
+ * the environment with it, `tools/fhinfo` prints it (and `fhinfo --markdown`
+ * generates the table in README.md; a test checks they agree), and FH_VERBOSE
+ * prints the effective values.  Nobody calls getenv("FH_...") elsewhere.
+ *
+ * Adding a tunable: add a field to struct fh_config and one row to the table
+ * in config.c (name, type, default, choices, field offset, documentation).
+ */
+#ifndef FH_CONFIG_H
+#define FH_CONFIG_H
+
+#include <stddef.h>
+
+typedef enum fh_cfg_type {
+    FH_CFG_BOOL,    /* 0/1, yes/no, on/off, true/false          -> int    */
+    FH_CFG_INT,     /* decimal integer (ranges: check_ranges)   -> long   */
+    FH_CFG_SIZE,    /* bytes, with optional k/K, m/M, g/G suffix -> size_t */
+    FH_CFG_ENUM,    /* one of `choices` ("a|b|c")               -> int index */
+    FH_CFG_STRING   /* free text                                -> const char* */
+} fh_cfg_type_t;
+
+typedef struct fh_config {
+    int         conduit;          /* FH_CONDUIT: index into "auto|ofi|ibv" */
+    const char *ofi_provider;     /* FH_OFI_PROVIDER */
+    const char *ofi_domain;       /* FH_OFI_DOMAIN */
+    const char *ibv_device;       /* FH_IBV_DEVICE */
+    long        ibv_port;         /* FH_IBV_PORT */
+    long        ibv_gid_index;    /* FH_IBV_GID_INDEX */
+    int         ibv_td;           /* FH_IBV_TD: index into "off|shared|independent" */
+    int         paths;            /* FH_PATHS: 0 independent, 1 shared */
+    long        max_threads;      /* FH_MAX_THREADS: independent paths */
+    size_t      am_max_medium;    /* FH_AM_MAX_MEDIUM */
+    long        am_credits;       /* FH_AM_CREDITS */
+    size_t      xfer_chunk;       /* FH_XFER_CHUNK */
+    long        max_segments;     /* FH_MAX_SEGMENTS */
+    int         reg_strategy;     /* FH_REG_STRATEGY */
+    long        verbose;          /* FH_VERBOSE */
+    int         stats;            /* FH_STATS */
+    long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
+} fh_config_t;
+
+enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
+enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
+enum { FH_REG_PIN_EVERYTHING = 0 };
+
+typedef struct fh_cfg_entry {
+    const char   *name;       /* "FH_CONDUIT" */
+    fh_cfg_type_t type;
+    const char   *defval;     /* default, as a user would write it */
+    const char   *choices;    /* FH_CFG_ENUM: "auto|ofi|ibv"; else NULL */
+    size_t        offset;     /* offsetof(fh_config_t, field) */
+    int           same_everywhere; /* must be equal on all ranks */
+    const char   *doc;        /* one line */
+    long          min;        /* FH_CFG_INT: smallest accepted value (0 unless set) */
+} fh_cfg_entry_t;
+
+extern const fh_cfg_entry_t fh_config_table[];
+extern const size_t fh_config_table_len;
+
+/* Fills *cfg from defaults and the environment.  On a bad value returns
+ * FH_ERR_CONFIG and writes "FH_X=value: reason" into err. */
+int fh_config_load(fh_config_t *cfg, char *err, size_t errlen);
+
+/* Parses one value of the given entry into *cfg (used by load and tests). */
+int fh_config_parse_one(const fh_cfg_entry_t *e, const char *value,
+                        fh_config_t *cfg, char *err, size_t errlen);
+
+/* Writes "NAME=value" for every entry, effective values, one per line, to a
+ * FILE* (void * keeps stdio out). */
+void fh_config_print(const fh_config_t *cfg, void *file, const char *prefix);
+
+/* Parses "64k", "4M", "1g", "123": returns 0 or -1 (bad/overflow). */
+int fh_parse_size(const char *s, size_t *out);
+
+#endif /* FH_CONFIG_H */

@@ -1,0 +1,77 @@
+/*
+ * handle.h -- completion counters and the per-path table of NB handles.
+ *
+ * An fh_ctr counts a set of network operations in flight: one blocking call,
+ * one NB handle, or a thread's NBI operations.  Conduit completions carry a
+ * pointer to the fh_ctr as their op_ctx.  A counter is touched only with its
+ * path's lock held, so it needs no atomics.
+ *
+ * Handle encoding (fh_handle_t, 64 bits):
+ *   bits  0..7   path index that owns the slot
+ *   bits  8..31  slot index in that path's table
+ *   bits 32..63  generation (never 0, so FH_HANDLE_DONE == 0 is never live)
+ * A slot's generation changes every time it is freed, so a stale handle is
+ * recognized; the slot also remembers its owner thread, so a foreign handle
+ * is recognized even when threads share a path.  Slots live in fixed chunks
+ * that never move (completions point into them).
+ */
+#ifndef FH_HANDLE_H
+#define FH_HANDLE_H
+
+#include <stdint.h>
+
+#include "firehose.h"
+
+typedef struct fh_ctr {
+    uint32_t pending;   /* operations not yet completed */
+    int status;         /* first error seen, else FH_OK */
+} fh_ctr_t;
+
+static inline void fh_ctr_complete(fh_ctr_t *c, int status)
+{
+    if (status != FH_OK && c->status == FH_OK)
+        c->status = status;
+    c->pending--;
+}
+
+typedef struct fh_hslot {
+    fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr == slot */
+    uint32_t gen;
+    uint32_t owner;     /* thread id of the creator */
+    uint32_t next_free; /* free-list link (slot index + 1; 0 = end) */
+    uint32_t index;     /* own slot index (set once) */
+    uint8_t  live;
+    uint64_t result;    /* value delivered by a reply (atomics) */
+    int      result_ready;
+} fh_hslot_t;
+
+#define FH_HT_CHUNK      1024u
+#define FH_HT_MAX_CHUNKS 4096u        /* 4M live handles per path */
+
+typedef struct fh_htable {
+    fh_hslot_t *chunks[FH_HT_MAX_CHUNKS];
+    uint32_t nchunks;
+    uint32_t free_head;  /* slot index + 1; 0 = empty */
+    uint32_t live;       /* slots in use */
+    unsigned path_index;
+} fh_htable_t;
+
+void fh_ht_init(fh_htable_t *t, unsigned path_index);
+void fh_ht_fini(fh_htable_t *t);
+
+/* A fresh slot owned by `owner` (ctr zeroed) and its handle, or NULL
+ * (FH_ERR_NO_MEMORY / FH_ERR_LIMIT) when the table cannot grow. */
+fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out);
+
+/* The live slot named by h if it belongs to this table and to `owner`,
+ * else NULL (the handle is stale, foreign or corrupt). */
+fh_hslot_t *fh_ht_lookup(fh_htable_t *t, fh_handle_t h, uint32_t owner);
+
+/* The live slot with this handle regardless of owner (replies use it). */
+fh_hslot_t *fh_ht_lookup_any(fh_htable_t *t, fh_handle_t h);
+
+void fh_ht_free(fh_htable_t *t, fh_hslot_t *s);
+
+static inline unsigned fh_handle_path(fh_handle_t h) { return (unsigned)(h & 0xffu); }
+
+#endif /* FH_HANDLE_H */

@@ -1,0 +1,331 @@
+/*
+ * init.c -- runtime life cycle and the binding of threads to paths.
+ *
+ * fh_init: configuration -> bootstrap -> conduit -> paths -> address
+ * exchange -> modules -> barrier.  fh_finalize undoes it in reverse after a
+ * barrier and a drain (see finalize_drain()).
+ *
+ * Threads bind to a path on their first call (fh_tls()).  With
+ * FH_PATHS=independent a thread gets the least-loaded thread path, so up to
+ * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
+ * the service path.  A thread's binding is dropped when it exits.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+fh_rt_t *fh_rt;
+fh_handler_entry_t fh_handlers[256];
+
+/* 0 = never initialized, 1 = running, 2 = finalized. */
+static _Atomic int rt_state;
+static _Atomic uint32_t next_tid = 1;
+static _Thread_local fh_tls_t *tls_self;
+
+double fh_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void tls_release(void *arg)
+{
+    fh_tls_t *t = arg;
+    fh_rt_t *rt = fh_rt;
+    /* Completions of this thread's NBI operations point at t->nbi: they
+     * must land before t is freed. */
+    if (rt != NULL && t->nbi.pending != 0)
+        fh_wait_ctr(t, &t->nbi);
+    if (rt != NULL && t->bound) {
+        pthread_mutex_lock(&rt->bind_lock);
+        t->path->nbound--;
+        pthread_mutex_unlock(&rt->bind_lock);
+    }
+    free(t);
+}
+
+static fh_path_t *choose_path(fh_rt_t *rt)
+{
+    if (rt->npaths == 1)
+        return &rt->paths[0];
+    fh_path_t *best = &rt->paths[1];
+    for (int i = 2; i < rt->npaths; i++)
+        if (rt->paths[i].nbound < best->nbound)
+            best = &rt->paths[i];
+    return best;
+}
+
+fh_tls_t *fh_tls(void)
+{
+    fh_tls_t *t = tls_self;
+    if (t != NULL)
+        return t;
+    fh_rt_t *rt = fh_rt;
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        fh_fatal("out of memory binding a thread");
+    t->tid = atomic_fetch_add(&next_tid, 1);
+    pthread_mutex_lock(&rt->bind_lock);
+    t->path = choose_path(rt);
+    t->path->nbound++;
+    t->bound = 1;
+    pthread_mutex_unlock(&rt->bind_lock);
+    fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);
+    pthread_setspecific(rt->tls_key, t);
+    tls_self = t;
+    return t;
+}
+
+fh_tls_t *fh_enter(const char *fn, int *err)
+{
+    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1) {
+        *err = fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
+        return NULL;
+    }
+    fh_tls_t *t = fh_tls();
+    if (t->in_handler) {
+        *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
+        return NULL;
+    }
+    return t;
+}
+
+int fh_check_rank(const char *fn, int rank)
+{
+    if (rank < 0 || rank >= fh_rt->nranks)
+        return fh_set_error(FH_ERR_RANK, "%s: rank %d is out of range [0, %d)", fn,
+                            rank, fh_rt->nranks);
+    return FH_OK;
+}
+
+int fh_rank(void)
+{
+    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_rank: firehose is not initialized");
+    return fh_rt->rank;
+}
+
+int fh_nranks(void)
+{
+    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_nranks: firehose is not initialized");
+    return fh_rt->nranks;
+}
+
+static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
+                                            const fh_conduit_config_t *ccfg)
+{
+    char why[256] = "";
+    switch (cfg->conduit) {
+    case FH_CONDUIT_IBV:
+#ifdef FH_HAVE_IBV
+        return &fh_conduit_ibv;
+#else
+        fh_log_error("FH_CONDUIT=ibv: this build has no ibv conduit (configure did "
+                     "not find rdma-core: install libibverbs-dev and rebuild)");
+        return NULL;
+#endif
+    case FH_CONDUIT_AUTO:
+#ifdef FH_HAVE_IBV
+        if (fh_conduit_ibv.probe(ccfg, why, sizeof why)) {
+            fh_log_verbose(1, "FH_CONDUIT=auto: using ibv (a usable RDMA device exists)");
+            return &fh_conduit_ibv;
+        }
+        fh_log_verbose(1, "FH_CONDUIT=auto: using ofi (ibv unusable: %s)", why);
+#else
+        (void)why;
+        (void)ccfg;
+        fh_log_verbose(1, "FH_CONDUIT=auto: using ofi (built without the ibv conduit)");
+#endif
+        return &fh_conduit_ofi;
+    case FH_CONDUIT_OFI:
+    default:
+        return &fh_conduit_ofi;
+    }
+}
+
+static int init_fail(fh_rt_t *rt, int err)
+{
+    if (rt->paths != NULL) {
+        for (int i = 0; i < rt->npaths; i++)
+            if (rt->paths[i].cp != NULL)
+                fh_path_teardown(rt, &rt->paths[i]);
+        free(rt->paths);
+    }
+    if (rt->conduit != NULL)
+        rt->cops->close(rt->conduit);
+    if (rt->boot != NULL)
+        rt->boot->ops->abort(rt->boot, 1, "fh_init failed");
+    free(rt);
+    atomic_store(&rt_state, 0);
+    return err;
+}
+
+int fh_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&rt_state, &expected, 3))
+        return fh_set_error(FH_ERR_STATE, "fh_init: already %s",
+                            expected == 2 ? "finalized (fh_init may be called once)"
+                                          : "initialized");
+    fh_rt_t *rt = calloc(1, sizeof *rt);
+    if (rt == NULL) {
+        atomic_store(&rt_state, 0);
+        return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory");
+    }
+    char err[256];
+    if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK) {
+        fh_log_error("%s", err);
+        free(rt);
+        atomic_store(&rt_state, 0);
+        return fh_set_error(FH_ERR_CONFIG, "fh_init: %s", err);
+    }
+    fh_log_set_verbose((int)rt->cfg.verbose);
+
+    int rc = fh_boot_open(&rt->boot);
+    if (rc != FH_OK) {
+        free(rt);
+        atomic_store(&rt_state, 0);
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: bootstrap failed");
+    }
+    rt->rank = rt->boot->rank;
+    rt->nranks = rt->boot->nranks;
+    fh_log_set_rank(rt->rank);
+    long threads = rt->cfg.max_threads;
+    if (threads == 0) {
+        /* One path per core: more threads than cores gain nothing from
+         * private paths, and every path costs endpoint memory. */
+        threads = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = threads < 1 ? 1 : threads > 16 ? 16 : threads;
+    }
+    rt->npaths = rt->cfg.paths == FH_PATHS_SHARED ? 1 : 1 + (int)threads;
+    pthread_mutex_init(&rt->bind_lock, NULL);
+    pthread_mutex_init(&rt->seg_lock, NULL);
+    pthread_mutex_init(&rt->coll_lock, NULL);
+    pthread_key_create(&rt->tls_key, tls_release);
+
+    rt->am_max_packet = FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + rt->cfg.am_max_medium;
+    fh_conduit_config_t ccfg = {
+        .rank = rt->rank, .nranks = rt->nranks, .npaths = rt->npaths,
+        .am_max_packet = rt->am_max_packet,
+        .provider = rt->cfg.ofi_provider, .domain = rt->cfg.ofi_domain,
+        .ibv_device = rt->cfg.ibv_device, .ibv_port = (int)rt->cfg.ibv_port,
+        .ibv_gid_index = (int)rt->cfg.ibv_gid_index, .ibv_td = rt->cfg.ibv_td,
+        .verbose = (int)rt->cfg.verbose,
+    };
+    rt->cops = pick_conduit(&rt->cfg, &ccfg);
+    if (rt->cops == NULL)
+        return init_fail(rt, fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: no conduit"));
+    rc = rt->cops->open(&ccfg, &fh_upcalls, &rt->conduit, &rt->limits);
+    if (rc != FH_OK) {
+        rt->conduit = NULL;
+        return init_fail(rt, fh_set_error(rc, "fh_init: cannot open the %s conduit",
+                                          rt->cops->name));
+    }
+    if (rt->limits.am_max_packet < rt->am_max_packet)
+        rt->am_max_packet = rt->limits.am_max_packet;
+    if (rt->am_max_packet < FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + 64)
+        return init_fail(rt, fh_set_error(FH_ERR_TRANSPORT,
+                                          "fh_init: conduit message size %zu too small",
+                                          rt->limits.am_max_packet));
+    rt->am_max_medium = rt->am_max_packet - FH_AM_HDR_BYTES - 8 * FH_AM_MAX_ARGS;
+
+    rt->paths = calloc((size_t)rt->npaths, sizeof *rt->paths);
+    if (rt->paths == NULL)
+        return init_fail(rt, FH_ERR_NO_MEMORY);
+    for (int i = 0; i < rt->npaths; i++) {
+        rc = fh_path_setup(rt, &rt->paths[i], i);
+        if (rc != FH_OK)
+            return init_fail(rt, fh_set_error(rc, "fh_init: cannot create path %d", i));
+    }
+    rc = rt->cops->connect(rt->conduit, rt->boot);
+    if (rc != FH_OK)
+        return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
+    if ((rc = fh_seg_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
+    fh_atomic_init();
+    fh_coll_init();
+
+    if (rt->cfg.verbose >= 1 && rt->rank == 0) {
+        fh_log_verbose(1, "%d ranks, conduit %s (%s), %d paths (%s), boot %s",
+                       rt->nranks, rt->cops->name, rt->limits.description, rt->npaths,
+                       rt->cfg.paths == FH_PATHS_SHARED ? "shared" : "independent",
+                       rt->boot->ops->name);
+        fh_log_verbose(1, "am_max_medium=%zu max_inject=%zu max_msg=%zu needs_local_mr=%d",
+                       rt->am_max_medium, rt->limits.max_inject, rt->limits.max_msg,
+                       rt->limits.needs_local_mr);
+        fh_config_print(&rt->cfg, stderr, "firehose[0]: config ");
+    }
+    fh_rt = rt;
+    atomic_store_explicit(&rt_state, 1, memory_order_release);
+    rc = rt->boot->ops->barrier(rt->boot);
+    if (rc != FH_OK)
+        fh_fatal("fh_init: bootstrap barrier failed");
+    return FH_OK;
+}
+
+/* After the final barrier, peers may still have credit packets in flight to
+ * us.  Poll until the service and own paths stay quiet, with a bootstrap
+ * barrier on each side so nobody closes an endpoint a peer still writes to. */
+static void finalize_drain(fh_rt_t *rt, fh_tls_t *t)
+{
+    for (int round = 0; round < 2; round++) {
+        pthread_mutex_lock(&rt->paths[0].lock);
+        fh_am_flush_credits(&rt->paths[0], true);
+        fh_am_flush_backlog(&rt->paths[0]);
+        pthread_mutex_unlock(&rt->paths[0].lock);
+        double end = fh_now() + 0.02;
+        while (fh_now() < end)
+            fh_progress(t);
+        rt->boot->ops->barrier(rt->boot);
+    }
+}
+
+int fh_finalize(void)
+{
+    int err;
+    fh_tls_t *t = fh_enter("fh_finalize", &err);
+    if (t == NULL)
+        return err;
+    fh_rt_t *rt = fh_rt;
+    fh_quiet();
+    fh_barrier_internal(t);
+    atomic_store(&rt->finalizing, 1);
+    finalize_drain(rt, t);
+    if (rt->cfg.stats)
+        fh_stats_at_finalize(rt);
+    atomic_store(&rt_state, 2);
+    fh_seg_fini(rt);
+    for (int i = 0; i < rt->npaths; i++)
+        fh_path_teardown(rt, &rt->paths[i]);
+    rt->cops->close(rt->conduit);
+    rt->boot->ops->finalize(rt->boot);
+    fh_rt = NULL;
+    /* Thread states of other threads are freed by their exit; ours now. */
+    pthread_setspecific(rt->tls_key, NULL);
+    pthread_key_delete(rt->tls_key);
+    free(tls_self);
+    tls_self = NULL;
+    free(rt->paths);
+    free(rt);
+    return FH_OK;
+}
+
+void fh_abort(int code, const char *msg)
+{
+    fh_rt_t *rt = fh_rt;
+    if (code == 0)
+        code = 1;
+    if (rt != NULL && rt->boot != NULL)
+        rt->boot->ops->abort(rt->boot, code, msg ? msg : "fh_abort");
+    fh_log_error("fh_abort(%d): %s", code, msg ? msg : "");
+    _exit(code);
+}

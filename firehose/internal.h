@@ -1,0 +1,225 @@
+/*
+ * internal.h -- state and module interfaces of the runtime core (firehose/).
+ *
+ * Modules
+ *   init.c     fh_init/fh_finalize, the runtime object, thread -> path binding
+ *   path.c     paths: locks, progress (polling), conduit upcalls
+ *   am.c       active messages: handler table, credits, dispatch, replies
+ *   rma.c      put/get (blocking, NB, NBI, strided), quiet
+ *   atomic.c   remote atomics (over AMs)
+ *   coll.c     barrier and allgather
+ *   segment.c  segments and the remote address -> key lookup
+ *   stats.c    per-peer counters
+ *
+ * Paths.  Path 0 is the service path: peers send every AM request and every
+ * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
+ * to threads on first use (FH_PATHS=independent); with FH_PATHS=shared every
+ * thread uses path 0.  Each path has a mutex; a thread that owns its path
+ * alone takes it uncontended, so the fast path shares no lock or written
+ * cache line with other threads.  The service path is polled by any thread
+ * that makes progress, with trylock.
+ *
+ * Lock order: a thread holds at most one path lock, except that while holding
+ * its own path lock it may trylock the service path (never block on it).
+ * Handlers run with the lock of the path that received the message; a request
+ * handler's reply goes out on that same path (the service path), so no other
+ * lock is needed.
+ *
+ * Flow control.  A path holds `credits[r]` for requests towards rank r's
+ * service path (FH_AM_CREDITS each).  A request spends one.  The target
+ * returns it in the header of the reply, or, for requests without a reply,
+ * accumulates it in owed[] and sends an FH_AM_CREDIT packet once half the
+ * window is owed or when it goes idle.  Hence at most FH_AM_CREDITS requests
+ * per (path, target) are ever in flight, and each path can size its receive
+ * space exactly (see fh_path_rx_msgs()).
+ */
+#ifndef FH_INTERNAL_H
+#define FH_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "am_wire.h"
+#include "bootstrap.h"
+#include "conduit.h"
+#include "config.h"
+#include "firehose.h"
+#include "handle.h"
+#include "log.h"
+
+struct fh_segmap;
+
+/* Relaxed single-writer counter update: the writer holds the path lock,
+ * readers (fh_stats_peer) use relaxed loads. */
+#define FH_STAT_ADD(field, v) \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), \
+                     __ATOMIC_RELAXED)
+
+/* A reply or credit packet that could not be sent yet (conduit said AGAIN);
+ * flushed in order at the end of the next poll of the path. */
+typedef struct fh_backlog {
+    struct fh_backlog *next;
+    int rank, rpath;
+    size_t len;
+    unsigned char bytes[];    /* header + payload */
+} fh_backlog_t;
+
+typedef struct fh_path {
+    pthread_mutex_t lock;
+    int index;
+    struct fh_cpath *cp;
+    struct fh_rt *rt;
+
+    uint32_t *credits;        /* [nranks] requests we may still send */
+    uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
+    uint32_t owed_total;
+    fh_backlog_t *backlog, **backlog_tail;
+
+    fh_htable_t handles;
+    uint64_t inflight;        /* all RMA ops posted and not completed */
+
+    int nbound;               /* threads bound (protected by rt->bind_lock) */
+    fh_peer_stats_t *stats;   /* [nranks], written under the path lock */
+    int polling;              /* re-entrancy guard for poll on this path */
+} fh_path_t;
+
+typedef struct fh_handler_entry {
+    fh_am_handler_t fn;
+    const char *name;
+} fh_handler_entry_t;
+
+typedef struct fh_rt {
+    fh_config_t cfg;
+    fh_boot_t *boot;
+    int rank, nranks;
+    int npaths;
+
+    const fh_conduit_ops_t *cops;
+    struct fh_conduit *conduit;
+    fh_conduit_limits_t limits;
+
+    fh_path_t *paths;         /* [npaths] */
+    pthread_mutex_t bind_lock;
+    pthread_key_t tls_key;
+
+    size_t am_max_medium;
+    size_t am_max_packet;
+
+    _Atomic(struct fh_segmap *) segmap;   /* immutable snapshot, swapped */
+    pthread_mutex_t seg_lock;             /* create/destroy */
+    struct fh_segment *segs;              /* [cfg.max_segments] */
+    struct fh_segmap *retired;            /* old snapshots, freed at finalize */
+
+    pthread_mutex_t coll_lock;            /* one collective at a time */
+    uint64_t barrier_epoch;
+    _Atomic uint32_t barrier_arrived[64][2];
+
+    _Atomic int finalizing;
+} fh_rt_t;
+
+/* Per-thread state. */
+typedef struct fh_tls {
+    fh_path_t *path;
+    fh_ctr_t nbi;             /* this thread's NBI operations (updated by
+                                 completions under path->lock) */
+    uint32_t tid;             /* unique, for handle ownership */
+    int in_handler;           /* depth of handler nesting */
+    int bound;                /* path->nbound counted for us */
+} fh_tls_t;
+
+/* The runtime: set once by fh_init, cleared by fh_finalize. */
+extern fh_rt_t *fh_rt;
+extern fh_handler_entry_t fh_handlers[256];
+
+/* ---- init.c */
+/* The calling thread's state, binding a path on first use. */
+fh_tls_t *fh_tls(void);
+/* Common entry check: initialized and not inside a handler.  Returns the
+ * thread's state or NULL with *err set (and the error text recorded). */
+fh_tls_t *fh_enter(const char *fn, int *err);
+int fh_check_rank(const char *fn, int rank);
+
+/* ---- path.c */
+int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
+void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
+unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index);
+/* One round of progress for the calling thread: polls its path and (trylock)
+ * the service path.  Must be called without holding any path lock. */
+void fh_progress(fh_tls_t *t);
+/* Poll path p; caller holds p->lock. */
+void fh_path_poll_locked(fh_path_t *p);
+/* Poll path p (lock held) and trylock-poll the service path: what a loop
+ * waiting for transmit resources must do, since freeing them may need the
+ * peer to see our service path progress (e.g. connection setup). */
+void fh_progress_locked(fh_path_t *p);
+extern const fh_conduit_upcalls_t fh_upcalls;
+
+/* ---- am.c */
+void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len);
+/* Sends a request from the calling thread's path; blocks only for credits. */
+int  fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
+                        const void *payload, size_t len, uint64_t long_dst,
+                        const uint64_t *args, unsigned nargs);
+/* Sends an already-encoded packet on path p (lock held) or queues it. */
+void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath,
+                         const void *hdr, size_t hdr_len,
+                         const void *payload, size_t len);
+void fh_am_flush_backlog(fh_path_t *p);
+void fh_am_flush_credits(fh_path_t *p, bool all);
+
+/* Runtime-internal handler indices (< FH_AM_USER_FIRST). */
+enum {
+    FH_H_ATOMIC_REQ = 1,
+    FH_H_ATOMIC_REP = 2,
+    FH_H_BARRIER    = 3,
+    FH_H_NOP        = 4
+};
+/* Short reply with a runtime-internal handler index. */
+int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs);
+void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *name);
+/* The path whose lock the current handler runs under (valid in handlers). */
+fh_path_t *fh_token_path(fh_token_t tok);
+
+/* ---- rma.c */
+/* Posts [chunks of] a put/get on the calling thread's path, counting into
+ * ctr.  Arguments already validated; rank != self. */
+int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
+/* The registration to pass as lmr for a local buffer: NULL when the conduit
+ * does not need one; FH_ERR_NOT_SUPPORTED when it does and the buffer is not
+ * in one of our segments. */
+int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
+                     struct fh_mr **lmr);
+/* Polls until ctr->pending == 0; returns ctr->status. */
+int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
+
+/* ---- segment.c */
+typedef struct fh_seg_range {
+    uintptr_t base, end;      /* [base, end) */
+    fh_rkey_t rkey;
+    fh_seg_t seg;
+    struct fh_mr *mr;         /* our own pieces only: the local registration */
+} fh_seg_range_t;
+
+/* Looks up [addr, addr+n) of `rank`; returns FH_OK and the range, or
+ * FH_ERR_OUT_OF_SEGMENT / FH_ERR_OVERFLOW.  Lock-free. */
+int  fh_seg_find(fh_rt_t *rt, int rank, uintptr_t addr, size_t n,
+                 fh_seg_range_t *out);
+int  fh_seg_init(fh_rt_t *rt);
+void fh_seg_fini(fh_rt_t *rt);
+
+/* ---- atomic.c / coll.c */
+void fh_atomic_init(void);
+void fh_coll_init(void);
+int  fh_barrier_internal(fh_tls_t *t);
+
+/* ---- stats.c */
+void fh_stats_at_finalize(fh_rt_t *rt);
+
+/* Time in seconds (monotonic). */
+double fh_now(void);
+
+#endif /* FH_INTERNAL_H */

@@ -1,0 +1,161 @@
+/*
+ * path.c -- communication paths: creation, receive sizing, polling and the
+ * upcalls the conduit makes from inside poll.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Receive space a path needs (see the flow-control comment in internal.h).
+ * Thread path: from each rank at most `credits` replies plus two credit
+ * packets.  Service path: additionally every (rank, path) may have `credits`
+ * requests in flight to it. */
+unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index)
+{
+    unsigned c = (unsigned)rt->cfg.am_credits;
+    unsigned n = (unsigned)rt->nranks;
+    unsigned replies = n * (c + 2);
+    if (index != 0)
+        return replies + 8;
+    return replies + n * (unsigned)rt->npaths * c + 8;
+}
+
+int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
+{
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
+    p->index = index;
+    p->rt = rt;
+    p->backlog_tail = &p->backlog;
+    fh_ht_init(&p->handles, (unsigned)index);
+    p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
+    p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
+    if (index == 0)
+        p->owed = calloc((size_t)rt->nranks * (size_t)rt->npaths, sizeof *p->owed);
+    if (p->credits == NULL || p->stats == NULL || (index == 0 && p->owed == NULL))
+        return FH_ERR_NO_MEMORY;
+    for (int r = 0; r < rt->nranks; r++)
+        p->credits[r] = (uint32_t)rt->cfg.am_credits;
+    fh_path_attr_t attr = {
+        .index = index,
+        .rx_msgs = fh_path_rx_msgs(rt, index),
+        .upcall_arg = p,
+    };
+    return rt->cops->path_create(rt->conduit, &attr, &p->cp);
+}
+
+void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
+{
+    if (p->cp != NULL)
+        rt->cops->path_destroy(p->cp);
+    p->cp = NULL;
+    while (p->backlog != NULL) {
+        fh_backlog_t *b = p->backlog;
+        p->backlog = b->next;
+        free(b);
+    }
+    fh_ht_fini(&p->handles);
+    free(p->credits);
+    free(p->owed);
+    free(p->stats);
+    p->credits = NULL;
+    p->owed = NULL;
+    p->stats = NULL;
+    pthread_mutex_destroy(&p->lock);
+}
+
+static void up_on_am(void *arg, const void *buf, size_t len)
+{
+    fh_am_on_packet(arg, buf, len);
+}
+
+static void up_on_complete(void *arg, void *op_ctx, int status)
+{
+    fh_path_t *p = arg;
+    fh_ctr_t *ctr = op_ctx;
+    if (status != FH_OK && !atomic_load(&p->rt->finalizing))
+        fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
+                       fh_strerror(status));
+    fh_ctr_complete(ctr, status);
+    p->inflight--;
+}
+
+const fh_conduit_upcalls_t fh_upcalls = {
+    .on_am = up_on_am,
+    .on_complete = up_on_complete,
+};
+
+void fh_path_poll_locked(fh_path_t *p)
+{
+    if (p->polling)
+        return; /* a handler's send retried poll: events wait for the outer poll */
+    p->polling = 1;
+    int n = p->rt->cops->poll(p->cp, 64);
+    if (n < 0 && !atomic_load(&p->rt->finalizing))
+        fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));
+    if (p->index == 0) {
+        if (p->backlog != NULL)
+            fh_am_flush_backlog(p);
+        if (p->owed_total != 0)
+            fh_am_flush_credits(p, n == 0);
+    }
+    p->polling = 0;
+}
+
+void fh_progress_locked(fh_path_t *p)
+{
+    fh_path_poll_locked(p);
+    fh_path_t *svc = &p->rt->paths[0];
+    if (p != svc && pthread_mutex_trylock(&svc->lock) == 0) {
+        fh_path_poll_locked(svc);
+        pthread_mutex_unlock(&svc->lock);
+    }
+}
+
+void fh_progress(fh_tls_t *t)
+{
+    fh_path_t *own = t->path;
+    fh_path_t *svc = &fh_rt->paths[0];
+    pthread_mutex_lock(&own->lock);
+    fh_path_poll_locked(own);
+    pthread_mutex_unlock(&own->lock);
+    if (own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
+        fh_path_poll_locked(svc);
+        pthread_mutex_unlock(&svc->lock);
+    }
+}
+
+int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
+{
+    fh_path_t *own = t->path;
+    fh_path_t *svc = &fh_rt->paths[0];
+    for (unsigned idle = 0;; idle++) {
+        pthread_mutex_lock(&own->lock);
+        fh_path_poll_locked(own);
+        int done = ctr->pending == 0;
+        int status = ctr->status;
+        pthread_mutex_unlock(&own->lock);
+        if (done)
+            return status;
+        if (own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
+            fh_path_poll_locked(svc);
+            pthread_mutex_unlock(&svc->lock);
+        }
+        /* Ranks often outnumber cores on a development machine: give the
+         * core away when nothing arrives for a while. */
+        if (idle > 32)
+            sched_yield();
+    }
+}
+
+int fh_poll(void)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_poll", &rc);
+    if (t == NULL)
+        return rc;
+    fh_progress(t);
+    return FH_OK;
+}

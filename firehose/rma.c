@@ -1,0 +1,397 @@
+/*
+ * rma.c -- one-sided put and get: blocking, non-blocking with a handle,
+ * implicit (NBI), strided, and quiet.
+ *
+ * Every form goes through the same three steps:
+ *   1. validate (rank, NULL with a length, overflow, remote range inside one
+ *      segment of the target) -- before anything is sent;
+ *   2. choose the completion counter: a stack counter (blocking), a handle
+ *      slot (NB) or the path's NBI counter;
+ *   3. fh_rma_post(): split into FH_XFER_CHUNK / conduit max_msg pieces and
+ *      post each on the calling thread's path, counting into the counter.
+ * Transfers to one's own rank are memmove, complete at once.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static size_t chunk_limit(const fh_rt_t *rt)
+{
+    size_t c = rt->cfg.xfer_chunk;
+    if (rt->limits.max_msg && rt->limits.max_msg < c)
+        c = rt->limits.max_msg;
+    return c;
+}
+
+int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
+                    struct fh_mr **lmr)
+{
+    fh_rt_t *rt = fh_rt;
+    *lmr = NULL;
+    if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject))
+        return FH_OK;
+    fh_seg_range_t r;
+    if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) != FH_OK)
+        return fh_set_error(FH_ERR_NOT_SUPPORTED,
+                            "%s: this provider needs registered local buffers and %p is "
+                            "not inside one of our segments", fn, local);
+    *lmr = r.mr;
+    return FH_OK;
+}
+
+int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
+{
+    fh_rt_t *rt = fh_rt;
+    fh_path_t *p = t->path;
+    size_t chunk = chunk_limit(rt);
+    int rc = FH_OK;
+    pthread_mutex_lock(&p->lock);
+    for (size_t off = 0; off < n;) {
+        size_t len = n - off < chunk ? n - off : chunk;
+        unsigned flags = (off + len < n) ? FH_POST_MORE : 0;
+        char *l = (char *)local + off;
+        if (is_put)
+            rc = rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + off, rkey, ctr, flags);
+        else
+            rc = rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + off, rkey, ctr, flags);
+        if (rc == FH_ERR_AGAIN) {
+            fh_progress_locked(p);
+            continue;
+        }
+        if (rc != FH_OK)
+            break;
+        ctr->pending++;
+        p->inflight++;
+        off += len;
+    }
+    if (rc == FH_OK) {
+        if (is_put) {
+            FH_STAT_ADD(p->stats[rank].puts, 1);
+            FH_STAT_ADD(p->stats[rank].put_bytes, n);
+        } else {
+            FH_STAT_ADD(p->stats[rank].gets, 1);
+            FH_STAT_ADD(p->stats[rank].get_bytes, n);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "%s to rank %d failed: %s", is_put ? "put" : "get", rank,
+                            fh_strerror(rc));
+    return FH_OK;
+}
+
+enum rma_mode { RMA_BLOCKING, RMA_NB, RMA_NBI };
+
+/* Validates a transfer of n bytes between local memory and [remote,
+ * remote+n) of rank; on success fills *r (unless n == 0 or rank is us). */
+static int validate(const char *fn, int rank, const void *local, const void *remote,
+                    size_t n, fh_seg_range_t *r)
+{
+    int rc = fh_check_rank(fn, rank);
+    if (rc != FH_OK)
+        return rc;
+    if (n == 0)
+        return FH_OK;
+    if (local == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL local buffer with %zu bytes", fn, n);
+    if (remote == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL remote address with %zu bytes", fn, n);
+    if (n > FH_MAX_XFER)
+        return fh_set_error(FH_ERR_TOO_BIG, "%s: %zu bytes (max %zu)", fn, n,
+                            (size_t)FH_MAX_XFER);
+    if ((uintptr_t)local + n < (uintptr_t)local || (uintptr_t)remote + n < (uintptr_t)remote)
+        return fh_set_error(FH_ERR_OVERFLOW, "%s: address + %zu bytes overflows", fn, n);
+    rc = fh_seg_find(fh_rt, rank, (uintptr_t)remote, n, r);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "%s: [%p, +%zu) is not inside one segment of rank %d", fn,
+                            remote, n, rank);
+    return FH_OK;
+}
+
+static int rma(const char *fn, bool is_put, int rank, void *local, void *remote, size_t n,
+               enum rma_mode mode, fh_handle_t *h)
+{
+    int rc;
+    fh_tls_t *t = fh_enter(fn, &rc);
+    if (t == NULL)
+        return rc;
+    if (mode == RMA_NB) {
+        if (h == NULL)
+            return fh_set_error(FH_ERR_INVALID, "%s: NULL handle pointer", fn);
+        *h = FH_HANDLE_DONE;
+    }
+    fh_seg_range_t r;
+    if ((rc = validate(fn, rank, local, remote, n, &r)) != FH_OK || n == 0)
+        return rc;
+    if (rank == fh_rt->rank) {
+        if (is_put)
+            memmove(remote, local, n);
+        else
+            memmove(local, remote, n);
+        /* Still a call into the runtime: peers waiting on us progress even
+         * if this thread only ever talks to itself. */
+        fh_progress(t);
+        return FH_OK;
+    }
+    struct fh_mr *lmr;
+    if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr)) != FH_OK)
+        return rc;
+    fh_ctr_t stack_ctr = {0, FH_OK};
+    fh_ctr_t *ctr = &stack_ctr;
+    fh_hslot_t *slot = NULL;
+    fh_path_t *p = t->path;
+    if (mode == RMA_NB) {
+        pthread_mutex_lock(&p->lock);
+        slot = fh_ht_alloc(&p->handles, t->tid, h);
+        pthread_mutex_unlock(&p->lock);
+        if (slot == NULL)
+            return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding handles", fn);
+        ctr = &slot->ctr;
+    } else if (mode == RMA_NBI) {
+        ctr = &t->nbi;
+    }
+    rc = fh_rma_post(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
+    if (mode == RMA_BLOCKING) {
+        int wrc = fh_wait_ctr(t, ctr);
+        if (rc == FH_OK && wrc != FH_OK)
+            rc = fh_set_error(wrc, "%s: transfer to rank %d failed: %s", fn, rank,
+                              fh_strerror(wrc));
+        return rc;
+    }
+    if (rc != FH_OK && mode == RMA_NB) {
+        /* Chunks already posted still complete into the slot: keep it until
+         * then, but report the failure now. */
+        fh_wait_ctr(t, ctr);
+        pthread_mutex_lock(&p->lock);
+        fh_ht_free(&p->handles, slot);
+        pthread_mutex_unlock(&p->lock);
+        *h = FH_HANDLE_DONE;
+    }
+    return rc;
+}
+
+int fh_put(int rank, void *dst, const void *src, size_t n)
+{
+    return rma("fh_put", true, rank, (void *)src, dst, n, RMA_BLOCKING, NULL);
+}
+
+int fh_get(void *dst, int rank, const void *src, size_t n)
+{
+    return rma("fh_get", false, rank, dst, (void *)src, n, RMA_BLOCKING, NULL);
+}
+
+int fh_put_nb(int rank, void *dst, const void *src, size_t n, fh_handle_t *h)
+{
+    return rma("fh_put_nb", true, rank, (void *)src, dst, n, RMA_NB, h);
+}
+
+int fh_get_nb(void *dst, int rank, const void *src, size_t n, fh_handle_t *h)
+{
+    return rma("fh_get_nb", false, rank, dst, (void *)src, n, RMA_NB, h);
+}
+
+int fh_put_nbi(int rank, void *dst, const void *src, size_t n)
+{
+    return rma("fh_put_nbi", true, rank, (void *)src, dst, n, RMA_NBI, NULL);
+}
+
+int fh_get_nbi(void *dst, int rank, const void *src, size_t n)
+{
+    return rma("fh_get_nbi", false, rank, dst, (void *)src, n, RMA_NBI, NULL);
+}
+
+/* The live slot of h, owned by this thread, or NULL with the error set. */
+static fh_hslot_t *own_slot(const char *fn, fh_tls_t *t, fh_handle_t h, int *err)
+{
+    fh_path_t *p = t->path;
+    fh_hslot_t *s = NULL;
+    if (fh_handle_path(h) == (unsigned)p->index) {
+        pthread_mutex_lock(&p->lock);
+        s = fh_ht_lookup(&p->handles, h, t->tid);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (s == NULL)
+        *err = fh_set_error(FH_ERR_HANDLE,
+                            "%s: handle 0x%llx is stale, already completed, or belongs to "
+                            "another thread", fn, (unsigned long long)h);
+    return s;
+}
+
+int fh_wait(fh_handle_t h)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_wait", &rc);
+    if (t == NULL)
+        return rc;
+    if (h == FH_HANDLE_DONE)
+        return FH_OK;
+    fh_hslot_t *s = own_slot("fh_wait", t, h, &rc);
+    if (s == NULL)
+        return rc;
+    rc = fh_wait_ctr(t, &s->ctr);
+    pthread_mutex_lock(&t->path->lock);
+    fh_ht_free(&t->path->handles, s);
+    pthread_mutex_unlock(&t->path->lock);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "fh_wait: the operation failed: %s", fh_strerror(rc));
+    return rc;
+}
+
+int fh_test(fh_handle_t h)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_test", &rc);
+    if (t == NULL)
+        return rc;
+    if (h == FH_HANDLE_DONE)
+        return FH_OK;
+    fh_hslot_t *s = own_slot("fh_test", t, h, &rc);
+    if (s == NULL)
+        return rc;
+    fh_progress(t);
+    fh_path_t *p = t->path;
+    pthread_mutex_lock(&p->lock);
+    if (s->ctr.pending != 0) {
+        pthread_mutex_unlock(&p->lock);
+        return FH_ERR_AGAIN;
+    }
+    rc = s->ctr.status;
+    fh_ht_free(&p->handles, s);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int fh_wait_all(fh_handle_t *hs, size_t n)
+{
+    if (n > 0 && hs == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_wait_all: NULL array with %zu handles", n);
+    int first = FH_OK;
+    for (size_t i = 0; i < n; i++) {
+        int rc = fh_wait(hs[i]);
+        if (rc != FH_OK && first == FH_OK)
+            first = rc;
+        hs[i] = FH_HANDLE_DONE;
+    }
+    return first;
+}
+
+int fh_wait_nbi(void)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_wait_nbi", &rc);
+    if (t == NULL)
+        return rc;
+    rc = fh_wait_ctr(t, &t->nbi);
+    pthread_mutex_lock(&t->path->lock);
+    t->nbi.status = FH_OK;   /* an error is reported once */
+    pthread_mutex_unlock(&t->path->lock);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "fh_wait_nbi: an implicit operation failed: %s",
+                            fh_strerror(rc));
+    return rc;
+}
+
+int fh_quiet(void)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_quiet", &rc);
+    if (t == NULL)
+        return rc;
+    fh_path_t *p = t->path;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        fh_path_poll_locked(p);
+        int done = p->inflight == 0;
+        pthread_mutex_unlock(&p->lock);
+        if (done)
+            return FH_OK;
+        fh_progress(t);
+    }
+}
+
+/* ------------------------------------------------------------ strided */
+
+/* Lowest and highest byte touched by count blocks of blk bytes at stride
+ * from base; FH_ERR_OVERFLOW if the arithmetic wraps. */
+static int hull(const char *fn, uintptr_t base, ptrdiff_t stride, size_t blk, size_t count,
+                uintptr_t *lo, size_t *span)
+{
+    size_t mag = (size_t)(stride < 0 ? -(size_t)stride : (size_t)stride);
+    size_t steps = count - 1;
+    if (mag && steps > SIZE_MAX / mag)
+        return fh_set_error(FH_ERR_OVERFLOW, "%s: stride * count overflows", fn);
+    size_t extent = mag * steps;
+    if (stride < 0) {
+        if (base < extent)
+            return fh_set_error(FH_ERR_OVERFLOW, "%s: negative stride wraps below 0", fn);
+        *lo = base - extent;
+    } else {
+        *lo = base;
+    }
+    if (extent > SIZE_MAX - blk)
+        return fh_set_error(FH_ERR_OVERFLOW, "%s: strided extent overflows", fn);
+    *span = extent + blk;
+    return FH_OK;
+}
+
+static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t lstride,
+                   char *remote, ptrdiff_t rstride, size_t blk, size_t count)
+{
+    int rc;
+    fh_tls_t *t = fh_enter(fn, &rc);
+    if (t == NULL)
+        return rc;
+    if ((rc = fh_check_rank(fn, rank)) != FH_OK)
+        return rc;
+    if (blk == 0 || count == 0)
+        return FH_OK;
+    if (local == NULL || remote == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL address with %zu blocks", fn, count);
+    if ((is_put ? rstride : lstride) == 0 && count > 1)
+        return fh_set_error(FH_ERR_INVALID, "%s: zero stride on the destination", fn);
+    uintptr_t llo, rlo;
+    size_t lspan, rspan;
+    if ((rc = hull(fn, (uintptr_t)local, lstride, blk, count, &llo, &lspan)) ||
+        (rc = hull(fn, (uintptr_t)remote, rstride, blk, count, &rlo, &rspan)))
+        return rc;
+    fh_seg_range_t r;
+    if ((rc = validate(fn, rank, (void *)llo, (void *)rlo, rspan, &r)) != FH_OK)
+        return rc;
+    if ((uintptr_t)llo + lspan < llo)
+        return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
+    fh_ctr_t ctr = {0, FH_OK};
+    for (size_t i = 0; i < count && rc == FH_OK; i++) {
+        char *l = local + (ptrdiff_t)i * lstride;
+        char *rm = remote + (ptrdiff_t)i * rstride;
+        if (rank == fh_rt->rank) {
+            if (is_put)
+                memmove(rm, l, blk);
+            else
+                memmove(l, rm, blk);
+            continue;
+        }
+        struct fh_mr *lmr;
+        if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr)) == FH_OK)
+            rc = fh_rma_post(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
+                             &ctr);
+    }
+    int wrc = fh_wait_ctr(t, &ctr);
+    if (rank == fh_rt->rank)
+        fh_progress(t);
+    return rc != FH_OK ? rc : wrc;
+}
+
+int fh_put_strided(int rank, void *dst, ptrdiff_t dst_stride, const void *src,
+                   ptrdiff_t src_stride, size_t blksize, size_t count)
+{
+    return strided("fh_put_strided", true, rank, (char *)src, src_stride, dst, dst_stride,
+                   blksize, count);
+}
+
+int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank, const void *src,
+                   ptrdiff_t src_stride, size_t blksize, size_t count)
+{
+    return strided("fh_get_strided", false, rank, dst, dst_stride, (char *)src, src_stride,
+                   blksize, count);
+}

@@ -1,0 +1,317 @@
+/*
+ * segment.c -- segments and the lookup "remote address -> segment + key".
+ *
+ * Segments are created and destroyed collectively and rarely; lookups happen
+ * on every RMA from every thread.  So lookups read an immutable snapshot
+ * (struct fh_segmap: per rank, the non-empty pieces sorted by base address)
+ * through one atomic pointer, with no lock and no write; create/destroy build
+ * a new snapshot under seg_lock and publish it.  Old snapshots are kept until
+ * fh_finalize, because a reader may still hold one (their number is bounded
+ * by the number of create/destroy calls).
+ *
+ * Registration strategy pin-everything: each piece is registered whole at
+ * creation (FH_MR_LOCAL | remote read/write) and its key is exchanged.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+typedef struct fh_segment {
+    int live;
+    void *base;              /* our piece (NULL if size 0) */
+    size_t size, mapped;
+    struct fh_mr *mr;
+    struct fh_seg_piece { uint64_t base, size; fh_rkey_t rkey; } *pieces; /* [nranks] */
+} fh_segment_t;
+
+struct fh_segmap {
+    struct fh_segmap *retired_next;
+    uint32_t *count;              /* [nranks] */
+    fh_seg_range_t **ranges;      /* [nranks][count] sorted by base */
+};
+
+static void segmap_free(struct fh_segmap *m, int nranks)
+{
+    if (m == NULL)
+        return;
+    for (int r = 0; r < nranks; r++)
+        free(m->ranges[r]);
+    free(m->ranges);
+    free(m->count);
+    free(m);
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const fh_seg_range_t *x = a, *y = b;
+    return (x->base > y->base) - (x->base < y->base);
+}
+
+/* Builds the snapshot from the live segments; called with seg_lock held. */
+static struct fh_segmap *segmap_build(fh_rt_t *rt)
+{
+    int n = rt->nranks;
+    struct fh_segmap *m = calloc(1, sizeof *m);
+    if (m == NULL || !(m->count = calloc((size_t)n, sizeof *m->count)) ||
+        !(m->ranges = calloc((size_t)n, sizeof *m->ranges))) {
+        if (m)
+            free(m->count);
+        free(m);
+        return NULL;
+    }
+    for (long s = 0; s < rt->cfg.max_segments; s++)
+        if (rt->segs[s].live)
+            for (int r = 0; r < n; r++)
+                if (rt->segs[s].pieces[r].size)
+                    m->count[r]++;
+    for (int r = 0; r < n; r++) {
+        if (m->count[r] == 0)
+            continue;
+        m->ranges[r] = malloc(m->count[r] * sizeof **m->ranges);
+        if (m->ranges[r] == NULL) {
+            segmap_free(m, n);
+            return NULL;
+        }
+        uint32_t k = 0;
+        for (long s = 0; s < rt->cfg.max_segments; s++) {
+            const fh_segment_t *sg = &rt->segs[s];
+            if (sg->live && sg->pieces[r].size)
+                m->ranges[r][k++] = (fh_seg_range_t){
+                    .base = (uintptr_t)sg->pieces[r].base,
+                    .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
+                    .rkey = sg->pieces[r].rkey, .seg = (fh_seg_t)s,
+                    .mr = r == rt->rank ? sg->mr : NULL};
+        }
+        qsort(m->ranges[r], k, sizeof **m->ranges, cmp_range);
+    }
+    return m;
+}
+
+static int publish(fh_rt_t *rt)
+{
+    struct fh_segmap *m = segmap_build(rt);
+    if (m == NULL)
+        return FH_ERR_NO_MEMORY;
+    struct fh_segmap *old = atomic_exchange_explicit(&rt->segmap, m, memory_order_acq_rel);
+    if (old != NULL) {
+        old->retired_next = rt->retired;
+        rt->retired = old;
+    }
+    return FH_OK;
+}
+
+int fh_seg_find(fh_rt_t *rt, int rank, uintptr_t addr, size_t n, fh_seg_range_t *out)
+{
+    struct fh_segmap *m = atomic_load_explicit(&rt->segmap, memory_order_acquire);
+    if (addr + n < addr)
+        return FH_ERR_OVERFLOW;
+    if (m == NULL || rank < 0 || rank >= rt->nranks || m->count[rank] == 0)
+        return FH_ERR_OUT_OF_SEGMENT;
+    const fh_seg_range_t *r = m->ranges[rank];
+    /* Last range with base <= addr. */
+    uint32_t lo = 0, hi = m->count[rank];
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r[mid].base <= addr)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (r[lo].base > addr || addr + n > r[lo].end || addr >= r[lo].end)
+        return FH_ERR_OUT_OF_SEGMENT;
+    *out = r[lo];
+    return FH_OK;
+}
+
+int fh_seg_init(fh_rt_t *rt)
+{
+    rt->segs = calloc((size_t)rt->cfg.max_segments, sizeof *rt->segs);
+    if (rt->segs == NULL)
+        return FH_ERR_NO_MEMORY;
+    return publish(rt);
+}
+
+static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg)
+{
+    if (sg->mr != NULL)
+        rt->cops->mr_dereg(rt->conduit, sg->mr);
+    if (sg->base != NULL)
+        munmap(sg->base, sg->mapped);
+    sg->mr = NULL;
+    sg->base = NULL;
+}
+
+void fh_seg_fini(fh_rt_t *rt)
+{
+    for (long s = 0; s < rt->cfg.max_segments; s++) {
+        fh_segment_t *sg = &rt->segs[s];
+        if (sg->live)
+            seg_release_local(rt, sg);
+        free(sg->pieces);
+    }
+    free(rt->segs);
+    rt->segs = NULL;
+    segmap_free(atomic_exchange(&rt->segmap, NULL), rt->nranks);
+    while (rt->retired != NULL) {
+        struct fh_segmap *m = rt->retired;
+        rt->retired = m->retired_next;
+        segmap_free(m, rt->nranks);
+    }
+}
+
+/* What each rank contributes to the creation exchange. */
+struct seg_wire {
+    int64_t status;
+    uint64_t base, size, key, kbase;
+};
+
+int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_segment_create", &rc);
+    if (t == NULL)
+        return rc;
+    if (seg == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_segment_create: NULL seg");
+    fh_rt_t *rt = fh_rt;
+    long page = sysconf(_SC_PAGESIZE);
+    if (size > (SIZE_MAX >> 2))
+        return fh_set_error(FH_ERR_OVERFLOW, "fh_segment_create: size %zu is too large", size);
+
+    pthread_mutex_lock(&rt->seg_lock);
+    long id = 0;
+    while (id < rt->cfg.max_segments && rt->segs[id].live)
+        id++;
+    /* Every rank reaches the same slot: creation is collective and ordered. */
+    struct seg_wire mine = {0};
+    fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
+    if (sg == NULL) {
+        mine.status = FH_ERR_LIMIT;
+    } else if (size > 0) {
+        sg->mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
+        sg->base = mmap(NULL, sg->mapped, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (sg->base == MAP_FAILED) {
+            sg->base = NULL;
+            mine.status = FH_ERR_NO_MEMORY;
+        } else {
+            fh_rkey_t rk;
+            int mrc = rt->cops->mr_reg(rt->conduit, sg->base, sg->mapped,
+                                       FH_MR_LOCAL | FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE,
+                                       &sg->mr, &rk);
+            if (mrc != FH_OK) {
+                sg->mr = NULL;
+                mine.status = FH_ERR_NO_MEMORY;
+            } else {
+                mine.base = (uint64_t)(uintptr_t)sg->base;
+                mine.size = size;
+                mine.key = rk.key;
+                mine.kbase = rk.base;
+            }
+        }
+    }
+    struct seg_wire *all = calloc((size_t)rt->nranks, sizeof *all);
+    struct fh_seg_piece *pieces = calloc((size_t)rt->nranks, sizeof *pieces);
+    if (all == NULL || pieces == NULL) {
+        free(all);
+        free(pieces);
+        if (sg)
+            seg_release_local(rt, sg);
+        pthread_mutex_unlock(&rt->seg_lock);
+        /* Peers are waiting in the exchange; we cannot leave them there. */
+        fh_fatal("fh_segment_create: out of memory");
+    }
+    pthread_mutex_unlock(&rt->seg_lock);
+    rc = fh_allgather(&mine, all, sizeof mine);
+    pthread_mutex_lock(&rt->seg_lock);
+    int bad = -1;
+    for (int r = 0; r < rt->nranks && rc == FH_OK; r++)
+        if (all[r].status != FH_OK) {
+            bad = r;
+            rc = (int)all[r].status;
+        }
+    if (rc != FH_OK) {
+        if (sg)
+            seg_release_local(rt, sg);
+        pthread_mutex_unlock(&rt->seg_lock);
+        free(all);
+        free(pieces);
+        return fh_set_error(rc, "fh_segment_create: rank %d could not create its piece of "
+                            "%zu bytes: %s", bad, size, fh_strerror(rc));
+    }
+    for (int r = 0; r < rt->nranks; r++)
+        pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
+                                          {all[r].key, all[r].kbase}};
+    free(all);
+    sg->pieces = pieces;
+    sg->size = size;
+    sg->live = 1;
+    rc = publish(rt);
+    pthread_mutex_unlock(&rt->seg_lock);
+    if (rc != FH_OK)
+        fh_fatal("fh_segment_create: out of memory publishing the segment table");
+    *seg = (fh_seg_t)id;
+    if (local_base)
+        *local_base = sg->base;
+    fh_log_verbose(2, "segment %ld: %zu bytes at %p", id, size, sg->base);
+    return FH_OK;
+}
+
+static fh_segment_t *live_seg(const char *fn, fh_seg_t seg, int *err)
+{
+    if (fh_rt == NULL) {
+        *err = fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
+        return NULL;
+    }
+    if ((long)seg >= fh_rt->cfg.max_segments || !fh_rt->segs[seg].live) {
+        *err = fh_set_error(FH_ERR_INVALID, "%s: segment %u does not exist", fn, seg);
+        return NULL;
+    }
+    return &fh_rt->segs[seg];
+}
+
+int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size)
+{
+    int rc;
+    if (fh_rank() < 0)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_segment_query: firehose is not initialized");
+    if ((rc = fh_check_rank("fh_segment_query", rank)) != FH_OK)
+        return rc;
+    pthread_mutex_lock(&fh_rt->seg_lock);
+    fh_segment_t *sg = live_seg("fh_segment_query", seg, &rc);
+    if (sg != NULL) {
+        if (base)
+            *base = (void *)(uintptr_t)sg->pieces[rank].base;
+        if (size)
+            *size = (size_t)sg->pieces[rank].size;
+    }
+    pthread_mutex_unlock(&fh_rt->seg_lock);
+    return sg ? FH_OK : rc;
+}
+
+int fh_segment_destroy(fh_seg_t seg)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_segment_destroy", &rc);
+    if (t == NULL)
+        return rc;
+    pthread_mutex_lock(&fh_rt->seg_lock);
+    fh_segment_t *sg = live_seg("fh_segment_destroy", seg, &rc);
+    pthread_mutex_unlock(&fh_rt->seg_lock);
+    if (sg == NULL)
+        return rc;
+    /* Everyone's operations on it are complete once all have arrived. */
+    if ((rc = fh_barrier_internal(t)) != FH_OK)
+        return rc;
+    pthread_mutex_lock(&fh_rt->seg_lock);
+    sg->live = 0;
+    rc = publish(fh_rt);
+    seg_release_local(fh_rt, sg);
+    free(sg->pieces);
+    sg->pieces = NULL;
+    pthread_mutex_unlock(&fh_rt->seg_lock);
+    return rc;
+}

@@ -1,0 +1,325 @@
+/*
+ * firehose.h -- the public API of the firehose PGAS communication runtime.
+ *
+ * firehose gives N processes ("ranks") one-sided remote memory access
+ * (put/get), active messages, remote atomics and a barrier over RDMA-class
+ * networks.  A UPC, Co-Array Fortran or OpenSHMEM runtime is built on this
+ * header alone; nothing below it (conduit, bootstrap, registration cache) is
+ * visible here.
+ *
+ * Conventions (they hold for every function unless its comment says otherwise)
+ *   - Functions return FH_OK (0) or a negative fh_err_t.  fh_strerror() turns a
+ *     code into a sentence, fh_err_name() into its symbolic name.  When a call
+ *     fails because of its arguments, nothing was sent and nothing changed.
+ *   - Thread safety: after fh_init every function may be called by any thread
+ *     concurrently (like MPI_THREAD_MULTIPLE).  Each thread gets its own
+ *     independent communication path on first use (its own endpoint and
+ *     completion queue); FH_PATHS=shared makes all threads share one.
+ *   - Blocking: "blocking" calls poll the network until their condition holds,
+ *     so AM handlers run inside them.  "Non-blocking" calls never wait for a
+ *     remote rank.
+ *   - AM handlers: a handler runs inside fh_poll or any blocking call of the
+ *     thread that polls.  Inside a handler only the functions marked
+ *     "handler-safe" may be called; the others return FH_ERR_IN_HANDLER.
+ *   - Remote addresses are the target rank's virtual addresses.  An RMA or
+ *     atomic target must lie entirely inside one segment of the target rank
+ *     (see fh_segment_create); anything else is FH_ERR_OUT_OF_SEGMENT.
+ *   - A peer that dies makes every survivor exit with a message naming it;
+ *     calls never hang on a dead peer.
+ */
+#ifndef FIREHOSE_H
+#define FIREHOSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FH_VERSION_MAJOR 0
+#define FH_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum fh_err {
+    FH_OK                  = 0,
+    FH_ERR_INVALID         = -1,  /* bad argument: NULL with a length, bad flag */
+    FH_ERR_RANK            = -2,  /* rank outside [0, fh_nranks()) */
+    FH_ERR_OVERFLOW        = -3,  /* size or address arithmetic overflows */
+    FH_ERR_OUT_OF_SEGMENT  = -4,  /* remote range not inside one peer segment */
+    FH_ERR_HANDLER         = -5,  /* AM handler index unknown or unregistered */
+    FH_ERR_TOO_BIG         = -6,  /* payload or argument count over the limit */
+    FH_ERR_NOT_INIT        = -7,  /* called before fh_init or after fh_finalize */
+    FH_ERR_IN_HANDLER      = -8,  /* not allowed inside an AM handler */
+    FH_ERR_HANDLE          = -9,  /* stale, foreign or corrupt fh_handle_t */
+    FH_ERR_NO_MEMORY       = -10, /* allocation or registration failed */
+    FH_ERR_LIMIT           = -11, /* a configured limit was reached */
+    FH_ERR_ALIGN           = -12, /* atomic target not 8-byte aligned */
+    FH_ERR_TRANSPORT       = -13, /* the network reported an error */
+    FH_ERR_PEER_DEAD       = -14, /* a peer exited or became unreachable */
+    FH_ERR_BOOTSTRAP       = -15, /* launcher / PMIx exchange failed */
+    FH_ERR_CONFIG          = -16, /* an FH_* variable has an invalid value */
+    FH_ERR_AGAIN           = -17, /* fh_test: not complete yet (not an error) */
+    FH_ERR_NOT_SUPPORTED   = -18, /* the feature is absent in this build/conduit */
+    FH_ERR_STATE           = -19  /* call out of order (e.g. fh_init twice) */
+} fh_err_t;
+
+/* A sentence describing err ("remote range is outside the target's segments").
+ * Never NULL; unknown codes give "unknown error".  Handler-safe; may be called
+ * before fh_init. */
+const char *fh_strerror(int err);
+/* The symbolic name ("FH_ERR_RANK"). Never NULL. Handler-safe. */
+const char *fh_err_name(int err);
+/* Details of the last error this thread got from a firehose call, e.g.
+ * "fh_put: rank 7 is out of range [0, 4)".  Thread-local; handler-safe. */
+const char *fh_last_error(void);
+
+/* ---------------------------------------------------------- life cycle */
+
+/* Start the runtime.  Collective: every rank of the job calls it once.
+ * Finds the launcher (fhrun, or a PMIx server such as mpirun/srun, or none =
+ * a single rank), opens the conduit, exchanges endpoint addresses and returns
+ * after all ranks have done so.  argc/argv may be NULL; they are not modified.
+ * Blocking.  Not handler-safe.  FH_ERR_STATE if already initialized. */
+int fh_init(int *argc, char ***argv);
+
+/* Stop the runtime.  Collective; includes a barrier, so every rank's
+ * outstanding operations to us have completed.  Outstanding NB/NBI operations
+ * of the caller are completed first.  Segments are released.  After it, every
+ * call but fh_init returns FH_ERR_NOT_INIT (fh_init may not be called again).
+ * Prints statistics when FH_STATS=1. */
+int fh_finalize(void);
+
+/* This process's rank, or FH_ERR_NOT_INIT.  Handler-safe. */
+int fh_rank(void);
+/* Number of ranks in the job, or FH_ERR_NOT_INIT.  Handler-safe. */
+int fh_nranks(void);
+
+/* End the whole job now with exit code `code` (nonzero) after printing msg.
+ * Never returns.  Handler-safe. */
+#if defined(__GNUC__)
+#define FH_NORETURN __attribute__((noreturn))
+#else
+#define FH_NORETURN
+#endif
+void fh_abort(int code, const char *msg) FH_NORETURN;
+
+/* --------------------------------------------------------------- segments */
+
+/* A segment: memory of each rank that every rank can address remotely.
+ * Segments are created collectively; every rank may pass a different size
+ * (0 is allowed: that rank contributes nothing).  The memory is reserved
+ * virtual memory (mmap, zero-filled); it does not have to be pinned as a
+ * whole (the registration strategy decides).  Any address in [base, base+size)
+ * of rank r's piece is a valid RMA/atomic target for every rank. */
+typedef uint32_t fh_seg_t;
+
+/* Collective, blocking, not handler-safe.  Allocates `size` bytes here and
+ * learns every rank's base and size.  *seg identifies the segment on every
+ * rank (the same value everywhere).  FH_ERR_LIMIT past FH_MAX_SEGMENTS;
+ * FH_ERR_NO_MEMORY if mmap or registration fails.  *local_base may be NULL
+ * if the caller does not want it. */
+int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base);
+
+/* Base address and size of `rank`'s piece of `seg` (base NULL if size 0).
+ * Non-blocking, thread-safe, handler-safe.  Either out pointer may be NULL. */
+int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
+
+/* Collective, blocking, not handler-safe.  Every rank must have completed its
+ * operations targeting the segment before calling (the call contains a
+ * barrier before the memory is unmapped). */
+int fh_segment_destroy(fh_seg_t seg);
+
+/* -------------------------------------------------------- active messages */
+
+/* Handler indices [FH_AM_USER_FIRST, FH_AM_USER_LAST] belong to the client;
+ * lower indices are the runtime's own.  A handler must be registered with the
+ * same index and meaning on every rank before any rank sends to it. */
+#define FH_AM_USER_FIRST 128
+#define FH_AM_USER_LAST  255
+#define FH_AM_MAX_ARGS   8
+
+typedef struct fh_token *fh_token_t;
+
+/* One signature for all three kinds:
+ *   short:  buf == NULL, nbytes == 0;
+ *   medium: buf points into a runtime buffer valid only until the handler
+ *           returns (copy what you keep);
+ *   long:   buf is the destination address in this rank's segment, where the
+ *           payload has already been written.
+ * args[0..nargs) are the sender's arguments.  A handler runs to completion on
+ * one thread, must not block (no waiting on other ranks, no fh_wait, no
+ * fh_barrier), and may call only handler-safe functions; a request handler
+ * may send at most one reply through its token. */
+typedef void (*fh_am_handler_t)(fh_token_t token, void *buf, size_t nbytes,
+                                const uint64_t *args, unsigned nargs);
+
+/* Register fn at index.  Not collective (but see the symmetry rule above);
+ * thread-safe; not handler-safe.  FH_ERR_HANDLER if the index is outside the
+ * client range; re-registering an index replaces the handler.  May be called
+ * before fh_init. `name` (may be NULL) appears in error messages. */
+int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name);
+
+/* Rank that sent the message the handler is serving.  Handler-safe. */
+int fh_token_source(fh_token_t token, int *rank);
+
+/* Limits.  Handler-safe; valid after fh_init. */
+size_t fh_am_max_medium(void);     /* payload of a medium request or reply */
+size_t fh_am_max_long(void);       /* payload of a long request */
+size_t fh_am_max_long_reply(void); /* payload of a long reply (replies never
+                                      block, so they are sent inline) */
+
+/* Requests.  Not handler-safe.  They may block only for flow control (waiting
+ * for the target to free receive buffers, polling meanwhile), never for the
+ * handler to run.  On return the source buffer may be reused.  Messages from
+ * one thread to one rank are delivered in order for short and medium; a long
+ * message's handler runs after its payload is visible at the target. */
+int fh_am_request_short(int rank, unsigned handler,
+                        const uint64_t *args, unsigned nargs);
+int fh_am_request_medium(int rank, unsigned handler, const void *src,
+                         size_t nbytes, const uint64_t *args, unsigned nargs);
+/* dst is an address in rank's segment. */
+int fh_am_request_long(int rank, unsigned handler, const void *src,
+                       size_t nbytes, void *dst, const uint64_t *args,
+                       unsigned nargs);
+
+/* Replies: callable only from a request handler, at most once per token
+ * (FH_ERR_STATE on a second reply, FH_ERR_IN_HANDLER outside a request
+ * handler).  Never block.  Handler-safe by definition. */
+int fh_am_reply_short(fh_token_t token, unsigned handler,
+                      const uint64_t *args, unsigned nargs);
+int fh_am_reply_medium(fh_token_t token, unsigned handler, const void *src,
+                       size_t nbytes, const uint64_t *args, unsigned nargs);
+int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
+                     size_t nbytes, void *dst, const uint64_t *args,
+                     unsigned nargs);
+
+/* ------------------------------------------------------------------- RMA */
+
+/* Sizes: 1 byte up to FH_MAX_XFER (at least 64 MiB; size 0 is a no-op that
+ * succeeds).  Any alignment.  The local side may be anywhere in this
+ * process's memory.  The remote range [dst, dst+n) must lie in one segment of
+ * `rank`.  Transfers to or from one's own rank are allowed.
+ *
+ * Completion semantics: an operation is complete when the data is visible in
+ * the destination memory (for a put: at the target, to its loads and to later
+ * RMA from any rank; for a get: in the local buffer).  Until completion the
+ * source of a put must not be modified and the destination of a get must not
+ * be read.  No ordering holds between two incomplete operations.  */
+#define FH_MAX_XFER ((size_t)1 << 36)
+
+/* Blocking: complete on return.  Not handler-safe. */
+int fh_put(int rank, void *dst, const void *src, size_t nbytes);
+int fh_get(void *dst, int rank, const void *src, size_t nbytes);
+
+/* Non-blocking with a handle.  An fh_handle_t belongs to the thread that
+ * created it; only that thread may pass it to fh_wait/fh_test.  A handle
+ * reported complete is consumed: using it again, or from another thread, is
+ * FH_ERR_HANDLE (detected by a generation counter, never a crash).  When
+ * the operation completes at initiation, *h is FH_HANDLE_DONE (always safe to
+ * wait on).  Not handler-safe. */
+typedef uint64_t fh_handle_t;
+#define FH_HANDLE_DONE ((fh_handle_t)0)
+
+int fh_put_nb(int rank, void *dst, const void *src, size_t nbytes,
+              fh_handle_t *h);
+int fh_get_nb(void *dst, int rank, const void *src, size_t nbytes,
+              fh_handle_t *h);
+/* Blocks until h is complete; returns the operation's status. */
+int fh_wait(fh_handle_t h);
+/* Non-blocking: FH_OK if complete (handle consumed), FH_ERR_AGAIN if not,
+ * another code if the operation failed (consumed). Polls once. */
+int fh_test(fh_handle_t h);
+/* Waits for every handle in hs[0..n) (each consumed).  Returns the first
+ * failure, or FH_OK. */
+int fh_wait_all(fh_handle_t *hs, size_t n);
+
+/* Implicit-handle (NBI): counted per thread; fh_wait_nbi completes all NBI
+ * puts and gets this thread issued.  Not handler-safe. */
+int fh_put_nbi(int rank, void *dst, const void *src, size_t nbytes);
+int fh_get_nbi(void *dst, int rank, const void *src, size_t nbytes);
+int fh_wait_nbi(void);
+
+/* Strided transfers (as needed by Co-Array Fortran sections and OpenSHMEM
+ * iput/iget): `count` blocks of `blksize` bytes; block i goes from
+ * src + i*src_stride to dst + i*dst_stride.  Strides are in bytes and may be
+ * negative or zero (zero only on the source side of a put / the remote side
+ * of a get).  Blocking.  Not handler-safe. */
+int fh_put_strided(int rank, void *dst, ptrdiff_t dst_stride,
+                   const void *src, ptrdiff_t src_stride,
+                   size_t blksize, size_t count);
+int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank,
+                   const void *src, ptrdiff_t src_stride,
+                   size_t blksize, size_t count);
+
+/* Blocking memory fence: every put/get (blocking, NB and NBI) this thread
+ * issued before it is complete afterwards.  Not handler-safe. */
+int fh_quiet(void);
+
+/* --------------------------------------------------------------- atomics */
+
+/* Remote atomics on 64-bit integers at an 8-byte aligned address in a
+ * segment of `rank`.  All atomics on one location are mutually atomic,
+ * whichever rank (or thread) issues them, including the owner.  They are not
+ * atomic with respect to plain puts or local stores to the same location.
+ * Signed integers use the same operations (two's complement). */
+typedef enum fh_atomic_op {
+    FH_AOP_FETCH = 0,    /* *fetched = *target                           */
+    FH_AOP_SET,          /* *target = operand                            */
+    FH_AOP_FETCH_ADD,    /* *fetched = *target; *target += operand       */
+    FH_AOP_SWAP,         /* *fetched = *target; *target = operand        */
+    FH_AOP_CSWAP,        /* *fetched = *target; if == compare: = operand */
+    FH_AOP_FETCH_AND,    /* *fetched = *target; *target &= operand       */
+    FH_AOP_FETCH_OR,     /* *fetched = *target; *target |= operand       */
+    FH_AOP_FETCH_XOR,    /* *fetched = *target; *target ^= operand       */
+    FH_AOP__COUNT
+} fh_atomic_op_t;
+
+/* Blocking: the operation has taken effect at the target on return.
+ * fetched may be NULL for ops whose old value is not wanted.
+ * Not handler-safe. */
+int fh_atomic(int rank, uint64_t *target, fh_atomic_op_t op,
+              uint64_t operand, uint64_t compare, uint64_t *fetched);
+
+/* ----------------------------------------------------- sync and progress */
+
+/* Collective barrier over all ranks: no rank returns before every rank has
+ * entered.  Does not complete the caller's NB/NBI operations (use fh_quiet
+ * first for that).  Blocking; not handler-safe.  Calls from several threads
+ * of one rank form successive barriers of that rank (the client orders them). */
+int fh_barrier(void);
+
+/* Runs the progress engine once: reaps completions and runs pending AM
+ * handlers.  Non-blocking; not handler-safe (FH_ERR_IN_HANDLER). */
+int fh_poll(void);
+
+/* Collective: each rank contributes `len` bytes from in; out receives
+ * nranks*len bytes in rank order.  Blocking; not handler-safe.  Useful to
+ * clients for exchanging metadata (e.g. symmetric allocation). */
+int fh_allgather(const void *in, void *out, size_t len);
+
+/* ------------------------------------------------------------ statistics */
+
+/* Per-peer counters, cumulative since fh_init, over all threads. */
+typedef struct fh_peer_stats {
+    uint64_t puts, gets, put_bytes, get_bytes;
+    uint64_t am_sent, am_received, atomics;
+    uint64_t reg_hits, reg_misses, reg_moves, reg_evictions;
+    uint64_t reg_pending_coalesced, reg_put_in_move;
+    uint64_t bytes_pinned_remote;       /* pinned here on behalf of the peer */
+} fh_peer_stats_t;
+
+/* Counters for `rank` (this rank gives the local totals).  Thread-safe,
+ * handler-safe; values are read without stopping other threads, so they may
+ * be slightly out of date. */
+int fh_stats_peer(int rank, fh_peer_stats_t *out);
+
+/* Human-readable statistics to the given stdio FILE* (void * to keep
+ * <stdio.h> out of this header).  Also done at fh_finalize with FH_STATS=1. */
+int fh_stats_print(void *file);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FIREHOSE_H */

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Builds fhrun and boot_test into $BUILD (default tests/boot/build):
+#   fhrun, boot_test            plain
+#   fhrun.asan, boot_test.asan  -fsanitize=address,undefined
+#   boot_test.pmix              with PMIx (if pkg-config finds pmix)
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/tests/boot/build}
+mkdir -p "$BUILD"
+cd "$ROOT"
+CFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -Iinclude -Ifirehose -Ifirehose/boot"
+BOOT="firehose/boot/boot.c firehose/boot/boot_fhrun.c firehose/boot/boot_pmix.c firehose/boot/boot_single.c firehose/log.c"
+SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+set -x
+gcc $CFLAGS -O2 -o "$BUILD/fhrun" tools/fhrun.c
+gcc $CFLAGS -O2 -pthread -o "$BUILD/boot_test" tests/boot/boot_test.c $BOOT
+gcc $CFLAGS $SAN -o "$BUILD/fhrun.asan" tools/fhrun.c
+gcc $CFLAGS $SAN -pthread -o "$BUILD/boot_test.asan" tests/boot/boot_test.c $BOOT
+if pkg-config --exists pmix; then
+    gcc $CFLAGS -O2 -DFH_HAVE_PMIX $(pkg-config --cflags pmix) -pthread \
+        -o "$BUILD/boot_test.pmix" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix)
+    gcc $CFLAGS $SAN -DFH_HAVE_PMIX $(pkg-config --cflags pmix) -pthread \
+        -o "$BUILD/boot_test.pmix.asan" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix)
+fi

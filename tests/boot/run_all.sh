@@ -1,0 +1,21 @@
+#!/bin/bash
+# Builds and runs every bootstrap test, first with the plain binaries, then
+# with the -fsanitize=address,undefined ones.  Exit 0 if all pass.
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=${BUILD:-$HERE/build}
+export BUILD
+"$HERE/build.sh" >/dev/null 2>&1 || { echo "build failed; run $HERE/build.sh"; exit 1; }
+fails=0
+for pass in plain asan; do
+    if [ $pass = asan ]; then
+        export FHRUN=$BUILD/fhrun.asan BOOT_TEST=$BUILD/boot_test.asan PMIX_TEST=$BUILD/boot_test.pmix.asan
+    else
+        export FHRUN=$BUILD/fhrun BOOT_TEST=$BUILD/boot_test PMIX_TEST=$BUILD/boot_test.pmix
+    fi
+    for t in "$HERE"/t_*.sh; do
+        echo "=== $pass: $(basename "$t")"
+        "$t" || fails=$((fails + 1))
+    done
+done
+echo "=== $fails test script(s) failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,91 @@
+/*
+ * barrier_test.c -- fh_barrier: nobody leaves before everybody entered.
+ *
+ * Round k: every rank sleeps a random time (sometimes long, often zero),
+ * FETCH_ADDs 1 to a counter on rank 0, enters fh_barrier, then FETCHes the
+ * counter: it must be >= (k+1)*N (everybody's increment of round k happened
+ * before anybody left barrier k) and <= (k+2)*N (nobody can be two rounds
+ * ahead).  Also: a blocking put to the next rank before the barrier is
+ * visible there after it (the put was complete on return), and fh_quiet +
+ * barrier makes NBI puts visible.
+ *
+ * Usage: barrier_test [--rounds N]
+ */
+#include "testutil.h"
+
+int main(int argc, char **argv)
+{
+    CHECK_OK(fh_init(&argc, &argv));
+    tu_init_rank("barrier_test");
+    int me = fh_rank(), N = fh_nranks();
+    tu_seed_init();
+    long rounds = tu_opt(argc, argv, "--rounds", tu_scale(N <= 4 ? 600 : 250));
+
+    fh_seg_t seg;
+    void *lb;
+    CHECK_OK(fh_segment_create(4096, &seg, &lb));
+    uint64_t *mine = lb;
+    uint64_t *counter0, *slot_next;
+    void *b;
+    CHECK_OK(fh_segment_query(seg, 0, &b, NULL));
+    counter0 = b;
+    int next = (me + 1) % N, prev = (me + N - 1) % N;
+    CHECK_OK(fh_segment_query(seg, next, &b, NULL));
+    slot_next = (uint64_t *)b + 8;     /* word 8 of next rank: my marker */
+    CHECK_OK(fh_barrier());
+    TU_SAY("barrier_test: %d ranks, %ld rounds with random entry delays\n", N,
+           rounds);
+
+    tu_rng_t r = tu_rng_make(tu_seed, (uint64_t)me, 1, 2);
+    double t0 = tu_now(), slept = 0;
+    for (long k = 0; k < rounds; k++) {
+        uint64_t d = tu_rng_below(&r, 100);
+        long us = d < 60 ? 0 : d < 90 ? (long)tu_rng_below(&r, 200)
+                : d < 99 ? (long)tu_rng_below(&r, 3000) : 20000;
+        if (us) { tu_sleep_us(us); slept += us * 1e-6; }
+
+        uint64_t marker = (uint64_t)k * 1000 + (uint64_t)me;
+        if (k % 2 == 0) {
+            CHECK_OK(fh_put(next, slot_next, &marker, sizeof marker));
+        } else {
+            static uint64_t m2;
+            m2 = marker;
+            CHECK_OK(fh_put_nbi(next, slot_next, &m2, sizeof m2));
+            CHECK_OK(fh_quiet());
+        }
+        uint64_t old = ~0ull;
+        CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH_ADD, 1, 0, &old));
+        CHECK_OK(fh_barrier());
+
+        uint64_t v = 0;
+        CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH, 0, 0, &v));
+        uint64_t lo = (uint64_t)(k + 1) * (uint64_t)N, hi = lo + (uint64_t)N;
+        if (v < lo)
+            tu_fail("barrier %ld: a rank left early: expected counter >= %"
+                    PRIu64 " after the barrier, saw %" PRIu64, k, lo, v);
+        CHECK(v <= hi, "barrier", "round %ld: expected counter <= %" PRIu64
+              ", saw %" PRIu64 " (a rank passed the next barrier early)", k,
+              hi, v);
+        uint64_t want = (uint64_t)k * 1000 + (uint64_t)prev;
+        volatile uint64_t *mk = &mine[8];
+        CHECK(*mk == want, "put before barrier", "round %ld: expected marker %"
+              PRIu64 " from rank %d visible after the barrier, saw %" PRIu64,
+              k, want, prev, *mk);
+        /* Second barrier: nobody overwrites the marker before I read it. */
+        CHECK_OK(fh_barrier());
+    }
+    double dt = tu_now() - t0;
+    if (me == 0) {
+        CHECK(*(volatile uint64_t *)mine == (uint64_t)rounds * (uint64_t)N,
+              "counter", "expected %" PRIu64 ", saw %" PRIu64,
+              (uint64_t)rounds * (uint64_t)N, *(volatile uint64_t *)mine);
+    }
+    TU_LOG("%ld rounds x 2 barriers in %.2f s (%.1f us/barrier excl. %.2f s "
+           "sleep)\n", rounds, dt, (dt - slept) / (double)(2 * rounds) * 1e6,
+           slept);
+    CHECK_OK(fh_barrier());
+    CHECK_OK(fh_segment_destroy(seg));
+    TU_SAY("PASS barrier_test\n");
+    CHECK_OK(fh_finalize());
+    return 0;
+}

@@ -1,0 +1,14 @@
+#!/bin/sh
+# rma_integrity.sh -- runs rma_integrity under tools/fhrun for every rank count in FH_TEST_NP
+# (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (tcp shm).
+. "$(dirname "$0")/common.sh"
+need_fhrun
+for p in $(providers); do
+    export FH_OFI_PROVIDER=$p
+    for n in $NP_LIST; do
+        run_np rma_integrity "$n"
+    done
+    # one 64 MiB put + get
+    run_np rma_integrity 2 --big --iters 2
+done
+finish

@@ -1,0 +1,410 @@
+/*
+ * test_config.c -- unit tests of the FH_* table and its parser
+ * (firehose/config.c), with the Check framework.
+ *
+ * Each test runs in its own process (Check's fork mode) and starts from an
+ * environment without FH_* variables (see clear_fh_env), so setenv in one
+ * test cannot leak into another.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "firehose.h"
+
+extern char **environ;
+
+/* ------------------------------------------------------------- helpers */
+
+static void clear_fh_env(void)
+{
+    /* unsetenv shifts environ, so rescan from the start after each removal. */
+    for (int again = 1; again;) {
+        again = 0;
+        for (char **ep = environ; *ep; ep++) {
+            if (strncmp(*ep, "FH_", 3) == 0) {
+                char name[128];
+                size_t n = strcspn(*ep, "=");
+                if (n >= sizeof name)
+                    n = sizeof name - 1;
+                memcpy(name, *ep, n);
+                name[n] = '\0';
+                unsetenv(name);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+static const fh_cfg_entry_t *entry(const char *name)
+{
+    for (size_t i = 0; i < fh_config_table_len; i++)
+        if (strcmp(fh_config_table[i].name, name) == 0)
+            return &fh_config_table[i];
+    ck_abort_msg("no entry %s in fh_config_table", name);
+    return NULL;
+}
+
+/* Parses value for the named variable into *cfg; returns the status and
+ * leaves the message in err. */
+static int parse(const char *name, const char *value, fh_config_t *cfg,
+                 char *err, size_t errlen)
+{
+    err[0] = '\0';
+    return fh_config_parse_one(entry(name), value, cfg, err, errlen);
+}
+
+static size_t size_of(const char *s, int *rc)
+{
+    size_t v = 12345;
+    *rc = fh_parse_size(s, &v);
+    return v;
+}
+
+/* ----------------------------------------------------------- the table */
+
+START_TEST(every_default_parses)
+{
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        fh_config_t cfg;
+        char err[256] = "";
+        memset(&cfg, 0, sizeof cfg);
+        int rc = fh_config_parse_one(e, e->defval, &cfg, err, sizeof err);
+        ck_assert_msg(rc == 0, "default of %s (\"%s\") should parse, got %d: %s",
+                      e->name, e->defval, rc, err);
+    }
+}
+END_TEST
+
+START_TEST(table_entries_are_well_formed)
+{
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        ck_assert_msg(strncmp(e->name, "FH_", 3) == 0, "%s should start with FH_", e->name);
+        ck_assert_msg(e->doc != NULL && e->doc[0] != '\0', "%s has no doc", e->name);
+        ck_assert_msg(e->defval != NULL, "%s has no default", e->name);
+        ck_assert_msg((e->type == FH_CFG_ENUM) == (e->choices != NULL),
+                      "%s: choices must be set exactly for enums", e->name);
+        ck_assert_msg(e->offset < sizeof(fh_config_t), "%s: offset %zu outside fh_config_t",
+                      e->name, e->offset);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(e->name, fh_config_table[j].name) != 0,
+                          "%s appears twice in the table", e->name);
+    }
+}
+END_TEST
+
+START_TEST(load_without_environment_gives_defaults)
+{
+    fh_config_t cfg;
+    char err[256] = "";
+    int rc = fh_config_load(&cfg, err, sizeof err);
+    ck_assert_msg(rc == 0, "fh_config_load with no FH_* set should succeed, got %d: %s",
+                  rc, err);
+    /* Spot checks that the table's defaults reach the struct. */
+    ck_assert_int_eq(cfg.conduit, FH_CONDUIT_AUTO);
+    ck_assert_int_eq(cfg.paths, FH_PATHS_INDEPENDENT);
+    ck_assert_uint_eq(cfg.am_max_medium, 4096);
+    ck_assert_uint_eq(cfg.xfer_chunk, (size_t)4 << 20);
+    ck_assert_int_eq(cfg.stats, 0);
+}
+END_TEST
+
+/* --------------------------------------------------------------- sizes */
+
+START_TEST(sizes_with_suffixes)
+{
+    int rc;
+    ck_assert_uint_eq(size_of("4096", &rc), 4096);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("64k", &rc), 64u * 1024);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("64K", &rc), 64u * 1024);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("4M", &rc), (size_t)4 << 20);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("4m", &rc), (size_t)4 << 20);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("1G", &rc), (size_t)1 << 30);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(size_of("0", &rc), 0);
+    ck_assert_int_eq(rc, 0);
+}
+END_TEST
+
+START_TEST(sizes_rejected)
+{
+    static const char *bad[] = {
+        "99999999999G",             /* overflows 64 bits after the shift */
+        "99999999999999999999999",  /* overflows strtoull */
+        "-1", "12x", "", "k", "4 M", "4MM", "0x10", "1T",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t v = 777;
+        int rc = fh_parse_size(bad[i], &v);
+        ck_assert_msg(rc == -1, "fh_parse_size(\"%s\") should fail, got rc %d value %zu",
+                      bad[i], rc, v);
+        ck_assert_msg(v == 777, "fh_parse_size(\"%s\") failed but wrote %zu", bad[i], v);
+    }
+    size_t v;
+    ck_assert_int_eq(fh_parse_size(NULL, &v), -1);
+}
+END_TEST
+
+START_TEST(size_variable_error_names_variable)
+{
+    fh_config_t cfg;
+    char err[256];
+    int rc = parse("FH_XFER_CHUNK", "12x", &cfg, err, sizeof err);
+    ck_assert_int_eq(rc, FH_ERR_CONFIG);
+    ck_assert_msg(strstr(err, "FH_XFER_CHUNK=12x") != NULL,
+                  "message should name FH_XFER_CHUNK=12x, got \"%s\"", err);
+}
+END_TEST
+
+/* --------------------------------------------------------------- enums */
+
+START_TEST(enums_are_case_insensitive)
+{
+    fh_config_t cfg;
+    char err[256];
+    ck_assert_int_eq(parse("FH_CONDUIT", "OFI", &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(cfg.conduit, FH_CONDUIT_OFI);
+    ck_assert_int_eq(parse("FH_CONDUIT", "Ibv", &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(cfg.conduit, FH_CONDUIT_IBV);
+    ck_assert_int_eq(parse("FH_CONDUIT", "auto", &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(cfg.conduit, FH_CONDUIT_AUTO);
+    ck_assert_int_eq(parse("FH_PATHS", "SHARED", &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(cfg.paths, FH_PATHS_SHARED);
+}
+END_TEST
+
+START_TEST(enum_rejects_unknown_and_prefixes)
+{
+    fh_config_t cfg;
+    char err[256];
+    static const char *bad[] = {"verbs", "of", "ofix", "", "auto|ofi"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse("FH_CONDUIT", bad[i], &cfg, err, sizeof err);
+        ck_assert_msg(rc == FH_ERR_CONFIG, "FH_CONDUIT=\"%s\" should be rejected, got %d",
+                      bad[i], rc);
+        ck_assert_msg(strstr(err, "FH_CONDUIT") != NULL && strstr(err, "auto|ofi|ibv"),
+                      "message should name FH_CONDUIT and its choices, got \"%s\"", err);
+    }
+}
+END_TEST
+
+/* --------------------------------------------------------------- bools */
+
+START_TEST(bool_forms)
+{
+    static const char *yes[] = {"1", "yes", "YES", "on", "On", "true", "TRUE", "y"};
+    static const char *no[] = {"0", "no", "NO", "off", "false", "False", "n"};
+    fh_config_t cfg;
+    char err[256];
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        cfg.stats = 0;
+        ck_assert_msg(parse("FH_STATS", yes[i], &cfg, err, sizeof err) == 0 && cfg.stats == 1,
+                      "FH_STATS=%s should mean 1 (%s)", yes[i], err);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        cfg.stats = 1;
+        ck_assert_msg(parse("FH_STATS", no[i], &cfg, err, sizeof err) == 0 && cfg.stats == 0,
+                      "FH_STATS=%s should mean 0 (%s)", no[i], err);
+    }
+    static const char *bad[] = {"2", "maybe", "", "yess", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse("FH_STATS", bad[i], &cfg, err, sizeof err);
+        ck_assert_msg(rc == FH_ERR_CONFIG, "FH_STATS=\"%s\" should be rejected", bad[i]);
+        ck_assert_msg(strstr(err, "FH_STATS") != NULL,
+                      "message should name FH_STATS, got \"%s\"", err);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ integers */
+
+START_TEST(integers_rejected)
+{
+    static const char *bad[] = {"-1", "12x", "", "1.5", "99999999999999999999999"};
+    fh_config_t cfg;
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse("FH_AM_CREDITS", bad[i], &cfg, err, sizeof err);
+        ck_assert_msg(rc == FH_ERR_CONFIG, "FH_AM_CREDITS=\"%s\" should be rejected", bad[i]);
+        ck_assert_msg(strstr(err, "FH_AM_CREDITS") != NULL,
+                      "message should name FH_AM_CREDITS, got \"%s\"", err);
+    }
+}
+END_TEST
+
+/* --------------------------------------------------------- environment */
+
+START_TEST(environment_overrides_defaults)
+{
+    setenv("FH_AM_CREDITS", "32", 1);
+    setenv("FH_XFER_CHUNK", "8M", 1);
+    setenv("FH_PATHS", "shared", 1);
+    setenv("FH_STATS", "yes", 1);
+    setenv("FH_OFI_PROVIDER", "shm", 1);
+    fh_config_t cfg;
+    char err[256] = "";
+    int rc = fh_config_load(&cfg, err, sizeof err);
+    ck_assert_msg(rc == 0, "load should succeed, got %d: %s", rc, err);
+    ck_assert_int_eq(cfg.am_credits, 32);
+    ck_assert_uint_eq(cfg.xfer_chunk, (size_t)8 << 20);
+    ck_assert_int_eq(cfg.paths, FH_PATHS_SHARED);
+    ck_assert_int_eq(cfg.stats, 1);
+    ck_assert_str_eq(cfg.ofi_provider, "shm");
+    /* Untouched variables keep their defaults. */
+    fh_config_t def;
+    memset(&def, 0, sizeof def);
+    ck_assert_int_eq(parse("FH_MAX_THREADS", entry("FH_MAX_THREADS")->defval, &def,
+                           err, sizeof err), 0);
+    ck_assert_int_eq(cfg.max_threads, def.max_threads);
+}
+END_TEST
+
+START_TEST(environment_bad_value_names_variable)
+{
+    setenv("FH_AM_MAX_MEDIUM", "lots", 1);
+    fh_config_t cfg;
+    char err[256] = "";
+    ck_assert_int_eq(fh_config_load(&cfg, err, sizeof err), FH_ERR_CONFIG);
+    ck_assert_msg(strstr(err, "FH_AM_MAX_MEDIUM=lots") != NULL,
+                  "message should name FH_AM_MAX_MEDIUM=lots, got \"%s\"", err);
+}
+END_TEST
+
+/* -------------------------------------------------------------- ranges */
+
+static void expect_range_error(const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    fh_config_t cfg;
+    char err[256] = "";
+    int rc = fh_config_load(&cfg, err, sizeof err);
+    ck_assert_msg(rc == FH_ERR_CONFIG, "%s=%s should be rejected, got %d", name, value, rc);
+    ck_assert_msg(strstr(err, name) != NULL, "message should name %s, got \"%s\"", name, err);
+    unsetenv(name);
+}
+
+START_TEST(max_threads_zero_means_auto)
+{
+    /* 0 is not an error: it means one path per online core. */
+    setenv("FH_MAX_THREADS", "0", 1);
+    fh_config_t cfg;
+    char err[256] = "";
+    ck_assert_int_eq(fh_config_load(&cfg, err, sizeof err), FH_OK);
+    ck_assert_int_eq(cfg.max_threads, 0);
+    unsetenv("FH_MAX_THREADS");
+}
+END_TEST
+
+START_TEST(am_credits_zero_rejected)
+{
+    expect_range_error("FH_AM_CREDITS", "0");
+}
+END_TEST
+
+START_TEST(other_ranges_rejected)
+{
+    expect_range_error("FH_MAX_THREADS", "256");
+    expect_range_error("FH_AM_MAX_MEDIUM", "16");
+    expect_range_error("FH_AM_MAX_MEDIUM", "2M");
+    expect_range_error("FH_XFER_CHUNK", "1k");
+    expect_range_error("FH_MAX_SEGMENTS", "0");
+    expect_range_error("FH_BOOT_TIMEOUT", "0");
+}
+END_TEST
+
+START_TEST(range_limits_accepted)
+{
+    setenv("FH_MAX_THREADS", "255", 1);
+    setenv("FH_AM_CREDITS", "1024", 1);
+    setenv("FH_AM_MAX_MEDIUM", "64", 1);
+    setenv("FH_XFER_CHUNK", "4k", 1);
+    fh_config_t cfg;
+    char err[256] = "";
+    int rc = fh_config_load(&cfg, err, sizeof err);
+    ck_assert_msg(rc == 0, "limits of the ranges should be accepted, got %d: %s", rc, err);
+}
+END_TEST
+
+/* ------------------------------------------------------------- printing */
+
+START_TEST(print_lists_every_variable)
+{
+    fh_config_t cfg;
+    char err[256] = "";
+    ck_assert_int_eq(fh_config_load(&cfg, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    fh_config_print(&cfg, f, "cfg: ");
+    fclose(f);
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "cfg: %s=", fh_config_table[i].name);
+        ck_assert_msg(strstr(buf, want) != NULL, "output should contain \"%s\":\n%s",
+                      want, buf);
+    }
+    ck_assert_msg(strstr(buf, "cfg: FH_CONDUIT=auto\n") != NULL,
+                  "enum should print by name, got:\n%s", buf);
+    free(buf);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- suite */
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc;
+
+    tc = tcase_create("table");
+    tcase_add_checked_fixture(tc, clear_fh_env, NULL);
+    tcase_add_test(tc, every_default_parses);
+    tcase_add_test(tc, table_entries_are_well_formed);
+    tcase_add_test(tc, load_without_environment_gives_defaults);
+    tcase_add_test(tc, print_lists_every_variable);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("values");
+    tcase_add_checked_fixture(tc, clear_fh_env, NULL);
+    tcase_add_test(tc, sizes_with_suffixes);
+    tcase_add_test(tc, sizes_rejected);
+    tcase_add_test(tc, size_variable_error_names_variable);
+    tcase_add_test(tc, enums_are_case_insensitive);
+    tcase_add_test(tc, enum_rejects_unknown_and_prefixes);
+    tcase_add_test(tc, bool_forms);
+    tcase_add_test(tc, integers_rejected);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("environment");
+    tcase_add_checked_fixture(tc, clear_fh_env, NULL);
+    tcase_add_test(tc, environment_overrides_defaults);
+    tcase_add_test(tc, environment_bad_value_names_variable);
+    tcase_add_test(tc, max_threads_zero_means_auto);
+    tcase_add_test(tc, am_credits_zero_rejected);
+    tcase_add_test(tc, other_ranges_rejected);
+    tcase_add_test(tc, range_limits_accepted);
+    suite_add_tcase(s, tc);
+
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
