@@ -198,11 +198,14 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         if (rc != FH_OK)
             return rc;
         struct fh_mr *lmr;
-        if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr)) != FH_OK)
+        bool temp;
+        if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
         fh_ctr_t ctr = {0, FH_OK};
         rc = fh_rma_post(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
         int wrc = fh_wait_ctr(t, &ctr);
+        if (temp)
+            fh_rma_local_mr_release(lmr);
         if (rc != FH_OK || (rc = wrc) != FH_OK)
             return rc;
         kind = FH_AM_REQ_LONG_RDMA;

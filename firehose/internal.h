@@ -189,10 +189,14 @@ fh_path_t *fh_token_path(fh_token_t tok);
 int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 /* The registration to pass as lmr for a local buffer: NULL when the conduit
- * does not need one; FH_ERR_NOT_SUPPORTED when it does and the buffer is not
- * in one of our segments. */
+ * does not need one; the covering segment's when the buffer is in one of our
+ * segments; otherwise a temporary registration (*temp = true) that the
+ * caller must release with fh_rma_local_mr_release() once the operation has
+ * completed -- such operations are therefore completed before the call
+ * returns.  (The firehose cache's local pins replace the temporary path.) */
 int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
-                     struct fh_mr **lmr);
+                     struct fh_mr **lmr, bool *temp);
+void fh_rma_local_mr_release(struct fh_mr *lmr);
 /* Polls until ctr->pending == 0; returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
 

@@ -24,19 +24,34 @@ static size_t chunk_limit(const fh_rt_t *rt)
 }
 
 int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
-                    struct fh_mr **lmr)
+                    struct fh_mr **lmr, bool *temp)
 {
     fh_rt_t *rt = fh_rt;
     *lmr = NULL;
+    *temp = false;
     if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject))
         return FH_OK;
     fh_seg_range_t r;
-    if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) != FH_OK)
-        return fh_set_error(FH_ERR_NOT_SUPPORTED,
-                            "%s: this provider needs registered local buffers and %p is "
-                            "not inside one of our segments", fn, local);
-    *lmr = r.mr;
+    if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) == FH_OK) {
+        *lmr = r.mr;
+        return FH_OK;
+    }
+    fh_rkey_t unused;
+    int rc = rt->cops->mr_reg(rt->conduit, (void *)local, n, FH_MR_LOCAL, lmr, &unused);
+    if (rc != FH_OK) {
+        *lmr = NULL;
+        return fh_set_error(rc == FH_ERR_NO_MEMORY ? FH_ERR_NO_MEMORY : rc,
+                            "%s: cannot register the local buffer %p (+%zu): %s", fn,
+                            local, n, fh_strerror(rc));
+    }
+    *temp = true;
     return FH_OK;
+}
+
+void fh_rma_local_mr_release(struct fh_mr *lmr)
+{
+    if (lmr != NULL)
+        fh_rt->cops->mr_dereg(fh_rt->conduit, lmr);
 }
 
 int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
@@ -135,8 +150,11 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return FH_OK;
     }
     struct fh_mr *lmr;
-    if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr)) != FH_OK)
+    bool temp;
+    if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr, &temp)) != FH_OK)
         return rc;
+    if (temp)
+        mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
     fh_ctr_t stack_ctr = {0, FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
@@ -154,6 +172,8 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     rc = fh_rma_post(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
     if (mode == RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
+        if (temp)
+            fh_rma_local_mr_release(lmr);
         if (rc == FH_OK && wrc != FH_OK)
             rc = fh_set_error(wrc, "%s: transfer to rank %d failed: %s", fn, rank,
                               fh_strerror(wrc));
@@ -372,9 +392,17 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
             continue;
         }
         struct fh_mr *lmr;
-        if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr)) == FH_OK)
-            rc = fh_rma_post(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
-                             &ctr);
+        bool temp;
+        if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr, &temp)) != FH_OK)
+            break;
+        rc = fh_rma_post(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
+                         &ctr);
+        if (temp) {
+            int wrc = fh_wait_ctr(t, &ctr);
+            fh_rma_local_mr_release(lmr);
+            if (rc == FH_OK)
+                rc = wrc;
+        }
     }
     int wrc = fh_wait_ctr(t, &ctr);
     if (rank == fh_rt->rank)
