@@ -21,8 +21,12 @@
  * could not name the peer.  No slot or -FI_EAGAIN -> FH_ERR_AGAIN; the
  * runtime then polls this path, which drives the provider's progress.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ofi_internal.h"
 #include "log.h"
@@ -40,6 +44,28 @@ static void *ofi_alloc_aligned(size_t len)
     if (posix_memalign(&p, 4096, len))
         return NULL;
     return p;
+}
+
+/* shm names an endpoint "<pid>:<domain>:<ep>" and backs it with a file in
+ * /dev/shm that survives a rank killed with SIGKILL; once PIDs wrap (pid_max
+ * is often 32768) a new process can collide with such a leftover and
+ * fi_enable fails with EBUSY.  So shm endpoints get a name no other process
+ * can have: pid, path index and 64 random bits. */
+static int ofi_name_shm_ep(struct fh_conduit *c, struct fh_cpath *p)
+{
+    if (strcmp(c->info->fabric_attr->prov_name, "shm") != 0)
+        return 0;
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        rnd = (uint64_t)(uintptr_t)p ^ (uint64_t)time(NULL);
+    char name[64];
+    snprintf(name, sizeof name, "fh_%d_%d_%016llx", (int)getpid(), p->index,
+             (unsigned long long)rnd);
+    int ret = fi_setname(&p->ep->fid, name, strlen(name) + 1);
+    if (ret)
+        fh_log_error("ofi: path %d: fi_setname(%s): %s", p->index, name,
+                     fi_strerror(-ret));
+    return ret;
 }
 
 static int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
@@ -132,6 +158,8 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                      fi_strerror(-ret));
         goto fail;
     }
+    if ((ret = ofi_name_shm_ep(c, p)) != 0)
+        goto fail;
     ret = fi_enable(p->ep);
     if (ret) {
         fh_log_error("ofi: path %d: fi_enable: %s", p->index,
