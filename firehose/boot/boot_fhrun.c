@@ -82,11 +82,15 @@ static void lost_launcher(fhrun_priv_t *p, const char *why)
 {
     pthread_mutex_lock(&p->mu);
     int quiet = p->quiet;
-    p->wd_done = 1;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    if (quiet)
+    if (quiet) {
+        p->wd_done = 1;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
         return;
+    }
+    /* Exit while still holding the lock: a caller waiting for an allgather
+     * must not wake up first and report a generic bootstrap error instead
+     * of the real cause. */
     fh_log_verbose(1, "bootstrap: connection to the launcher at %s: %s",
                    p->addr, why);
     fh_log_error("lost the launcher; aborting");
