@@ -14,6 +14,7 @@
  * output to ranks goes through per-connection queues of shared buffers (an
  * allgather result is built once and queued to every rank).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -787,6 +788,27 @@ static void read_output(int rn, int s)
 
 /* ---- children ---------------------------------------------------------------- */
 
+/* A rank that ends without closing its endpoints (killed, _exit after a
+ * peer's death, fh_abort) leaves the shared-memory files of libfabric's shm
+ * endpoints in /dev/shm.  The ofi conduit names them "fh_<pid>_<path>_<rnd>"
+ * (conduits/ofi/ofi_path.c), so the launcher, which knows each rank's pid,
+ * removes exactly its ranks' files once the rank is gone.  Peers that still
+ * map them keep their mapping; the name was only needed to attach. */
+static void remove_rank_shm(pid_t pid)
+{
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, "fh_%d_", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, (size_t)plen) == 0 &&
+            unlinkat(dirfd(d), e->d_name, 0) == 0)
+            vlog(2, "removed /dev/shm/%s of rank pid %d", e->d_name, (int)pid);
+    closedir(d);
+}
+
 static void reap(void)
 {
     for (;;) {
@@ -804,6 +826,7 @@ static void reap(void)
             continue;
         rank_t *r = &ranks[rn];
         r->reaped = 1;
+        remove_rank_shm(pid);
         r->code = WIFEXITED(st) ? WEXITSTATUS(st)
                                 : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         n_reaped++;
