@@ -25,6 +25,14 @@ struct fh_token {
 
 fh_path_t *fh_token_path(fh_token_t tok) { return tok->path; }
 
+/* The firehose cache's moves are counted in reg_moves (reg.c), not in
+ * am_sent / am_received: those count what the client's operations cost in
+ * AMs under any registration strategy. */
+static int is_move_handler(unsigned h)
+{
+    return h == FH_H_MOVE_REQ || h == FH_H_MOVE_REP;
+}
+
 /* ------------------------------------------------------------ handlers */
 
 static void set_handler(unsigned index, fh_am_handler_t fn, const char *name)
@@ -180,6 +188,10 @@ static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *pa
     return FH_OK;
 }
 
+static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
+                        unsigned handler, const void *payload, size_t len,
+                        uint64_t long_dst, const uint64_t *args, unsigned nargs);
+
 int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                        const void *payload, size_t len, uint64_t long_dst,
                        const uint64_t *args, unsigned nargs)
@@ -202,7 +214,7 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
         fh_ctr_t ctr = {0, FH_OK};
-        rc = fh_rma_post(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
+        rc = fh_rma_xfer(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
         int wrc = fh_wait_ctr(t, &ctr);
         if (temp)
             fh_rma_local_mr_release(lmr);
@@ -211,6 +223,22 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         kind = FH_AM_REQ_LONG_RDMA;
     }
 
+    return send_on_path(t, t->path, rank, kind, handler, payload, len, long_dst, args,
+                        nargs);
+}
+
+int fh_am_send_request_on(fh_tls_t *t, fh_path_t *p, int rank, unsigned handler,
+                          const void *payload, size_t len)
+{
+    return send_on_path(t, p, rank, FH_AM_REQ_MEDIUM, handler, payload, len, 0, NULL, 0);
+}
+
+/* Encodes and sends a request on path p, waiting for a credit if needed. */
+static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
+                        unsigned handler, const void *payload, size_t len,
+                        uint64_t long_dst, const uint64_t *args, unsigned nargs)
+{
+    fh_rt_t *rt = fh_rt;
     fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
                      .nargs = (uint8_t)nargs, .src_rank = (uint32_t)rt->rank,
                      .payload_len = (uint32_t)len, .long_dst = long_dst};
@@ -220,7 +248,6 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
     size_t inline_len = inline_payload ? len : 0;
     unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
 
-    fh_path_t *p = t->path;
     pthread_mutex_lock(&p->lock);
     while (p->credits[rank] == 0) {
         fh_progress_locked(p);
@@ -238,9 +265,9 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
     while ((rc = rt->cops->am_send(p->cp, rank, 0, hdr, hl, inline_payload,
                                    inline_len)) == FH_ERR_AGAIN)
         fh_progress_locked(p);
-    if (rc == FH_OK)
+    if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);
-    else
+    else if (rc != FH_OK)
         p->credits[rank]++;
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
@@ -376,7 +403,8 @@ static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler
     unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     fh_am_send_or_queue(p, tok->src_rank, tok->src_path, hdr, hl, src, nbytes);
-    FH_STAT_ADD(p->stats[tok->src_rank].am_sent, 1);
+    if (!is_move_handler(handler))
+        FH_STAT_ADD(p->stats[tok->src_rank].am_sent, 1);
     return FH_OK;
 }
 
@@ -392,6 +420,12 @@ int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsig
 {
     return reply("fh_am_reply_internal", tok, FH_AM_REP_SHORT, h, NULL, 0, NULL, args,
                  nargs);
+}
+
+int fh_am_reply_medium_internal(fh_token_t tok, unsigned h, const void *src, size_t nbytes)
+{
+    return reply("fh_am_reply_medium_internal", tok, FH_AM_REP_MEDIUM, h, src, nbytes, NULL,
+                 NULL, 0);
 }
 
 int fh_am_reply_short(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs)
@@ -456,7 +490,8 @@ void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len)
     if (m.kind == FH_AM_CREDIT)
         return;
     int is_req = fh_am_kind_is_request(m.kind);
-    FH_STAT_ADD(p->stats[src].am_received, 1);
+    if (!is_move_handler(m.handler))
+        FH_STAT_ADD(p->stats[src].am_received, 1);
     if (is_req && p->index != 0) {
         fh_log_error("dropped an AM request from rank %d that arrived on thread path %d",
                      src, p->index);

@@ -42,9 +42,22 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Largest single network operation; bigger puts/gets are split.", 0},
     {"FH_MAX_SEGMENTS", FH_CFG_INT, "1024", NULL, F(max_segments), 1,
      "Segments that may exist at once.", 0},
-    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything", "pin-everything",
+    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything", "pin-everything|firehose",
      F(reg_strategy), 1,
-     "Memory registration strategy (pin-everything registers whole segments).", 0},
+     "Memory registration strategy: pin-everything registers whole segments; "
+     "firehose registers on demand through the registration cache.", 0},
+    {"FH_BUCKET_SIZE", FH_CFG_SIZE, "64k", NULL, F(bucket_size), 1,
+     "Firehose cache bucket (lookup unit; power of two, >= page size).", 0},
+    {"FH_REGION_MAX", FH_CFG_SIZE, "1m", NULL, F(region_max), 1,
+     "Firehose cache: largest single registration.", 0},
+    {"FH_FIREHOSE_M", FH_CFG_SIZE, "0", NULL, F(firehose_m), 1,
+     "Firehose cache: bytes of this rank peers may hold pinned; 0 = 3/4 of what can "
+     "be pinned (RLIMIT_MEMLOCK, conduit limit, 2/3 of RAM).", 0},
+    {"FH_FIREHOSE_MAXVICTIM", FH_CFG_SIZE, "0", NULL, F(firehose_maxvictim), 1,
+     "Firehose cache: bytes for local pins and unreferenced registrations kept; "
+     "0 = 1/4 of what can be pinned.", 0},
+    {"FH_PUT_IN_MOVE", FH_CFG_SIZE, "3k", NULL, F(put_in_move), 1,
+     "Firehose cache: puts up to this size travel inside the registration move AM.", 0},
     {"FH_VERBOSE", FH_CFG_INT, "0", NULL, F(verbose), 0,
      "Log level: 1 prints the effective configuration and conduit choice.", 0},
     {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,
@@ -188,6 +201,21 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
     }
     if (c->max_segments < 1 || c->max_segments > (1L << 20)) {
         snprintf(err, errlen, "FH_MAX_SEGMENTS=%ld: expected 1..1M", c->max_segments);
+        return FH_ERR_CONFIG;
+    }
+    if (c->bucket_size < 4096 || (c->bucket_size & (c->bucket_size - 1)) ||
+        c->bucket_size > (1u << 30)) {
+        snprintf(err, errlen, "FH_BUCKET_SIZE=%zu: expected a power of two in 4k..1G",
+                 c->bucket_size);
+        return FH_ERR_CONFIG;
+    }
+    if (c->region_max < c->bucket_size) {
+        snprintf(err, errlen, "FH_REGION_MAX=%zu: expected at least FH_BUCKET_SIZE (%zu)",
+                 c->region_max, c->bucket_size);
+        return FH_ERR_CONFIG;
+    }
+    if (c->put_in_move > 65536) {
+        snprintf(err, errlen, "FH_PUT_IN_MOVE=%zu: expected at most 64k", c->put_in_move);
         return FH_ERR_CONFIG;
     }
     if (c->boot_timeout < 1) {

@@ -37,6 +37,11 @@ typedef struct fh_config {
     size_t      xfer_chunk;       /* FH_XFER_CHUNK */
     long        max_segments;     /* FH_MAX_SEGMENTS */
     int         reg_strategy;     /* FH_REG_STRATEGY */
+    size_t      bucket_size;      /* FH_BUCKET_SIZE */
+    size_t      region_max;       /* FH_REGION_MAX */
+    size_t      firehose_m;       /* FH_FIREHOSE_M (0 = derived) */
+    size_t      firehose_maxvictim; /* FH_FIREHOSE_MAXVICTIM (0 = derived) */
+    size_t      put_in_move;      /* FH_PUT_IN_MOVE */
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
@@ -44,7 +49,7 @@ typedef struct fh_config {
 
 enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
-enum { FH_REG_PIN_EVERYTHING = 0 };
+enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1 };
 
 typedef struct fh_cfg_entry {
     const char   *name;       /* "FH_CONDUIT" */

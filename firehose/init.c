@@ -251,6 +251,8 @@ int fh_init(int *argc, char ***argv)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
+    if ((rc = fh_reg_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
     fh_atomic_init();
     fh_coll_init();
 
@@ -304,6 +306,7 @@ int fh_finalize(void)
         fh_stats_at_finalize(rt);
     atomic_store(&rt_state, 2);
     fh_seg_fini(rt);
+    fh_reg_fini(rt);   /* unpins everything; before the conduit closes */
     for (int i = 0; i < rt->npaths; i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);

@@ -10,6 +10,8 @@
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
  *   stats.c    per-peer counters
+ *   reg.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
+ *              wired to the conduit, the move AMs and the RMA path
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -51,6 +53,7 @@
 #include "log.h"
 
 struct fh_segmap;
+struct fh_reg;
 
 /* Relaxed single-writer counter update: the writer holds the path lock,
  * readers (fh_stats_peer) use relaxed loads. */
@@ -117,6 +120,8 @@ typedef struct fh_rt {
     uint64_t barrier_epoch;
     _Atomic uint32_t barrier_arrived[64][2];
 
+    struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
+
     _Atomic int finalizing;
 } fh_rt_t;
 
@@ -169,16 +174,25 @@ void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath,
                          const void *payload, size_t len);
 void fh_am_flush_backlog(fh_path_t *p);
 void fh_am_flush_credits(fh_path_t *p, bool all);
+/* Medium request with a runtime-internal handler, sent on path p (not the
+ * caller's own path; the service path for the firehose moves).  Not from a
+ * handler, and without holding any lock. */
+int  fh_am_send_request_on(fh_tls_t *t, fh_path_t *p, int rank, unsigned handler,
+                           const void *payload, size_t len);
 
 /* Runtime-internal handler indices (< FH_AM_USER_FIRST). */
 enum {
     FH_H_ATOMIC_REQ = 1,
     FH_H_ATOMIC_REP = 2,
     FH_H_BARRIER    = 3,
-    FH_H_NOP        = 4
+    FH_H_NOP        = 4,
+    FH_H_MOVE_REQ   = 5,      /* firehose cache move request (reg.c) */
+    FH_H_MOVE_REP   = 6       /* ... and its reply */
 };
 /* Short reply with a runtime-internal handler index. */
 int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs);
+/* Medium reply with a runtime-internal handler index. */
+int fh_am_reply_medium_internal(fh_token_t tok, unsigned h, const void *src, size_t nbytes);
 void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *name);
 /* The path whose lock the current handler runs under (valid in handlers). */
 fh_path_t *fh_token_path(fh_token_t tok);
@@ -199,6 +213,15 @@ int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
 void fh_rma_local_mr_release(struct fh_mr *lmr);
 /* Polls until ctr->pending == 0; returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
+/* fh_rma_post without the per-peer put/get counters (count = false). */
+int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                    uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
+                    bool count);
+/* What every transfer to a remote segment goes through: fh_rma_post, or with
+ * FH_REG_STRATEGY=firehose fh_reg_xfer (which completes before returning;
+ * ctr is then untouched).  rkey is ignored in the firehose case. */
+int  fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 
 /* ---- segment.c */
 typedef struct fh_seg_range {
@@ -214,6 +237,26 @@ int  fh_seg_find(fh_rt_t *rt, int rank, uintptr_t addr, size_t n,
                  fh_seg_range_t *out);
 int  fh_seg_init(fh_rt_t *rt);
 void fh_seg_fini(fh_rt_t *rt);
+
+/* ---- reg.c (FH_REG_STRATEGY=firehose) */
+/* Creates rt->reg (collective: agrees on the derived M/MAXVICTIM through the
+ * bootstrap).  Called in fh_init after connect. */
+int  fh_reg_init(fh_rt_t *rt);
+/* Destroys the cache (unpins everything) and unmaps retired segment memory;
+ * before the conduit closes. */
+void fh_reg_fini(fh_rt_t *rt);
+/* Our segment memory [base, base+len) may / may no longer be registered for
+ * peers.  unexpose keeps the mapping until fh_reg_fini (regions may still
+ * cover it; the memory must not be reused while they exist). */
+int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
+void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
+size_t fh_reg_bucket(const fh_rt_t *rt);
+/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
+ * rank != us.  Blocking: returns once every chunk completed. */
+int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                 uint64_t remote, size_t n);
+/* Adds the cache's counters for peer (or all peers if peer == our rank). */
+void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 
 /* ---- atomic.c / coll.c */
 void fh_atomic_init(void);

@@ -32,7 +32,9 @@ int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
     if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject))
         return FH_OK;
     fh_seg_range_t r;
-    if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) == FH_OK) {
+    /* (With FH_REG_STRATEGY=firehose segments have no registration of their
+     * own: r.mr is NULL and the buffer takes the temporary path.) */
+    if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) == FH_OK && r.mr != NULL) {
         *lmr = r.mr;
         return FH_OK;
     }
@@ -57,6 +59,21 @@ void fh_rma_local_mr_release(struct fh_mr *lmr)
 int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
 {
+    return fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, rkey, ctr, true);
+}
+
+int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
+{
+    if (fh_rt->reg != NULL && rank != fh_rt->rank)
+        return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n);
+    return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
+}
+
+int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                   uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
+                   bool count)
+{
     fh_rt_t *rt = fh_rt;
     fh_path_t *p = t->path;
     size_t chunk = chunk_limit(rt);
@@ -80,7 +97,7 @@ int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *l
         p->inflight++;
         off += len;
     }
-    if (rc == FH_OK) {
+    if (rc == FH_OK && count) {
         if (is_put) {
             FH_STAT_ADD(p->stats[rank].puts, 1);
             FH_STAT_ADD(p->stats[rank].put_bytes, n);
@@ -155,6 +172,8 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return rc;
     if (temp)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
+    if (fh_rt->reg != NULL)
+        mode = RMA_BLOCKING;   /* fh_reg_xfer completes before returning (reg.c) */
     fh_ctr_t stack_ctr = {0, FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
@@ -169,7 +188,7 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     } else if (mode == RMA_NBI) {
         ctr = &t->nbi;
     }
-    rc = fh_rma_post(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
+    rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
     if (mode == RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
         if (temp)
@@ -395,7 +414,7 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         bool temp;
         if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr, &temp)) != FH_OK)
             break;
-        rc = fh_rma_post(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
+        rc = fh_rma_xfer(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
                          &ctr);
         if (temp) {
             int wrc = fh_wait_ctr(t, &ctr);

@@ -11,6 +11,10 @@
  *
  * Registration strategy pin-everything: each piece is registered whole at
  * creation (FH_MR_LOCAL | remote read/write) and its key is exchanged.
+ * Strategy firehose: pieces are bucket-aligned whole buckets, not registered
+ * (rkey {0, 0}); they are announced to the cache (fh_reg_expose), which
+ * registers on demand, and at destroy stay mapped until fh_finalize because
+ * cached registrations may still cover them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -138,7 +142,9 @@ static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg)
 {
     if (sg->mr != NULL)
         rt->cops->mr_dereg(rt->conduit, sg->mr);
-    if (sg->base != NULL)
+    if (sg->base != NULL && rt->reg != NULL)
+        fh_reg_unexpose_and_retire(rt, sg->base, sg->mapped);   /* unmapped at fini */
+    else if (sg->base != NULL)
         munmap(sg->base, sg->mapped);
     sg->mr = NULL;
     sg->base = NULL;
@@ -190,6 +196,34 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
     if (sg == NULL) {
         mine.status = FH_ERR_LIMIT;
+    } else if (size > 0 && rt->reg != NULL) {
+        /* FH_REG_STRATEGY=firehose: bucket-aligned, whole buckets, not
+         * registered (the cache registers on demand); rkey {0, 0}. */
+        size_t b = fh_reg_bucket(rt);
+        sg->mapped = (size + b - 1) & ~(b - 1);
+        char *raw = mmap(NULL, sg->mapped + b, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (raw == MAP_FAILED) {
+            sg->base = NULL;
+            mine.status = FH_ERR_NO_MEMORY;
+        } else {
+            uintptr_t al = ((uintptr_t)raw + b - 1) & ~(uintptr_t)(b - 1);
+            size_t head = al - (uintptr_t)raw;
+            if (head)
+                munmap(raw, head);
+            if (b - head)
+                munmap((char *)al + sg->mapped, b - head);
+            sg->base = (void *)al;
+            sg->mr = NULL;
+            if (fh_reg_expose(rt, sg->base, sg->mapped) != FH_OK) {
+                munmap(sg->base, sg->mapped);
+                sg->base = NULL;
+                mine.status = FH_ERR_NO_MEMORY;
+            } else {
+                mine.base = (uint64_t)al;
+                mine.size = size;
+            }
+        }
     } else if (size > 0) {
         sg->mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
         sg->base = mmap(NULL, sg->mapped, PROT_READ | PROT_WRITE,

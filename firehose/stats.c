@@ -38,6 +38,7 @@ int fh_stats_peer(int rank, fh_peer_stats_t *out)
         add_peer(rt, rank, acc);
     }
     memcpy(out, acc, sizeof *out);
+    fh_reg_stats(rt, rank, out);   /* the firehose cache's counters, if any */
     return FH_OK;
 }
 

@@ -304,7 +304,8 @@ int fh_allgather(const void *in, void *out, size_t len);
 /* Per-peer counters, cumulative since fh_init, over all threads. */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
-    uint64_t am_sent, am_received, atomics;
+    uint64_t am_sent, am_received, atomics;  /* AMs exclude the firehose cache's
+                                                 moves (those are reg_moves) */
     uint64_t reg_hits, reg_misses, reg_moves, reg_evictions;
     uint64_t reg_pending_coalesced, reg_put_in_move;
     uint64_t bytes_pinned_remote;       /* pinned here on behalf of the peer */
