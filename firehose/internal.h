@@ -223,6 +223,9 @@ int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_m
 int  fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 
+/* Counts one put/get of n bytes to rank in p's per-peer stats (p->lock held). */
+void fh_stat_rma(fh_path_t *p, int rank, bool is_put, size_t n);
+
 /* ---- segment.c */
 typedef struct fh_seg_range {
     uintptr_t base, end;      /* [base, end) */

@@ -442,13 +442,7 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
     }
     fh_path_t *p = t->path;
     pthread_mutex_lock(&p->lock);
-    if (is_put) {
-        FH_STAT_ADD(p->stats[rank].puts, 1);
-        FH_STAT_ADD(p->stats[rank].put_bytes, n);
-    } else {
-        FH_STAT_ADD(p->stats[rank].gets, 1);
-        FH_STAT_ADD(p->stats[rank].get_bytes, n);
-    }
+    fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     return FH_OK;
 }

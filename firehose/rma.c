@@ -23,6 +23,17 @@ static size_t chunk_limit(const fh_rt_t *rt)
     return c;
 }
 
+void fh_stat_rma(fh_path_t *p, int rank, bool is_put, size_t n)
+{
+    if (is_put) {
+        FH_STAT_ADD(p->stats[rank].puts, 1);
+        FH_STAT_ADD(p->stats[rank].put_bytes, n);
+    } else {
+        FH_STAT_ADD(p->stats[rank].gets, 1);
+        FH_STAT_ADD(p->stats[rank].get_bytes, n);
+    }
+}
+
 int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                     struct fh_mr **lmr, bool *temp)
 {
@@ -97,15 +108,8 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
         p->inflight++;
         off += len;
     }
-    if (rc == FH_OK && count) {
-        if (is_put) {
-            FH_STAT_ADD(p->stats[rank].puts, 1);
-            FH_STAT_ADD(p->stats[rank].put_bytes, n);
-        } else {
-            FH_STAT_ADD(p->stats[rank].gets, 1);
-            FH_STAT_ADD(p->stats[rank].get_bytes, n);
-        }
-    }
+    if (rc == FH_OK && count)
+        fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
         return fh_set_error(rc, "%s to rank %d failed: %s", is_put ? "put" : "get", rank,
