@@ -470,12 +470,25 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_pending_coalesced += s.coalesced;
         out->reg_put_in_move += s.put_in_move;
         out->bytes_pinned_remote += s.target_held_bytes;
+        out->reg_refused += s.refused;
+        if (peer != rt->rank) {
+            /* Per peer: evictions of regions it held last, regions made for
+             * it, our victims on it.  Our own row takes the totals below
+             * (they include regions no peer ever held). */
+            out->reg_evictions += s.evictions;
+            out->reg_unregistrations += s.evictions;
+            out->reg_registrations += s.registrations;
+            out->reg_victims += s.unused_regions;
+        }
     }
     if (peer == rt->rank) {
-        /* Evictions are not per peer: the total row carries them. */
         fhc_stats_t s;
         fhc_stats(g->c, &s);
         out->reg_evictions += s.evictions;
+        out->reg_unregistrations += s.evictions;
+        out->reg_registrations += s.registrations;
+        out->reg_victims += s.victim_len;
+        out->bytes_pinned_local += s.local_bytes;
     }
     pthread_mutex_unlock(&g->lock);
 }
