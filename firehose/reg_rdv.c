@@ -30,18 +30,6 @@
 
 #include "strategy.h"
 
-enum { RDV_REGISTER = 1, RDV_UNREGISTER = 2, RDV_REPLY = 3 };
-
-typedef struct rdv_msg {
-    uint32_t op;
-    int32_t status;            /* reply: FH_OK or a negative fh_err_t */
-    uint64_t token;            /* initiator's waiter (register, reply) */
-    uint64_t addr, len;        /* request: range; reply: registration */
-    uint64_t handle;           /* unregister, reply */
-    uint64_t key0, key1;       /* reply */
-} rdv_msg_t;
-_Static_assert(sizeof(rdv_msg_t) == 56, "rdv_msg_t has no padding");
-
 /* ------------------------------------------------------------ target */
 
 /* Frame of `a` clipped to the segment piece [sb, se): [*lo, *hi). */

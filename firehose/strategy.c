@@ -217,6 +217,7 @@ void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_moves += p->requests;
         out->reg_registrations += p->registrations;
         out->reg_unregistrations += p->unregistrations;
+        out->reg_refused += p->refused;
         out->bytes_pinned_remote += p->pinned_remote;
     }
     pthread_mutex_unlock(&s->lock);

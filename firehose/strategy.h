@@ -41,6 +41,19 @@
 #include "cache/fhc_map.h"
 #include "internal.h"
 
+/* The rendezvous message (FH_H_RDV_REQ payload and FH_H_RDV_REP payload;
+ * host byte order, like the AM header; reg_rdv.c explains the protocol). */
+enum { RDV_REGISTER = 1, RDV_UNREGISTER = 2, RDV_REPLY = 3 };
+typedef struct rdv_msg {
+    uint32_t op;
+    int32_t status;            /* reply: FH_OK or a negative fh_err_t */
+    uint64_t token;            /* initiator's waiter (register, reply) */
+    uint64_t addr, len;        /* request: range; reply: registration */
+    uint64_t handle;           /* unregister, reply */
+    uint64_t key0, key1;       /* reply */
+} rdv_msg_t;
+_Static_assert(sizeof(rdv_msg_t) == 56, "rdv_msg_t has no padding");
+
 /* Rendezvous chunks of one transfer whose registration may be in flight. */
 #define RDV_DEPTH 4
 

@@ -10,6 +10,9 @@
 #   FH_TEST_NP     rank counts to run (default "2 3 4 8")
 #   FH_TEST_PROVIDERS  FH_OFI_PROVIDER values (default "tcp shm")
 #   FH_TEST_TIMEOUT    seconds per run (default 180)
+#   FH_TEST_STRATEGIES FH_REG_STRATEGY values that strategies.sh and
+#                  reg_security.sh cover (default: firehose rendezvous
+#                  rendezvous-cache bounce; the other scripts run the default)
 # Each script ends with `finish`, which exits 0 (all passed), 1 (a failure)
 # or 77 (nothing could run).
 
@@ -98,7 +101,7 @@ run_np() {
         fail=$((fail + 1)); ran=$((ran + 1))
         return
     fi
-    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_PATHS:+ FH_PATHS=$FH_PATHS} $*" \
+    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
         "$name" "$FHRUN" -n "$np" --timeout "$TIMEOUT" "$bin" "$@"
 }
 
