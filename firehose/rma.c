@@ -40,7 +40,8 @@ int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
     fh_rt_t *rt = fh_rt;
     *lmr = NULL;
     *temp = false;
-    if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject))
+    if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject) ||
+        rt->cfg.reg_strategy == FH_REG_BOUNCE)   /* bounce copies: no RDMA at all */
         return FH_OK;
     fh_seg_range_t r;
     /* (With FH_REG_STRATEGY=firehose segments have no registration of their
