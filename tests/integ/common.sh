@@ -105,6 +105,22 @@ run_np() {
         "$name" "$FHRUN" -n "$np" --timeout "$TIMEOUT" "$bin" "$@"
 }
 
+# stats_field WHO FIELD: FIELD's value in rank 0's FH_STATS=1 row WHO
+# ("total" or "->1") of the last run's log; empty if absent.
+stats_field() {
+    grep "^firehose\[0\]: stats $1 " "$log" | head -1 | sed -n "s/.* $2=\([0-9]*\).*/\1/p"
+}
+
+# expect_stat WHO FIELD OP VALUE: fails the test unless FIELD OP VALUE
+# (OP: -gt, -eq, ...) holds in rank 0's stats row WHO.
+expect_stat() {
+    v=$(stats_field "$1" "$2")
+    if [ -z "$v" ] || ! [ "$v" "$3" "$4" ]; then
+        echo "FAIL stats row '$1' of rank 0: expected $2 $3 $4, saw '$v'"
+        fail=$((fail + 1))
+    fi
+}
+
 finish() {
     if [ "$fail" -ne 0 ]; then
         echo "$fail of $ran runs FAILED"

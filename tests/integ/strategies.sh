@@ -22,7 +22,35 @@ for p in $(providers); do
                 run_np threads_test "$n"
             done
             unset FH_PATHS
+            # the strategy's own counters (FH_STATS rows, fh_stats_peer)
+            before=$fail
+            FH_STATS=1; export FH_STATS
             run_np sweep_test "$n" --ops 2000 --mib 4
+            unset FH_STATS
+            if [ "$fail" -eq "$before" ]; then
+                last=$((n - 1))   # rank 0's memory is swept by rank n-1
+                case $s in
+                firehose)
+                    expect_stat total moves -gt 0
+                    expect_stat "->$last" registrations -gt 0 ;;
+                rendezvous)
+                    expect_stat total reg_misses -gt 0
+                    expect_stat "->$last" registrations -gt 0
+                    expect_stat "->$last" unregistrations -gt 0
+                    expect_stat "->$last" pinned_remote -eq 0 ;;
+                rendezvous-cache)
+                    expect_stat total reg_hits -gt 0
+                    expect_stat "->$last" registrations -gt 0
+                    # frames stay until the segment is destroyed (before
+                    # the stats are printed)
+                    expect_stat "->$last" unregistrations -gt 0
+                    expect_stat "->$last" pinned_remote -eq 0 ;;
+                bounce)
+                    expect_stat total moves -gt 0
+                    expect_stat total registrations -eq 0 ;;
+                esac
+                grep '^firehose\[0\]: stats total' "$log" | head -1
+            fi
             run_np bad_input "$n"
         done
         run_np rma_integrity 2 --big --iters 2
