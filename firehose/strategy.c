@@ -20,6 +20,10 @@ static int is_comparison(int kind)
 
 int fh_strat_init(fh_rt_t *rt)
 {
+    /* Registered under every strategy: a peer configured differently gets
+     * an error reply (FH_ERR_CONFIG) instead of waiting forever. */
+    strat_bounce_register_handlers();
+    strat_rdv_register_handlers();
     if (!is_comparison(rt->cfg.reg_strategy))
         return FH_OK;
     struct fh_strat *s = calloc(1, sizeof *s);
@@ -36,10 +40,6 @@ int fh_strat_init(fh_rt_t *rt)
     fhc_map_init(&s->waits);
     fhc_map_init(&s->tmap);
     fhc_map_init(&s->imap);
-    if (s->kind == FH_REG_BOUNCE)
-        strat_bounce_register_handlers();
-    else
-        strat_rdv_register_handlers();
     rt->strat = s;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "registration strategy %s: max registration %zu, bounce chunk %zu",
