@@ -25,12 +25,13 @@ struct fh_token {
 
 fh_path_t *fh_token_path(fh_token_t tok) { return tok->path; }
 
-/* The firehose cache's moves are counted in reg_moves (reg.c), not in
+/* The registration strategies' messages (firehose moves, rendezvous and
+ * bounce messages) are counted in reg_moves (reg.c, strategy.c), not in
  * am_sent / am_received: those count what the client's operations cost in
  * AMs under any registration strategy. */
 static int is_move_handler(unsigned h)
 {
-    return h == FH_H_MOVE_REQ || h == FH_H_MOVE_REP;
+    return fh_am_handler_is_reg(h);
 }
 
 /* ------------------------------------------------------------ handlers */
@@ -426,6 +427,13 @@ int fh_am_reply_medium_internal(fh_token_t tok, unsigned h, const void *src, siz
 {
     return reply("fh_am_reply_medium_internal", tok, FH_AM_REP_MEDIUM, h, src, nbytes, NULL,
                  NULL, 0);
+}
+
+int fh_am_reply_medium_args_internal(fh_token_t tok, unsigned h, const void *src,
+                                     size_t nbytes, const uint64_t *args, unsigned nargs)
+{
+    return reply("fh_am_reply_medium_args_internal", tok, FH_AM_REP_MEDIUM, h, src, nbytes,
+                 NULL, args, nargs);
 }
 
 int fh_am_reply_short(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs)

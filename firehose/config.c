@@ -42,14 +42,16 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Largest single network operation; bigger puts/gets are split.", 0},
     {"FH_MAX_SEGMENTS", FH_CFG_INT, "1024", NULL, F(max_segments), 1,
      "Segments that may exist at once.", 0},
-    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything", "pin-everything|firehose",
-     F(reg_strategy), 1,
+    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything",
+     "pin-everything|firehose|rendezvous|rendezvous-cache|bounce", F(reg_strategy), 1,
      "Memory registration strategy: pin-everything registers whole segments; "
-     "firehose registers on demand through the registration cache.", 0},
+     "firehose registers on demand through the registration cache; for comparison, "
+     "rendezvous registers at the target per operation, rendezvous-cache never "
+     "deregisters, bounce copies through AMs (docs/firehose-cache.md).", 0},
     {"FH_BUCKET_SIZE", FH_CFG_SIZE, "64k", NULL, F(bucket_size), 1,
      "Firehose cache bucket (lookup unit; power of two, >= page size).", 0},
     {"FH_REGION_MAX", FH_CFG_SIZE, "1m", NULL, F(region_max), 1,
-     "Firehose cache: largest single registration.", 0},
+     "Firehose cache and rendezvous strategies: largest single registration.", 0},
     {"FH_FIREHOSE_M", FH_CFG_SIZE, "0", NULL, F(firehose_m), 1,
      "Firehose cache: bytes of this rank peers may hold pinned; 0 = 3/4 of what can "
      "be pinned (RLIMIT_MEMLOCK, conduit limit, 2/3 of RAM).", 0},

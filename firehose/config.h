@@ -49,7 +49,8 @@ typedef struct fh_config {
 
 enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
-enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1 };
+enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
+       FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
 
 typedef struct fh_cfg_entry {
     const char   *name;       /* "FH_CONDUIT" */

@@ -253,6 +253,8 @@ int fh_init(int *argc, char ***argv)
         return init_fail(rt, rc);
     if ((rc = fh_reg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
+    if ((rc = fh_strat_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
     fh_atomic_init();
     fh_coll_init();
 
@@ -305,6 +307,7 @@ int fh_finalize(void)
     if (rt->cfg.stats)
         fh_stats_at_finalize(rt);
     atomic_store(&rt_state, 2);
+    fh_strat_fini(rt);   /* deregisters; before the segments are unmapped */
     fh_seg_fini(rt);
     fh_reg_fini(rt);   /* unpins everything; before the conduit closes */
     for (int i = 0; i < rt->npaths; i++)

@@ -12,6 +12,9 @@
  *   stats.c    per-peer counters
  *   reg.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
  *              wired to the conduit, the move AMs and the RMA path
+ *   strategy.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
+ *              strategies kept for comparison (reg_rdv.c, reg_bounce.c;
+ *              strategy.h)
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -54,6 +57,7 @@
 
 struct fh_segmap;
 struct fh_reg;
+struct fh_strat;
 
 /* Relaxed single-writer counter update: the writer holds the path lock,
  * readers (fh_stats_peer) use relaxed loads. */
@@ -121,6 +125,8 @@ typedef struct fh_rt {
     _Atomic uint32_t barrier_arrived[64][2];
 
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
+    struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
+                                             else NULL (strategy.c) */
 
     _Atomic int finalizing;
 } fh_rt_t;
@@ -187,12 +193,26 @@ enum {
     FH_H_BARRIER    = 3,
     FH_H_NOP        = 4,
     FH_H_MOVE_REQ   = 5,      /* firehose cache move request (reg.c) */
-    FH_H_MOVE_REP   = 6       /* ... and its reply */
+    FH_H_MOVE_REP   = 6,      /* ... and its reply */
+    FH_H_RDV_REQ    = 7,      /* rendezvous (de)registration request (reg_rdv.c) */
+    FH_H_RDV_REP    = 8,      /* ... and its reply */
+    FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (reg_bounce.c) */
+    FH_H_BOUNCE_GET = 10,     /* bounce: get request */
+    FH_H_BOUNCE_REP = 11      /* bounce: put ack / get data */
 };
+/* Handlers of the registration strategies' own protocols: their messages
+ * count in reg_moves, not in am_sent/am_received. */
+static inline int fh_am_handler_is_reg(unsigned h)
+{
+    return h >= FH_H_MOVE_REQ && h <= FH_H_BOUNCE_REP;
+}
 /* Short reply with a runtime-internal handler index. */
 int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs);
 /* Medium reply with a runtime-internal handler index. */
 int fh_am_reply_medium_internal(fh_token_t tok, unsigned h, const void *src, size_t nbytes);
+/* ... with arguments too. */
+int fh_am_reply_medium_args_internal(fh_token_t tok, unsigned h, const void *src,
+                                     size_t nbytes, const uint64_t *args, unsigned nargs);
 void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *name);
 /* The path whose lock the current handler runs under (valid in handlers). */
 fh_path_t *fh_token_path(fh_token_t tok);
@@ -260,6 +280,21 @@ int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *
                  uint64_t remote, size_t n);
 /* Adds the cache's counters for peer (or all peers if peer == our rank). */
 void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
+
+/* ---- strategy.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
+/* Creates rt->strat for those strategies (no-op otherwise); after connect. */
+int  fh_strat_init(fh_rt_t *rt);
+/* Deregisters everything it registered; before the segments are unmapped. */
+void fh_strat_fini(fh_rt_t *rt);
+/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
+ * rank != us.  Blocking: returns once the data is in place. */
+int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                   uint64_t remote, size_t n);
+/* Segment piece [base, base+size) of rank is being destroyed (after the
+ * destroy barrier): drop cached keys of it, deregister ours inside it. */
+void fh_strat_seg_destroy(fh_rt_t *rt, int rank, uintptr_t base, size_t size);
+/* Adds the strategy's counters for peer (or all peers if peer == our rank). */
+void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 
 /* ---- atomic.c / coll.c */
 void fh_atomic_init(void);

@@ -121,7 +121,8 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
     m->peer = peer;
     m->len = len;
     memcpy(m->bytes, msg, len);
-    *g->out_tail = m;
+    /* Atomic store: reg_flush peeks at g->out without the lock. */
+    __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
     g->out_tail = &m->next;
 }
 
@@ -153,7 +154,7 @@ static void reg_flush(fh_tls_t *t)
         pthread_mutex_lock(&g->lock);
         reg_msg_t *m = g->out;
         if (m != NULL) {
-            g->out = m->next;
+            __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);   /* peeked unlocked */
             if (g->out == NULL)
                 g->out_tail = &g->out;
         }
@@ -470,12 +471,25 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_pending_coalesced += s.coalesced;
         out->reg_put_in_move += s.put_in_move;
         out->bytes_pinned_remote += s.target_held_bytes;
+        out->reg_refused += s.refused;
+        if (peer != rt->rank) {
+            /* Per peer: evictions of regions it held last, regions made for
+             * it, our victims on it.  Our own row takes the totals below
+             * (they include regions no peer ever held). */
+            out->reg_evictions += s.evictions;
+            out->reg_unregistrations += s.evictions;
+            out->reg_registrations += s.registrations;
+            out->reg_victims += s.unused_regions;
+        }
     }
     if (peer == rt->rank) {
-        /* Evictions are not per peer: the total row carries them. */
         fhc_stats_t s;
         fhc_stats(g->c, &s);
         out->reg_evictions += s.evictions;
+        out->reg_unregistrations += s.evictions;
+        out->reg_registrations += s.registrations;
+        out->reg_victims += s.victim_len;
+        out->bytes_pinned_local += s.local_bytes;
     }
     pthread_mutex_unlock(&g->lock);
 }

@@ -40,7 +40,8 @@ int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
     fh_rt_t *rt = fh_rt;
     *lmr = NULL;
     *temp = false;
-    if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject))
+    if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject) ||
+        rt->cfg.reg_strategy == FH_REG_BOUNCE)   /* bounce copies: no RDMA at all */
         return FH_OK;
     fh_seg_range_t r;
     /* (With FH_REG_STRATEGY=firehose segments have no registration of their
@@ -78,6 +79,8 @@ int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *l
 {
     if (fh_rt->reg != NULL && rank != fh_rt->rank)
         return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n);
+    if (fh_rt->strat != NULL && rank != fh_rt->rank)
+        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n);
     return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
 }
 
@@ -176,8 +179,8 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return rc;
     if (temp)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
-    if (fh_rt->reg != NULL)
-        mode = RMA_BLOCKING;   /* fh_reg_xfer completes before returning (reg.c) */
+    if (fh_rt->reg != NULL || fh_rt->strat != NULL)
+        mode = RMA_BLOCKING;   /* fh_reg_xfer / fh_strat_xfer complete before returning */
     fh_ctr_t stack_ctr = {0, FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;

@@ -15,6 +15,10 @@
  * (rkey {0, 0}); they are announced to the cache (fh_reg_expose), which
  * registers on demand, and at destroy stay mapped until fh_finalize because
  * cached registrations may still cover them.
+ * Strategies rendezvous, rendezvous-cache and bounce (strategy.c): pieces
+ * are page-aligned and not registered (rkey {0, 0}); at destroy the
+ * strategy forgets what it registered or cached for them (after the
+ * barrier), then the memory is unmapped.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -232,8 +236,11 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
             sg->base = NULL;
             mine.status = FH_ERR_NO_MEMORY;
         } else {
-            fh_rkey_t rk;
-            int mrc = rt->cops->mr_reg(rt->conduit, sg->base, sg->mapped,
+            fh_rkey_t rk = {0, 0};
+            int mrc = FH_OK;
+            sg->mr = NULL;
+            if (rt->strat == NULL)   /* pin-everything; the others register per op */
+                mrc = rt->cops->mr_reg(rt->conduit, sg->base, sg->mapped,
                                        FH_MR_LOCAL | FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE,
                                        &sg->mr, &rk);
             if (mrc != FH_OK) {
@@ -341,6 +348,9 @@ int fh_segment_destroy(fh_seg_t seg)
     if ((rc = fh_barrier_internal(t)) != FH_OK)
         return rc;
     pthread_mutex_lock(&fh_rt->seg_lock);
+    for (int r = 0; r < fh_rt->nranks; r++)
+        fh_strat_seg_destroy(fh_rt, r, (uintptr_t)sg->pieces[r].base,
+                             (size_t)sg->pieces[r].size);
     sg->live = 0;
     rc = publish(fh_rt);
     seg_release_local(fh_rt, sg);

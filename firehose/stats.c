@@ -39,6 +39,7 @@ int fh_stats_peer(int rank, fh_peer_stats_t *out)
     }
     memcpy(out, acc, sizeof *out);
     fh_reg_stats(rt, rank, out);   /* the firehose cache's counters, if any */
+    fh_strat_stats(rt, rank, out); /* the comparison strategies', if any */
     return FH_OK;
 }
 
@@ -47,14 +48,20 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
     fprintf(f,
             "firehose[%d]: stats %-6s puts=%llu (%llu B) gets=%llu (%llu B) am_sent=%llu "
             "am_recv=%llu atomics=%llu reg_hits=%llu reg_misses=%llu moves=%llu "
-            "evictions=%llu pinned_remote=%llu\n",
+            "coalesced=%llu put_in_move=%llu evictions=%llu victims=%llu "
+            "registrations=%llu unregistrations=%llu refused=%llu pinned_remote=%llu "
+            "pinned_local=%llu\n",
             me, who, (unsigned long long)s->puts, (unsigned long long)s->put_bytes,
             (unsigned long long)s->gets, (unsigned long long)s->get_bytes,
             (unsigned long long)s->am_sent, (unsigned long long)s->am_received,
             (unsigned long long)s->atomics, (unsigned long long)s->reg_hits,
             (unsigned long long)s->reg_misses, (unsigned long long)s->reg_moves,
-            (unsigned long long)s->reg_evictions,
-            (unsigned long long)s->bytes_pinned_remote);
+            (unsigned long long)s->reg_pending_coalesced,
+            (unsigned long long)s->reg_put_in_move, (unsigned long long)s->reg_evictions,
+            (unsigned long long)s->reg_victims, (unsigned long long)s->reg_registrations,
+            (unsigned long long)s->reg_unregistrations, (unsigned long long)s->reg_refused,
+            (unsigned long long)s->bytes_pinned_remote,
+            (unsigned long long)s->bytes_pinned_local);
 }
 
 int fh_stats_print(void *file)

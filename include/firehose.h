@@ -301,14 +301,47 @@ int fh_allgather(const void *in, void *out, size_t len);
 
 /* ------------------------------------------------------------ statistics */
 
-/* Per-peer counters, cumulative since fh_init, over all threads. */
+/* Per-peer counters, cumulative since fh_init, over all threads, except
+ * the gauges (bytes_pinned_*, reg_victims), which are current values.  In
+ * the row of a peer, "we" are this rank; the row of our own rank is the sum
+ * over peers plus what belongs to no peer.  The reg_* fields describe the
+ * registration strategy (FH_REG_STRATEGY; all zero for pin-everything):
+ *   reg_hits, reg_misses   operations (chunks) towards the peer that found
+ *                          their registration at once / had to ask for it
+ *                          (firehose cache; rendezvous-cache key cache;
+ *                          every rendezvous chunk is a miss)
+ *   reg_moves              strategy messages we sent to the peer (firehose
+ *                          moves, rendezvous (de)registration requests,
+ *                          bounce data AMs); not counted in am_sent
+ *   reg_evictions          firehose: victim regions deregistered whose last
+ *                          holder was the peer; our own row adds regions
+ *                          that only local pins ever used
+ *   reg_pending_coalesced  firehose: operations that waited on a move
+ *                          another operation had sent
+ *   reg_put_in_move        firehose: puts whose data rode in the move
+ *   bytes_pinned_remote    bytes registered here for the peer now
+ *   bytes_pinned_local     bytes registered here for our own operations now
+ *                          (firehose local pins; own row only)
+ *   reg_victims            firehose: per peer, our unused firehoses on it
+ *                          (its victims when we need room); own row: our
+ *                          victim FIFO length (regions)
+ *   reg_registrations,     memory registrations made here for the peer's
+ *   reg_unregistrations    requests, and released (firehose: regions
+ *                          created by its moves / evictions; rendezvous:
+ *                          one of each per chunk)
+ *   reg_refused            the peer's requests we refused (outside our
+ *                          segments, malformed, over its budget) */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
-    uint64_t am_sent, am_received, atomics;  /* AMs exclude the firehose cache's
-                                                 moves (those are reg_moves) */
+    uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
+                                                 strategy's (see reg_moves) */
     uint64_t reg_hits, reg_misses, reg_moves, reg_evictions;
     uint64_t reg_pending_coalesced, reg_put_in_move;
-    uint64_t bytes_pinned_remote;       /* pinned here on behalf of the peer */
+    uint64_t bytes_pinned_remote;
+    uint64_t bytes_pinned_local;
+    uint64_t reg_victims;
+    uint64_t reg_registrations, reg_unregistrations;
+    uint64_t reg_refused;
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,

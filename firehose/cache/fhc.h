@@ -195,6 +195,10 @@ typedef struct fhc_peer_stats {
     size_t target_held_bytes;
     uint32_t target_held_regions;
     uint64_t refused;         /* requests of this peer we refused */
+    uint64_t registrations;   /* regions registered for its moves */
+    uint64_t evictions;       /* victims deregistered whose last holder it was */
+    /* initiator side again */
+    uint32_t unused_regions;  /* our unused FIFO towards it (our victims) */
 } fhc_peer_stats_t;
 
 typedef struct fhc_stats {

@@ -226,6 +226,7 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
     if (check_global(c, why, n) || check_regions(c, why, n) || check_moves(c, why, n))
         return -1;
     size_t fh_buckets = 0, tholds = 0;
+    uint64_t ev = 0, regs = 0;
     for (uint32_t p = 0; p < c->p.nranks; p++) {
         const fhc_peer_t *P = c->peer[p];
         if (!P)
@@ -234,7 +235,15 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
             return -1;
         fh_buckets += P->held / c->p.bucket;
         tholds += P->t_nheld;
+        ev += P->st.evictions;
+        regs += P->st.registrations;
     }
+    /* Per-peer attribution never invents work: every eviction or
+     * registration charged to a peer is one of the rank's. */
+    if (ev > c->evictions || regs > c->registrations)
+        return bad(why, n, "peers are charged %llu evictions / %llu registrations, the rank "
+                   "made %llu / %llu", (unsigned long long)ev, (unsigned long long)regs,
+                   (unsigned long long)c->evictions, (unsigned long long)c->registrations);
     if (fh_buckets != c->ibucket.n)
         return bad(why, n, "firehose bucket map has %zu entries, firehoses cover %zu",
                    c->ibucket.n, fh_buckets);

@@ -146,6 +146,8 @@ void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s)
         s->budget_queue++;
     s->target_held_bytes = P->t_held;
     s->target_held_regions = P->t_nheld;
+    for (const fhc_fh_t *f = P->u_head; f; f = f->u_next)
+        s->unused_regions++;
 }
 
 void fhc_stats(const fhc_t *c, fhc_stats_t *s)

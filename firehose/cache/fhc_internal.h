@@ -33,6 +33,8 @@ typedef struct fhc_region {
     uint32_t remote_ref;        /* number of peers holding it (a set) */
     uint32_t local_ref;         /* our own pins */
     int exposed;                /* registered for remote access (allowed) */
+    uint32_t last_peer;         /* last peer that held it; UINT32_MAX: none
+                                   (evictions are counted against it) */
     int in_fifo;
     struct fhc_region *fifo_prev, *fifo_next;
     struct fhc_region *all_prev, *all_next;     /* every region */

@@ -99,6 +99,8 @@ static int evict_oldest(fhc_t *c)
     if (!r)
         return 0;
     fifo_remove(c, r);
+    if (r->last_peer < c->p.nranks && c->peer[r->last_peer])
+        c->peer[r->last_peer]->st.evictions++;
     region_free(c, r);
     c->evictions++;
     return 1;
@@ -126,6 +128,7 @@ static fhc_region_t *region_new(fhc_t *c, uintptr_t base, size_t len, int expose
             return NULL;
         }
     c->registrations++;
+    r->last_peer = UINT32_MAX;
     r->base = base;
     r->len = len;
     r->exposed = exposed;
@@ -169,6 +172,7 @@ static fhc_hold_t *hold_add(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     }
     h->reg = r;
     h->peer = peer;
+    r->last_peer = peer;
     fhc_map_put(&c->holds, peer, r->base, h);
     h->prev = NULL;
     h->next = P->t_head;
@@ -353,6 +357,8 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         }
         uintptr_t e = uncovered_end(c, a, hi);
         r = region_new(c, a, e - a, 1);
+        if (r)
+            P->st.registrations++;
         fhc_hold_t *h = r ? hold_add(c, P, peer, r) : NULL;
         if (h) {
             added[nadded++] = h;

@@ -10,6 +10,9 @@
 #   FH_TEST_NP     rank counts to run (default "2 3 4 8")
 #   FH_TEST_PROVIDERS  FH_OFI_PROVIDER values (default "tcp shm")
 #   FH_TEST_TIMEOUT    seconds per run (default 180)
+#   FH_TEST_STRATEGIES FH_REG_STRATEGY values that strategies.sh and
+#                  reg_security.sh cover (default: firehose rendezvous
+#                  rendezvous-cache bounce; the other scripts run the default)
 # Each script ends with `finish`, which exits 0 (all passed), 1 (a failure)
 # or 77 (nothing could run).
 
@@ -98,8 +101,24 @@ run_np() {
         fail=$((fail + 1)); ran=$((ran + 1))
         return
     fi
-    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_PATHS:+ FH_PATHS=$FH_PATHS} $*" \
+    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
         "$name" "$FHRUN" -n "$np" --timeout "$TIMEOUT" "$bin" "$@"
+}
+
+# stats_field WHO FIELD: FIELD's value in rank 0's FH_STATS=1 row WHO
+# ("total" or "->1") of the last run's log; empty if absent.
+stats_field() {
+    grep "^firehose\[0\]: stats $1 " "$log" | head -1 | sed -n "s/.* $2=\([0-9]*\).*/\1/p"
+}
+
+# expect_stat WHO FIELD OP VALUE: fails the test unless FIELD OP VALUE
+# (OP: -gt, -eq, ...) holds in rank 0's stats row WHO.
+expect_stat() {
+    v=$(stats_field "$1" "$2")
+    if [ -z "$v" ] || ! [ "$v" "$3" "$4" ]; then
+        echo "FAIL stats row '$1' of rank 0: expected $2 $3 $4, saw '$v'"
+        fail=$((fail + 1))
+    fi
 }
 
 finish() {

@@ -4,7 +4,8 @@
 # 4 MiB per segment: 4 x M) under tools/fhrun for every rank count in
 # FH_TEST_NP (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (tcp
 # shm), and checks that rank 0's FH_STATS total line shows misses, moves and
-# evictions.
+# evictions, and its row for rank n-1 (who sweeps rank 0) evictions and
+# registrations.
 . "$(dirname "$0")/common.sh"
 need_fhrun
 export FH_REG_STRATEGY=firehose FH_FIREHOSE_M=1m FH_FIREHOSE_MAXVICTIM=256k
@@ -27,6 +28,10 @@ for p in $(providers); do
             stat_pos reg_misses
             stat_pos moves
             stat_pos evictions
+            # per peer: rank 0's memory is swept by rank n-1, whose
+            # firehoses were the last holders of the evicted regions
+            expect_stat "->$((n - 1))" evictions -gt 0
+            expect_stat "->$((n - 1))" registrations -gt 0
             grep '^firehose\[0\]: stats total' "$log" | head -1
         fi
     done

@@ -1,6 +1,9 @@
 #!/bin/sh
 # threads_test.sh -- runs threads_test (4 threads per rank) with FH_PATHS=independent and shared under tools/fhrun for every rank count in FH_TEST_NP
 # (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (tcp shm).
+# FH_TEST_THREAD_STRATEGIES (set by `make check-tsan`; empty otherwise, as
+# strategies.sh covers them in `make check`) adds 2-rank runs under each of
+# those FH_REG_STRATEGY values.
 . "$(dirname "$0")/common.sh"
 need_fhrun
 for p in $(providers); do
@@ -9,6 +12,11 @@ for p in $(providers); do
         export FH_PATHS=$paths
         for n in $NP_LIST; do
             run_np threads_test "$n"
+        done
+        for s in ${FH_TEST_THREAD_STRATEGIES:-}; do
+            FH_REG_STRATEGY=$s; export FH_REG_STRATEGY
+            run_np threads_test 2
+            unset FH_REG_STRATEGY
         done
     done
 done

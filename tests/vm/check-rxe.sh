@@ -4,9 +4,12 @@
 # a `make check-rxe` target (run from the top build directory).
 #
 #   tests/vm/check-rxe.sh [--builddir DIR] [--np "2"] [--conduit ibv]
-#                         [--fhrun-timeout SEC] [run-vm.sh options...]
-#                         [-- TEST...]
+#                         [--fhrun-timeout SEC] [--strategies "S..."]
+#                         [run-vm.sh options...] [-- TEST...]
 #
+# --strategies adds, for each FH_REG_STRATEGY value S, two VM tests on 2
+# ranks: "rma_integrity-S" and "reg_security-S" (forged registration
+# requests; F = R = 512k for firehose), when those programs are built.
 # TESTS default to every built tests/integ program of DEFAULT_TESTS below.
 # Each test NAME with N ranks becomes one VM test "NAME-nN" that runs
 #   FH_CONDUIT=<conduit> tools/fhrun -n N --timeout SEC tests/integ/NAME
@@ -32,9 +35,11 @@ fhrun_timeout=300
 vm_opts=()
 memory=4096     # a rank of rma_integrity peaks at ~1.2 GiB RSS (tcp provider)
 tests=()
+strategies=
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --builddir) builddir=$2; shift 2 ;;
+        --strategies) strategies=$2; shift 2 ;;
         --np) np_list=$2; shift 2 ;;
         --conduit) conduit=$2; shift 2 ;;
         --fhrun-timeout) fhrun_timeout=$2; shift 2 ;;
@@ -69,6 +74,15 @@ for t in "${tests[@]}"; do
     args+=(--bin "$builddir/tests/integ/$t:tests/integ/$t")
     for n in $np_list; do
         args+=(--test "$t-n$n" "$env_words tools/fhrun -n $n --timeout $fhrun_timeout tests/integ/$t > /tmp/out.$t 2>&1; st=\$?; cat /tmp/out.$t; [ \$st -eq 0 ] && grep -q '^PASS $t' /tmp/out.$t")
+    done
+done
+for s in $strategies; do
+    for t in rma_integrity reg_security; do
+        [ -x "$builddir/tests/integ/$t" ] || continue
+        args+=(--bin "$builddir/tests/integ/$t:tests/integ/$t")
+        extra="FH_REG_STRATEGY=$s"
+        [ "$t" = reg_security ] && extra+=" FH_FIREHOSE_M=512k FH_BUCKET_SIZE=64k FH_REGION_MAX=1m"
+        args+=(--test "$t-$s" "$env_words $extra tools/fhrun -n 2 --timeout $fhrun_timeout tests/integ/$t > /tmp/out.$t 2>&1; st=\$?; cat /tmp/out.$t; [ \$st -eq 0 ] && grep -q '^PASS $t' /tmp/out.$t")
     done
 done
 exec "$HERE/run-vm.sh" --memory "$memory" "${args[@]}" "${vm_opts[@]}"

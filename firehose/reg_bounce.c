@@ -1,0 +1,180 @@
+/*
+ * reg_bounce.c -- FH_REG_STRATEGY=bounce (strategy.h): no registration at
+ * all; data travels inside AMs, copied through the conduit's pre-registered
+ * message buffers, in chunks of at most fh_am_max_medium() bytes.
+ *
+ *   put: one medium request BOUNCE_PUT per chunk, args {token, dst, off,
+ *        len}; the target checks [dst, dst+len) lies in one of its segment
+ *        pieces, copies, and answers BOUNCE_REP {token, status, off}.
+ *   get: one short request BOUNCE_GET per chunk, args {token, src, off,
+ *        len}; the target checks the range and answers BOUNCE_REP with the
+ *        data as a medium reply (or only the error status).
+ * Requests go on the calling thread's own path (replies come back to it, so
+ * the thread that waits is the one that polls them); the AM credits bound
+ * how many chunks are in flight (FH_AM_CREDITS).  The operation completes
+ * when every chunk was answered: for a put, the data is then in the
+ * target's memory.  A refusal is logged at the target; the error reaches
+ * the requester in the reply.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy.h"
+
+/* ------------------------------------------------------------ target */
+
+/* Checks a request's range; logs and returns an error if refused. */
+static int check_range(struct fh_strat *s, int src, const char *what, unsigned nargs,
+                       const uint64_t *args, size_t len, size_t max)
+{
+    fh_rt_t *rt = fh_rt;
+    int st = FH_OK;
+    const char *why = NULL;
+    fh_seg_range_t r;
+    if (s == NULL || s->kind != FH_REG_BOUNCE) {
+        st = FH_ERR_CONFIG;
+        why = "FH_REG_STRATEGY is not bounce here";
+    } else if (nargs != 4) {
+        st = FH_ERR_INVALID;
+        why = "malformed message";
+    } else if (len == 0 || len > max || args[3] != len) {
+        st = FH_ERR_INVALID;
+        why = "bad length";
+    } else if (args[1] > UINTPTR_MAX || args[1] + len < args[1]) {
+        st = FH_ERR_OVERFLOW;
+        why = "wrapping range";
+    } else if (fh_seg_find(rt, rt->rank, (uintptr_t)args[1], len, &r) != FH_OK) {
+        st = FH_ERR_OUT_OF_SEGMENT;
+        why = "outside our segments";
+    }
+    if (st != FH_OK) {
+        fh_log_error("bounce: refused a %s from rank %d for [0x%llx, +%zu): %s", what, src,
+                     nargs >= 2 ? (unsigned long long)args[1] : 0ULL, len, why);
+        if (s != NULL) {
+            pthread_mutex_lock(&s->lock);
+            s->peer[src].refused++;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    return st;
+}
+
+static void h_bounce_put(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                         unsigned nargs)
+{
+    int src;
+    fh_token_source(tok, &src);
+    int st = check_range(fh_rt->strat, src, "put", nargs, args, nbytes, fh_rt->am_max_medium);
+    if (st == FH_OK)
+        memcpy((void *)(uintptr_t)args[1], buf, nbytes);
+    uint64_t rep[3] = {nargs ? args[0] : 0, (uint64_t)(int64_t)st, nargs > 2 ? args[2] : 0};
+    fh_am_reply_internal(tok, FH_H_BOUNCE_REP, rep, 3);
+}
+
+static void h_bounce_get(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                         unsigned nargs)
+{
+    (void)buf;
+    int src;
+    fh_token_source(tok, &src);
+    size_t len = nargs == 4 && nbytes == 0 ? (size_t)args[3] : 0;
+    int st = check_range(fh_rt->strat, src, "get", nargs, args, len, fh_rt->am_max_medium);
+    uint64_t rep[3] = {nargs ? args[0] : 0, (uint64_t)(int64_t)st, nargs > 2 ? args[2] : 0};
+    if (st == FH_OK)
+        fh_am_reply_medium_args_internal(tok, FH_H_BOUNCE_REP, (void *)(uintptr_t)args[1],
+                                         len, rep, 3);
+    else
+        fh_am_reply_internal(tok, FH_H_BOUNCE_REP, rep, 3);
+}
+
+/* ------------------------------------------------------------ initiator */
+
+static void h_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                         unsigned nargs)
+{
+    struct fh_strat *s = fh_rt->strat;
+    int src;
+    fh_token_source(tok, &src);
+    if (s == NULL || nargs != 3) {
+        fh_log_error("bounce: dropped a malformed reply from rank %d", src);
+        return;
+    }
+    int st = (int)(int64_t)args[1];
+    const char *bad = NULL;
+    pthread_mutex_lock(&s->lock);
+    strat_wait_t *w = strat_wait_find(s, src, args[0]);
+    if (w == NULL || atomic_load_explicit(&w->pending, memory_order_relaxed) == 0) {
+        bad = "for no pending operation";
+    } else {
+        if (st > 0)
+            st = FH_ERR_INVALID;
+        if (st == FH_OK && nbytes != 0) {
+            /* get data: must land inside the waiting operation's buffer */
+            if (w->local == NULL || args[2] > w->n || nbytes > w->n - args[2]) {
+                st = FH_ERR_TRANSPORT;
+                bad = "with data outside the operation";
+            } else {
+                memcpy(w->local + args[2], buf, nbytes);
+            }
+        }
+        if (st != FH_OK && w->status == FH_OK)
+            w->status = st;
+        atomic_fetch_sub_explicit(&w->pending, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (bad != NULL)
+        fh_log_error("bounce: dropped a reply from rank %d %s (token %llu)", src, bad,
+                     (unsigned long long)args[0]);
+}
+
+void strat_bounce_register_handlers(void)
+{
+    fh_am_register_internal(FH_H_BOUNCE_PUT, h_bounce_put, "bounce-put");
+    fh_am_register_internal(FH_H_BOUNCE_GET, h_bounce_get, "bounce-get");
+    fh_am_register_internal(FH_H_BOUNCE_REP, h_bounce_rep, "bounce-rep");
+}
+
+int strat_bounce_xfer(fh_tls_t *t, bool is_put, int rank, char *local, uint64_t remote,
+                      size_t n)
+{
+    struct fh_strat *s = fh_rt->strat;
+    const char *what = is_put ? "put" : "get";
+    size_t C = s->chunk;
+    size_t nchunks = (n + C - 1) / C;
+    if (nchunks > UINT32_MAX)
+        return fh_set_error(FH_ERR_TOO_BIG, "%s to rank %d: %zu bytes is too many bounce "
+                            "chunks", what, rank, n);
+    strat_wait_t w;
+    memset(&w, 0, sizeof w);
+    w.local = is_put ? NULL : local;
+    w.n = n;
+    uint64_t token = strat_wait_begin(s, rank, &w, (uint32_t)nchunks);
+    if (token == 0)
+        return fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory", what, rank);
+    int rc = FH_OK;
+    size_t sent = 0;
+    for (size_t off = 0; off < n; off += C, sent++) {
+        size_t len = n - off < C ? n - off : C;
+        uint64_t args[4] = {token, remote + off, off, len};
+        rc = is_put ? fh_am_send_request(t, rank, FH_AM_REQ_MEDIUM, FH_H_BOUNCE_PUT,
+                                         local + off, len, 0, args, 4)
+                    : fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_BOUNCE_GET, NULL,
+                                         0, 0, args, 4);
+        if (rc != FH_OK)
+            break;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->peer[rank].requests += sent;
+    if (sent < nchunks)   /* never sent: no reply will count them down */
+        atomic_fetch_sub_explicit(&w.pending, (uint32_t)(nchunks - sent),
+                                  memory_order_relaxed);
+    pthread_mutex_unlock(&s->lock);
+    strat_wait_poll(t, &w);
+    strat_wait_end(s, rank, token);
+    if (rc == FH_OK)
+        rc = w.status;
+    if (rc != FH_OK)
+        return fh_set_error(rc, "%s to rank %d: bounce transfer of [0x%llx, +%zu) failed: %s",
+                            what, rank, (unsigned long long)remote, n, fh_strerror(rc));
+    return FH_OK;
+}

@@ -1,0 +1,376 @@
+/*
+ * reg_rdv.c -- FH_REG_STRATEGY=rendezvous and rendezvous-cache (strategy.h).
+ *
+ * One message format both ways, on the service path:
+ *   RDV_REGISTER   initiator -> target: register [addr, addr+len); the
+ *                  target answers with an RDV_REPLY (always, also on error).
+ *   RDV_UNREGISTER initiator -> target (plain rendezvous, after the RDMA
+ *                  completed): deregister `handle`.  No reply.
+ *   RDV_REPLY      status, and on success base/len/key of the registration
+ *                  covering the range and the handle naming it.
+ *
+ * Target rules (each refusal: error reply + one log line, nothing
+ * registered): the message has exactly the expected size and a known op;
+ * the range is non-empty, does not wrap, lies inside one of our segment
+ * pieces and is at most R = FH_REGION_MAX bytes.  rendezvous-cache
+ * registers the R-aligned frame around the range clipped to the segment
+ * piece (so the key covers only segment memory) and keeps it until the
+ * segment is destroyed; the range must not cross that frame.  A handle to
+ * deregister must name a registration made for the same peer.
+ *
+ * Initiator: a transfer is cut into chunks (plain: R bytes; cache: the part
+ * inside one frame).  Up to RDV_DEPTH chunks have their registration
+ * requested ahead, so the target registers chunk i+1.. while chunk i's RDMA
+ * runs; chunks complete in order.  rendezvous-cache first looks the frame
+ * up in its own key cache (imap) and sends nothing on a hit.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy.h"
+
+/* ------------------------------------------------------------ target */
+
+/* Frame of `a` clipped to the segment piece [sb, se): [*lo, *hi). */
+static void frame_clip(size_t R, uintptr_t a, uintptr_t sb, uintptr_t se, uintptr_t *lo,
+                       uintptr_t *hi)
+{
+    uintptr_t f = a - a % R;
+    *lo = f > sb ? f : sb;
+    *hi = (se - f > R) ? f + R : se;   /* f <= a < se, so se - f does not wrap */
+}
+
+static void refuse(fh_token_t tok, struct fh_strat *s, int src, const rdv_msg_t *q,
+                   int status, const char *why)
+{
+    fh_log_error("rendezvous: refused a registration request from rank %d for "
+                 "[0x%llx, +%llu): %s", src, (unsigned long long)q->addr,
+                 (unsigned long long)q->len, why);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->lock);
+        s->peer[src].refused++;
+        pthread_mutex_unlock(&s->lock);
+    }
+    rdv_msg_t rep = {.op = RDV_REPLY, .status = status, .token = q->token};
+    fh_am_reply_medium_internal(tok, FH_H_RDV_REP, &rep, sizeof rep);
+}
+
+static void unregister(struct fh_strat *s, int src, uint64_t handle)
+{
+    fh_rt_t *rt = fh_rt;
+    pthread_mutex_lock(&s->lock);
+    strat_entry_t *e = s->kind == FH_REG_RENDEZVOUS
+                           ? fhc_map_get(&s->tmap, (uint64_t)src, handle) : NULL;
+    if (e != NULL) {
+        fhc_map_del(&s->tmap, (uint64_t)src, handle);
+        strat_list_remove(&s->tlist, e);
+        s->peer[src].unregistrations++;
+        s->peer[src].pinned_remote -= e->len;
+    } else {
+        s->peer[src].refused++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (e == NULL) {
+        fh_log_error("rendezvous: refused a deregistration request from rank %d: handle "
+                     "%llu is not one of its registrations", src, (unsigned long long)handle);
+        return;
+    }
+    rt->cops->mr_dereg(rt->conduit, e->mr);
+    free(e);
+}
+
+static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                      unsigned nargs)
+{
+    (void)args;
+    (void)nargs;
+    fh_rt_t *rt = fh_rt;
+    struct fh_strat *s = rt->strat;
+    int src;
+    fh_token_source(tok, &src);
+    rdv_msg_t q = {0};
+    if (nbytes != sizeof q) {
+        if (nbytes >= 16)
+            memcpy(&q.token, (const char *)buf + 8, 8);
+        refuse(tok, s, src, &q, FH_ERR_INVALID, "malformed message");
+        return;
+    }
+    memcpy(&q, buf, sizeof q);
+    if (s == NULL || s->kind == FH_REG_BOUNCE) {
+        refuse(tok, s, src, &q, FH_ERR_CONFIG, "FH_REG_STRATEGY is not rendezvous here");
+        return;
+    }
+    if (q.op == RDV_UNREGISTER) {
+        unregister(s, src, q.handle);
+        return;
+    }
+    if (q.op != RDV_REGISTER) {
+        refuse(tok, s, src, &q, FH_ERR_INVALID, "unknown operation");
+        return;
+    }
+    if (q.len == 0 || q.addr > UINTPTR_MAX || q.addr + q.len < q.addr) {
+        refuse(tok, s, src, &q, FH_ERR_OVERFLOW, "empty or wrapping range");
+        return;
+    }
+    if (q.len > s->R) {
+        refuse(tok, s, src, &q, FH_ERR_LIMIT, "larger than the largest registration "
+               "(FH_REGION_MAX)");
+        return;
+    }
+    fh_seg_range_t r;
+    if (fh_seg_find(rt, rt->rank, (uintptr_t)q.addr, (size_t)q.len, &r) != FH_OK) {
+        refuse(tok, s, src, &q, FH_ERR_OUT_OF_SEGMENT, "outside our segments");
+        return;
+    }
+    uintptr_t lo = (uintptr_t)q.addr, hi = lo + (size_t)q.len;
+    strat_entry_t *e = NULL;
+    if (s->kind == FH_REG_RENDEZVOUS_CACHE) {
+        uintptr_t flo, fhi;
+        frame_clip(s->R, lo, r.base, r.end, &flo, &fhi);
+        if (hi > fhi) {
+            refuse(tok, s, src, &q, FH_ERR_INVALID, "range crosses a registration frame");
+            return;
+        }
+        lo = flo;
+        hi = fhi;
+        pthread_mutex_lock(&s->lock);
+        e = fhc_map_get(&s->tmap, 0, lo);
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (e == NULL) {
+        /* Only this handler (service path lock) creates target entries, so
+         * no other thread registers the same frame meanwhile. */
+        e = calloc(1, sizeof *e);
+        fh_rkey_t rk = {0, 0};
+        if (e == NULL ||
+            rt->cops->mr_reg(rt->conduit, (void *)lo, hi - lo,
+                             FH_MR_LOCAL | FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE, &e->mr,
+                             &rk) != FH_OK) {
+            free(e);
+            refuse(tok, s, src, &q, FH_ERR_NO_MEMORY, "registration failed");
+            return;
+        }
+        e->peer = (uint32_t)src;
+        e->base = lo;
+        e->len = hi - lo;
+        e->key[0] = rk.key;
+        e->key[1] = rk.base;
+        pthread_mutex_lock(&s->lock);
+        int ok = fhc_map_reserve(&s->tmap, 1) == 0;
+        if (ok) {
+            e->handle = s->kind == FH_REG_RENDEZVOUS ? s->next_handle++ : 0;
+            fhc_map_put(&s->tmap, s->kind == FH_REG_RENDEZVOUS ? (uint64_t)src : 0,
+                        s->kind == FH_REG_RENDEZVOUS ? e->handle : lo, e);
+            strat_list_push(&s->tlist, e);
+            s->peer[src].registrations++;
+            s->peer[src].pinned_remote += e->len;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!ok) {
+            rt->cops->mr_dereg(rt->conduit, e->mr);
+            free(e);
+            refuse(tok, s, src, &q, FH_ERR_NO_MEMORY, "out of memory");
+            return;
+        }
+    }
+    /* e stays valid: only the service path (us) or a segment destroy, after
+     * every rank's operations on the segment completed, removes entries. */
+    rdv_msg_t rep = {.op = RDV_REPLY, .status = FH_OK, .token = q.token, .addr = e->base,
+                     .len = e->len, .handle = e->handle, .key0 = e->key[0],
+                     .key1 = e->key[1]};
+    fh_am_reply_medium_internal(tok, FH_H_RDV_REP, &rep, sizeof rep);
+}
+
+static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                      unsigned nargs)
+{
+    (void)args;
+    (void)nargs;
+    struct fh_strat *s = fh_rt->strat;
+    int src;
+    fh_token_source(tok, &src);
+    rdv_msg_t m;
+    if (s == NULL || nbytes != sizeof m) {
+        fh_log_error("rendezvous: dropped a malformed reply from rank %d (%zu bytes)", src,
+                     nbytes);
+        return;
+    }
+    memcpy(&m, buf, sizeof m);
+    pthread_mutex_lock(&s->lock);
+    strat_wait_t *w = m.op == RDV_REPLY ? strat_wait_find(s, src, m.token) : NULL;
+    if (w != NULL && atomic_load_explicit(&w->pending, memory_order_relaxed) == 1) {
+        w->status = m.status > 0 ? FH_ERR_INVALID : m.status;
+        w->base = (uintptr_t)m.addr;
+        w->len = (size_t)m.len;
+        w->key[0] = m.key0;
+        w->key[1] = m.key1;
+        w->handle = m.handle;
+        atomic_store_explicit(&w->pending, 0, memory_order_release);
+    } else {
+        w = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (w == NULL)
+        fh_log_error("rendezvous: dropped a reply from rank %d for no pending request "
+                     "(token %llu)", src, (unsigned long long)m.token);
+}
+
+void strat_rdv_register_handlers(void)
+{
+    fh_am_register_internal(FH_H_RDV_REQ, h_rdv_req, "rendezvous-req");
+    fh_am_register_internal(FH_H_RDV_REP, h_rdv_rep, "rendezvous-rep");
+}
+
+/* ------------------------------------------------------------ initiator */
+
+enum { SLOT_REQUESTED = 1, SLOT_HIT = 2 };
+
+typedef struct rdv_slot {
+    strat_wait_t w;
+    uint64_t token;
+    uint64_t raddr;
+    size_t off, len;
+    int state;
+    uint64_t key[2];
+} rdv_slot_t;
+
+static int send_msg(fh_tls_t *t, struct fh_strat *s, int rank, const rdv_msg_t *m)
+{
+    pthread_mutex_lock(&s->lock);
+    s->peer[rank].requests++;
+    pthread_mutex_unlock(&s->lock);
+    return fh_am_send_request_on(t, &fh_rt->paths[0], rank, FH_H_RDV_REQ, m, sizeof *m);
+}
+
+/* Looks the chunk up in the key cache (rendezvous-cache), else asks the
+ * target.  Fills sl; returns FH_OK or an error (nothing pending then). */
+static int issue(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uintptr_t flo)
+{
+    if (s->kind == FH_REG_RENDEZVOUS_CACHE) {
+        pthread_mutex_lock(&s->lock);
+        strat_entry_t *e = fhc_map_get(&s->imap, (uint64_t)rank, flo);
+        if (e != NULL && e->base <= sl->raddr && sl->raddr + sl->len <= e->base + e->len) {
+            sl->state = SLOT_HIT;
+            sl->key[0] = e->key[0];
+            sl->key[1] = e->key[1];
+            s->peer[rank].hits++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (sl->state == SLOT_HIT)
+            return FH_OK;
+    }
+    sl->token = strat_wait_begin(s, rank, &sl->w, 1);
+    if (sl->token == 0)
+        return FH_ERR_NO_MEMORY;
+    pthread_mutex_lock(&s->lock);
+    s->peer[rank].misses++;
+    pthread_mutex_unlock(&s->lock);
+    rdv_msg_t m = {.op = RDV_REGISTER, .token = sl->token, .addr = sl->raddr,
+                   .len = sl->len};
+    int rc = send_msg(t, s, rank, &m);
+    if (rc != FH_OK) {
+        strat_wait_end(s, rank, sl->token);
+        return rc;
+    }
+    sl->state = SLOT_REQUESTED;
+    return FH_OK;
+}
+
+/* Waits for sl's reply (if any), checks it, caches the key (cache mode). */
+static int settle(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uintptr_t flo)
+{
+    if (sl->state == SLOT_HIT)
+        return FH_OK;
+    strat_wait_poll(t, &sl->w);
+    strat_wait_end(s, rank, sl->token);
+    const strat_wait_t *w = &sl->w;
+    if (w->status != FH_OK)
+        return w->status;
+    if (w->base > sl->raddr || sl->raddr + sl->len > w->base + w->len) {
+        fh_log_error("rendezvous: rank %d answered [0x%llx, +%zu) with a registration "
+                     "that does not cover it", rank, (unsigned long long)sl->raddr, sl->len);
+        return FH_ERR_TRANSPORT;
+    }
+    sl->key[0] = w->key[0];
+    sl->key[1] = w->key[1];
+    if (s->kind == FH_REG_RENDEZVOUS_CACHE && w->base == flo) {
+        strat_entry_t *e = calloc(1, sizeof *e);
+        pthread_mutex_lock(&s->lock);
+        if (e != NULL && fhc_map_get(&s->imap, (uint64_t)rank, flo) == NULL &&
+            fhc_map_reserve(&s->imap, 1) == 0) {
+            *e = (strat_entry_t){.peer = (uint32_t)rank, .base = w->base, .len = w->len,
+                                 .key = {w->key[0], w->key[1]}};
+            fhc_map_put(&s->imap, (uint64_t)rank, flo, e);
+            strat_list_push(&s->ilist, e);
+            e = NULL;
+        }
+        pthread_mutex_unlock(&s->lock);
+        free(e);   /* another thread cached it first, or no memory: fine */
+    }
+    return FH_OK;
+}
+
+int strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                   uint64_t remote, size_t n)
+{
+    fh_rt_t *rt = fh_rt;
+    struct fh_strat *s = rt->strat;
+    const char *what = is_put ? "put" : "get";
+    fh_seg_range_t seg;
+    if (fh_seg_find(rt, rank, (uintptr_t)remote, n, &seg) != FH_OK)
+        return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
+                            what, rank);
+    rdv_slot_t slot[RDV_DEPTH];
+    uintptr_t flo[RDV_DEPTH];
+    size_t issued = 0;
+    unsigned head = 0, tail = 0;
+    int rc = FH_OK;
+    for (;;) {
+        while (rc == FH_OK && issued < n && head - tail < RDV_DEPTH) {
+            rdv_slot_t *sl = &slot[head % RDV_DEPTH];
+            memset(sl, 0, sizeof *sl);
+            sl->raddr = remote + issued;
+            sl->off = issued;
+            size_t len = n - issued;
+            uintptr_t lo = (uintptr_t)sl->raddr, hi = lo + len;
+            if (s->kind == FH_REG_RENDEZVOUS_CACHE)
+                frame_clip(s->R, (uintptr_t)sl->raddr, seg.base, seg.end, &lo, &hi);
+            else if (len > s->R)
+                hi = lo + s->R;
+            if ((uintptr_t)sl->raddr + len > hi)
+                len = hi - (uintptr_t)sl->raddr;
+            assert(len > 0 && len <= s->R);
+            sl->len = len;
+            flo[head % RDV_DEPTH] = lo;
+            rc = issue(t, s, rank, sl, lo);
+            if (rc != FH_OK) {
+                rc = fh_set_error(rc, "%s to rank %d: cannot send a rendezvous request: %s",
+                                  what, rank, fh_strerror(rc));
+                break;
+            }
+            head++;
+            issued += len;
+        }
+        if (tail == head)
+            break;
+        rdv_slot_t *sl = &slot[tail % RDV_DEPTH];
+        int st = settle(t, s, rank, sl, flo[tail % RDV_DEPTH]);
+        if (st == FH_OK && rc == FH_OK)
+            st = strat_rdma(t, is_put, rank, local + sl->off, lmr, sl->raddr, sl->len,
+                            sl->key);
+        if (s->kind == FH_REG_RENDEZVOUS && sl->state == SLOT_REQUESTED &&
+            sl->w.status == FH_OK) {
+            rdv_msg_t m = {.op = RDV_UNREGISTER, .handle = sl->w.handle};
+            int urc = send_msg(t, s, rank, &m);
+            if (st == FH_OK)
+                st = urc;
+        }
+        if (st != FH_OK && rc == FH_OK)
+            rc = fh_set_error(st, "%s to rank %d: rendezvous for [0x%llx, +%zu) failed: %s",
+                              what, rank, (unsigned long long)sl->raddr, sl->len,
+                              fh_strerror(st));
+        tail++;
+    }
+    return rc;
+}

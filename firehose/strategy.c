@@ -1,0 +1,224 @@
+/*
+ * strategy.c -- the comparison registration strategies (strategy.h): life
+ * cycle, the per-operation dispatch, segment destruction, waiters, counters.
+ *
+ * Segments under these strategies are mmap'ed and not registered (rkey
+ * {0, 0}, see segment.c); the transfer code in reg_rdv.c / reg_bounce.c
+ * decides what, if anything, gets registered.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy.h"
+
+static int is_comparison(int kind)
+{
+    return kind == FH_REG_RENDEZVOUS || kind == FH_REG_RENDEZVOUS_CACHE ||
+           kind == FH_REG_BOUNCE;
+}
+
+int fh_strat_init(fh_rt_t *rt)
+{
+    /* Registered under every strategy: a peer configured differently gets
+     * an error reply (FH_ERR_CONFIG) instead of waiting forever. */
+    strat_bounce_register_handlers();
+    strat_rdv_register_handlers();
+    if (!is_comparison(rt->cfg.reg_strategy))
+        return FH_OK;
+    struct fh_strat *s = calloc(1, sizeof *s);
+    if (s == NULL || (s->peer = calloc((size_t)rt->nranks, sizeof *s->peer)) == NULL) {
+        free(s);
+        return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: registration strategy state");
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    s->kind = rt->cfg.reg_strategy;
+    s->R = rt->cfg.region_max;
+    s->chunk = rt->am_max_medium;
+    s->next_token = 1;
+    s->next_handle = 1;
+    fhc_map_init(&s->waits);
+    fhc_map_init(&s->tmap);
+    fhc_map_init(&s->imap);
+    rt->strat = s;
+    if (rt->cfg.verbose >= 1 && rt->rank == 0)
+        fh_log_verbose(1, "registration strategy %s: max registration %zu, bounce chunk %zu",
+                       s->kind == FH_REG_BOUNCE ? "bounce"
+                       : s->kind == FH_REG_RENDEZVOUS ? "rendezvous" : "rendezvous-cache",
+                       s->R, s->chunk);
+    return FH_OK;
+}
+
+static void drop_list(fh_rt_t *rt, strat_list_t *l)
+{
+    while (l->head != NULL) {
+        strat_entry_t *e = l->head;
+        strat_list_remove(l, e);
+        if (e->mr != NULL)
+            rt->cops->mr_dereg(rt->conduit, e->mr);
+        free(e);
+    }
+}
+
+void fh_strat_fini(fh_rt_t *rt)
+{
+    struct fh_strat *s = rt->strat;
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->lock);
+    rt->strat = NULL;
+    drop_list(rt, &s->tlist);
+    drop_list(rt, &s->ilist);
+    fhc_map_fini(&s->waits);
+    fhc_map_fini(&s->tmap);
+    fhc_map_fini(&s->imap);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_destroy(&s->lock);
+    free(s->peer);
+    free(s);
+}
+
+int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                  uint64_t remote, size_t n)
+{
+    fh_rt_t *rt = fh_rt;
+    int rc = rt->strat->kind == FH_REG_BOUNCE
+                 ? strat_bounce_xfer(t, is_put, rank, local, remote, n)
+                 : strat_rdv_xfer(t, is_put, rank, local, lmr, remote, n);
+    if (rc != FH_OK)
+        return rc;
+    fh_path_t *p = t->path;
+    pthread_mutex_lock(&p->lock);
+    fh_stat_rma(p, rank, is_put, n);
+    pthread_mutex_unlock(&p->lock);
+    return FH_OK;
+}
+
+/* Entries of l of `peer` (any peer if peer < 0) inside [base, base+size). */
+static void forget_range(fh_rt_t *rt, struct fh_strat *s, strat_list_t *l, fhc_map_t *m,
+                         int peer, uintptr_t base, size_t size, bool target)
+{
+    for (strat_entry_t *e = l->head, *nx; e != NULL; e = nx) {
+        nx = e->next;
+        if ((peer >= 0 && e->peer != (uint32_t)peer) || e->base < base ||
+            e->base + e->len > base + size)
+            continue;
+        strat_list_remove(l, e);
+        fhc_map_del(m, target ? 0 : e->peer, e->base);
+        if (e->mr != NULL) {
+            rt->cops->mr_dereg(rt->conduit, e->mr);
+            s->peer[e->peer].unregistrations++;
+            s->peer[e->peer].pinned_remote -= e->len;
+        }
+        free(e);
+    }
+}
+
+void fh_strat_seg_destroy(fh_rt_t *rt, int rank, uintptr_t base, size_t size)
+{
+    struct fh_strat *s = rt->strat;
+    if (s == NULL || s->kind != FH_REG_RENDEZVOUS_CACHE || size == 0)
+        return;
+    /* Plain rendezvous registrations die with their operation; bounce has
+     * none.  The cache's live as long as the segment: every rank passed the
+     * destroy barrier, so nobody uses them any more. */
+    pthread_mutex_lock(&s->lock);
+    if (rank == rt->rank)
+        forget_range(rt, s, &s->tlist, &s->tmap, -1, base, size, true);
+    else
+        forget_range(rt, s, &s->ilist, &s->imap, rank, base, size, false);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+void strat_list_push(strat_list_t *l, strat_entry_t *e)
+{
+    e->prev = NULL;
+    e->next = l->head;
+    if (l->head != NULL)
+        l->head->prev = e;
+    l->head = e;
+}
+
+void strat_list_remove(strat_list_t *l, strat_entry_t *e)
+{
+    if (e->prev != NULL)
+        e->prev->next = e->next;
+    else
+        l->head = e->next;
+    if (e->next != NULL)
+        e->next->prev = e->prev;
+    e->prev = e->next = NULL;
+}
+
+uint64_t strat_wait_begin(struct fh_strat *s, int peer, strat_wait_t *w, uint32_t pending)
+{
+    atomic_store_explicit(&w->pending, pending, memory_order_relaxed);
+    w->status = FH_OK;
+    pthread_mutex_lock(&s->lock);
+    uint64_t tok = 0;
+    if (fhc_map_reserve(&s->waits, 1) == 0) {
+        tok = s->next_token++;
+        fhc_map_put(&s->waits, (uint64_t)peer, tok, w);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return tok;
+}
+
+strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token)
+{
+    return fhc_map_get(&s->waits, (uint64_t)peer, token);
+}
+
+void strat_wait_poll(fh_tls_t *t, strat_wait_t *w)
+{
+    for (unsigned idle = 0;
+         atomic_load_explicit(&w->pending, memory_order_acquire) != 0; idle++) {
+        fh_progress(t);
+        if (idle > 32)
+            sched_yield();
+    }
+}
+
+void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
+{
+    /* Reply handlers update a waiter only under s->lock, so once we hold it
+     * no handler is still touching the waiter. */
+    pthread_mutex_lock(&s->lock);
+    fhc_map_del(&s->waits, (uint64_t)peer, token);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int strat_rdma(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+               uint64_t remote, size_t n, const uint64_t key[2])
+{
+    fh_ctr_t ctr = {0, FH_OK};
+    fh_rkey_t rk = {key[0], key[1]};
+    int rc = fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, &rk, &ctr, false);
+    int wrc = fh_wait_ctr(t, &ctr);
+    return rc != FH_OK ? rc : wrc;
+}
+
+/* ------------------------------------------------------------ stats */
+
+void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
+{
+    struct fh_strat *s = rt->strat;
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->lock);
+    for (int r = 0; r < rt->nranks; r++) {
+        if (r == rt->rank || (peer != rt->rank && r != peer))
+            continue;
+        const strat_peer_t *p = &s->peer[r];
+        out->reg_hits += p->hits;
+        out->reg_misses += p->misses;
+        out->reg_moves += p->requests;
+        out->reg_registrations += p->registrations;
+        out->reg_unregistrations += p->unregistrations;
+        out->reg_refused += p->refused;
+        out->bytes_pinned_remote += p->pinned_remote;
+    }
+    pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,139 @@
+/*
+ * strategy.h -- the registration strategies kept for comparison with the
+ * firehose cache (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce):
+ * state shared by strategy.c (life cycle, segments, dispatch, stats),
+ * reg_rdv.c (both rendezvous forms) and reg_bounce.c.
+ *
+ *   rendezvous        per chunk of at most R = FH_REGION_MAX bytes the
+ *                     initiator asks the target (RDV_REQ on the service
+ *                     path) to register exactly the chunk's remote range,
+ *                     gets the key in the reply, does the RDMA, then tells
+ *                     the target to deregister (fire and forget).  Chunks
+ *                     of one transfer are pipelined, RDV_DEPTH deep.
+ *   rendezvous-cache  the same request, but the target registers the whole
+ *                     R-aligned frame (clipped to its segment piece) and
+ *                     keeps it until the segment is destroyed; the
+ *                     initiator caches the key per (peer, frame), so a
+ *                     repeat costs no message.  Unbounded by design.
+ *   bounce            nothing is registered: a put is a series of medium AMs
+ *                     whose handler copies the payload into the segment and
+ *                     acknowledges; a get is a series of short requests
+ *                     answered by medium replies carrying the data.
+ *
+ * Security (target side, every strategy): a request is honoured only if its
+ * whole range lies inside one of our declared segment pieces (fh_seg_find
+ * on our own rank) and the message is well formed; otherwise the requester
+ * gets an error reply, we log one line, and nothing is registered or
+ * written.
+ *
+ * Locking: s->lock protects every table and counter below.  Lock order:
+ * a path lock (handlers run under one) may be held when s->lock is taken,
+ * never the reverse; nothing sends, polls or registers memory with s->lock
+ * held, except the target handlers, which register under the service path
+ * lock only (like the firehose cache's move handler).
+ *
+ * Completion: operations of these strategies are blocking (they complete
+ * before fh_rma_xfer returns), so NB/NBI handles are FH_HANDLE_DONE.
+ */
+#ifndef FH_STRATEGY_H
+#define FH_STRATEGY_H
+
+#include "cache/fhc_map.h"
+#include "internal.h"
+
+/* The rendezvous message (FH_H_RDV_REQ payload and FH_H_RDV_REP payload;
+ * host byte order, like the AM header; reg_rdv.c explains the protocol). */
+enum { RDV_REGISTER = 1, RDV_UNREGISTER = 2, RDV_REPLY = 3 };
+typedef struct rdv_msg {
+    uint32_t op;
+    int32_t status;            /* reply: FH_OK or a negative fh_err_t */
+    uint64_t token;            /* initiator's waiter (register, reply) */
+    uint64_t addr, len;        /* request: range; reply: registration */
+    uint64_t handle;           /* unregister, reply */
+    uint64_t key0, key1;       /* reply */
+} rdv_msg_t;
+_Static_assert(sizeof(rdv_msg_t) == 56, "rdv_msg_t has no padding");
+
+/* Rendezvous chunks of one transfer whose registration may be in flight. */
+#define RDV_DEPTH 4
+
+typedef struct strat_peer {
+    uint64_t hits;             /* rendezvous-cache: key found locally */
+    uint64_t misses;           /* chunks that needed a request */
+    uint64_t requests;         /* strategy messages we sent to the peer */
+    uint64_t registrations;    /* registrations we made for the peer */
+    uint64_t unregistrations;  /* ... and released */
+    uint64_t refused;          /* its requests we refused */
+    uint64_t pinned_remote;    /* bytes registered here for it now */
+} strat_peer_t;
+
+/* One registration: ours for a peer (target side: mr set), or a key of a
+ * peer's memory we cache (initiator side, rendezvous-cache: mr NULL). */
+typedef struct strat_entry {
+    struct strat_entry *prev, *next;
+    uint32_t peer;             /* target: who asked; initiator: the owner */
+    uint64_t handle;           /* plain rendezvous: name used to deregister */
+    uintptr_t base;
+    size_t len;
+    uint64_t key[2];
+    struct fh_mr *mr;
+} strat_entry_t;
+
+/* An operation waiting for replies from `peer`, found by (peer, token). */
+typedef struct strat_wait {
+    _Atomic uint32_t pending;  /* replies still expected */
+    int status;                /* first error reported, else FH_OK */
+    /* rendezvous reply */
+    uintptr_t base;
+    size_t len;
+    uint64_t key[2];
+    uint64_t handle;
+    /* bounce get: where the data goes */
+    char *local;
+    size_t n;
+} strat_wait_t;
+
+typedef struct strat_list {
+    strat_entry_t *head;
+} strat_list_t;
+
+struct fh_strat {
+    int kind;                  /* FH_REG_RENDEZVOUS, ..._CACHE, FH_REG_BOUNCE */
+    pthread_mutex_t lock;
+    size_t R;                  /* rendezvous: largest registration / frame */
+    size_t chunk;              /* bounce: payload bytes per AM */
+    uint64_t next_token, next_handle;
+    fhc_map_t waits;           /* (peer, token) -> strat_wait_t */
+    fhc_map_t tmap;            /* target: (peer, handle) or (0, base) -> entry */
+    strat_list_t tlist;
+    fhc_map_t imap;            /* initiator cache: (peer, frame base) -> entry */
+    strat_list_t ilist;
+    strat_peer_t *peer;        /* [nranks] */
+};
+
+/* ---- strategy.c */
+/* Registers a waiter for one reply-bearing token; returns the token or 0
+ * when out of memory.  The caller removes it with strat_wait_end. */
+uint64_t strat_wait_begin(struct fh_strat *s, int peer, strat_wait_t *w, uint32_t pending);
+/* Polls (flushing nothing, holding no lock) until w->pending == 0. */
+void     strat_wait_poll(fh_tls_t *t, strat_wait_t *w);
+void     strat_wait_end(struct fh_strat *s, int peer, uint64_t token);
+/* The waiter of (peer, token) or NULL; s->lock held. */
+strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token);
+void     strat_list_push(strat_list_t *l, strat_entry_t *e);
+void     strat_list_remove(strat_list_t *l, strat_entry_t *e);
+/* Posts one RDMA of [local, +n) <-> remote with key and waits for it. */
+int      strat_rdma(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                    uint64_t remote, size_t n, const uint64_t key[2]);
+
+/* ---- reg_rdv.c */
+void strat_rdv_register_handlers(void);
+int  strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                    uint64_t remote, size_t n);
+
+/* ---- reg_bounce.c */
+void strat_bounce_register_handlers(void);
+int  strat_bounce_xfer(fh_tls_t *t, bool is_put, int rank, char *local, uint64_t remote,
+                       size_t n);
+
+#endif /* FH_STRATEGY_H */
