@@ -1,0 +1,115 @@
+/*
+ * bench_msgrate.c -- `msgrate`: 2-byte puts from T threads per rank.
+ *
+ * For T = 1 .. --threads (default 2 x cores) and for batching off (blocking
+ * fh_put) and on (fh_put_nbi, fh_wait_nbi every BATCH puts), every rank
+ * starts T threads; each thread puts 2 bytes to its own slot of the next
+ * rank's segment, MSGS times.  Both ranks send, so both progress.  Each
+ * thread binds its path and warms up before a pthread barrier, then times
+ * itself; rank 0 reports its own T x MSGS messages over (last end - first
+ * start).
+ *
+ * Independent vs shared paths is FH_PATHS (fixed at fh_init), so
+ * bench/run-all.sh runs this test once per FH_PATHS value.  The header's
+ * paths= line says which one this CSV is.
+ *
+ * CSV columns: paths,threads,batching,msgs,seconds,msgs_s
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fhbench.h"
+
+#define BATCH 64
+#define SLOT 64
+
+typedef struct mr_thread {
+    pthread_t tid;
+    int index, batching;
+    long msgs;
+    char *remote;          /* this thread's slot on the peer */
+    const char *src;
+    pthread_barrier_t *start;
+    double t0, t1;
+} mr_thread_t;
+
+static void *mr_main(void *arg)
+{
+    mr_thread_t *t = arg;
+    int peer = (fh_rank() + 1) % fh_nranks();
+    for (int i = 0; i < 8; i++)           /* binds the path, warms it */
+        FHB_TRY(fh_put(peer, t->remote, t->src, 2));
+    pthread_barrier_wait(t->start);
+    t->t0 = fhb_now_ns();
+    if (t->batching) {
+        for (long i = 0; i < t->msgs; i++) {
+            FHB_TRY(fh_put_nbi(peer, t->remote, t->src, 2));
+            if ((i + 1) % BATCH == 0)
+                FHB_TRY(fh_wait_nbi());
+        }
+        FHB_TRY(fh_wait_nbi());
+    } else {
+        for (long i = 0; i < t->msgs; i++)
+            FHB_TRY(fh_put(peer, t->remote, t->src, 2));
+    }
+    t->t1 = fhb_now_ns();
+    return NULL;
+}
+
+int fhb_msgrate(const fhb_opts_t *o)
+{
+    int T = (int)o->threads;
+    fh_seg_t seg;
+    void *mine, *remote;
+    FHB_TRY(fh_segment_create((size_t)(T + 1) * SLOT, &seg, &mine));
+    FHB_TRY(fh_segment_query(seg, (fh_rank() + 1) % fh_nranks(), &remote, NULL));
+    char *src = (char *)mine + (size_t)T * SLOT;   /* registered source */
+    memset(src, 0x2a, SLOT);
+    FILE *csv = fhb_csv_open(o, "paths,threads,batching,msgs,seconds,msgs_s");
+    const char *paths = getenv("FH_PATHS") ? getenv("FH_PATHS") : "independent";
+    if (fh_rank() == 0)
+        printf("%8s %9s %10s %12s\n", "threads", "batching", "msgs", "msgs/s");
+    mr_thread_t *th = calloc((size_t)T, sizeof *th);
+    if (!th)
+        fh_abort(1, "fhbench: out of memory");
+    for (int batching = 0; batching <= 1; batching++) {
+        for (int nt = 1; nt <= T; nt++) {
+            long msgs = batching ? fhb_iters(o, 100000, 5000) : fhb_iters(o, 20000, 1000);
+            pthread_barrier_t start;
+            pthread_barrier_init(&start, NULL, (unsigned)nt);
+            FHB_TRY(fh_barrier());
+            for (int i = 0; i < nt; i++) {
+                th[i] = (mr_thread_t){.index = i, .batching = batching, .msgs = msgs,
+                                      .remote = (char *)remote + (size_t)i * SLOT,
+                                      .src = src, .start = &start};
+                if (pthread_create(&th[i].tid, NULL, mr_main, &th[i]) != 0)
+                    fh_abort(1, "fhbench: pthread_create failed");
+            }
+            double first = 0, last = 0;
+            for (int i = 0; i < nt; i++) {
+                pthread_join(th[i].tid, NULL);
+                if (i == 0 || th[i].t0 < first)
+                    first = th[i].t0;
+                if (i == 0 || th[i].t1 > last)
+                    last = th[i].t1;
+            }
+            pthread_barrier_destroy(&start);
+            FHB_TRY(fh_barrier());
+            double s = (last - first) / 1e9;
+            double rate = (double)msgs * nt / s;
+            fhb_csv_row(csv, "%s,%d,%s,%ld,%.6f,%.1f", paths, nt, batching ? "nbi" : "blocking",
+                        msgs * nt, s, rate);
+            if (fh_rank() == 0) {
+                printf("%8d %9s %10ld %12.0f\n", nt, batching ? "nbi" : "blocking", msgs * nt,
+                       rate);
+                fflush(stdout);
+            }
+        }
+    }
+    free(th);
+    fhb_csv_close(csv);
+    FHB_TRY(fh_barrier());
+    FHB_TRY(fh_segment_destroy(seg));
+    return 0;
+}

@@ -1,0 +1,277 @@
+/*
+ * bench_raw.c -- `raw`: the latency and bandwidth loops of bench_rma.c
+ * written directly on libfabric, as the transport's own limit.
+ *
+ * The firehose runtime is used only to start the job and to exchange the
+ * endpoint name and memory key (fh_allgather); the measured loops touch
+ * nothing but libfabric.  The endpoint asks for what conduits/ofi asks for
+ * (RDM, FI_RMA, the same mr_mode bits and queue depth) on the provider of
+ * FH_OFI_PROVIDER (or --provider), and posts puts the way ofi_rma.c does:
+ * fi_writemsg with FI_COMPLETION | FI_DELIVERY_COMPLETE (plus FI_INJECT
+ * when small enough), completion read from a CQ.  Gets are fi_readmsg.
+ * Rank 1 polls its CQ (the provider's progress) until rank 0 writes a
+ * stop word into its buffer.
+ *
+ * Not here yet: the fi_cntr variant and a verbs (ibv) version.
+ *
+ * CSV: the columns of bench_rma.c (fhb_rma_columns), same op names, so
+ * raw-<prov>.csv and latency-<prov>.csv rows pair up by (op, size).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "fhbench.h"
+#include "internal.h"
+
+#define MAX_SIZE ((size_t)4 << 20)
+#define WINDOW 64
+#define NAME_MAX_LEN 64
+
+typedef struct raw {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    struct fid_mr *mr;
+    void *desc;
+    char *buf;                      /* [0, MAX) target area, [MAX, 2MAX) local */
+    fi_addr_t peer;
+    uint64_t rkey, rbase;           /* the peer's buffer */
+    int virt_addr;
+    size_t inject;
+    long early;                     /* completions reaped while posting */
+} raw_t;
+
+typedef struct raw_card {           /* what ranks exchange */
+    char name[NAME_MAX_LEN];
+    size_t namelen;
+    uint64_t key, base;
+} raw_card_t;
+
+#define FI_TRY(call) do { int r_ = (int)(call); if (r_) {                      \
+        fprintf(stderr, "fhbench raw: %s: %s\n", #call, fi_strerror(-r_));    \
+        fh_abort(1, "fhbench raw: libfabric call failed"); } } while (0)
+
+static void raw_open(raw_t *r, const char *prov)
+{
+    struct fi_info *h = fi_allocinfo();
+    h->caps = FI_RMA;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->av_type = FI_AV_TABLE;
+    h->tx_attr->size = 256;
+    h->rx_attr->size = 256;
+    h->fabric_attr->prov_name = strdup(prov);
+    FI_TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &r->info));
+    fi_freeinfo(h);
+    struct fi_info *i = r->info;
+    FI_TRY(fi_fabric(i->fabric_attr, &r->fabric, NULL));
+    FI_TRY(fi_domain(r->fabric, i, &r->domain, NULL));
+    struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_CONTEXT, .size = 512};
+    FI_TRY(fi_cq_open(r->domain, &cqa, &r->cq, NULL));
+    struct fi_av_attr ava = {.type = FI_AV_TABLE};
+    FI_TRY(fi_av_open(r->domain, &ava, &r->av, NULL));
+    FI_TRY(fi_endpoint(r->domain, i, &r->ep, NULL));
+    FI_TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+    FI_TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
+    FI_TRY(fi_enable(r->ep));
+    uint64_t mm = i->domain_attr->mr_mode;
+    if (mm & FI_MR_BASIC)
+        mm |= FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+    r->virt_addr = !!(mm & FI_MR_VIRT_ADDR);
+    r->inject = i->tx_attr->inject_size;
+    if (posix_memalign((void **)&r->buf, 4096, 2 * MAX_SIZE) != 0)
+        fh_abort(1, "fhbench: out of memory");
+    memset(r->buf, 0, 2 * MAX_SIZE);
+    FI_TRY(fi_mr_reg(r->domain, r->buf, 2 * MAX_SIZE,
+                     FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r->mr,
+                     NULL));
+    if (mm & FI_MR_ENDPOINT) {
+        FI_TRY(fi_mr_bind(r->mr, &r->ep->fid, 0));
+        FI_TRY(fi_mr_enable(r->mr));
+    }
+    r->desc = fi_mr_desc(r->mr);
+
+    raw_card_t me = {.key = fi_mr_key(r->mr), .base = (uint64_t)(uintptr_t)r->buf};
+    me.namelen = sizeof me.name;
+    FI_TRY(fi_getname(&r->ep->fid, me.name, &me.namelen));
+    raw_card_t *all = calloc((size_t)fh_nranks(), sizeof *all);
+    if (!all)
+        fh_abort(1, "fhbench: out of memory");
+    FHB_TRY(fh_allgather(&me, all, sizeof me));
+    int peer = fh_rank() == 0 ? 1 : 0;
+    if (fi_av_insert(r->av, all[peer].name, 1, &r->peer, 0, NULL) != 1)
+        fh_abort(1, "fhbench raw: fi_av_insert failed");
+    r->rkey = all[peer].key;
+    r->rbase = all[peer].base;
+    free(all);
+}
+
+static void raw_close(raw_t *r)
+{
+    fi_close(&r->mr->fid);
+    fi_close(&r->ep->fid);
+    fi_close(&r->av->fid);
+    fi_close(&r->cq->fid);
+    fi_close(&r->domain->fid);
+    fi_close(&r->fabric->fid);
+    fi_freeinfo(r->info);
+    free(r->buf);
+}
+
+/* Reaps completions until `want` arrived. */
+static void reap(raw_t *r, long want)
+{
+    struct fi_cq_entry e[16];
+    long early = r->early < want ? r->early : want;
+    r->early -= early;
+    want -= early;
+    while (want > 0) {
+        ssize_t n = fi_cq_read(r->cq, e, 16);
+        if (n > 0) {
+            want -= n;
+        } else if (n != -FI_EAGAIN) {
+            struct fi_cq_err_entry err = {0};
+            fi_cq_readerr(r->cq, &err, 0);
+            fprintf(stderr, "fhbench raw: completion error: %s\n", fi_strerror(err.err));
+            fh_abort(1, "fhbench raw: completion error");
+        }
+    }
+}
+
+static void post(raw_t *r, int is_put, size_t off, size_t n, struct fi_context2 *ctx)
+{
+    struct iovec iov = {.iov_base = r->buf + MAX_SIZE, .iov_len = n};
+    uint64_t raddr = r->rbase + off;
+    struct fi_rma_iov riov = {.addr = r->virt_addr ? raddr : off, .len = n, .key = r->rkey};
+    struct fi_msg_rma m = {.msg_iov = &iov, .desc = &r->desc, .iov_count = 1,
+                           .addr = r->peer, .rma_iov = &riov, .rma_iov_count = 1,
+                           .context = ctx};
+    for (;;) {
+        ssize_t ret;
+        if (is_put) {
+            uint64_t f = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+            if (n <= r->inject)
+                f |= FI_INJECT;
+            ret = fi_writemsg(r->ep, &m, f);
+        } else {
+            ret = fi_readmsg(r->ep, &m, FI_COMPLETION);
+        }
+        if (ret == 0)
+            return;
+        if (ret != -FI_EAGAIN) {
+            fprintf(stderr, "fhbench raw: post: %s\n", fi_strerror((int)-ret));
+            fh_abort(1, "fhbench raw: post failed");
+        }
+        struct fi_cq_entry e;
+        if (fi_cq_read(r->cq, &e, 1) == 1)   /* progress; a completion of ours */
+            r->early++;
+    }
+}
+
+static long iters_for(long base, size_t n, int quick)
+{
+    long it = base;
+    if (n > 65536)
+        it = (long)((double)base * 65536.0 / (double)n);
+    long min = quick ? 5 : 20;
+    return it < min ? min : it;
+}
+
+static void lat(raw_t *r, int is_put, size_t n, long it, double *med, double *p99)
+{
+    struct fi_context2 ctx;
+    double *t = malloc(sizeof(double) * (size_t)it);
+    if (!t)
+        fh_abort(1, "fhbench: out of memory");
+    for (long i = 0; i < it / 10 + 2; i++) {
+        post(r, is_put, 0, n, &ctx);
+        reap(r, 1);
+    }
+    for (long i = 0; i < it; i++) {
+        double t0 = fhb_now_ns();
+        post(r, is_put, 0, n, &ctx);
+        reap(r, 1);
+        t[i] = (fhb_now_ns() - t0) / 1e3;
+    }
+    *med = fhb_quantile(t, (size_t)it, 0.5);
+    *p99 = fhb_quantile(t, (size_t)it, 0.99);
+    free(t);
+}
+
+static double flood(raw_t *r, int is_put, size_t n, long it)
+{
+    static struct fi_context2 ctx[WINDOW];
+    double t0 = fhb_now_ns();
+    for (long done = 0; done < it;) {
+        long w = it - done < WINDOW ? it - done : WINDOW;
+        for (long i = 0; i < w; i++)
+            post(r, is_put, 0, n, &ctx[i]);
+        reap(r, w);
+        done += w;
+    }
+    return (fhb_now_ns() - t0) / 1e9;
+}
+
+int fhb_raw(const fhb_opts_t *o)
+{
+    const char *prov = o->provider;
+    if (!prov)
+        prov = fh_rt->cfg.ofi_provider && *fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider
+                                                                   : "tcp";
+    raw_t r;
+    memset(&r, 0, sizeof r);
+    raw_open(&r, prov);
+    FILE *csv = fhb_csv_open(o, fhb_rma_columns);
+    FHB_TRY(fh_barrier());
+    volatile uint64_t *stop = (volatile uint64_t *)(void *)r.buf;
+    if (fh_rank() == 0) {
+        printf("raw libfabric: provider %s (%s), inject %zu\n", r.info->fabric_attr->prov_name,
+               r.info->domain_attr->name, r.inject);
+        printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med",
+               "put_p99", "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
+        long base = fhb_iters(o, 2000, 100);
+        for (size_t n = 1; n <= MAX_SIZE; n *= 2) {
+            long it = iters_for(base, n, o->quick);
+            double pm, pp, gm, gp;
+            lat(&r, 1, n, it, &pm, &pp);
+            lat(&r, 0, n, it, &gm, &gp);
+            fhb_csv_row(csv, "put,%zu,%ld,%.3f,%.3f,,", n, it, pm, pp);
+            fhb_csv_row(csv, "get,%zu,%ld,%.3f,%.3f,,", n, it, gm, gp);
+            long fit = 2 * it;
+            double ps = flood(&r, 1, n, fit), gs = flood(&r, 0, n, fit);
+            double pbw = (double)n * (double)fit / ps / 1e6, gbw = (double)n * (double)fit / gs / 1e6;
+            fhb_csv_row(csv, "put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, pbw, (double)fit / ps);
+            fhb_csv_row(csv, "get_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, gbw, (double)fit / gs);
+            printf("%9zu %8ld %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", n, it, pm, pp, gm,
+                   gp, pbw, gbw);
+            fflush(stdout);
+        }
+        /* stop word: first 8 bytes of the peer's buffer */
+        uint64_t one = 1;
+        memcpy(r.buf + MAX_SIZE, &one, sizeof one);
+        struct fi_context2 ctx;
+        post(&r, 1, 0, sizeof one, &ctx);
+        reap(&r, 1);
+    } else {
+        struct fi_cq_entry e;
+        while (*stop == 0)
+            (void)fi_cq_read(r.cq, &e, 1);     /* drives the provider */
+    }
+    fhb_csv_close(csv);
+    FHB_TRY(fh_barrier());
+    raw_close(&r);
+    return 0;
+}
