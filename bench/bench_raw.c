@@ -243,7 +243,8 @@ int fhb_raw(const fhb_opts_t *o)
         printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med",
                "put_p99", "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
         long base = fhb_iters(o, 2000, 100);
-        for (size_t n = 1; n <= MAX_SIZE; n *= 2) {
+        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
+        for (size_t n = 1; n <= top; n *= 2) {
             long it = iters_for(base, n, o->quick);
             double pm, pp, gm, gp;
             lat(&r, 1, n, it, &pm, &pp);

@@ -102,9 +102,10 @@ int fhb_latency(const fhb_opts_t *o)
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     if (fh_rank() == 0) {
         long base = fhb_iters(o, 2000, 100);
+        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
         printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med",
                "put_p99", "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
-        for (size_t n = 1; n <= MAX_SIZE; n *= 2) {
+        for (size_t n = 1; n <= top; n *= 2) {
             long it = iters_for(base, n, o->quick);
             double pm, pp, gm, gp;
             time_blocking(&c, 1, n, it, &pm, &pp);
@@ -133,8 +134,9 @@ int fhb_peak(const fhb_opts_t *o)
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     if (fh_rank() == 0) {
         long base = fhb_iters(o, 4000, 200);
+        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
         printf("%9s %8s %12s %14s\n", "size", "puts", "MB/s", "msgs/s");
-        for (size_t n = 8; n <= MAX_SIZE; n *= 2) {
+        for (size_t n = 8; n <= top; n *= 2) {
             long it = iters_for(base, n, o->quick);
             for (long i = 0; i < it / 10 + 1; i++)     /* warm-up */
                 FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));

@@ -3,7 +3,7 @@
  *
  *   tools/fhrun -n 2 bench/fhbench TEST [--csv FILE] [--iters N] [--quick]
  *                                      [--threads T] [--max-ws BYTES]
- *                                      [--provider P]
+ *                                      [--max-size BYTES] [--provider P]
  *
  * TEST is latency, peak, sweep, apps, msgrate, cache or raw (fhbench.h says
  * which file holds each).  The registration strategy, the paths mode and
@@ -37,7 +37,8 @@ static const struct {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fhrun -n 2 fhbench TEST [--csv FILE] [--iters N] [--quick]\n"
-               "                        [--threads T] [--max-ws BYTES] [--provider P]\n"
+               "                        [--threads T] [--max-ws BYTES] [--max-size BYTES]\n"
+               "                        [--provider P]\n"
                "tests:\n");
     for (size_t i = 0; i < NTESTS; i++)
         fprintf(f, "  %-8s %s\n", tests[i].name, tests[i].what);
@@ -76,6 +77,8 @@ static int parse(int argc, char **argv, fhb_opts_t *o)
                 o->threads = atol(v);
             else if (strcmp(a, "--max-ws") == 0)
                 o->max_ws = parse_size(v);
+            else if (strcmp(a, "--max-size") == 0)
+                o->max_size = parse_size(v);
             else if (strcmp(a, "--provider") == 0)
                 o->provider = v;
             else

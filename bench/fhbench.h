@@ -34,6 +34,7 @@ typedef struct fhb_opts {
     long threads;         /* --threads T (msgrate, cache; 0: 2 x cores) */
     size_t max_ws;        /* --max-ws BYTES (sweep; 0: 4 x M) */
     const char *provider; /* --provider (raw; default FH_OFI_PROVIDER) */
+    size_t max_size;      /* --max-size BYTES (latency, peak, raw; 0: 4 MiB) */
 } fhb_opts_t;
 
 /* The iteration count: --iters if given, else quick ? q : full. */
