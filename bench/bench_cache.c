@@ -361,7 +361,7 @@ int fhb_cache(const fhb_opts_t *o)
 {
     FILE *csv = fhb_csv_open(o, "impl,threads,ops_per_thread,ns_per_op,agg_mops");
     if (fh_rank() != 0) {
-        fhb_park();
+        fhb_park(0);
         return 0;
     }
     int T = (int)(o->threads > 64 ? 64 : o->threads);

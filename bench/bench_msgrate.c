@@ -2,12 +2,15 @@
  * bench_msgrate.c -- `msgrate`: 2-byte puts from T threads per rank.
  *
  * For T = 1 .. --threads (default 2 x cores) and for batching off (blocking
- * fh_put) and on (fh_put_nbi, fh_wait_nbi every BATCH puts), every rank
- * starts T threads; each thread puts 2 bytes to its own slot of the next
- * rank's segment, MSGS times.  Both ranks send, so both progress.  Each
- * thread binds its path and warms up before a pthread barrier, then times
- * itself; rank 0 reports its own T x MSGS messages over (last end - first
- * start).
+ * fh_put) and on (fh_put_nbi, fh_wait_nbi every BATCH puts), rank 0 starts
+ * T threads; each thread puts 2 bytes to its own slot of rank 1's segment,
+ * MSGS times.  Rank 1 is a passive target: it polls (fh_poll, yielding the
+ * core between polls, since tcp needs the target's progress) until rank 0
+ * is done.  Each thread binds its path and warms up before a pthread
+ * barrier, then times itself; the rate is T x MSGS over (last end - first
+ * start).  On a 2-core machine rank 1's polling shares the cores with rank
+ * 0's threads: compare the scaling over shm (no target CPU needed) with
+ * tcp's.
  *
  * Independent vs shared paths is FH_PATHS (fixed at fh_init), so
  * bench/run-all.sh runs this test once per FH_PATHS value.  The header's
@@ -37,7 +40,7 @@ typedef struct mr_thread {
 static void *mr_main(void *arg)
 {
     mr_thread_t *t = arg;
-    int peer = (fh_rank() + 1) % fh_nranks();
+    int peer = 1;
     for (int i = 0; i < 8; i++)           /* binds the path, warms it */
         FHB_TRY(fh_put(peer, t->remote, t->src, 2));
     pthread_barrier_wait(t->start);
@@ -63,11 +66,11 @@ int fhb_msgrate(const fhb_opts_t *o)
     fh_seg_t seg;
     void *mine, *remote;
     FHB_TRY(fh_segment_create((size_t)(T + 1) * SLOT, &seg, &mine));
-    FHB_TRY(fh_segment_query(seg, (fh_rank() + 1) % fh_nranks(), &remote, NULL));
+    FHB_TRY(fh_segment_query(seg, 1, &remote, NULL));
     char *src = (char *)mine + (size_t)T * SLOT;   /* registered source */
     memset(src, 0x2a, SLOT);
     FILE *csv = fhb_csv_open(o, "paths,threads,batching,msgs,seconds,msgs_s");
-    const char *paths = getenv("FH_PATHS") ? getenv("FH_PATHS") : "independent";
+    const char *paths = fhb_paths();
     if (fh_rank() == 0)
         printf("%8s %9s %10s %12s\n", "threads", "batching", "msgs", "msgs/s");
     mr_thread_t *th = calloc((size_t)T, sizeof *th);
@@ -76,9 +79,14 @@ int fhb_msgrate(const fhb_opts_t *o)
     for (int batching = 0; batching <= 1; batching++) {
         for (int nt = 1; nt <= T; nt++) {
             long msgs = batching ? fhb_iters(o, 100000, 5000) : fhb_iters(o, 20000, 1000);
+            FHB_TRY(fh_barrier());
+            if (fh_rank() != 0) {
+                fhb_park(1);
+                FHB_TRY(fh_barrier());
+                continue;
+            }
             pthread_barrier_t start;
             pthread_barrier_init(&start, NULL, (unsigned)nt);
-            FHB_TRY(fh_barrier());
             for (int i = 0; i < nt; i++) {
                 th[i] = (mr_thread_t){.index = i, .batching = batching, .msgs = msgs,
                                       .remote = (char *)remote + (size_t)i * SLOT,
@@ -95,16 +103,14 @@ int fhb_msgrate(const fhb_opts_t *o)
                     last = th[i].t1;
             }
             pthread_barrier_destroy(&start);
+            fhb_unpark();
             FHB_TRY(fh_barrier());
             double s = (last - first) / 1e9;
             double rate = (double)msgs * nt / s;
             fhb_csv_row(csv, "%s,%d,%s,%ld,%.6f,%.1f", paths, nt, batching ? "nbi" : "blocking",
                         msgs * nt, s, rate);
-            if (fh_rank() == 0) {
-                printf("%8d %9s %10ld %12.0f\n", nt, batching ? "nbi" : "blocking", msgs * nt,
-                       rate);
-                fflush(stdout);
-            }
+            printf("%8d %9s %10ld %12.0f\n", nt, batching ? "nbi" : "blocking", msgs * nt, rate);
+            fflush(stdout);
         }
     }
     free(th);

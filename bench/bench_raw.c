@@ -12,10 +12,20 @@
  * Rank 1 polls its CQ (the provider's progress) until rank 0 writes a
  * stop word into its buffer.
  *
+ * Paired rows.  Timings on a shared machine drift by several times within
+ * a minute, so the ratios the targets are about are also measured PAIRED:
+ * in each of R rounds, raw libfabric and the firehose runtime (fh_put /
+ * fh_put_nb on rank 1's segment, whatever FH_REG_STRATEGY says) run the
+ * same small batch back to back; the medians over all rounds of each side
+ * are reported as ops pair_raw_* and pair_fh_*.  Rank 1 meanwhile drives
+ * both its libfabric CQ and fh_poll.
+ *
  * Not here yet: the fi_cntr variant and a verbs (ibv) version.
  *
  * CSV: the columns of bench_rma.c (fhb_rma_columns), same op names, so
- * raw-<prov>.csv and latency-<prov>.csv rows pair up by (op, size).
+ * raw-<prov>.csv and latency-<prov>.csv rows pair up by (op, size); plus
+ * pair_raw_put / pair_fh_put (8 B, median_us, p99_us) and
+ * pair_raw_put_nb_flood / pair_fh_put_nb_flood (64 KiB and up, mb_s).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,9 +161,10 @@ static void reap(raw_t *r, long want)
     }
 }
 
-static void post(raw_t *r, int is_put, size_t off, size_t n, struct fi_context2 *ctx)
+static void post_ex(raw_t *r, int is_put, size_t off, size_t loff, size_t n,
+                    struct fi_context2 *ctx)
 {
-    struct iovec iov = {.iov_base = r->buf + MAX_SIZE, .iov_len = n};
+    struct iovec iov = {.iov_base = r->buf + loff, .iov_len = n};
     uint64_t raddr = r->rbase + off;
     struct fi_rma_iov riov = {.addr = r->virt_addr ? raddr : off, .len = n, .key = r->rkey};
     struct fi_msg_rma m = {.msg_iov = &iov, .desc = &r->desc, .iov_count = 1,
@@ -179,6 +190,17 @@ static void post(raw_t *r, int is_put, size_t off, size_t n, struct fi_context2 
         if (fi_cq_read(r->cq, &e, 1) == 1)   /* progress; a completion of ours */
             r->early++;
     }
+}
+
+/* A put/get of n bytes from our local area to the peer's offset off. */
+static void post(raw_t *r, int is_put, size_t off, size_t n, struct fi_context2 *ctx)
+{
+    post_ex(r, is_put, off, MAX_SIZE, n, ctx);
+}
+
+static void post_at(raw_t *r, size_t off, size_t loff, size_t n, struct fi_context2 *ctx)
+{
+    post_ex(r, 1, off, loff, n, ctx);
 }
 
 static long iters_for(long base, size_t n, int quick)
@@ -225,6 +247,115 @@ static double flood(raw_t *r, int is_put, size_t n, long it)
     return (fhb_now_ns() - t0) / 1e9;
 }
 
+/* ------------------------------------------------------------ paired */
+
+/* Rank 1 polls mostly the side that rank 0 is using: rank 0 announces the
+ * phase with a raw put of this word (offset 8 of rank 1's raw buffer).  The
+ * other side is still polled every PHASE_SKIP loops (a phase change needs
+ * the raw side to progress). */
+enum { PHASE_RAW = 0, PHASE_FH = 1 };
+#define PHASE_OFF 8
+#define PHASE_SKIP 64
+
+static void set_phase(raw_t *r, uint64_t ph)
+{
+    struct fi_context2 ctx;
+    memcpy(r->buf + MAX_SIZE + PHASE_OFF, &ph, sizeof ph);
+    post_at(r, PHASE_OFF, MAX_SIZE + PHASE_OFF, sizeof ph, &ctx);
+    reap(r, 1);
+}
+
+typedef struct fh_side {
+    void *remote;            /* rank 1's firehose segment */
+    char *local;             /* ours, registered */
+} fh_side_t;
+
+static double fh_lat_one(const fh_side_t *f, size_t n)
+{
+    double t0 = fhb_now_ns();
+    FHB_TRY(fh_put(1, f->remote, f->local, n));
+    return (fhb_now_ns() - t0) / 1e3;
+}
+
+static double raw_lat_one(raw_t *r, size_t n)
+{
+    struct fi_context2 ctx;
+    double t0 = fhb_now_ns();
+    post(r, 1, 0, n, &ctx);
+    reap(r, 1);
+    return (fhb_now_ns() - t0) / 1e3;
+}
+
+static double fh_flood_mbs(const fh_side_t *f, size_t n, long ops)
+{
+    fh_handle_t h[WINDOW];
+    double t0 = fhb_now_ns();
+    for (long i = 0; i < ops; i++)
+        FHB_TRY(fh_put_nb(1, f->remote, f->local, n, &h[i]));
+    FHB_TRY(fh_wait_all(h, (size_t)ops));
+    return (double)n * (double)ops / ((fhb_now_ns() - t0) / 1e3);
+}
+
+static double raw_flood_mbs(raw_t *r, size_t n, long ops)
+{
+    return (double)n * (double)ops / flood(r, 1, n, ops) / 1e6;
+}
+
+static void paired(raw_t *r, const fh_side_t *f, FILE *csv, int quick, size_t top)
+{
+    int rounds = quick ? 8 : 40, k = quick ? 15 : 50;
+    size_t nlat = (size_t)rounds * (size_t)k;
+    double *a = malloc(sizeof(double) * nlat), *b = malloc(sizeof(double) * nlat);
+    double ra[64], rb[64];
+    if (!a || !b)
+        fh_abort(1, "fhbench: out of memory");
+    for (int i = 0; i < 20; i++) {               /* warm both (firehose: the miss) */
+        set_phase(r, PHASE_RAW);
+        raw_lat_one(r, 8);
+        set_phase(r, PHASE_FH);
+        fh_lat_one(f, 8);
+    }
+    for (int rd = 0; rd < rounds; rd++) {
+        set_phase(r, PHASE_RAW);
+        for (int i = 0; i < k; i++)
+            a[(size_t)rd * (size_t)k + (size_t)i] = raw_lat_one(r, 8);
+        set_phase(r, PHASE_FH);
+        for (int i = 0; i < k; i++)
+            b[(size_t)rd * (size_t)k + (size_t)i] = fh_lat_one(f, 8);
+    }
+    double am = fhb_quantile(a, nlat, 0.5), ap = fhb_quantile(a, nlat, 0.99);
+    double bm = fhb_quantile(b, nlat, 0.5), bp = fhb_quantile(b, nlat, 0.99);
+    fhb_csv_row(csv, "pair_raw_put,8,%zu,%.3f,%.3f,,", nlat, am, ap);
+    fhb_csv_row(csv, "pair_fh_put,8,%zu,%.3f,%.3f,,", nlat, bm, bp);
+    printf("paired 8 B put: raw %.2f us, firehose %.2f us (median of %zu each): ratio %.2f\n",
+           am, bm, nlat, bm / am);
+    for (size_t n = 65536; n <= top; n *= 4) {
+        long ops = (long)(((size_t)8 << 20) / n);
+        ops = ops < 8 ? 8 : ops > WINDOW ? WINDOW : ops;
+        for (int rd = -1; rd < rounds; rd++) {   /* round -1: warm-up */
+            set_phase(r, PHASE_RAW);
+            double x = raw_flood_mbs(r, n, ops);
+            set_phase(r, PHASE_FH);
+            double y = fh_flood_mbs(f, n, ops);
+            if (rd >= 0) {
+                ra[rd] = x;
+                rb[rd] = y;
+            }
+        }
+        double x = fhb_quantile(ra, (size_t)rounds, 0.5), y = fhb_quantile(rb, (size_t)rounds, 0.5);
+        fhb_csv_row(csv, "pair_raw_put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, ops * rounds, x,
+                    x * 1e6 / (double)n);
+        fhb_csv_row(csv, "pair_fh_put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, ops * rounds, y,
+                    y * 1e6 / (double)n);
+        printf("paired put flood %zu B: raw %.1f MB/s, firehose %.1f MB/s: ratio %.2f\n", n, x,
+               y, y / x);
+    }
+    set_phase(r, PHASE_RAW);
+    fflush(stdout);
+    free(a);
+    free(b);
+}
+
 int fhb_raw(const fhb_opts_t *o)
 {
     const char *prov = o->provider;
@@ -234,6 +365,12 @@ int fhb_raw(const fhb_opts_t *o)
     raw_t r;
     memset(&r, 0, sizeof r);
     raw_open(&r, prov);
+    fh_seg_t seg;
+    void *mine;
+    fh_side_t fs;
+    FHB_TRY(fh_segment_create(2 * MAX_SIZE, &seg, &mine));
+    FHB_TRY(fh_segment_query(seg, 1, &fs.remote, NULL));
+    fs.local = (char *)mine + MAX_SIZE;
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     FHB_TRY(fh_barrier());
     volatile uint64_t *stop = (volatile uint64_t *)(void *)r.buf;
@@ -260,6 +397,7 @@ int fhb_raw(const fhb_opts_t *o)
                    gp, pbw, gbw);
             fflush(stdout);
         }
+        paired(&r, &fs, csv, o->quick, top);
         /* stop word: first 8 bytes of the peer's buffer */
         uint64_t one = 1;
         memcpy(r.buf + MAX_SIZE, &one, sizeof one);
@@ -268,11 +406,18 @@ int fhb_raw(const fhb_opts_t *o)
         reap(&r, 1);
     } else {
         struct fi_cq_entry e;
-        while (*stop == 0)
-            (void)fi_cq_read(r.cq, &e, 1);     /* drives the provider */
+        volatile uint64_t *phase = (volatile uint64_t *)(void *)(r.buf + PHASE_OFF);
+        for (unsigned long i = 0; *stop == 0; i++) {
+            int fh = *phase == PHASE_FH;
+            if (!fh || i % PHASE_SKIP == 0)
+                (void)fi_cq_read(r.cq, &e, 1);     /* drives the provider */
+            if (fh || i % PHASE_SKIP == 0)
+                fh_poll();                         /* the runtime (paired rows) */
+        }
     }
     fhb_csv_close(csv);
     FHB_TRY(fh_barrier());
+    FHB_TRY(fh_segment_destroy(seg));
     raw_close(&r);
     return 0;
 }

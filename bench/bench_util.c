@@ -5,6 +5,7 @@
  * (firehose/internal.h: the conduit's name and the effective FH_*
  * configuration), so that a CSV says exactly what produced it.
  */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -85,7 +86,7 @@ const char *fhb_strategy(void)
     return choice(e->choices, fh_rt->cfg.reg_strategy, buf, sizeof buf);
 }
 
-static const char *paths_name(void)
+const char *fhb_paths(void)
 {
     static char buf[32];
     const fh_cfg_entry_t *e = cfg_entry("FH_PATHS");
@@ -153,7 +154,7 @@ static void header(FILE *f, const fhb_opts_t *o)
     fprintf(f, "# M=%zu\n", fhb_firehose_m());
     fprintf(f, "# bucket=%zu\n", fhb_bucket());
     fprintf(f, "# threads=%ld\n", o->threads);
-    fprintf(f, "# paths=%s\n", paths_name());
+    fprintf(f, "# paths=%s\n", fhb_paths());
     fprintf(f, "# ranks=%d\n", fh_nranks());
     fprintf(f, "# cores=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "# git=%s\n", rev);
@@ -232,11 +233,14 @@ void fhb_park_register(void)
     fh_am_register(FHB_AM_UNPARK, h_unpark, "fhbench-unpark");
 }
 
-void fhb_park(void)
+void fhb_park(int busy)
 {
     while (!atomic_load(&unparked)) {
         fh_poll();
-        usleep(500);
+        if (busy)
+            sched_yield();
+        else
+            usleep(500);
     }
     atomic_store(&unparked, 0);
 }

@@ -51,6 +51,8 @@ size_t fhb_firehose_m(void);
 size_t fhb_bucket(void);
 /* "firehose", "pin-everything", ... : this run's FH_REG_STRATEGY. */
 const char *fhb_strategy(void);
+/* "independent" or "shared": this run's FH_PATHS. */
+const char *fhb_paths(void);
 
 /* CSV.  fhb_csv_open writes the run header (conduit, provider, strategy,
  * M, bucket, threads, git revision, test, quick) and the column line.
@@ -68,11 +70,13 @@ extern const char *const fhb_rma_columns;
 /* Sum of the registration counters over every peer of this rank. */
 void fhb_reg_counts(uint64_t *hits, uint64_t *misses);
 
-/* Ranks other than 0 sleep-poll in fhb_park until rank 0 calls
- * fhb_unpark, so that a rank-local measurement (cache) keeps its cores.
- * fhb_park_register must run before fh_init (it registers an AM). */
+/* Ranks other than 0 wait in fhb_park until rank 0 calls fhb_unpark,
+ * polling the network: busy = 0 sleeps 0.5 ms between polls (a rank-local
+ * measurement, e.g. cache, keeps the cores), busy = 1 polls continuously
+ * but yields the core between polls (a target that must progress, e.g.
+ * msgrate over tcp).  fhb_park_register must run before fh_init. */
 void fhb_park_register(void);
-void fhb_park(void);
+void fhb_park(int busy);
 void fhb_unpark(void);
 
 /* Aborts the job with a message naming the failed call. */

@@ -100,9 +100,9 @@ set title "Put bandwidth vs size"' "$(echo "$specs" | plots)"
 
 # msgrate
 specs=
-for f in msgrate-tcp-*.csv; do
+for f in msgrate-*.csv; do
     [ -f "$f" ] || continue
-    n=$(basename "$f" .csv | sed 's/msgrate-tcp-//')
+    n=$(basename "$f" .csv | sed 's/msgrate-//')
     specs="$specs${nl}$(rows "$f" 3 blocking)|2:6|$n blocking|with linespoints"
     specs="$specs${nl}$(rows "$f" 3 nbi)|2:6|$n nbi|with linespoints dt 2"
 done

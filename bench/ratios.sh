@@ -23,23 +23,27 @@ line() { printf '| %s | %s | %s |\n' "$1" "$2" "$3"; }
 echo "| target | measured (same run) | verdict |"
 echo "|---|---|---|"
 for p in tcp shm; do
-    f=$d/latency-$p-firehose.csv; r=$d/raw-$p.csv
-    [ -f "$f" ] && [ -f "$r" ] || continue
-    a=$(csv_get "$f" median_us op put size 8); b=$(csv_get "$r" median_us op put size 8)
+    r=$d/raw-$p.csv
+    [ -f "$r" ] || continue
+    # paired rows (raw and firehose alternating in one process) first
+    a=$(csv_get "$r" median_us op pair_fh_put size 8); b=$(csv_get "$r" median_us op pair_raw_put size 8)
     x=$(ratio "$a" "$b")
-    line "8 B blocking put, firehose hit / raw libfabric ($p) <= 1.10" "$x ($a / $b us)" \
+    line "8 B blocking put on a firehose hit / raw libfabric ($p) <= 1.10, paired" "$x ($a / $b us)" \
         "$(verdict "$x" le 1.10)"
-    worst=
+    worst=; sizes=
     for n in 65536 262144 1048576 4194304; do
-        a=$(csv_get "$f" mb_s op put_nb_flood size $n); b=$(csv_get "$r" mb_s op put_nb_flood size $n)
+        a=$(csv_get "$r" mb_s op pair_fh_put_nb_flood size $n); b=$(csv_get "$r" mb_s op pair_raw_put_nb_flood size $n)
         x=$(ratio "$a" "$b")
         [ "$x" = n/a ] && continue
         worst=$(awk -v w="$worst" -v x="$x" 'BEGIN { print (w == "" || x + 0 < w + 0) ? x : w }')
-        sizes="${sizes:-}$n:$x "
+        sizes="$sizes$n:$x "
     done
-    line "put bandwidth >= 64 KiB, firehose / raw ($p) >= 0.95 (worst size)" \
-        "${worst:-n/a} (size:ratio ${sizes:-})" "$(verdict "${worst:-}" ge 0.95)"
-    sizes=
+    line "put bandwidth >= 64 KiB, firehose / raw ($p) >= 0.95, paired (worst size)" \
+        "${worst:-n/a} (size:ratio $sizes)" "$(verdict "${worst:-}" ge 0.95)"
+    # the separate latency run, for reference
+    f=$d/latency-$p-firehose.csv
+    a=$(csv_get "$f" median_us op put size 8); b=$(csv_get "$r" median_us op put size 8)
+    [ -n "$a" ] && line "(reference) 8 B put, separate runs: latency / raw ($p)" "$(ratio "$a" "$b") ($a / $b us)" "-"
 done
 
 fh=$d/sweep-tcp-firehose.csv; rc=$d/sweep-tcp-rendezvous-cache.csv; rv=$d/sweep-tcp-rendezvous.csv
@@ -48,7 +52,7 @@ if [ -f "$fh" ]; then
     for other in rc rv; do
         eval "of=\$$other"
         name=$(basename "$of" .csv | sed 's/sweep-tcp-//')
-        lim=0.5; [ $other = rv ] && lim=0.5
+        lim=0.5
         if [ ! -f "$of" ]; then
             line "sweep below M (tcp): firehose / $name 8 B latency <= $lim" "n/a ($name not run or skipped)" n/a
             continue
@@ -81,20 +85,18 @@ if [ -f "$c" ]; then
     [ -n "$a1" ] && line "(for reference) UCX rcache, 2 threads / 1 thread" "$(ratio "$a2" "$a1")" "-"
 fi
 
-for s in firehose pin-everything; do
-    for paths in independent shared; do
-        m=$d/msgrate-tcp-$s-$paths.csv
-        [ -f "$m" ] || continue
-        for b in blocking nbi; do
-            r1=$(csv_get "$m" msgs_s threads 1 batching $b); r2=$(csv_get "$m" msgs_s threads 2 batching $b)
-            x=$(ratio "$r2" "$r1")
-            if [ $paths = independent ]; then
-                line "msgrate $paths paths, $b, $s: 2 threads / 1 >= 1.8" "$x ($r2 / $r1 msgs/s)" \
-                    "$(verdict "$x" ge 1.8)"
-            else
-                line "(contrast) msgrate shared path, $b, $s: 2 threads / 1" "$x ($r2 / $r1 msgs/s)" "-"
-            fi
-        done
+for m in "$d"/msgrate-*.csv; do
+    [ -f "$m" ] || continue
+    n=$(basename "$m" .csv | sed 's/^msgrate-//')
+    paths=$(csv_meta "$m" paths)
+    for b in blocking nbi; do
+        r1=$(csv_get "$m" msgs_s threads 1 batching $b); r2=$(csv_get "$m" msgs_s threads 2 batching $b)
+        x=$(ratio "$r2" "$r1")
+        if [ "$paths" = independent ]; then
+            line "msgrate $n, $b: 2 threads / 1 >= 1.8" "$x ($r2 / $r1 msgs/s)" "$(verdict "$x" ge 1.8)"
+        else
+            line "(contrast) msgrate $n, $b: 2 threads / 1" "$x ($r2 / $r1 msgs/s)" "-"
+        fi
     done
 done
 

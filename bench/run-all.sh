@@ -7,7 +7,7 @@
 # Writes into DIR (default ./results):
 #   latency-<prov>-<strategy>.csv  raw-<prov>.csv  peak-<prov>.csv
 #   sweep-tcp-<strategy>.csv       apps-tcp-<strategy>.csv
-#   msgrate-tcp-<strategy>-<paths>.csv   cache.csv   peers*.csv
+#   msgrate-<prov>-<strategy>-<paths>.csv   cache.csv   peers*.csv
 #   *.png (bench/plot.sh), summary.txt (the targets' ratios, bench/ratios
 #   in the same run), skipped.txt (series that could not run, and why),
 #   run.log (everything printed), timings.txt (seconds per step).
@@ -90,7 +90,7 @@ bench() {
     echo "$name $dt" >> "$out/timings.txt"
     case $rc in
         0) say "   ok in ${dt}s" ;;
-        77) reason=$(tail -n 20 "$log" | grep -m1 '^SKIP' || echo "SKIP")
+        77) reason=$(grep '^SKIP' "$log" | tail -n 1)
             echo "$name: $reason" >> "$out/skipped.txt"
             rm -f "$csv"
             say "   skipped: $reason" ;;
@@ -117,7 +117,7 @@ for p in $PROVIDERS; do
         bench "latency $p $s" "$out/latency-$p-$s.csv" FH_OFI_PROVIDER=$p FH_REG_STRATEGY=$s \
             -- latency
     done
-    bench "raw $p" "$out/raw-$p.csv" FH_OFI_PROVIDER=$p -- raw
+    bench "raw $p" "$out/raw-$p.csv" FH_OFI_PROVIDER=$p FH_REG_STRATEGY=firehose -- raw
     bench "peak $p" "$out/peak-$p.csv" FH_OFI_PROVIDER=$p FH_REG_STRATEGY=firehose -- peak
 done
 
@@ -131,12 +131,15 @@ for s in $STRATEGIES; do
         FH_FIREHOSE_M=$APPS_M FH_FIREHOSE_MAXVICTIM=$APPS_M -- apps
 done
 
-# 3. message rate: independent vs shared paths
-for s in firehose pin-everything; do
-    for paths in independent shared; do
-        bench "msgrate tcp $s $paths" "$out/msgrate-tcp-$s-$paths.csv" FH_OFI_PROVIDER=tcp \
-            FH_REG_STRATEGY=$s FH_PATHS=$paths FH_MAX_THREADS=$threads \
-            -- msgrate --threads "$threads"
+# 3. message rate: independent vs shared paths, per provider
+for p in $PROVIDERS; do
+    have_prov "$p" || continue
+    for s in firehose pin-everything; do
+        for paths in independent shared; do
+            bench "msgrate $p $s $paths" "$out/msgrate-$p-$s-$paths.csv" FH_OFI_PROVIDER=$p \
+                FH_REG_STRATEGY=$s FH_PATHS=$paths FH_MAX_THREADS=$threads \
+                -- msgrate --threads "$threads"
+        done
     done
 done
 
