@@ -17,10 +17,12 @@
  *                region already in the cache, registration callbacks that
  *                do nothing (as ours do here).
  *
- * The lock-free hit layer (fh_reg_hit_acquire / fh_reg_hit_release in
- * firehose/internal.h) plugs in as one more hit_impl_t: its op() is the
- * whole hit path, so only hit_fh_* below has to be written (see
- * FHB_HAVE_REG_HIT).
+ *   fh-hit       the runtime's own hit layer, fh_reg_hit_acquire /
+ *                fh_reg_hit_release (firehose/internal.h), on a firehose
+ *                the runtime holds on rank 1's segment.  Compiled when
+ *                FHB_HAVE_REG_HIT is defined (add -DFHB_HAVE_REG_HIT to
+ *                bench_fhbench_CPPFLAGS once the layer is merged): its
+ *                whole hit path is fhhit_run(), one small function.
  *
  * Only rank 0 measures; the other ranks park (sleeping poll) so that they
  * do not take a core from the measuring threads.
@@ -302,7 +304,48 @@ static void ucx_close(void *ctx)
 }
 #endif
 
+/* ---------------------------------------------------------- fh-hit */
+
+#ifdef FHB_HAVE_REG_HIT
+#include "internal.h"
+
+/* Rank 1's segment, created collectively by fhb_cache before rank 1 parks. */
+static void *fhhit_remote;
+
+static void *fhhit_open(int nthreads)
+{
+    (void)nthreads;
+    if (fhhit_remote == NULL)
+        return NULL;
+    /* One put per thread's bucket makes the runtime hold the firehoses. */
+    char b[8] = {0};
+    for (int i = 0; i < nthreads; i++)
+        FHB_TRY(fh_put(1, (char *)fhhit_remote + (size_t)i * 65536, b, sizeof b));
+    return fhhit_remote;
+}
+
+static void fhhit_run(void *ctx, int thread, long n)
+{
+    fh_tls_t *t = fh_tls();
+    uintptr_t raddr = (uintptr_t)ctx + (size_t)thread * 65536;
+    for (long i = 0; i < n; i++) {
+        fh_reg_hit_t h;
+        if (__builtin_expect(fh_reg_hit_acquire(t, 1, raddr, 8, &h) != FH_OK, 0))
+            fh_abort(1, "fhbench: cache: fh_reg_hit_acquire missed a held firehose");
+        fh_reg_hit_release(t, &h);
+    }
+}
+
+static void fhhit_close(void *ctx)
+{
+    (void)ctx;
+}
+#endif
+
 static const hit_impl_t impls[] = {
+#ifdef FHB_HAVE_REG_HIT
+    {"fh-hit", fhhit_open, fhhit_run, fhhit_close},
+#endif
     {"fhc-locked", fhc_open, fhc_run, fhc_close},
 #ifdef FH_HAVE_UCS
     {"ucx-rcache", ucx_open, ucx_run, ucx_close},
@@ -359,12 +402,19 @@ static void run_once(const hit_impl_t *im, void *ctx, int nt, long n, double *ns
 
 int fhb_cache(const fhb_opts_t *o)
 {
+    int T = (int)(o->threads > 64 ? 64 : o->threads);
     FILE *csv = fhb_csv_open(o, "impl,threads,ops_per_thread,ns_per_op,agg_mops");
+#ifdef FHB_HAVE_REG_HIT
+    fh_seg_t seg;
+    FHB_TRY(fh_segment_create((size_t)T * 65536, &seg, NULL));
+    FHB_TRY(fh_segment_query(seg, 1, &fhhit_remote, NULL));
+    if (strcmp(fhb_strategy(), "firehose") != 0)   /* the hit layer is firehose's */
+        fhhit_remote = NULL;
+#endif
     if (fh_rank() != 0) {
-        fhb_park(0);
+        fhb_park(FHB_PARK_SLEEP);
         return 0;
     }
-    int T = (int)(o->threads > 64 ? 64 : o->threads);
     long n = fhb_iters(o, 2000000, 200000);
     int reps = o->quick ? 3 : REPS;
     printf("%12s %8s %10s %10s\n", "impl", "threads", "ns/op", "agg_Mops");

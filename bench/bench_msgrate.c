@@ -7,8 +7,9 @@
  * MSGS times.  Rank 1 is a passive target: it polls (fh_poll, yielding the
  * core between polls, since tcp needs the target's progress) until rank 0
  * is done.  Each thread binds its path and warms up before a pthread
- * barrier, then times itself; the rate is T x MSGS over (last end - first
- * start).  On a 2-core machine rank 1's polling shares the cores with rank
+ * barrier, then times itself, stopping early (at a batch boundary) after
+ * 0.5 s (--quick) or 3 s; the rate is the messages all threads sent over
+ * (last end - first start).  On a 2-core machine rank 1's polling shares the cores with rank
  * 0's threads: compare the scaling over shm (no target CPU needed) with
  * tcp's.
  *
@@ -30,7 +31,9 @@
 typedef struct mr_thread {
     pthread_t tid;
     int index, batching;
-    long msgs;
+    long msgs;             /* at most this many ... */
+    double budget_ns;      /* ... or until this much time has passed */
+    long done;             /* what was sent */
     char *remote;          /* this thread's slot on the peer */
     const char *src;
     pthread_barrier_t *start;
@@ -45,17 +48,18 @@ static void *mr_main(void *arg)
         FHB_TRY(fh_put(peer, t->remote, t->src, 2));
     pthread_barrier_wait(t->start);
     t->t0 = fhb_now_ns();
-    if (t->batching) {
-        for (long i = 0; i < t->msgs; i++) {
-            FHB_TRY(fh_put_nbi(peer, t->remote, t->src, 2));
-            if ((i + 1) % BATCH == 0)
-                FHB_TRY(fh_wait_nbi());
-        }
-        FHB_TRY(fh_wait_nbi());
-    } else {
-        for (long i = 0; i < t->msgs; i++)
-            FHB_TRY(fh_put(peer, t->remote, t->src, 2));
+    double end = t->t0 + t->budget_ns;
+    long i = 0;
+    while (i < t->msgs) {
+        for (long k = 0; k < BATCH && i < t->msgs; k++, i++)
+            FHB_TRY(t->batching ? fh_put_nbi(peer, t->remote, t->src, 2)
+                                : fh_put(peer, t->remote, t->src, 2));
+        if (t->batching)
+            FHB_TRY(fh_wait_nbi());
+        if (fhb_now_ns() > end)
+            break;
     }
+    t->done = i;
     t->t1 = fhb_now_ns();
     return NULL;
 }
@@ -81,7 +85,7 @@ int fhb_msgrate(const fhb_opts_t *o)
             long msgs = batching ? fhb_iters(o, 100000, 5000) : fhb_iters(o, 20000, 1000);
             FHB_TRY(fh_barrier());
             if (fh_rank() != 0) {
-                fhb_park(1);
+                fhb_park(FHB_PARK_YIELD);
                 FHB_TRY(fh_barrier());
                 continue;
             }
@@ -89,14 +93,17 @@ int fhb_msgrate(const fhb_opts_t *o)
             pthread_barrier_init(&start, NULL, (unsigned)nt);
             for (int i = 0; i < nt; i++) {
                 th[i] = (mr_thread_t){.index = i, .batching = batching, .msgs = msgs,
+                                      .budget_ns = o->quick ? 0.5e9 : 3e9,
                                       .remote = (char *)remote + (size_t)i * SLOT,
                                       .src = src, .start = &start};
                 if (pthread_create(&th[i].tid, NULL, mr_main, &th[i]) != 0)
                     fh_abort(1, "fhbench: pthread_create failed");
             }
             double first = 0, last = 0;
+            long sent = 0;
             for (int i = 0; i < nt; i++) {
                 pthread_join(th[i].tid, NULL);
+                sent += th[i].done;
                 if (i == 0 || th[i].t0 < first)
                     first = th[i].t0;
                 if (i == 0 || th[i].t1 > last)
@@ -106,10 +113,10 @@ int fhb_msgrate(const fhb_opts_t *o)
             fhb_unpark();
             FHB_TRY(fh_barrier());
             double s = (last - first) / 1e9;
-            double rate = (double)msgs * nt / s;
+            double rate = (double)sent / s;
             fhb_csv_row(csv, "%s,%d,%s,%ld,%.6f,%.1f", paths, nt, batching ? "nbi" : "blocking",
-                        msgs * nt, s, rate);
-            printf("%8d %9s %10ld %12.0f\n", nt, batching ? "nbi" : "blocking", msgs * nt, rate);
+                        sent, s, rate);
+            printf("%8d %9s %10ld %12.0f\n", nt, batching ? "nbi" : "blocking", sent, rate);
             fflush(stdout);
         }
     }

@@ -10,8 +10,8 @@
  *
  * The local buffer is the second half of rank 0's own segment, so no
  * temporary registration is timed (bench_raw.c also uses a registered
- * buffer: the ratio compares like with like).  Rank 1 only polls, in the
- * closing barrier.
+ * buffer: the ratio compares like with like).  Rank 1 only polls
+ * (fhb_target_wait).
  *
  * CSV columns (shared with bench_raw.c):
  *   op,size,iters,median_us,p99_us,mb_s,msgs_s
@@ -53,9 +53,9 @@ static void ctx_open(rma_ctx_t *c)
     memset(c->local, 0x5a, MAX_SIZE);
 }
 
-static void ctx_close(rma_ctx_t *c)
+static void ctx_close(const fhb_opts_t *o, rma_ctx_t *c)
 {
-    FHB_TRY(fh_barrier());
+    fhb_target_wait(o);
     FHB_TRY(fh_segment_destroy(c->seg));
 }
 
@@ -123,7 +123,7 @@ int fhb_latency(const fhb_opts_t *o)
         }
     }
     fhb_csv_close(csv);
-    ctx_close(&c);
+    ctx_close(o, &c);
     return 0;
 }
 
@@ -156,6 +156,6 @@ int fhb_peak(const fhb_opts_t *o)
         }
     }
     fhb_csv_close(csv);
-    ctx_close(&c);
+    ctx_close(o, &c);
     return 0;
 }

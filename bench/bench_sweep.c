@@ -117,7 +117,7 @@ int fhb_sweep(const fhb_opts_t *o)
         free(t);
     }
     fhb_csv_close(csv);
-    FHB_TRY(fh_barrier());
+    fhb_target_wait(o);
     FHB_TRY(fh_segment_destroy(seg));
     return 0;
 }

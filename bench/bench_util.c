@@ -233,16 +233,29 @@ void fhb_park_register(void)
     fh_am_register(FHB_AM_UNPARK, h_unpark, "fhbench-unpark");
 }
 
-void fhb_park(int busy)
+void fhb_park(fhb_park_t how)
 {
     while (!atomic_load(&unparked)) {
         fh_poll();
-        if (busy)
+        if (how == FHB_PARK_YIELD)
             sched_yield();
-        else
+        else if (how == FHB_PARK_SLEEP)
             usleep(500);
     }
     atomic_store(&unparked, 0);
+}
+
+void fhb_target_wait(const fhb_opts_t *o)
+{
+    if (o->target_wait_barrier) {
+        FHB_TRY(fh_barrier());
+        return;
+    }
+    if (fh_rank() == 0)
+        fhb_unpark();
+    else
+        fhb_park(FHB_PARK_SPIN);
+    FHB_TRY(fh_barrier());
 }
 
 void fhb_unpark(void)

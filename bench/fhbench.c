@@ -4,6 +4,12 @@
  *   tools/fhrun -n 2 bench/fhbench TEST [--csv FILE] [--iters N] [--quick]
  *                                      [--threads T] [--max-ws BYTES]
  *                                      [--max-size BYTES] [--provider P]
+ *                                      [--target-wait spin|barrier]
+ *
+ * While rank 0 measures, rank 1 is a passive target polling fh_poll in a
+ * loop (as raw's target, ucx_perftest and an MPI rank do);
+ * --target-wait barrier makes it wait inside fh_barrier instead, which
+ * yields its core after a few idle polls (see fhb_target_wait).
  *
  * TEST is latency, peak, sweep, apps, msgrate, cache or raw (fhbench.h says
  * which file holds each).  The registration strategy, the paths mode and
@@ -38,7 +44,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fhrun -n 2 fhbench TEST [--csv FILE] [--iters N] [--quick]\n"
                "                        [--threads T] [--max-ws BYTES] [--max-size BYTES]\n"
-               "                        [--provider P]\n"
+               "                        [--provider P] [--target-wait spin|barrier]\n"
                "tests:\n");
     for (size_t i = 0; i < NTESTS; i++)
         fprintf(f, "  %-8s %s\n", tests[i].name, tests[i].what);
@@ -81,6 +87,10 @@ static int parse(int argc, char **argv, fhb_opts_t *o)
                 o->max_size = parse_size(v);
             else if (strcmp(a, "--provider") == 0)
                 o->provider = v;
+            else if (strcmp(a, "--target-wait") == 0 && strcmp(v, "barrier") == 0)
+                o->target_wait_barrier = 1;
+            else if (strcmp(a, "--target-wait") == 0 && strcmp(v, "spin") == 0)
+                o->target_wait_barrier = 0;
             else
                 return -1;
             i++;

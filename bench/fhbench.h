@@ -35,6 +35,7 @@ typedef struct fhb_opts {
     size_t max_ws;        /* --max-ws BYTES (sweep; 0: 4 x M) */
     const char *provider; /* --provider (raw; default FH_OFI_PROVIDER) */
     size_t max_size;      /* --max-size BYTES (latency, peak, raw; 0: 4 MiB) */
+    int target_wait_barrier; /* --target-wait barrier (default spin) */
 } fhb_opts_t;
 
 /* The iteration count: --iters if given, else quick ? q : full. */
@@ -71,13 +72,22 @@ extern const char *const fhb_rma_columns;
 void fhb_reg_counts(uint64_t *hits, uint64_t *misses);
 
 /* Ranks other than 0 wait in fhb_park until rank 0 calls fhb_unpark,
- * polling the network: busy = 0 sleeps 0.5 ms between polls (a rank-local
- * measurement, e.g. cache, keeps the cores), busy = 1 polls continuously
- * but yields the core between polls (a target that must progress, e.g.
- * msgrate over tcp).  fhb_park_register must run before fh_init. */
+ * calling fh_poll in a loop and between polls:
+ *   SLEEP  sleeping 0.5 ms (a rank-local measurement, e.g. cache, keeps
+ *          the cores);
+ *   YIELD  sched_yield() (a target that must progress but shares the cores
+ *          with the measuring threads: msgrate);
+ *   SPIN   nothing (a passive target like raw's, ucx_perftest's or an MPI
+ *          rank in MPI_Barrier: latency, peak, sweep, apps).
+ * fhb_park_register must run before fh_init (it registers an AM). */
+typedef enum { FHB_PARK_SLEEP, FHB_PARK_YIELD, FHB_PARK_SPIN } fhb_park_t;
 void fhb_park_register(void);
-void fhb_park(int busy);
+void fhb_park(fhb_park_t how);
 void fhb_unpark(void);
+/* The end of a rank-0-measures phase: rank 1 waited for it polling (SPIN),
+ * or, with --target-wait barrier, inside fh_barrier (which yields the core
+ * after a few idle polls).  Collective; ends with a barrier. */
+void fhb_target_wait(const fhb_opts_t *o);
 
 /* Aborts the job with a message naming the failed call. */
 #define FHB_TRY(call) do { int rc_ = (call); if (rc_ != FH_OK) {              \
