@@ -13,7 +13,8 @@ d=${1:?usage: report.sh RESULTS_DIR}
 any=$(ls "$d"/*.csv 2>/dev/null | head -n 1)
 echo "Run: git \`$(csv_meta "$any" git)\`, $(csv_meta "$any" date), $(csv_meta "$any" cores) cores," \
      "quick=$(csv_meta "$any" quick).  $(sed -n 's/^machine: //p' "$d/run.log" 2>/dev/null | head -n 1)"
-[ -f "$d/timings.txt" ] && echo "run-all.sh took $(awk '$1 == "total" { print $2 }' "$d/timings.txt") s."
+[ -f "$d/timings.txt" ] && echo "run-all.sh took $(awk '$1 == "total" { print $2 }' "$d/timings.txt") s;" \
+    "load average at the end: $(sed -n 's/^load at the end: //p' "$d/run.log" 2>/dev/null)."
 echo
 
 echo "### Targets"

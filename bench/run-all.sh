@@ -160,6 +160,7 @@ else
 fi
 "$here/ratios.sh" "$out" > "$out/summary.txt" 2>>"$log"
 cat "$out/summary.txt" | tee -a "$log"
+say "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 total=$(( $(date +%s) - start_all ))
 echo "total $total" >> "$out/timings.txt"
 say "run-all: done in ${total}s, $failed failed; results in $out"
