@@ -20,7 +20,11 @@
  * are reported as ops pair_raw_* and pair_fh_*.  Rank 1 meanwhile drives
  * both its libfabric CQ and fh_poll.
  *
- * Not here yet: the fi_cntr variant and a verbs (ibv) version.
+ * Counter variant: rows cntr_put and cntr_put_nb_flood (8 B, 64 B, ...
+ * every 8x) post without FI_COMPLETION and wait on a write counter
+ * (fi_cntr_read) instead of reading the CQ.
+ *
+ * Not here yet: a verbs (ibv) version.
  *
  * CSV: the columns of bench_rma.c (fhb_rma_columns), same op names, so
  * raw-<prov>.csv and latency-<prov>.csv rows pair up by (op, size); plus
@@ -50,6 +54,9 @@ typedef struct raw {
     struct fid_domain *domain;
     struct fid_av *av;
     struct fid_cq *cq;
+    struct fid_cntr *cntr;          /* completed writes (NULL: not supported) */
+    uint64_t cntr_seen;             /* writes we have waited for so far */
+    int use_cntr;                   /* post without FI_COMPLETION, wait on cntr */
     struct fid_ep *ep;
     struct fid_mr *mr;
     void *desc;
@@ -94,7 +101,16 @@ static void raw_open(raw_t *r, const char *prov)
     struct fi_av_attr ava = {.type = FI_AV_TABLE};
     FI_TRY(fi_av_open(r->domain, &ava, &r->av, NULL));
     FI_TRY(fi_endpoint(r->domain, i, &r->ep, NULL));
-    FI_TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+    /* The CQ gets entries only for posts with FI_COMPLETION, so the same
+     * endpoint can also run the counter variant (posts without it). */
+    FI_TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION));
+    struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+    if (fi_cntr_open(r->domain, &ca, &r->cntr, NULL) != 0 ||
+        fi_ep_bind(r->ep, &r->cntr->fid, FI_WRITE) != 0) {
+        if (r->cntr)
+            fi_close(&r->cntr->fid);
+        r->cntr = NULL;
+    }
     FI_TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
     FI_TRY(fi_enable(r->ep));
     uint64_t mm = i->domain_attr->mr_mode;
@@ -133,6 +149,8 @@ static void raw_close(raw_t *r)
 {
     fi_close(&r->mr->fid);
     fi_close(&r->ep->fid);
+    if (r->cntr)
+        fi_close(&r->cntr->fid);
     fi_close(&r->av->fid);
     fi_close(&r->cq->fid);
     fi_close(&r->domain->fid);
@@ -144,6 +162,13 @@ static void raw_close(raw_t *r)
 /* Reaps completions until `want` arrived. */
 static void reap(raw_t *r, long want)
 {
+    if (r->use_cntr) {
+        r->cntr_seen += (uint64_t)want;
+        while (fi_cntr_read(r->cntr) < r->cntr_seen)
+            if (fi_cntr_readerr(r->cntr) != 0)
+                fh_abort(1, "fhbench raw: counter reports an error");
+        return;
+    }
     struct fi_cq_entry e[16];
     long early = r->early < want ? r->early : want;
     r->early -= early;
@@ -173,7 +198,7 @@ static void post_ex(raw_t *r, int is_put, size_t off, size_t loff, size_t n,
     for (;;) {
         ssize_t ret;
         if (is_put) {
-            uint64_t f = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+            uint64_t f = (r->use_cntr ? 0 : FI_COMPLETION) | FI_DELIVERY_COMPLETE;
             if (n <= r->inject)
                 f |= FI_INJECT;
             ret = fi_writemsg(r->ep, &m, f);
@@ -396,6 +421,25 @@ int fhb_raw(const fhb_opts_t *o)
             printf("%9zu %8ld %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", n, it, pm, pp, gm,
                    gp, pbw, gbw);
             fflush(stdout);
+        }
+        if (r.cntr) {     /* the counter variant of the put loops */
+            r.use_cntr = 1;
+            r.cntr_seen = fi_cntr_read(r.cntr);
+            for (size_t n = 8; n <= top; n *= 8) {
+                long it = iters_for(base, n, o->quick);
+                double pm, pp;
+                lat(&r, 1, n, it, &pm, &pp);
+                long fit = 2 * it;
+                double ps = flood(&r, 1, n, fit);
+                fhb_csv_row(csv, "cntr_put,%zu,%ld,%.3f,%.3f,,", n, it, pm, pp);
+                fhb_csv_row(csv, "cntr_put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit,
+                            (double)n * (double)fit / ps / 1e6, (double)fit / ps);
+                printf("fi_cntr: %9zu B put %8.2f us (p99 %.2f), flood %.1f MB/s\n", n, pm, pp,
+                       (double)n * (double)fit / ps / 1e6);
+            }
+            r.use_cntr = 0;
+        } else {
+            printf("raw: fi_cntr variant skipped: the provider has no write counter\n");
         }
         paired(&r, &fs, csv, o->quick, top);
         /* stop word: first 8 bytes of the peer's buffer */

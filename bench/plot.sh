@@ -107,6 +107,7 @@ for f in msgrate-*.csv; do
     specs="$specs${nl}$(rows "$f" 3 nbi)|2:6|$n nbi|with linespoints dt 2"
 done
 draw msgrate.png 'set format x "%g"
+set logscale y
 set xlabel "threads per rank"; set ylabel "2-byte puts per second (rank 0)"
 set xtics 1
 set title "Message rate: independent vs shared paths, batching off (blocking) and on (nbi)"' \
