@@ -25,20 +25,23 @@ echo "|---|---|---|"
 for p in tcp shm; do
     r=$d/raw-$p.csv
     [ -f "$r" ] || continue
-    # paired rows (raw and firehose alternating in one process) first
+    # paired rows (raw and firehose alternating in one process): the verdict
+    # uses the median of the per-round ratios; medians and best rounds shown
+    x=$(csv_get "$r" median_us op pair_ratio_put size 8)
+    [ -n "$x" ] && x=$(awk -v x="$x" 'BEGIN { printf "%.2f", x }')
     a=$(csv_get "$r" median_us op pair_fh_put size 8); b=$(csv_get "$r" median_us op pair_raw_put size 8)
-    x=$(ratio "$a" "$b")
-    line "8 B blocking put on a firehose hit / raw libfabric ($p) <= 1.10, paired" "$x ($a / $b us)" \
-        "$(verdict "$x" le 1.10)"
+    ab=$(csv_get "$r" median_us op pair_fh_put_best size 8); bb=$(csv_get "$r" median_us op pair_raw_put_best size 8)
+    line "8 B blocking put on a firehose hit / raw libfabric ($p) <= 1.10, paired" \
+        "${x:-n/a} (medians $a / $b us; best rounds $ab / $bb us)" "$(verdict "${x:-}" le 1.10)"
     worst=; sizes=
     for n in 65536 262144 1048576 4194304; do
-        a=$(csv_get "$r" mb_s op pair_fh_put_nb_flood size $n); b=$(csv_get "$r" mb_s op pair_raw_put_nb_flood size $n)
-        x=$(ratio "$a" "$b")
-        [ "$x" = n/a ] && continue
+        x=$(csv_get "$r" mb_s op pair_ratio_put_nb_flood size $n)
+        [ -n "$x" ] || continue
+        x=$(awk -v x="$x" 'BEGIN { printf "%.2f", x }')
         worst=$(awk -v w="$worst" -v x="$x" 'BEGIN { print (w == "" || x + 0 < w + 0) ? x : w }')
         sizes="$sizes$n:$x "
     done
-    line "put bandwidth >= 64 KiB, firehose / raw ($p) >= 0.95, paired (worst size)" \
+    line "put bandwidth >= 64 KiB, firehose / raw ($p) >= 0.95, paired (worst size; per-round ratio medians)" \
         "${worst:-n/a} (size:ratio $sizes)" "$(verdict "${worst:-}" ge 0.95)"
     # the separate latency run, for reference
     f=$d/latency-$p-firehose.csv

@@ -39,15 +39,19 @@ done
 echo
 echo "Paired (raw and firehose alternating in one process, medians):"
 echo
-echo "| provider | what | raw | firehose |"
-echo "|---|---|---|---|"
+echo "| provider | what | raw median | firehose median | raw best round | firehose best round | median of per-round ratios |"
+echo "|---|---|---|---|---|---|---|"
 for p in tcp shm; do
     r=$d/raw-$p.csv
     [ -f "$r" ] || continue
-    echo "| $p | 8 B put, us | $(csv_get "$r" median_us op pair_raw_put size 8) | $(csv_get "$r" median_us op pair_fh_put size 8) |"
+    echo "| $p | 8 B put, us | $(csv_get "$r" median_us op pair_raw_put size 8) | $(csv_get "$r" median_us op pair_fh_put size 8) |" \
+         "$(csv_get "$r" median_us op pair_raw_put_best size 8) | $(csv_get "$r" median_us op pair_fh_put_best size 8) |" \
+         "$(csv_get "$r" median_us op pair_ratio_put size 8) |"
     for n in 65536 262144 1048576 4194304; do
         a=$(csv_get "$r" mb_s op pair_raw_put_nb_flood size $n)
-        [ -n "$a" ] && echo "| $p | $n B put flood, MB/s | $a | $(csv_get "$r" mb_s op pair_fh_put_nb_flood size $n) |"
+        [ -n "$a" ] && echo "| $p | $n B put flood, MB/s | $a | $(csv_get "$r" mb_s op pair_fh_put_nb_flood size $n) |" \
+            "$(csv_get "$r" mb_s op pair_raw_put_nb_flood_best size $n) | $(csv_get "$r" mb_s op pair_fh_put_nb_flood_best size $n) |" \
+            "$(csv_get "$r" mb_s op pair_ratio_put_nb_flood size $n) |"
     done
 done
 echo
