@@ -101,12 +101,12 @@ for f in "$d"/msgrate-*.csv; do
 done
 echo
 
-echo "### Registration-cache hit path (ns/op per thread; aggregate Mops/s)"
+echo "### Registration-cache hit path (ns/op per thread; aggregate Mops/s; best and median repetition)"
 echo
-echo "| impl | threads | ns/op | aggregate Mops/s |"
-echo "|---|---|---|---|"
+echo "| impl | threads | ns/op best | ns/op median | aggregate Mops/s best | median |"
+echo "|---|---|---|---|---|---|"
 [ -f "$d/cache.csv" ] && awk -F, '/^#/ { next } !h { h = 1; next }
-    { printf "| %s | %s | %s | %s |\n", $1, $2, $4, $5 }' "$d/cache.csv"
+    { printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $6, $5, $7 }' "$d/cache.csv"
 echo
 
 echo "### Peers, back to back (bench/peers/run-peers.sh)"

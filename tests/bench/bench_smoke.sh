@@ -84,7 +84,8 @@ fi
 run msgrate "$d/msgrate.csv" FH_MAX_THREADS=2 -- msgrate --threads 2 --iters 20
 check "$d/msgrate.csv" "paths,threads,batching,msgs,seconds,msgs_s" threads msgs seconds msgs_s
 run cache "$d/cache.csv" -- cache --threads 2 --iters 1000
-check "$d/cache.csv" "impl,threads,ops_per_thread,ns_per_op,agg_mops" threads ops_per_thread ns_per_op agg_mops
+check "$d/cache.csv" "impl,threads,ops_per_thread,ns_per_op,agg_mops,ns_median,agg_mops_median" \
+    threads ops_per_thread ns_per_op agg_mops ns_median agg_mops_median
 
 # An unknown strategy is a skip (77), not a failure.
 FH_REG_STRATEGY=no-such-strategy timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" latency --quick \
