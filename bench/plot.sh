@@ -82,7 +82,9 @@ for what in latency bandwidth; do
     mark=
     [ -n "$M" ] && mark="set arrow from $M, graph 0 to $M, graph 1 nohead dt 3 lw 2
 set label \"M\" at $M, graph 0.95 offset 0.5,0"
-        draw "sweep-$what.png" "set logscale x 2
+        ylog=; [ $what = latency ] && ylog="set logscale y 10"
+    draw "sweep-$what.png" "set logscale x 2
+$ylog
 set xlabel \"working set (bytes, random targets)\"; set ylabel \"$ylab\"
 set title \"Working-set sweep over tcp, one line per FH_REG_STRATEGY (M = $M bytes)\"
 $mark" "$(echo "$specs" | plots)"
