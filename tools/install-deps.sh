@@ -3,12 +3,23 @@
 # test, fuzz and run its demo.  Idempotent and fast on re-runs: when all the
 # packages are already installed it touches nothing (no apt-get update).
 # Uses sudo only when not run as root.
+#
+#   tools/install-deps.sh           build + make check (libucx-dev: the cache
+#                                   benchmark's UCX comparison, in the smoke
+#                                   test too)
+#   tools/install-deps.sh --bench   also what bench/run-all.sh uses: gnuplot
+#                                   (plots) and ucx-utils (ucx_perftest peer)
 set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libfabric-dev libfabric-bin rdma-core libibverbs-dev librdmacm-dev \
 ibverbs-providers uthash-dev check libpmix-dev openmpi-bin libopenmpi-dev \
-iproute2 procps clang libclang-rt-14-dev python3"
+iproute2 procps clang libclang-rt-14-dev python3 libucx-dev"
+case "${1:-}" in
+    --bench) PACKAGES="$PACKAGES gnuplot-nox ucx-utils" ;;
+    "") ;;
+    *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+esac
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps.sh: not a Debian-like system (no dpkg/apt-get)." >&2

@@ -1,0 +1,161 @@
+/*
+ * bench_rma.c -- `latency` and `peak`: rank 0 -> rank 1 RMA on one segment.
+ *
+ * latency: for each size 1 B .. 4 MiB (powers of two), blocking fh_put and
+ *   fh_get timed one by one (median and p99), then a non-blocking flood:
+ *   windows of FLOOD_WINDOW fh_put_nb/fh_get_nb handles completed with
+ *   fh_wait_all (messages/s and MB/s), like GASNet's testsmall/testlarge.
+ * peak: put bandwidth vs size, every put to the same remote location:
+ *   fh_put_nbi bursts completed by fh_wait_nbi.
+ *
+ * The local buffer is the second half of rank 0's own segment, so no
+ * temporary registration is timed (bench_raw.c also uses a registered
+ * buffer: the ratio compares like with like).  Rank 1 only polls
+ * (fhb_target_wait).
+ *
+ * CSV columns (shared with bench_raw.c):
+ *   op,size,iters,median_us,p99_us,mb_s,msgs_s
+ * ops: put, get (latency rows: median_us/p99_us), put_nb_flood,
+ * get_nb_flood, put_nbi_peak (rate rows: mb_s/msgs_s); unused fields empty.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fhbench.h"
+
+#define MAX_SIZE ((size_t)4 << 20)
+#define FLOOD_WINDOW 64
+
+const char *const fhb_rma_columns = "op,size,iters,median_us,p99_us,mb_s,msgs_s";
+
+/* Iterations for size n: `base` up to 64 KiB, then fewer (same bytes). */
+static long iters_for(long base, size_t n, int quick)
+{
+    long it = base;
+    if (n > 65536)
+        it = (long)((double)base * 65536.0 / (double)n);
+    long min = quick ? 5 : 20;
+    return it < min ? min : it;
+}
+
+typedef struct rma_ctx {
+    void *remote;     /* rank 1's segment base */
+    char *local;      /* registered local buffer (our segment) */
+    fh_seg_t seg;
+} rma_ctx_t;
+
+static void ctx_open(rma_ctx_t *c)
+{
+    void *mine;
+    FHB_TRY(fh_segment_create(2 * MAX_SIZE, &c->seg, &mine));
+    FHB_TRY(fh_segment_query(c->seg, 1, &c->remote, NULL));
+    c->local = (char *)mine + MAX_SIZE;
+    memset(c->local, 0x5a, MAX_SIZE);
+}
+
+static void ctx_close(const fhb_opts_t *o, rma_ctx_t *c)
+{
+    fhb_target_wait(o);
+    FHB_TRY(fh_segment_destroy(c->seg));
+}
+
+/* Times `it` blocking operations; fills med/p99 in microseconds. */
+static void time_blocking(const rma_ctx_t *c, int is_put, size_t n, long it, double *med,
+                          double *p99)
+{
+    double *t = malloc(sizeof(double) * (size_t)it);
+    if (!t)
+        fh_abort(1, "fhbench: out of memory");
+    long warm = it / 10 + 2;
+    for (long i = 0; i < warm; i++)
+        FHB_TRY(is_put ? fh_put(1, c->remote, c->local, n) : fh_get(c->local, 1, c->remote, n));
+    for (long i = 0; i < it; i++) {
+        double t0 = fhb_now_ns();
+        FHB_TRY(is_put ? fh_put(1, c->remote, c->local, n) : fh_get(c->local, 1, c->remote, n));
+        t[i] = (fhb_now_ns() - t0) / 1e3;
+    }
+    *med = fhb_quantile(t, (size_t)it, 0.5);
+    *p99 = fhb_quantile(t, (size_t)it, 0.99);
+    free(t);
+}
+
+/* it operations in windows of FLOOD_WINDOW handles; returns seconds. */
+static double time_flood(const rma_ctx_t *c, int is_put, size_t n, long it)
+{
+    fh_handle_t h[FLOOD_WINDOW];
+    double t0 = fhb_now_ns();
+    for (long done = 0; done < it;) {
+        long w = it - done < FLOOD_WINDOW ? it - done : FLOOD_WINDOW;
+        for (long i = 0; i < w; i++)
+            FHB_TRY(is_put ? fh_put_nb(1, c->remote, c->local, n, &h[i])
+                           : fh_get_nb(c->local, 1, c->remote, n, &h[i]));
+        FHB_TRY(fh_wait_all(h, (size_t)w));
+        done += w;
+    }
+    return (fhb_now_ns() - t0) / 1e9;
+}
+
+int fhb_latency(const fhb_opts_t *o)
+{
+    rma_ctx_t c;
+    ctx_open(&c);
+    FILE *csv = fhb_csv_open(o, fhb_rma_columns);
+    if (fh_rank() == 0) {
+        long base = fhb_iters(o, 2000, 100);
+        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
+        printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med",
+               "put_p99", "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
+        for (size_t n = 1; n <= top; n *= 2) {
+            long it = iters_for(base, n, o->quick);
+            double pm, pp, gm, gp;
+            time_blocking(&c, 1, n, it, &pm, &pp);
+            time_blocking(&c, 0, n, it, &gm, &gp);
+            fhb_csv_row(csv, "put,%zu,%ld,%.3f,%.3f,,", n, it, pm, pp);
+            fhb_csv_row(csv, "get,%zu,%ld,%.3f,%.3f,,", n, it, gm, gp);
+            long fit = 2 * it;
+            double ps = time_flood(&c, 1, n, fit), gs = time_flood(&c, 0, n, fit);
+            double pbw = (double)n * (double)fit / ps / 1e6, gbw = (double)n * (double)fit / gs / 1e6;
+            fhb_csv_row(csv, "put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, pbw, (double)fit / ps);
+            fhb_csv_row(csv, "get_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, gbw, (double)fit / gs);
+            printf("%9zu %8ld %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", n, it, pm, pp, gm,
+                   gp, pbw, gbw);
+            fflush(stdout);
+        }
+    }
+    fhb_csv_close(csv);
+    ctx_close(o, &c);
+    return 0;
+}
+
+int fhb_peak(const fhb_opts_t *o)
+{
+    rma_ctx_t c;
+    ctx_open(&c);
+    FILE *csv = fhb_csv_open(o, fhb_rma_columns);
+    if (fh_rank() == 0) {
+        long base = fhb_iters(o, 4000, 200);
+        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
+        printf("%9s %8s %12s %14s\n", "size", "puts", "MB/s", "msgs/s");
+        for (size_t n = 8; n <= top; n *= 2) {
+            long it = iters_for(base, n, o->quick);
+            for (long i = 0; i < it / 10 + 1; i++)     /* warm-up */
+                FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));
+            FHB_TRY(fh_wait_nbi());
+            double t0 = fhb_now_ns();
+            for (long i = 0; i < it; i++) {
+                FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));
+                if ((i + 1) % FLOOD_WINDOW == 0)
+                    FHB_TRY(fh_wait_nbi());
+            }
+            FHB_TRY(fh_wait_nbi());
+            double s = (fhb_now_ns() - t0) / 1e9;
+            double bw = (double)n * (double)it / s / 1e6;
+            fhb_csv_row(csv, "put_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, bw, (double)it / s);
+            printf("%9zu %8ld %12.1f %14.0f\n", n, it, bw, (double)it / s);
+            fflush(stdout);
+        }
+    }
+    fhb_csv_close(csv);
+    ctx_close(o, &c);
+    return 0;
+}

@@ -1,0 +1,266 @@
+/*
+ * bench_util.c -- clock, percentiles, the CSV writer and the run header.
+ *
+ * The header is the one place fhbench reads runtime internals
+ * (firehose/internal.h: the conduit's name and the effective FH_*
+ * configuration), so that a CSV says exactly what produced it.
+ */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fhbench.h"
+#include "internal.h"
+
+#ifndef FHB_SRCDIR
+#define FHB_SRCDIR "."
+#endif
+
+long fhb_iters(const fhb_opts_t *o, long full, long q)
+{
+    if (o->iters > 0)
+        return o->iters;
+    return o->quick ? q : full;
+}
+
+double fhb_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double fhb_quantile(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i >= n ? n - 1 : i];
+}
+
+/* The i-th '|'-separated word of choices, into buf. */
+static const char *choice(const char *choices, int i, char *buf, size_t len)
+{
+    const char *s = choices;
+    for (; i > 0 && s; i--) {
+        s = strchr(s, '|');
+        if (s)
+            s++;
+    }
+    if (!s)
+        return "?";
+    size_t n = strcspn(s, "|");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static const fh_cfg_entry_t *cfg_entry(const char *name)
+{
+    for (size_t i = 0; i < fh_config_table_len; i++)
+        if (strcmp(fh_config_table[i].name, name) == 0)
+            return &fh_config_table[i];
+    return NULL;
+}
+
+const char *fhb_strategy(void)
+{
+    static char buf[64];
+    const fh_cfg_entry_t *e = cfg_entry("FH_REG_STRATEGY");
+    if (!fh_rt || !e || !e->choices)
+        return "?";
+    return choice(e->choices, fh_rt->cfg.reg_strategy, buf, sizeof buf);
+}
+
+const char *fhb_paths(void)
+{
+    static char buf[32];
+    const fh_cfg_entry_t *e = cfg_entry("FH_PATHS");
+    if (!fh_rt || !e || !e->choices)
+        return "?";
+    return choice(e->choices, fh_rt->cfg.paths, buf, sizeof buf);
+}
+
+/* What firehose/reg.c calls pinnable(): min(RLIMIT_MEMLOCK, 2/3 RAM); the
+ * conduit's own limit is not visible here (none on ofi). */
+static size_t pinnable(void)
+{
+    size_t lim = SIZE_MAX;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0)
+        lim = (size_t)pages / 3 * 2 * (size_t)psz;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (size_t)rl.rlim_cur < lim)
+        lim = (size_t)rl.rlim_cur;
+    if (fh_rt && fh_rt->limits.max_mr_bytes && fh_rt->limits.max_mr_bytes < lim)
+        lim = fh_rt->limits.max_mr_bytes;
+    return lim;
+}
+
+size_t fhb_firehose_m(void)
+{
+    if (fh_rt && fh_rt->cfg.firehose_m)
+        return fh_rt->cfg.firehose_m;
+    return pinnable() / 4 * 3;
+}
+
+size_t fhb_bucket(void)
+{
+    return fh_rt ? fh_rt->cfg.bucket_size : 0;
+}
+
+static void git_rev(char *buf, size_t len)
+{
+    const char *env = getenv("FHBENCH_GIT_REV");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    snprintf(buf, len, "unknown");
+    FILE *p = popen("git -C '" FHB_SRCDIR "' describe --always --dirty 2>/dev/null", "r");
+    if (!p)
+        return;
+    if (fgets(buf, (int)len, p) == NULL)
+        snprintf(buf, len, "unknown");
+    buf[strcspn(buf, "\n")] = '\0';
+    pclose(p);
+}
+
+static void header(FILE *f, const fhb_opts_t *o)
+{
+    char rev[64];
+    git_rev(rev, sizeof rev);
+    const char *conduit = fh_rt && fh_rt->cops ? fh_rt->cops->name : "?";
+    const char *prov = fh_rt && fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
+    fprintf(f, "# fhbench=%s\n", o->test);
+    fprintf(f, "# conduit=%s\n", conduit);
+    fprintf(f, "# provider=%s\n", strcmp(conduit, "ofi") == 0 ? prov : "-");
+    fprintf(f, "# strategy=%s\n", fhb_strategy());
+    fprintf(f, "# M=%zu\n", fhb_firehose_m());
+    fprintf(f, "# bucket=%zu\n", fhb_bucket());
+    fprintf(f, "# threads=%ld\n", o->threads);
+    fprintf(f, "# paths=%s\n", fhb_paths());
+    fprintf(f, "# ranks=%d\n", fh_nranks());
+    fprintf(f, "# cores=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    fprintf(f, "# git=%s\n", rev);
+    fprintf(f, "# quick=%d\n", o->quick);
+    time_t now = time(NULL);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(f, "# date=%s\n", ts);
+}
+
+void fhb_print_header(const fhb_opts_t *o)
+{
+    if (fh_rank() != 0)
+        return;
+    header(stdout, o);
+    fflush(stdout);
+}
+
+FILE *fhb_csv_open(const fhb_opts_t *o, const char *columns)
+{
+    if (!o->csv || fh_rank() != 0)
+        return NULL;
+    FILE *f = fopen(o->csv, "w");
+    if (!f) {
+        perror(o->csv);
+        fh_abort(1, "fhbench: cannot write the CSV file");
+    }
+    header(f, o);
+    fprintf(f, "%s\n", columns);
+    return f;
+}
+
+void fhb_csv_row(FILE *f, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void fhb_csv_close(FILE *f)
+{
+    if (f)
+        fclose(f);
+}
+
+void fhb_reg_counts(uint64_t *hits, uint64_t *misses)
+{
+    fh_peer_stats_t s;
+    *hits = *misses = 0;
+    if (fh_stats_peer(fh_rank(), &s) == FH_OK) {
+        *hits = s.reg_hits;
+        *misses = s.reg_misses;
+    }
+}
+
+/* ---------------------------------------------------------- parking */
+
+#define FHB_AM_UNPARK FH_AM_USER_FIRST
+
+static _Atomic int unparked;
+
+static void h_unpark(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                     unsigned nargs)
+{
+    (void)tok; (void)buf; (void)nbytes; (void)args; (void)nargs;
+    atomic_store(&unparked, 1);
+}
+
+void fhb_park_register(void)
+{
+    fh_am_register(FHB_AM_UNPARK, h_unpark, "fhbench-unpark");
+}
+
+void fhb_park(fhb_park_t how)
+{
+    while (!atomic_load(&unparked)) {
+        fh_poll();
+        if (how == FHB_PARK_YIELD)
+            sched_yield();
+        else if (how == FHB_PARK_SLEEP)
+            usleep(500);
+    }
+    atomic_store(&unparked, 0);
+}
+
+void fhb_target_wait(const fhb_opts_t *o)
+{
+    if (o->target_wait_barrier) {
+        FHB_TRY(fh_barrier());
+        return;
+    }
+    if (fh_rank() == 0)
+        fhb_unpark();
+    else
+        fhb_park(FHB_PARK_SPIN);
+    FHB_TRY(fh_barrier());
+}
+
+void fhb_unpark(void)
+{
+    for (int r = 0; r < fh_nranks(); r++)
+        if (r != fh_rank())
+            FHB_TRY(fh_am_request_short(r, FHB_AM_UNPARK, NULL, 0));
+}

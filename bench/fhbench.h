@@ -1,0 +1,107 @@
+/*
+ * fhbench.h -- what the parts of bench/fhbench share: options, timing,
+ * statistics helpers, the CSV writer, and one entry point per test.
+ *
+ * Layout of the benchmark (one file per test, each readable alone):
+ *   fhbench.c        driver: options, fh_init, the run header, dispatch
+ *   bench_util.c     clock, percentiles, CSV, per-peer counter deltas
+ *   bench_rma.c      latency (blocking put/get, NB flood) and peak
+ *   bench_sweep.c    the paper's working-set sweep (one strategy per run)
+ *   bench_apps.c     Cannon matrix multiply and bitonic sort, verified
+ *   bench_msgrate.c  2-byte puts from T threads per rank
+ *   bench_cache.c    registration-cache hit path vs UCX's rcache
+ *   bench_raw.c      the same loops written directly on libfabric
+ *
+ * Every test is collective (all ranks call it); rank 0 measures, prints a
+ * table to stdout and, with --csv, writes the CSV: "# key=value" header
+ * lines (see fhb_csv_open), one line of column names, then one row per
+ * measurement.  Nothing here asserts on timings.
+ */
+#ifndef FHBENCH_H
+#define FHBENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "firehose.h"
+
+typedef struct fhb_opts {
+    const char *test;
+    const char *csv;      /* --csv FILE, or NULL */
+    long iters;           /* --iters N (0: the test's default) */
+    int quick;            /* --quick: small sizes and counts */
+    long threads;         /* --threads T (msgrate, cache; 0: 2 x cores) */
+    size_t max_ws;        /* --max-ws BYTES (sweep; 0: 4 x M) */
+    const char *provider; /* --provider (raw; default FH_OFI_PROVIDER) */
+    size_t max_size;      /* --max-size BYTES (latency, peak, raw; 0: 4 MiB) */
+    int target_wait_barrier; /* --target-wait barrier (default spin) */
+} fhb_opts_t;
+
+/* The iteration count: --iters if given, else quick ? q : full. */
+long fhb_iters(const fhb_opts_t *o, long full, long q);
+
+/* Clock in nanoseconds (CLOCK_MONOTONIC). */
+double fhb_now_ns(void);
+/* Sorts v[0..n) and returns its p-quantile (p in [0, 1]). */
+double fhb_quantile(double *v, size_t n, double p);
+
+/* The effective firehose M (FH_FIREHOSE_M, else 3/4 of what can be
+ * pinned, as firehose/reg.c derives it) and bucket size. */
+size_t fhb_firehose_m(void);
+size_t fhb_bucket(void);
+/* "firehose", "pin-everything", ... : this run's FH_REG_STRATEGY. */
+const char *fhb_strategy(void);
+/* "independent" or "shared": this run's FH_PATHS. */
+const char *fhb_paths(void);
+
+/* CSV.  fhb_csv_open writes the run header (conduit, provider, strategy,
+ * M, bucket, threads, git revision, test, quick) and the column line.
+ * Only rank 0 writes; the others get NULL and fhb_csv_row ignores NULL. */
+FILE *fhb_csv_open(const fhb_opts_t *o, const char *columns);
+void fhb_csv_row(FILE *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void fhb_csv_close(FILE *f);
+/* Prints the same header as "# key=value" lines to stdout (rank 0). */
+void fhb_print_header(const fhb_opts_t *o);
+
+/* Columns of the latency, peak and raw CSVs (bench_rma.c). */
+extern const char *const fhb_rma_columns;
+
+/* Sum of the registration counters over every peer of this rank. */
+void fhb_reg_counts(uint64_t *hits, uint64_t *misses);
+
+/* Ranks other than 0 wait in fhb_park until rank 0 calls fhb_unpark,
+ * calling fh_poll in a loop and between polls:
+ *   SLEEP  sleeping 0.5 ms (a rank-local measurement, e.g. cache, keeps
+ *          the cores);
+ *   YIELD  sched_yield() (a target that must progress but shares the cores
+ *          with the measuring threads: msgrate);
+ *   SPIN   nothing (a passive target like raw's, ucx_perftest's or an MPI
+ *          rank in MPI_Barrier: latency, peak, sweep, apps).
+ * fhb_park_register must run before fh_init (it registers an AM). */
+typedef enum { FHB_PARK_SLEEP, FHB_PARK_YIELD, FHB_PARK_SPIN } fhb_park_t;
+void fhb_park_register(void);
+void fhb_park(fhb_park_t how);
+void fhb_unpark(void);
+/* The end of a rank-0-measures phase: rank 1 waited for it polling (SPIN),
+ * or, with --target-wait barrier, inside fh_barrier (which yields the core
+ * after a few idle polls).  Collective; ends with a barrier. */
+void fhb_target_wait(const fhb_opts_t *o);
+
+/* Aborts the job with a message naming the failed call. */
+#define FHB_TRY(call) do { int rc_ = (call); if (rc_ != FH_OK) {              \
+        fprintf(stderr, "fhbench: %s:%d: %s failed: %s (%s)\n", __FILE__,     \
+                __LINE__, #call, fh_err_name(rc_), fh_last_error());         \
+        fh_abort(1, "fhbench failed"); } } while (0)
+
+/* Tests.  Each returns 0 on success, non-zero on a failed verification. */
+int fhb_latency(const fhb_opts_t *o);
+int fhb_peak(const fhb_opts_t *o);
+int fhb_sweep(const fhb_opts_t *o);
+int fhb_apps(const fhb_opts_t *o);
+int fhb_msgrate(const fhb_opts_t *o);
+int fhb_cache(const fhb_opts_t *o);
+int fhb_raw(const fhb_opts_t *o);
+
+#endif /* FHBENCH_H */

@@ -1,0 +1,117 @@
+#!/bin/sh
+# ratios.sh -- the issue's targets, as ratios measured in one run-all.sh run.
+#
+#   bench/ratios.sh RESULTS_DIR      (prints a Markdown table)
+#
+# Each line: the target, the value measured, and met / MISSED / n/a (n/a:
+# a series needed for the ratio was skipped or not run).  The numbers come
+# only from the CSVs in RESULTS_DIR.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/csv.sh"
+d=${1:?usage: ratios.sh RESULTS_DIR}
+
+# verdict VALUE OP LIMIT -> met / MISSED / n/a   (OP: le or ge)
+verdict() {
+    awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN {
+        if (v == "" || v == "n/a") { print "n/a"; exit }
+        ok = (op == "le") ? (v + 0 <= l + 0) : (v + 0 >= l + 0)
+        print ok ? "met" : "MISSED" }'
+}
+line() { printf '| %s | %s | %s |\n' "$1" "$2" "$3"; }
+
+echo "| target | measured (same run) | verdict |"
+echo "|---|---|---|"
+for p in tcp shm; do
+    r=$d/raw-$p.csv
+    [ -f "$r" ] || continue
+    # paired rows (raw and firehose alternating in one process): the verdict
+    # uses the median of the per-round ratios; medians and best rounds shown
+    x=$(csv_get "$r" median_us op pair_ratio_put size 8)
+    [ -n "$x" ] && x=$(awk -v x="$x" 'BEGIN { printf "%.2f", x }')
+    a=$(csv_get "$r" median_us op pair_fh_put size 8); b=$(csv_get "$r" median_us op pair_raw_put size 8)
+    ab=$(csv_get "$r" median_us op pair_fh_put_best size 8); bb=$(csv_get "$r" median_us op pair_raw_put_best size 8)
+    line "8 B blocking put on a firehose hit / raw libfabric ($p) <= 1.10, paired" \
+        "${x:-n/a} (medians $a / $b us; best rounds $ab / $bb us)" "$(verdict "${x:-}" le 1.10)"
+    worst=; sizes=
+    for n in 65536 262144 1048576 4194304; do
+        x=$(csv_get "$r" mb_s op pair_ratio_put_nb_flood size $n)
+        [ -n "$x" ] || continue
+        x=$(awk -v x="$x" 'BEGIN { printf "%.2f", x }')
+        worst=$(awk -v w="$worst" -v x="$x" 'BEGIN { print (w == "" || x + 0 < w + 0) ? x : w }')
+        sizes="$sizes$n:$x "
+    done
+    line "put bandwidth >= 64 KiB, firehose / raw ($p) >= 0.95, paired (worst size; per-round ratio medians)" \
+        "${worst:-n/a} (size:ratio $sizes)" "$(verdict "${worst:-}" ge 0.95)"
+    # the separate latency run, for reference
+    f=$d/latency-$p-firehose.csv
+    a=$(csv_get "$f" median_us op put size 8); b=$(csv_get "$r" median_us op put size 8)
+    [ -n "$a" ] && line "(reference) 8 B put, separate runs: latency / raw ($p)" "$(ratio "$a" "$b") ($a / $b us)" "-"
+done
+
+fh=$d/sweep-tcp-firehose.csv; rc=$d/sweep-tcp-rendezvous-cache.csv; rv=$d/sweep-tcp-rendezvous.csv
+if [ -f "$fh" ]; then
+    M=$(csv_meta "$fh" M)
+    for other in rc rv; do
+        eval "of=\$$other"
+        name=$(basename "$of" .csv | sed 's/sweep-tcp-//')
+        lim=0.5
+        if [ ! -f "$of" ]; then
+            line "sweep below M (tcp): firehose / $name 8 B latency <= $lim" "n/a ($name not run or skipped)" n/a
+            continue
+        fi
+        worst=$(awk -F, -v M="$M" '
+            FNR == 1 { file++ } /^#/ { next }
+            !h[file] { for (i = 1; i <= NF; i++) c[file, $i] = i; h[file] = 1; next }
+            { ws = $(c[file, "working_set"]); if (ws + 0 >= M + 0) next
+              v[file, ws] = $(c[file, "lat_median_us"]); if (file == 1) k[ws] = 1 }
+            END { w = ""; for (ws in k) if ((2, ws) in v && v[2, ws] > 0) {
+                      r = v[1, ws] / v[2, ws]; if (w == "" || r > w) w = r }
+                  if (w == "") print "n/a"; else printf "%.2f\n", w }' "$fh" "$of")
+        line "sweep below M (tcp): firehose / $name 8 B latency <= $lim (worst point)" "$worst" \
+            "$(verdict "$worst" le $lim)"
+    done
+fi
+
+c=$d/cache.csv
+if [ -f "$c" ]; then
+    f1=$(csv_get "$c" ns_per_op impl fhc-locked threads 1)
+    u1=$(csv_get "$c" ns_per_op impl ucx-rcache threads 1)
+    line "cache hit path, 1 thread <= 30 ns/op (fhc-locked: today's mutex + fhc)" "${f1:-n/a} ns" \
+        "$(verdict "$f1" le 30)"
+    x=$(ratio "$f1" "$u1")
+    line "cache hit path / UCX rcache, 1 thread <= 0.5" "$x ($f1 / ${u1:-n/a} ns)" "$(verdict "$x" le 0.5)"
+    a1=$(csv_get "$c" agg_mops impl fhc-locked threads 1); a2=$(csv_get "$c" agg_mops impl fhc-locked threads 2)
+    x=$(ratio "$a2" "$a1")
+    line "cache hit path, 2 threads aggregate / 1 thread >= 1.8" "$x ($a2 / $a1 Mops/s)" "$(verdict "$x" ge 1.8)"
+    a1=$(csv_get "$c" agg_mops impl ucx-rcache threads 1); a2=$(csv_get "$c" agg_mops impl ucx-rcache threads 2)
+    [ -n "$a1" ] && line "(for reference) UCX rcache, 2 threads / 1 thread" "$(ratio "$a2" "$a1")" "-"
+fi
+
+for m in "$d"/msgrate-*.csv; do
+    [ -f "$m" ] || continue
+    n=$(basename "$m" .csv | sed 's/^msgrate-//')
+    paths=$(csv_meta "$m" paths)
+    for b in blocking nbi; do
+        r1=$(csv_get "$m" msgs_s threads 1 batching $b); r2=$(csv_get "$m" msgs_s threads 2 batching $b)
+        x=$(ratio "$r2" "$r1")
+        if [ "$paths" = independent ]; then
+            line "msgrate $n, $b: 2 threads / 1 >= 1.8" "$x ($r2 / $r1 msgs/s)" "$(verdict "$x" ge 1.8)"
+        else
+            line "(contrast) msgrate $n, $b: 2 threads / 1" "$x ($r2 / $r1 msgs/s)" "-"
+        fi
+    done
+done
+
+p=$d/peers.csv
+if [ -f "$p" ]; then
+    for t in tcp shm; do
+        o=$(csv_get "$p" put8_us transport $t who ours)
+        for who in ucx mpi; do
+            v=$(csv_get "$p" put8_us transport $t who $who)
+            x=$(ratio "$o" "$v")
+            line "8 B put latency ahead of $who ($t): ours / $who < 1" "$x ($o / ${v:-n/a} us)" \
+                "$(awk -v x="$x" 'BEGIN { if (x == "n/a") print "n/a"; else print (x + 0 < 1) ? "met" : "MISSED" }')"
+        done
+    done
+fi

@@ -1,0 +1,106 @@
+#!/bin/sh
+# bench_smoke.sh -- every fhbench test runs (tiny sizes and counts) and
+# writes a well-formed CSV.  No timing is checked: benchmarks are not tests.
+#
+# Checks per test: exit status 0; the CSV has the run header (fhbench,
+# conduit, provider, strategy, M, bucket, threads, git), the expected column
+# line, at least one row, every row with as many fields as columns, and the
+# numeric columns numeric (or empty where the test documents "unused").
+# Also: an unknown FH_REG_STRATEGY makes fhbench exit 77 with "SKIP:" (how
+# run-all.sh marks a strategy this build lacks), the apps kernels report
+# "verified", and bench/ratios.sh reads the CSVs without error.
+# Exit 0 pass, 1 fail, 77 skip (nothing built).
+set -u
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+top_builddir=${top_builddir:-.}
+FHRUN=${FHRUN:-$top_builddir/tools/fhrun}
+FHBENCH=$top_builddir/bench/fhbench
+if [ ! -x "$FHBENCH" ] || [ ! -x "$FHRUN" ]; then
+    echo "SKIP bench_smoke: $FHBENCH or $FHRUN not built"
+    exit 77
+fi
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}
+d=$(mktemp -d "${TMPDIR:-/tmp}/fhbsmoke.XXXXXX")
+trap 'rm -rf "$d"' EXIT
+fail=0
+
+bad() { echo "FAIL bench_smoke: $*"; fail=1; }
+
+# check CSV COLUMNS NUMERIC_COLUMNS...
+check() {
+    f=$1; cols=$2; shift 2
+    [ -s "$f" ] || { bad "$f: missing or empty"; return; }
+    for k in fhbench conduit provider strategy M bucket threads git; do
+        grep -q "^# $k=." "$f" || bad "$f: header line '# $k=...' expected, not found"
+    done
+    got=$(grep -v '^#' "$f" | head -n 1)
+    [ "$got" = "$cols" ] || { bad "$f: columns '$cols' expected, saw '$got'"; return; }
+    out=$(awk -F, -v cols="$cols" -v num="$*" '
+        BEGIN { nc = split(cols, c, ","); nn = split(num, n, " ")
+                for (i = 1; i <= nc; i++) ix[c[i]] = i }
+        /^#/ { next }
+        !h { h = 1; next }
+        { rows++
+          if (NF != nc) { printf "row %d: %d fields, expected %d: %s\n", rows, NF, nc, $0; exit }
+          for (k = 1; k <= nn; k++) { v = $(ix[n[k]])
+              if (v != "" && v !~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) {
+                  printf "row %d: column %s is \"%s\", expected a number\n", rows, n[k], v; exit } } }
+        END { if (!rows) print "no rows" }' "$f")
+    [ -z "$out" ] || bad "$f: $out"
+}
+
+# run NAME CSV [ENV...] -- ARGS
+run() {
+    name=$1; csv=$2; shift 2
+    envs=
+    while [ "$1" != -- ]; do envs="$envs $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    if ! env $envs timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" "$@" --quick --csv "$csv" \
+            > "$d/$name.log" 2>&1; then
+        bad "$name: fhbench $* exited non-zero"; tail -n 15 "$d/$name.log"
+    fi
+}
+
+RMA="op,size,iters,median_us,p99_us,mb_s,msgs_s"
+RMA_NUM="size iters median_us p99_us mb_s msgs_s"
+t0=$(date +%s)
+run latency "$d/latency.csv" -- latency --max-size 4k --iters 5
+check "$d/latency.csv" "$RMA" $RMA_NUM
+run peak "$d/peak.csv" -- peak --max-size 4k --iters 5
+check "$d/peak.csv" "$RMA" $RMA_NUM
+run raw "$d/raw.csv" -- raw --max-size 4k --iters 5
+check "$d/raw.csv" "$RMA" $RMA_NUM
+run sweep "$d/sweep.csv" FH_REG_STRATEGY=firehose FH_FIREHOSE_M=512k FH_FIREHOSE_MAXVICTIM=256k \
+    -- sweep --max-ws 1m --iters 5
+check "$d/sweep.csv" "strategy,working_set,M,lat_iters,lat_median_us,lat_p99_us,lat_hit_rate,bw_iters,bw_mb_s,bw_hit_rate" \
+    working_set M lat_iters lat_median_us lat_p99_us lat_hit_rate bw_iters bw_mb_s bw_hit_rate
+run apps "$d/apps.csv" FH_REG_STRATEGY=firehose FH_FIREHOSE_M=256k FH_FIREHOSE_MAXVICTIM=256k -- apps
+check "$d/apps.csv" "strategy,app,n,ranks,runtime_s,puts,gets,hits,misses,hit_rate,verified" \
+    n ranks runtime_s puts gets hits misses hit_rate verified
+if [ -f "$d/apps.csv" ] && [ "$(grep -v '^#' "$d/apps.csv" | awk -F, 'NR > 1 && $11 == 1' | wc -l)" -ne 2 ]; then
+    bad "apps: cannon and bitonic rows with verified=1 expected"; cat "$d/apps.csv"
+fi
+run msgrate "$d/msgrate.csv" FH_MAX_THREADS=2 -- msgrate --threads 2 --iters 20
+check "$d/msgrate.csv" "paths,threads,batching,msgs,seconds,msgs_s" threads msgs seconds msgs_s
+run cache "$d/cache.csv" -- cache --threads 2 --iters 1000
+check "$d/cache.csv" "impl,threads,ops_per_thread,ns_per_op,agg_mops,ns_median,agg_mops_median" \
+    threads ops_per_thread ns_per_op agg_mops ns_median agg_mops_median
+
+# An unknown strategy is a skip (77), not a failure.
+FH_REG_STRATEGY=no-such-strategy timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" latency --quick \
+    > "$d/skip.log" 2>&1
+rc=$?
+{ [ $rc -eq 77 ] && grep -q '^SKIP' "$d/skip.log"; } ||
+    bad "FH_REG_STRATEGY=no-such-strategy: exit 77 with a SKIP line expected, saw exit $rc"
+
+# The summary script reads these CSVs (names as run-all.sh writes them).
+cp "$d/latency.csv" "$d/latency-tcp-firehose.csv"; cp "$d/raw.csv" "$d/raw-tcp.csv"
+sh "$top_srcdir/bench/ratios.sh" "$d" > "$d/summary.md" 2> "$d/ratios.err" ||
+    bad "ratios.sh failed: $(cat "$d/ratios.err")"
+grep -q '8 B blocking put' "$d/summary.md" || bad "ratios.sh: no latency ratio line in: $(cat "$d/summary.md")"
+[ -s "$d/ratios.err" ] && bad "ratios.sh wrote errors: $(cat "$d/ratios.err")"
+
+echo "bench_smoke: $(( $(date +%s) - t0 ))s"
+if [ $fail -eq 0 ]; then echo "PASS bench_smoke"; exit 0; fi
+exit 1
