@@ -106,6 +106,8 @@ typedef struct fhc_piece {
     uintptr_t addr;       /* remote address */
     size_t len;
     uint64_t key[2];      /* the target region's key */
+    uintptr_t rbase;      /* the whole firehose (region) the piece lies in: */
+    size_t rlen;          /* [rbase, rbase+rlen) is one valid chunk */
 } fhc_piece_t;
 
 struct fhc_fh;
@@ -158,6 +160,11 @@ int  fhc_acquire(fhc_t *c, fhc_op_t *op);
 /* The RDMA of a HIT op completed: drop its in-use references.  May call
  * ready() of ops that waited for budget.  No-op for ops holding nothing. */
 void fhc_release(fhc_t *c, fhc_op_t *op);
+
+/* Non-zero iff operations towards peer wait in its budget queue.  While
+ * they do, the runtime must not keep idle references of its own on that
+ * peer's firehoses (the hit layer returns them, see reg_hit.c). */
+int  fhc_budget_waiting(const fhc_t *c, uint32_t peer);
 
 /* A move request (is_reply == 0) or reply from peer.  Never trusts msg. */
 void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
