@@ -99,7 +99,8 @@ static void ent_recycle(reg_tc_t *tc, reg_ent_t *e)
 
 /* ------------------------------------------------------------ hit path */
 
-reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len)
+/* The hit path proper, inlined into both entry points (no PLT call). */
+static inline reg_ent_t *lookup_ref(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len)
 {
     reg_tc_t *tc = t->reg_tc;
     if (tc == NULL)
@@ -109,17 +110,14 @@ reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t le
         return NULL;
     reg_ent_t *e = &tc->ent[v - 1];
     uint32_t s = atomic_load_explicit(&e->state, memory_order_relaxed);
-    if (raddr + len > e->end) {
-        if (s == REG_ENT_DEAD)
-            ent_recycle(tc, e);
-        return NULL;
-    }
-    while (s < REG_ENT_WANTED) {
-        if (atomic_compare_exchange_weak_explicit(&e->state, &s, s + 1,
-                                                  memory_order_acquire,
-                                                  memory_order_relaxed)) {
-            FH_STAT_ADD(tc->hits[peer], 1);
-            return e;
+    if (__builtin_expect(raddr + len <= e->end, 1)) {
+        while (s < REG_ENT_WANTED) {
+            if (atomic_compare_exchange_weak_explicit(&e->state, &s, s + 1,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed)) {
+                FH_STAT_ADD(tc->hits[peer], 1);
+                return e;
+            }
         }
     }
     if (s == REG_ENT_DEAD)
@@ -127,14 +125,15 @@ reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t le
     return NULL;
 }
 
-void reg_hit_unref(reg_ent_t *e)
+reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len)
 {
-    uint32_t old = atomic_fetch_sub_explicit(&e->state, 1, memory_order_release);
-    assert((old & ~REG_ENT_WANTED) >= 1 && old < REG_ENT_RECLAIMING);
-    if (old != (REG_ENT_WANTED | 1))
-        return;
-    /* A budget queue wants it and we dropped the last use: return it.
-     * Nobody else moves it out of WANTED (hits refuse it; sweeps skip it). */
+    return lookup_ref(t, peer, raddr, len);
+}
+
+/* WANTED and we dropped the last use: return it.  Nobody else moves it
+ * out of WANTED (hits refuse it; sweeps skip it). */
+static void unref_wanted(reg_ent_t *e)
+{
     struct fh_reg *g = fh_rt->reg;
     pthread_mutex_lock(&g->lock);
     uint32_t want = REG_ENT_WANTED;
@@ -148,11 +147,24 @@ void reg_hit_unref(reg_ent_t *e)
     pthread_mutex_unlock(&g->lock);
 }
 
+static inline void unref(reg_ent_t *e)
+{
+    uint32_t old = atomic_fetch_sub_explicit(&e->state, 1, memory_order_release);
+    assert((old & ~REG_ENT_WANTED) >= 1 && old < REG_ENT_RECLAIMING);
+    if (__builtin_expect(old == (REG_ENT_WANTED | 1), 0))
+        unref_wanted(e);
+}
+
+void reg_hit_unref(reg_ent_t *e)
+{
+    unref(e);
+}
+
 /* ------------------------------------------------------------ the API */
 
 int fh_reg_hit_acquire(fh_tls_t *t, int rank, uintptr_t raddr, size_t len, fh_reg_hit_t *h)
 {
-    reg_ent_t *e = reg_hit_lookup(t, (uint32_t)rank, raddr, len);
+    reg_ent_t *e = lookup_ref(t, (uint32_t)rank, raddr, len);
     if (e == NULL)
         return FH_REG_MISS;
     h->ent = e;
@@ -167,7 +179,7 @@ void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h)
 {
     (void)t;
     assert(h->ent != NULL);
-    reg_hit_unref(h->ent);
+    unref(h->ent);
     h->ent = NULL;
 }
 

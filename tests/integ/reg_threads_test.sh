@@ -1,0 +1,26 @@
+#!/bin/sh
+# reg_threads_test.sh -- runs reg_threads_test (4 threads per rank on
+# overlapping buckets, working set 4 MiB = 4 x M) with FH_REG_STRATEGY=firehose,
+# FH_FIREHOSE_M=1m, FH_FIREHOSE_MAXVICTIM=256k, FH_BUCKET_SIZE=64k, under
+# tools/fhrun for every rank count in FH_TEST_NP (default 2 3 4 8) and every
+# provider in FH_TEST_PROVIDERS (tcp shm) with FH_PATHS=independent, plus
+# FH_PATHS=shared on 2 ranks.  The program checks every byte and its own
+# fh_stats (misses, moves, evictions).  Then one timing run of the hit layer
+# alone (--bench, 2 ranks): it prints ns/op and asserts nothing about time.
+. "$(dirname "$0")/common.sh"
+need_fhrun
+export FH_REG_STRATEGY=firehose FH_FIREHOSE_M=1m FH_FIREHOSE_MAXVICTIM=256k
+export FH_BUCKET_SIZE=64k
+for p in $(providers); do
+    export FH_OFI_PROVIDER=$p
+    export FH_PATHS=independent
+    for n in $NP_LIST; do
+        run_np reg_threads_test "$n" --iters "${FH_REG_THREADS_ITERS:-1000}"
+    done
+    export FH_PATHS=shared
+    run_np reg_threads_test 2 --iters "${FH_REG_THREADS_ITERS:-1000}"
+    unset FH_PATHS
+done
+run_np reg_threads_test 2 --bench "${FH_REG_BENCH_OPS:-2000000}"
+[ -f "${log:-}" ] && grep 'hit path' "$log"
+finish
