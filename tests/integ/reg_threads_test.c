@@ -339,9 +339,10 @@ int main(int argc, char **argv)
                tgt, (unsigned long long)s.reg_hits, (unsigned long long)s.reg_misses,
                (unsigned long long)s.reg_moves, (unsigned long long)s.reg_evictions,
                (unsigned long long)s.reg_pending_coalesced);
-        CHECK(s.reg_misses > 0 && s.reg_moves > 0 && s.reg_hits > 0, "stats",
-              "hits, misses and moves > 0, saw %llu %llu %llu",
-              (unsigned long long)s.reg_hits, (unsigned long long)s.reg_misses,
+        /* (Hits are not required: on 8 ranks F = M/7 and four threads
+         * sweeping 4 MiB may never find a firehose still held.) */
+        CHECK(s.reg_misses > 0 && s.reg_moves > 0, "stats",
+              "misses and moves > 0, saw %llu %llu", (unsigned long long)s.reg_misses,
               (unsigned long long)s.reg_moves);
         CHECK(s.reg_evictions > 0, "stats", "evictions > 0 (working set > M), saw 0");
         free(shadow);
