@@ -34,6 +34,7 @@
 #define MAXT 16
 #define BATCH 6
 #define BIGGET (192u << 10)
+#define HOT (128u << 10)
 
 static int me, N, T, tgt;
 static long iters;
@@ -48,10 +49,13 @@ static bool mine(size_t off, int k)
     return (int)((off / STRIPE) % (size_t)T) == k;
 }
 
-/* Offset of a random stripe of thread k. */
+/* Offset of a random stripe of thread k: half of them in the first HOT
+ * bytes (one frame even on 8 ranks), where the hit layer's cached
+ * references are used, and given back whenever the cold half makes the
+ * cache wait for budget. */
 static size_t rand_stripe(tu_rng_t *rng, int k)
 {
-    size_t per = W / STRIPE / (size_t)T;
+    size_t per = (tu_rng_below(rng, 2) ? HOT : W) / STRIPE / (size_t)T;
     return ((size_t)tu_rng_below(rng, per) * (size_t)T + (size_t)k) * STRIPE;
 }
 
