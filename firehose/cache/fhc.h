@@ -11,8 +11,8 @@
  * The design is docs/firehose-cache.md.  This module does no I/O, takes no
  * locks and starts no threads: registration, message sending and logging go
  * through the callbacks of fhc_env_t.  The runtime serializes calls on one
- * fhc_t (today: the per-rank cache lock; the lock-free hit path of the design
- * document is a later layer over this core).
+ * fhc_t (the per-rank cache lock); its lock-free hit layer (reg_hit.c) sits
+ * on top and holds ordinary acquisitions of this core open.
  *
  * Vocabulary (all sizes in bytes):
  *   B      bucket size (power of two)
