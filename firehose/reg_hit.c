@@ -309,10 +309,13 @@ reg_tc_t *reg_hit_tc(fh_tls_t *t)
     if (tc != NULL) {
         tc->orphan = 0;
     } else {
-        tc = aligned_alloc(64, sizeof *tc);
-        uint64_t *hits = calloc((size_t)g->nranks, sizeof *hits);
+        /* Own cache lines only: nothing here is near another thread's data. */
+        size_t hbytes = ((size_t)g->nranks * sizeof(uint64_t) + 63) / 64 * 64;
+        tc = aligned_alloc(64, (sizeof *tc + 63) / 64 * 64);
+        uint64_t *hits = aligned_alloc(64, hbytes);
         if (tc == NULL || hits == NULL || reg_map_init(&tc->map, TC_SLOTS) != 0)
             fh_fatal("firehose hit layer: out of memory for a thread cache");
+        memset(hits, 0, hbytes);
         memset(tc->ent, 0, sizeof tc->ent);
         for (uint32_t i = 0; i < TC_ENTRIES; i++) {
             atomic_init(&tc->ent[i].state, REG_ENT_FREE);
