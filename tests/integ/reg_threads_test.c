@@ -13,7 +13,9 @@
  *   - NB batches and NBI batches of puts and gets on distinct stripes;
  *   - strided puts and gets over runs of its stripes.
  * Every get is checked against the thread's shadow of its stripes, and a
- * final pass reads the whole segment back.  Then every rank checks its
+ * final pass reads the whole segment back.  Then the idle phase (see
+ * idle_a): one thread caches references and stops calling in while another
+ * needs that budget.  Then every rank checks its
  * fh_stats: the cache must have missed, moved and evicted.
  *
  * --bench N (rank 0 of >= 2 ranks, no checks): times the hit layer alone
@@ -197,6 +199,63 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------------ idle */
+
+/* Thread A caches references on every bucket of the first MiB (puts),
+ * then stops calling the runtime while thread B reads the whole segment,
+ * which needs the budget A's references hold: B finishes only if the hit
+ * layer takes idle threads' references back (else the run times out).
+ * Then A reads its bytes back. */
+static pthread_barrier_t ibar;
+
+static void *idle_a(void *arg)
+{
+    (void)arg;
+    tu_rng_t rng = tu_rng_make(seed, (uint64_t)me, 100, 4);
+    uint8_t buf[STRIPE];
+    size_t span = W < (1u << 20) ? W : (1u << 20);
+    for (size_t off = 0; off < span; off += 65536) {     /* thread 0's stripes */
+        fill(&rng, buf, STRIPE);
+        memcpy(shadow + off, buf, STRIPE);
+        CHECK_RC(fh_put(tgt, tbase + off, buf, STRIPE), FH_OK);
+    }
+    pthread_barrier_wait(&ibar);     /* idle while B works */
+    pthread_barrier_wait(&ibar);
+    for (size_t off = 0; off < span; off += 65536) {
+        CHECK_RC(fh_get(buf, tgt, tbase + off, STRIPE), FH_OK);
+        CHECK(memcmp(buf, shadow + off, STRIPE) == 0, "idle phase",
+              "thread A's bytes at %zu unchanged, saw a difference", off);
+    }
+    return NULL;
+}
+
+static void *idle_b(void *arg)
+{
+    (void)arg;
+    uint8_t *buf = malloc(65536);
+    CHECK(buf != NULL, "malloc", "memory, saw NULL");
+    pthread_barrier_wait(&ibar);
+    for (size_t off = 0; off < W; off += 65536) {
+        CHECK_RC(fh_get(buf, tgt, tbase + off, 65536), FH_OK);
+        for (int k = 0; k < T; k++)
+            verify(k, buf, off, 65536, "idle phase get");
+    }
+    pthread_barrier_wait(&ibar);
+    free(buf);
+    return NULL;
+}
+
+static void idle_phase(void)
+{
+    pthread_barrier_init(&ibar, NULL, 2);
+    pthread_t a, b;
+    CHECK(pthread_create(&a, NULL, idle_a, NULL) == 0, "pthread_create", "0, saw an error");
+    CHECK(pthread_create(&b, NULL, idle_b, NULL) == 0, "pthread_create", "0, saw an error");
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_barrier_destroy(&ibar);
+}
+
 /* ------------------------------------------------------------ bench */
 
 static long bench_n;
@@ -335,6 +394,8 @@ int main(int argc, char **argv)
         for (int k = 0; k < T; k++)
             pthread_join(th[k], NULL);
         pthread_barrier_destroy(&tbar);
+        CHECK_RC(fh_barrier(), FH_OK);
+        idle_phase();
         CHECK_RC(fh_barrier(), FH_OK);
         fh_peer_stats_t s;
         CHECK_RC(fh_stats_peer(me, &s), FH_OK);
