@@ -180,6 +180,7 @@ static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
     reg_xop_t *x = malloc(sizeof *x);
     if (x == NULL)
         return NULL;
+    assert(((uintptr_t)x & FH_OPCTX_REG) == 0);   /* the tag bit is free */
     x->pc.pending = 1;             /* released once every piece is posted */
     x->pc.status = FH_OK;
     x->next = NULL;
