@@ -201,6 +201,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     g->capturing = 1;
     g->cap_len = 0;
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
+    reg_check(g, (uint32_t)src);
     len = g->cap_len;
     memcpy(rep, g->cap, len);
     g->capturing = 0;
@@ -263,6 +264,7 @@ int fh_reg_init(fh_rt_t *rt)
     while (((size_t)1 << g->bshift) < g->bucket)
         g->bshift++;
     g->nranks = rt->nranks;
+    g->check = rt->cfg.reg_check;
     g->swept = calloc((size_t)rt->nranks, 1);
     if (g->swept == NULL) {
         free(g);

@@ -187,6 +187,7 @@ void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h)
 
 void reg_hit_budget(struct fh_reg *g, uint32_t peer)
 {
+    reg_check(g, peer);
     if (g->swept[peer] || !fhc_budget_waiting(g->c, peer))
         return;
     g->swept[peer] = 1;
@@ -208,6 +209,7 @@ void reg_hit_budget(struct fh_reg *g, uint32_t peer)
             }
         }
     }
+    reg_check(g, peer);
 }
 
 /* ------------------------------------------------------------ install */

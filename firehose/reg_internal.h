@@ -52,6 +52,7 @@ struct fh_reg {
     size_t nretired, capretired;
     size_t bucket, M, maxvictim;
     size_t R;                      /* frame size: chunks never cross one */
+    int check;                     /* FH_REG_CHECK: see reg_check() */
     unsigned bshift;               /* log2(bucket) */
     int nranks;
 
@@ -108,6 +109,15 @@ typedef struct reg_xop {
     fhc_op_t op;                   /* pieces; fhc's record when ent == NULL */
 } reg_xop_t;
 
+/* FH_REG_CHECK=1: fhc's invariants for peer (both sides), after a cache
+ * call that touched it (g->lock held).  A violation is fatal. */
+static inline void reg_check(struct fh_reg *g, uint32_t peer)
+{
+    char why[256];
+    if (g->check && fhc_check_peer(g->c, peer, why, sizeof why) != 0)
+        fh_fatal("firehose cache: invariant broken (peer %u): %s", peer, why);
+}
+
 /* ---- reg.c */
 /* Sends queued move requests (no lock held, not in a handler). */
 void reg_flush(fh_tls_t *t);
@@ -118,7 +128,8 @@ void reg_xop_ready(fhc_op_t *op, int status);
 
 /* ---- reg_hit.c (all under g->lock unless said otherwise) */
 /* A peer may have a budget queue now: return idle hit-layer references on
- * it and mark busy ones wanted.  Call after every fhc call on that peer. */
+ * it and mark busy ones wanted.  Call after every fhc call on that peer
+ * (it also runs reg_check). */
 void reg_hit_budget(struct fh_reg *g, uint32_t peer);
 /* After fhc_acquire(&x->op) returned FHC_HIT with one piece: moves the
  * reference into a new entry of the thread's cache (x->ent set, x->op
