@@ -129,37 +129,38 @@ static void fail_move(struct fh_reg *g, const reg_msg_t *m, int rc)
 }
 
 /* Sends the queued move requests, in order, on the service path.  Outside
- * handlers, no lock held.  If another thread is flushing, it sends ours too
- * (it loops until the outbox is empty). */
+ * handlers, no lock held.  If another thread is flushing, it sends ours too:
+ * it loops until the outbox is empty, and looks again after dropping the
+ * flush lock (a request queued just before would otherwise wait for the
+ * next progressing thread). */
 void reg_flush(fh_tls_t *t)
 {
     struct fh_reg *g = fh_rt->reg;
-    if (__atomic_load_n(&g->out, __ATOMIC_RELAXED) == NULL)
-        return;
-    if (pthread_mutex_trylock(&g->flush_lock) != 0)
-        return;
-    for (;;) {
-        pthread_mutex_lock(&g->lock);
-        reg_msg_t *m = g->out;
-        if (m != NULL) {
-            __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);
-            if (g->out == NULL)
-                g->out_tail = &g->out;
+    while (__atomic_load_n(&g->out, __ATOMIC_RELAXED) != NULL &&
+           pthread_mutex_trylock(&g->flush_lock) == 0) {
+        for (;;) {
+            pthread_mutex_lock(&g->lock);
+            reg_msg_t *m = g->out;
+            if (m != NULL) {
+                __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);
+                if (g->out == NULL)
+                    g->out_tail = &g->out;
+            }
+            pthread_mutex_unlock(&g->lock);
+            if (m == NULL)
+                break;
+            int rc = fh_am_send_request_on(t, &fh_rt->paths[0], (int)m->peer,
+                                           FH_H_MOVE_REQ, m->bytes, m->len);
+            if (rc != FH_OK) {
+                if (!atomic_load(&fh_rt->finalizing))
+                    fh_log_error("firehose cache: cannot send a move to rank %u: %s; "
+                                 "its operations fail", m->peer, fh_strerror(rc));
+                fail_move(g, m, rc);
+            }
+            free(m);
         }
-        pthread_mutex_unlock(&g->lock);
-        if (m == NULL)
-            break;
-        int rc = fh_am_send_request_on(t, &fh_rt->paths[0], (int)m->peer, FH_H_MOVE_REQ,
-                                       m->bytes, m->len);
-        if (rc != FH_OK) {
-            if (!atomic_load(&fh_rt->finalizing))
-                fh_log_error("firehose cache: cannot send a move to rank %u: %s; its "
-                             "operations fail", m->peer, fh_strerror(rc));
-            fail_move(g, m, rc);
-        }
-        free(m);
+        pthread_mutex_unlock(&g->flush_lock);
     }
-    pthread_mutex_unlock(&g->flush_lock);
 }
 
 void fh_reg_progress(fh_tls_t *t)
