@@ -320,7 +320,7 @@ static void bench(void)
     if (me != 0 || N < 2) {
         while (!atomic_load(&bench_done)) {
             CHECK_RC(fh_poll(), FH_OK);
-            usleep(200);
+            usleep(5000);
         }
         CHECK_RC(fh_barrier(), FH_OK);
         return;
