@@ -60,6 +60,9 @@ const fh_cfg_entry_t fh_config_table[] = {
      "0 = 1/4 of what can be pinned.", 0},
     {"FH_PUT_IN_MOVE", FH_CFG_SIZE, "3k", NULL, F(put_in_move), 1,
      "Firehose cache: puts up to this size travel inside the registration move AM.", 0},
+    {"FH_REG_CHECK", FH_CFG_BOOL, "0", NULL, F(reg_check), 0,
+     "Firehose cache: check its invariants for the peer after every cache call "
+     "(debugging; costs time proportional to that peer's firehoses).", 0},
     {"FH_VERBOSE", FH_CFG_INT, "0", NULL, F(verbose), 0,
      "Log level: 1 prints the effective configuration and conduit choice.", 0},
     {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,

@@ -42,6 +42,7 @@ typedef struct fh_config {
     size_t      firehose_m;       /* FH_FIREHOSE_M (0 = derived) */
     size_t      firehose_maxvictim; /* FH_FIREHOSE_MAXVICTIM (0 = derived) */
     size_t      put_in_move;      /* FH_PUT_IN_MOVE */
+    int         reg_check;        /* FH_REG_CHECK */
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */

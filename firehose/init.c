@@ -42,6 +42,8 @@ static void tls_release(void *arg)
      * must land before t is freed. */
     if (rt != NULL && t->nbi.pending != 0)
         fh_wait_ctr(t, &t->nbi);
+    if (rt != NULL && rt->reg != NULL)
+        fh_reg_thread_exit(t);
     if (rt != NULL && t->bound) {
         pthread_mutex_lock(&rt->bind_lock);
         t->path->nbound--;

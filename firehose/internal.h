@@ -15,6 +15,9 @@
  *   strategy.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
  *              strategies kept for comparison (reg_rdv.c, reg_bounce.c;
  *              strategy.h)
+ *              wired to the conduit and the move AMs; reg_xfer.c its
+ *              asynchronous transfers; reg_hit.c its lock-free hit layer;
+ *              reg_map.c the hit layer's private map (see reg_internal.h)
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -28,7 +31,8 @@
  * its own path lock it may trylock the service path (never block on it).
  * Handlers run with the lock of the path that received the message; a request
  * handler's reply goes out on that same path (the service path), so no other
- * lock is needed.
+ * lock is needed.  The firehose cache lock (reg.c) comes after any path lock
+ * and is never held while taking one.
  *
  * Flow control.  A path holds `credits[r]` for requests towards rank r's
  * service path (FH_AM_CREDITS each).  A request spends one.  The target
@@ -58,6 +62,9 @@
 struct fh_segmap;
 struct fh_reg;
 struct fh_strat;
+struct reg_xop;
+struct reg_tc;
+struct reg_ent;
 
 /* Relaxed single-writer counter update: the writer holds the path lock,
  * readers (fh_stats_peer) use relaxed loads. */
@@ -91,6 +98,13 @@ typedef struct fh_path {
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     fh_peer_stats_t *stats;   /* [nranks], written under the path lock */
     int polling;              /* re-entrancy guard for poll on this path */
+
+    /* FH_REG_STRATEGY=firehose (reg_xfer.c): chunks whose firehoses became
+     * ready, pushed by any thread under the cache lock (lock-free stack);
+     * drained, and their RDMA posted, by whoever polls this path. */
+    _Atomic(struct reg_xop *) reg_ready;
+    struct reg_xop *reg_retry, **reg_retry_tail;  /* drained, not all posted */
+    int reg_draining;
 } fh_path_t;
 
 typedef struct fh_handler_entry {
@@ -139,6 +153,7 @@ typedef struct fh_tls {
     uint32_t tid;             /* unique, for handle ownership */
     int in_handler;           /* depth of handler nesting */
     int bound;                /* path->nbound counted for us */
+    struct reg_tc *reg_tc;    /* firehose hit layer (reg_hit.c), or NULL */
 } fh_tls_t;
 
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
@@ -238,8 +253,9 @@ int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_m
                     uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
                     bool count);
 /* What every transfer to a remote segment goes through: fh_rma_post, or with
- * FH_REG_STRATEGY=firehose fh_reg_xfer (which completes before returning;
- * ctr is then untouched).  rkey is ignored in the firehose case. */
+ * FH_REG_STRATEGY=firehose fh_reg_xfer.  Either way the transfer counts into
+ * ctr and may still be in flight at return.  rkey is ignored in the
+ * firehose case. */
 int  fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 
@@ -275,9 +291,47 @@ int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
 size_t fh_reg_bucket(const fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
- * rank != us.  Blocking: returns once every chunk completed. */
+ * rank != us.  Non-blocking: every chunk counts one in ctr->pending (and in
+ * path->inflight) until it completed, with its error if any; a chunk that
+ * misses proceeds when its move reply arrives.  Returns FH_OK, or an error
+ * for a chunk that could not even be submitted (earlier chunks still
+ * complete into ctr).  No lock held, not in a handler. */
 int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                 uint64_t remote, size_t n);
+                 uint64_t remote, size_t n, fh_ctr_t *ctr);
+/* RMA completions whose op_ctx has this bit set belong to reg_xfer.c (a
+ * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
+#define FH_OPCTX_REG ((uintptr_t)1)
+void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status);
+/* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
+ * held; called at the end of every poll of p. */
+void fh_reg_drain_locked(fh_path_t *p);
+/* Progress duties of every thread (no lock held): sends queued moves. */
+void fh_reg_progress(fh_tls_t *t);
+/* Trylock-polls the other thread paths (no lock held): lets a waiting
+ * thread complete chunks of idle threads that hold firehoses. */
+void fh_reg_help(fh_tls_t *t);
+/* Thread exit: returns the thread's cached firehose references. */
+void fh_reg_thread_exit(fh_tls_t *t);
+
+/* The hit layer alone (reg_hit.c), for benchmarks and tests: lookup +
+ * reference of a firehose covering [raddr, raddr+len) of rank in the
+ * calling thread's cache.  FH_OK: h holds it (h->key is the region key)
+ * until fh_reg_hit_release; no process-wide lock was taken and no line
+ * shared with another thread's hits was written.  FH_REG_MISS: not cached
+ * (nothing held).  fh_reg_hit_warm (blocking, may send a move) makes the
+ * range cached if it fits in one firehose: FH_OK, or an error
+ * (FH_ERR_INVALID if the range crosses a frame). */
+#define FH_REG_MISS 1
+typedef struct fh_reg_hit {
+    struct reg_ent *ent;
+    uintptr_t raddr;
+    size_t len;
+    uint64_t key[2];
+} fh_reg_hit_t;
+int  fh_reg_hit_acquire(fh_tls_t *t, int rank, uintptr_t raddr, size_t len,
+                        fh_reg_hit_t *h);
+void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h);
+int  fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len);
 /* Adds the cache's counters for peer (or all peers if peer == our rank). */
 void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 

@@ -29,6 +29,7 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     p->index = index;
     p->rt = rt;
     p->backlog_tail = &p->backlog;
+    p->reg_retry_tail = &p->reg_retry;
     fh_ht_init(&p->handles, (unsigned)index);
     p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
     p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
@@ -74,10 +75,14 @@ static void up_on_am(void *arg, const void *buf, size_t len)
 static void up_on_complete(void *arg, void *op_ctx, int status)
 {
     fh_path_t *p = arg;
-    fh_ctr_t *ctr = op_ctx;
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));
+    if ((uintptr_t)op_ctx & FH_OPCTX_REG) {
+        fh_reg_piece_done(p, op_ctx, status);
+        return;
+    }
+    fh_ctr_t *ctr = op_ctx;
     fh_ctr_complete(ctr, status);
     p->inflight--;
 }
@@ -102,6 +107,9 @@ void fh_path_poll_locked(fh_path_t *p)
             fh_am_flush_credits(p, n == 0);
     }
     p->polling = 0;
+    if (p->reg_retry != NULL ||
+        atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL)
+        fh_reg_drain_locked(p);
 }
 
 void fh_progress_locked(fh_path_t *p)
@@ -125,6 +133,8 @@ void fh_progress(fh_tls_t *t)
         fh_path_poll_locked(svc);
         pthread_mutex_unlock(&svc->lock);
     }
+    if (fh_rt->reg != NULL)
+        fh_reg_progress(t);
 }
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
@@ -142,6 +152,13 @@ int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
         if (own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
             fh_path_poll_locked(svc);
             pthread_mutex_unlock(&svc->lock);
+        }
+        if (fh_rt->reg != NULL) {
+            fh_reg_progress(t);
+            /* Firehoses we wait for may be held by chunks of a thread that
+             * is not calling in: complete them for it. */
+            if (idle > 32 && idle % 8 == 0)
+                fh_reg_help(t);
         }
         /* Ranks often outnumber cores on a development machine: give the
          * core away when nothing arrives for a while. */

@@ -1,26 +1,29 @@
 /*
  * reg.c -- FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h,
- * docs/firehose-cache.md) wired into the runtime.
+ * docs/firehose-cache.md) wired into the runtime.  Its companions:
+ * reg_xfer.c (asynchronous transfers) and reg_hit.c (the lock-free
+ * per-thread hit layer); shared state in reg_internal.h.
  *
  * One fhc_t per rank behind one mutex (g->lock; the core is single-threaded).
- * Lock order: a path lock may be held when g->lock is taken (the move
- * handlers run under the service path lock), never the reverse: nothing
+ * Lock order: a path lock may be held when g->lock is taken (completions and
+ * the move handlers run under a path lock), never the reverse: nothing
  * sends, polls or takes a path lock while holding g->lock.
  *
  * Messages.  env->send never sends: a move REQUEST is appended to the outbox
- * (under g->lock) and sent later by fh_reg_flush() from a thread outside any
+ * (under g->lock) and sent later by reg_flush() from a thread outside any
  * handler, one at a time under g->flush_lock, in order, always on the service
  * path (so requests from us to one target stay in order, as fhc expects).  A
  * move REPLY is only ever produced while serving a request in the
  * FH_H_MOVE_REQ handler; it is captured and sent as that request's AM reply.
- * Every queued request belongs to an operation whose thread is waiting in
- * fh_reg_xfer and flushes while it waits, so nothing stays in the outbox.
+ * Requests can be queued by any fhc call -- an acquire, a release at RDMA
+ * completion, a reply that wakes waiters -- so EVERY progressing thread
+ * flushes (fh_reg_progress from fh_progress and fh_wait_ctr), not only the
+ * thread whose operation needs the move.  A request that cannot be sent
+ * (peer dead) is answered locally with an error reply, which completes the
+ * operations waiting for it with that error.
  *
- * Operations (this first integration): fh_reg_xfer is blocking.  The transfer
- * is split with fhc_chunk_len; each chunk is acquired, on a miss the thread
- * polls (holding no lock) until the op's ready() fired, posts one RDMA per
- * piece, waits for them and releases the chunk.  NB and NBI forms therefore
- * complete before they return (their handle is FH_HANDLE_DONE).
+ * Operations never block inside the cache: a miss returns at once and the
+ * chunk proceeds when its move reply (or budget) arrives; see reg_xfer.c.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -30,39 +33,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cache/fhc.h"
-#include "internal.h"
-
-/* Largest move reply: header + FHC_MAX_PIECES regions (fhc_wire.h). */
-#define REG_REPLY_MAX (16u + 40u * FHC_MAX_PIECES)
-/* Move request without data: header + FHC_MAX_PIECES releases. */
-#define REG_REQ_FIXED (40u + 8u * FHC_MAX_PIECES)
-
-typedef struct reg_msg {
-    struct reg_msg *next;
-    uint32_t peer;
-    size_t len;
-    unsigned char bytes[];
-} reg_msg_t;
-
-typedef struct reg_span {
-    uintptr_t base, end;
-} reg_span_t;
-
-struct fh_reg {
-    pthread_mutex_t lock;          /* the cache, outbox, capture, spans */
-    fhc_t *c;
-    reg_msg_t *out, **out_tail;    /* requests to send */
-    pthread_mutex_t flush_lock;    /* one sender at a time: keeps order */
-    int capturing;                 /* inside the MOVE_REQ handler */
-    size_t cap_len;
-    unsigned char cap[REG_REPLY_MAX];
-    reg_span_t *spans;             /* exposed segment memory (allowed()) */
-    size_t nspans, capspans;
-    reg_span_t *retired;           /* unmapped at fini */
-    size_t nretired, capretired;
-    size_t bucket, M, maxvictim;
-};
+#include "cache/fhc_wire.h"
+#include "reg_internal.h"
 
 /* ------------------------------------------------------------ env */
 
@@ -121,7 +93,7 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
     m->peer = peer;
     m->len = len;
     memcpy(m->bytes, msg, len);
-    /* Atomic store: reg_flush peeks at g->out without the lock. */
+    /* Atomic: reg_flush peeks at g->out without the lock. */
     __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
     g->out_tail = &m->next;
 }
@@ -140,35 +112,76 @@ static void env_log(void *arg, const char *line)
 
 /* ------------------------------------------------------------ messages */
 
+/* A move request to peer could not be sent: answer it ourselves with an
+ * error reply so the operations waiting for it complete with rc. */
+static void fail_move(struct fh_reg *g, const reg_msg_t *m, int rc)
+{
+    fhc_rep_t rep = {.token = fhc_req_peek_token(m->bytes, m->len), .status = rc,
+                     .nreg = 0};
+    unsigned char buf[REG_REPLY_MAX];
+    size_t len = fhc_rep_encode(&rep, buf, sizeof buf);
+    pthread_mutex_lock(&g->lock);
+    if (len != 0 && g->c != NULL) {
+        fhc_on_message(g->c, m->peer, 1, buf, len);
+        reg_hit_budget(g, m->peer);
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
 /* Sends the queued move requests, in order, on the service path.  Outside
- * handlers, no lock held.  If another thread is flushing, it sends ours too
- * or we come back (callers flush in their wait loops). */
-static void reg_flush(fh_tls_t *t)
+ * handlers, no lock held.  If another thread is flushing, it sends ours too:
+ * it loops until the outbox is empty, and looks again after dropping the
+ * flush lock (a request queued just before would otherwise wait for the
+ * next progressing thread). */
+void reg_flush(fh_tls_t *t)
 {
     struct fh_reg *g = fh_rt->reg;
-    if (__atomic_load_n(&g->out, __ATOMIC_RELAXED) == NULL)
-        return;
-    if (pthread_mutex_trylock(&g->flush_lock) != 0)
-        return;
-    for (;;) {
-        pthread_mutex_lock(&g->lock);
-        reg_msg_t *m = g->out;
-        if (m != NULL) {
-            __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);   /* peeked unlocked */
-            if (g->out == NULL)
-                g->out_tail = &g->out;
+    while (__atomic_load_n(&g->out, __ATOMIC_RELAXED) != NULL &&
+           pthread_mutex_trylock(&g->flush_lock) == 0) {
+        for (;;) {
+            pthread_mutex_lock(&g->lock);
+            reg_msg_t *m = g->out;
+            if (m != NULL) {
+                __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);
+                if (g->out == NULL)
+                    g->out_tail = &g->out;
+            }
+            pthread_mutex_unlock(&g->lock);
+            if (m == NULL)
+                break;
+            int rc = fh_am_send_request_on(t, &fh_rt->paths[0], (int)m->peer,
+                                           FH_H_MOVE_REQ, m->bytes, m->len);
+            if (rc != FH_OK) {
+                if (!atomic_load(&fh_rt->finalizing))
+                    fh_log_error("firehose cache: cannot send a move to rank %u: %s; "
+                                 "its operations fail", m->peer, fh_strerror(rc));
+                fail_move(g, m, rc);
+            }
+            free(m);
         }
-        pthread_mutex_unlock(&g->lock);
-        if (m == NULL)
-            break;
-        int rc = fh_am_send_request_on(t, &fh_rt->paths[0], (int)m->peer, FH_H_MOVE_REQ,
-                                       m->bytes, m->len);
-        if (rc != FH_OK && !atomic_load(&fh_rt->finalizing))
-            fh_fatal("firehose cache: cannot send a move to rank %u: %s", m->peer,
-                     fh_strerror(rc));
-        free(m);
+        pthread_mutex_unlock(&g->flush_lock);
     }
-    pthread_mutex_unlock(&g->flush_lock);
+}
+
+void fh_reg_progress(fh_tls_t *t)
+{
+    if (t->in_handler == 0)
+        reg_flush(t);
+}
+
+/* Helps paths other than the caller's: trylock-polls each, so chunks of an
+ * idle thread complete (releasing firehoses others wait for) and its ready
+ * lists drain.  No lock held. */
+void fh_reg_help(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    for (int i = 1; i < rt->npaths; i++) {
+        fh_path_t *p = &rt->paths[i];
+        if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        fh_path_poll_locked(p);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
@@ -189,6 +202,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     g->capturing = 1;
     g->cap_len = 0;
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
+    reg_check(g, (uint32_t)src);
     len = g->cap_len;
     memcpy(rep, g->cap, len);
     g->capturing = 0;
@@ -210,9 +224,10 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
         return;
     pthread_mutex_lock(&g->lock);
     fhc_on_message(g->c, (uint32_t)src, 1, buf, nbytes);
+    reg_hit_budget(g, (uint32_t)src);
     pthread_mutex_unlock(&g->lock);
     /* Requests it produced (budget waiters woken) wait in the outbox for
-     * their waiting threads to flush them. */
+     * the next progressing thread (fh_reg_progress). */
 }
 
 /* ------------------------------------------------------------ life cycle */
@@ -247,6 +262,15 @@ int fh_reg_init(fh_rt_t *rt)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (g->bucket < page)
         g->bucket = page;
+    while (((size_t)1 << g->bshift) < g->bucket)
+        g->bshift++;
+    g->nranks = rt->nranks;
+    g->check = rt->cfg.reg_check;
+    g->swept = calloc((size_t)rt->nranks, 1);
+    if (g->swept == NULL) {
+        free(g);
+        return FH_ERR_NO_MEMORY;
+    }
 
     /* Derived sizes may differ between hosts; fhc needs them equal: take
      * the minimum over all ranks. */
@@ -256,6 +280,7 @@ int fh_reg_init(fh_rt_t *rt)
     uint64_t *all = calloc((size_t)rt->nranks, sizeof mine);
     if (all == NULL || rt->boot->ops->allgather(rt->boot, mine, all, sizeof mine) != FH_OK) {
         free(all);
+        free(g->swept);
         free(g);
         return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: firehose cache size exchange failed");
     }
@@ -284,11 +309,13 @@ int fh_reg_init(fh_rt_t *rt)
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {
         size_t b = g->bucket;
+        free(g->swept);
         free(g);
         return fh_set_error(rc == FHC_ERR_CONFIG ? FH_ERR_CONFIG : rc,
                             "fh_init: FH_REG_STRATEGY=firehose: %s (M=%zu, N=%d, "
                             "FH_BUCKET_SIZE=%zu)", why, (size_t)mine[0], rt->nranks, b);
     }
+    g->R = fhc_region_max(g->c);
     fh_am_register_internal(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
     fh_am_register_internal(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
     rt->reg = g;
@@ -307,6 +334,7 @@ void fh_reg_fini(fh_rt_t *rt)
     pthread_mutex_lock(&g->lock);
     fhc_destroy(g->c);
     g->c = NULL;
+    reg_hit_fini(g);
     while (g->out != NULL) {
         reg_msg_t *m = g->out;
         g->out = m->next;
@@ -317,6 +345,7 @@ void fh_reg_fini(fh_rt_t *rt)
         munmap((void *)g->retired[i].base, g->retired[i].end - g->retired[i].base);
     free(g->retired);
     free(g->spans);
+    free(g->swept);
     rt->reg = NULL;
     free(g);
 }
@@ -367,87 +396,6 @@ void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
                      "mapped");
 }
 
-/* ------------------------------------------------------------ transfers */
-
-typedef struct reg_op {
-    fhc_op_t op;
-    _Atomic int done;
-    int status;
-} reg_op_t;
-
-/* Called with g->lock held, from fhc_on_message or fhc_release. */
-static void op_ready(fhc_op_t *op, int status)
-{
-    reg_op_t *x = op->user;
-    x->status = status;
-    atomic_store_explicit(&x->done, 1, memory_order_release);
-}
-
-int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                uint64_t remote, size_t n)
-{
-    fh_rt_t *rt = fh_rt;
-    struct fh_reg *g = rt->reg;
-    const char *what = is_put ? "put" : "get";
-    size_t off = 0;
-    while (off < n) {
-        reg_op_t x;
-        memset(&x, 0, sizeof x);
-        uintptr_t raddr = (uintptr_t)(remote + off);
-        pthread_mutex_lock(&g->lock);
-        size_t len = fhc_chunk_len(g->c, raddr, n - off);
-        x.op.peer = (uint32_t)rank;
-        x.op.raddr = raddr;
-        x.op.len = len;
-        x.op.put_data = is_put ? local + off : NULL;
-        x.op.ready = op_ready;
-        x.op.user = &x;
-        int a = fhc_acquire(g->c, &x.op);
-        pthread_mutex_unlock(&g->lock);
-        if (a == FHC_PENDING) {
-            for (unsigned idle = 0;
-                 !atomic_load_explicit(&x.done, memory_order_acquire); idle++) {
-                reg_flush(t);
-                fh_progress(t);
-                if (idle > 32)
-                    sched_yield();
-            }
-            a = x.status;
-        }
-        reg_flush(t);
-        if (a < 0)
-            return fh_set_error(a, "%s to rank %d: the firehose cache could not map "
-                                "[0x%llx, +%zu): %s", what, rank,
-                                (unsigned long long)raddr, len, fh_strerror(a));
-        if (a == FHC_HIT) {
-            fh_ctr_t ctr = {0, FH_OK};
-            int rc = FH_OK;
-            for (unsigned i = 0; i < x.op.npieces && rc == FH_OK; i++) {
-                const fhc_piece_t *pc = &x.op.piece[i];
-                fh_rkey_t rk = {pc->key[0], pc->key[1]};
-                rc = fh_rma_post_ex(t, is_put, rank, local + off + (pc->addr - raddr), lmr,
-                                    pc->addr, pc->len, &rk, &ctr, false);
-            }
-            int wrc = fh_wait_ctr(t, &ctr);
-            pthread_mutex_lock(&g->lock);
-            fhc_release(g->c, &x.op);
-            pthread_mutex_unlock(&g->lock);
-            reg_flush(t);
-            if (rc == FH_OK)
-                rc = wrc;
-            if (rc != FH_OK)
-                return fh_set_error(rc, "%s to rank %d failed: %s", what, rank,
-                                    fh_strerror(rc));
-        }
-        off += len;
-    }
-    fh_path_t *p = t->path;
-    pthread_mutex_lock(&p->lock);
-    fh_stat_rma(p, rank, is_put, n);
-    pthread_mutex_unlock(&p->lock);
-    return FH_OK;
-}
-
 /* ------------------------------------------------------------ stats */
 
 void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
@@ -465,7 +413,7 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
             continue;
         fhc_peer_stats_t s;
         fhc_peer_stats(g->c, (uint32_t)r, &s);
-        out->reg_hits += s.hits;
+        out->reg_hits += s.hits + reg_hit_count(g, r);
         out->reg_misses += s.misses;
         out->reg_moves += s.moves;
         out->reg_pending_coalesced += s.coalesced;

@@ -78,7 +78,7 @@ int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *l
                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
 {
     if (fh_rt->reg != NULL && rank != fh_rt->rank)
-        return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n);
+        return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
     if (fh_rt->strat != NULL && rank != fh_rt->rank)
         return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n);
     return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
@@ -179,8 +179,8 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return rc;
     if (temp)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
-    if (fh_rt->reg != NULL || fh_rt->strat != NULL)
-        mode = RMA_BLOCKING;   /* fh_reg_xfer / fh_strat_xfer complete before returning */
+    if (fh_rt->strat != NULL)
+        mode = RMA_BLOCKING;   /* fh_strat_xfer completes before returning */
     fh_ctr_t stack_ctr = {0, FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;

@@ -11,8 +11,8 @@
  * The design is docs/firehose-cache.md.  This module does no I/O, takes no
  * locks and starts no threads: registration, message sending and logging go
  * through the callbacks of fhc_env_t.  The runtime serializes calls on one
- * fhc_t (today: the per-rank cache lock; the lock-free hit path of the design
- * document is a later layer over this core).
+ * fhc_t (the per-rank cache lock); its lock-free hit layer (reg_hit.c) sits
+ * on top and holds ordinary acquisitions of this core open.
  *
  * Vocabulary (all sizes in bytes):
  *   B      bucket size (power of two)
@@ -106,6 +106,8 @@ typedef struct fhc_piece {
     uintptr_t addr;       /* remote address */
     size_t len;
     uint64_t key[2];      /* the target region's key */
+    uintptr_t rbase;      /* the whole firehose (region) the piece lies in: */
+    size_t rlen;          /* [rbase, rbase+rlen) is one valid chunk */
 } fhc_piece_t;
 
 struct fhc_fh;
@@ -158,6 +160,11 @@ int  fhc_acquire(fhc_t *c, fhc_op_t *op);
 /* The RDMA of a HIT op completed: drop its in-use references.  May call
  * ready() of ops that waited for budget.  No-op for ops holding nothing. */
 void fhc_release(fhc_t *c, fhc_op_t *op);
+
+/* Non-zero iff operations towards peer wait in its budget queue.  While
+ * they do, the runtime must not keep idle references of its own on that
+ * peer's firehoses (the hit layer returns them, see reg_hit.c). */
+int  fhc_budget_waiting(const fhc_t *c, uint32_t peer);
 
 /* A move request (is_reply == 0) or reply from peer.  Never trusts msg. */
 void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,

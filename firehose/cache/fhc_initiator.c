@@ -176,7 +176,8 @@ static void fill_pieces(const fhc_t *c, fhc_op_t *op)
         assert(f && f->inuse > 0 && op->npieces < FHC_MAX_PIECES);
         uintptr_t e = f->base + f->len < end ? f->base + f->len : end;
         op->piece[op->npieces++] = (fhc_piece_t){
-            .addr = a, .len = e - a, .key = { f->key[0], f->key[1] } };
+            .addr = a, .len = e - a, .key = { f->key[0], f->key[1] },
+            .rbase = f->base, .rlen = f->len };
         a = e;
     }
 }
@@ -407,6 +408,11 @@ void fhc_release(fhc_t *c, fhc_op_t *op)
     op->priv.state = FHC_OP_IDLE;
     if (P->q_head)
         pump(c, P);
+}
+
+int fhc_budget_waiting(const fhc_t *c, uint32_t peer)
+{
+    return peer < c->p.nranks && c->peer[peer] && c->peer[peer]->q_head != NULL;
 }
 
 /* Checks a granted region against the move that asked for it. */

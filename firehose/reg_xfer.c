@@ -1,0 +1,326 @@
+/*
+ * reg_xfer.c -- asynchronous put/get through the firehose cache.
+ *
+ * fh_reg_xfer() splits a transfer into chunks (never crossing a frame, see
+ * fhc.h) and gives each a heap record (reg_xop_t) counted in the caller's
+ * counter (stack counter of a blocking call, NB handle slot, or the
+ * thread's NBI counter) and in path->inflight, so fh_wait/fh_wait_nbi/
+ * fh_quiet see it.  Then, per chunk:
+ *   - hit-layer hit (reg_hit.c): one piece with the cached key, posted now;
+ *   - otherwise fhc_acquire under g->lock:
+ *       FHC_HIT      posted now (and cached in the hit layer if one region);
+ *       FHC_PENDING  the call returns; fhc calls reg_xop_ready() later, from
+ *                    the move reply handler or from a release that served
+ *                    the budget queue, on whatever thread holds g->lock;
+ *       error        returned at once (chunks already submitted still
+ *                    complete into the counter).
+ * reg_xop_ready() only pushes the record on its path's lock-free ready list
+ * (path->reg_ready, a Treiber stack taken whole with an exchange).  Whoever
+ * polls that path next -- its owner, a thread waiting on the service path,
+ * or a helper (fh_reg_help) -- drains it in fh_path_poll_locked: errors and
+ * put-in-move (FHC_DONE_IN_MOVE) complete the chunk at once, hits post one
+ * RDMA per piece (split at the conduit's message limit) with the record as
+ * op_ctx (tagged, see FH_OPCTX_REG).  When the last piece completes the
+ * chunk releases its reference -- the hit-layer entry, or fhc_release under
+ * g->lock (path lock -> g->lock) -- and completes the caller's counter.
+ * If the conduit runs out of send resources, the record waits at the head
+ * of the path's retry list for the next poll.
+ *
+ * Every counter update happens under the record's path lock (counters are
+ * not atomic): records are submitted and drained on the submitting thread's
+ * path, where its counters live.
+ */
+#include <assert.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reg_internal.h"
+
+static size_t post_limit(const fh_rt_t *rt)
+{
+    size_t c = rt->cfg.xfer_chunk;
+    if (rt->limits.max_msg && rt->limits.max_msg < c)
+        c = rt->limits.max_msg;
+    return c;
+}
+
+void reg_xop_ready(fhc_op_t *op, int status)
+{
+    reg_xop_t *x = op->user;
+    fh_path_t *p = x->path;
+    x->status = status;
+    struct reg_xop *head = atomic_load_explicit(&p->reg_ready, memory_order_relaxed);
+    do {
+        x->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&p->reg_ready, &head, x,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* The chunk is over: count it in the caller's counter.  p->lock held. */
+static void chunk_done(fh_path_t *p, reg_xop_t *x, int status)
+{
+    assert(x->pc.pending == 0);
+    fh_ctr_complete(x->uctr, status);
+    assert(p->inflight > 0);
+    p->inflight--;
+    free(x);
+}
+
+/* Every piece of a HIT chunk completed: release, then finish. */
+static void pieces_done(fh_path_t *p, reg_xop_t *x)
+{
+    if (x->ent != NULL) {
+        reg_hit_unref(x->ent);
+    } else {
+        struct fh_reg *g = fh_rt->reg;
+        pthread_mutex_lock(&g->lock);
+        fhc_release(g->c, &x->op);
+        reg_hit_budget(g, x->op.peer);
+        pthread_mutex_unlock(&g->lock);
+    }
+    chunk_done(p, x, x->pc.status);
+}
+
+void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status)
+{
+    reg_xop_t *x = (reg_xop_t *)((uintptr_t)op_ctx & ~(uintptr_t)FH_OPCTX_REG);
+    assert(x->path == p && x->pc.pending > 0);
+    fh_ctr_complete(&x->pc, status);
+    assert(p->inflight > 0);
+    p->inflight--;
+    if (x->pc.pending == 0)
+        pieces_done(p, x);
+}
+
+/* Posts the pieces of x not posted yet.  p->lock held.  Returns FH_OK (all
+ * posted, or a hard error recorded in x->pc.status) or FH_ERR_AGAIN. */
+static int post_pieces(fh_path_t *p, reg_xop_t *x)
+{
+    fh_rt_t *rt = fh_rt;
+    size_t lim = post_limit(rt);
+    void *ctx = (void *)((uintptr_t)x | FH_OPCTX_REG);
+    while (x->nposted < x->op.npieces) {
+        const fhc_piece_t *pc = &x->op.piece[x->nposted];
+        fh_rkey_t rk = {pc->key[0], pc->key[1]};
+        size_t len = pc->len - x->poff < lim ? pc->len - x->poff : lim;
+        uintptr_t ra = pc->addr + x->poff;
+        char *l = x->local + (ra - x->op.raddr);
+        bool last = x->nposted + 1 == x->op.npieces && x->poff + len == pc->len;
+        unsigned flags = last ? 0 : FH_POST_MORE;
+        int rc = x->is_put
+                     ? rt->cops->put(p->cp, x->rank, 0, l, len, x->lmr, ra, &rk, ctx, flags)
+                     : rt->cops->get(p->cp, x->rank, 0, l, len, x->lmr, ra, &rk, ctx, flags);
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+        if (rc != FH_OK) {
+            fh_log_verbose(1, "%s to rank %d failed at post: %s", x->is_put ? "put" : "get",
+                           x->rank, fh_strerror(rc));
+            if (x->pc.status == FH_OK)
+                x->pc.status = rc;
+            x->nposted = x->op.npieces;
+            break;
+        }
+        x->pc.pending++;
+        p->inflight++;
+        x->poff += len;
+        if (x->poff == pc->len) {
+            x->poff = 0;
+            x->nposted++;
+        }
+    }
+    return FH_OK;
+}
+
+void fh_reg_drain_locked(fh_path_t *p)
+{
+    if (p->reg_draining)
+        return;
+    p->reg_draining = 1;
+    struct reg_xop *l = atomic_exchange_explicit(&p->reg_ready, NULL, memory_order_acquire);
+    /* The stack is newest first: reverse it onto the retry list's tail. */
+    struct reg_xop *fifo = NULL;
+    while (l != NULL) {
+        struct reg_xop *n = l->next;
+        l->next = fifo;
+        fifo = l;
+        l = n;
+    }
+    if (fifo != NULL) {
+        *p->reg_retry_tail = fifo;
+        while (fifo->next != NULL)
+            fifo = fifo->next;
+        p->reg_retry_tail = &fifo->next;
+    }
+    reg_xop_t *x;
+    while ((x = p->reg_retry) != NULL) {
+        if (x->status == FHC_HIT && !x->noxfer && post_pieces(p, x) == FH_ERR_AGAIN)
+            break;     /* the next poll retries, in order */
+        p->reg_retry = x->next;
+        if (p->reg_retry == NULL)
+            p->reg_retry_tail = &p->reg_retry;
+        x->next = NULL;
+        if (x->status == FHC_HIT) {
+            assert(x->pc.pending > 0);    /* the posting reference */
+            if (--x->pc.pending == 0)
+                pieces_done(p, x);
+        } else {
+            x->pc.pending = 0;
+            chunk_done(p, x, x->status == FHC_DONE_IN_MOVE ? FH_OK : x->status);
+        }
+    }
+    p->reg_draining = 0;
+}
+
+/* A new record for [raddr, raddr+len) of rank, counted in ctr. */
+static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
+                          struct fh_mr *lmr, uintptr_t raddr, size_t len, fh_ctr_t *ctr)
+{
+    reg_xop_t *x = malloc(sizeof *x);
+    if (x == NULL)
+        return NULL;
+    assert(((uintptr_t)x & FH_OPCTX_REG) == 0);   /* the tag bit is free */
+    x->pc.pending = 1;             /* released once every piece is posted */
+    x->pc.status = FH_OK;
+    x->next = NULL;
+    x->path = t->path;
+    x->uctr = ctr;
+    x->ent = NULL;
+    x->local = local;
+    x->lmr = lmr;
+    x->rank = rank;
+    x->is_put = is_put;
+    x->noxfer = false;
+    x->status = FHC_PENDING;
+    x->nposted = 0;
+    x->poff = 0;
+    x->op.peer = (uint32_t)rank;
+    x->op.raddr = raddr;
+    x->op.len = len;
+    x->op.put_data = is_put ? local : NULL;
+    x->op.ready = reg_xop_ready;
+    x->op.user = x;
+    x->op.npieces = 0;
+    return x;
+}
+
+/* Submits one chunk: p->lock held.  Returns FH_OK or an fhc error. */
+static int submit(fh_tls_t *t, reg_xop_t *x)
+{
+    struct fh_reg *g = fh_rt->reg;
+    fh_path_t *p = t->path;
+    x->uctr->pending++;
+    p->inflight++;
+    reg_ent_t *e = reg_hit_lookup(t, x->op.peer, x->op.raddr, x->op.len);
+    if (e != NULL) {
+        x->ent = e;
+        x->status = FHC_HIT;
+        x->op.npieces = 1;
+        x->op.piece[0] = (fhc_piece_t){.addr = x->op.raddr, .len = x->op.len,
+                                       .key = {e->key[0], e->key[1]},
+                                       .rbase = e->base, .rlen = e->end - e->base};
+    } else {
+        pthread_mutex_lock(&g->lock);
+        int a = fhc_acquire(g->c, &x->op);
+        if (a == FHC_HIT) {
+            x->status = FHC_HIT;
+            if (x->op.npieces == 1)
+                reg_hit_install(g, t, x);
+        }
+        reg_hit_budget(g, x->op.peer);
+        pthread_mutex_unlock(&g->lock);
+        if (a < 0) {
+            x->uctr->pending--;
+            p->inflight--;
+            return a;
+        }
+        if (a == FHC_PENDING)
+            return FH_OK;       /* ready() queues it on p->reg_ready */
+    }
+    *p->reg_retry_tail = x;
+    p->reg_retry_tail = &x->next;
+    return FH_OK;
+}
+
+int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                uint64_t remote, size_t n, fh_ctr_t *ctr)
+{
+    fh_rt_t *rt = fh_rt;
+    struct fh_reg *g = rt->reg;
+    fh_path_t *p = t->path;
+    reg_hit_tc(t);
+    int rc = FH_OK;
+    size_t off = 0;
+    pthread_mutex_lock(&p->lock);
+    while (off < n) {
+        uintptr_t raddr = (uintptr_t)(remote + off);
+        size_t len = g->R - raddr % g->R;
+        if (len > n - off)
+            len = n - off;
+        reg_xop_t *x = xop_new(t, is_put, rank, local + off, lmr, raddr, len, ctr);
+        if (x == NULL) {
+            rc = fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory",
+                              is_put ? "put" : "get", rank);
+            break;
+        }
+        int a = submit(t, x);
+        if (a < 0) {
+            free(x);
+            rc = fh_set_error(a, "%s to rank %d: the firehose cache could not map "
+                              "[0x%llx, +%zu): %s", is_put ? "put" : "get", rank,
+                              (unsigned long long)raddr, len, fh_strerror(a));
+            break;
+        }
+        fh_reg_drain_locked(p);
+        if (p->reg_retry != NULL)
+            fh_progress_locked(p);      /* out of send resources: reap some */
+        off += len;
+    }
+    if (rc == FH_OK)
+        fh_stat_rma(p, rank, is_put, n);
+    pthread_mutex_unlock(&p->lock);
+    reg_flush(t);     /* moves our acquires queued */
+    return rc;
+}
+
+/* ------------------------------------------------------------ warm */
+
+int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
+{
+    fh_rt_t *rt = fh_rt;
+    struct fh_reg *g = rt->reg;
+    if (g == NULL || rank < 0 || rank >= rt->nranks || rank == rt->rank || len == 0 ||
+        raddr % g->R + len > g->R)
+        return FH_ERR_INVALID;
+    reg_hit_tc(t);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        fh_reg_hit_t h;
+        if (fh_reg_hit_acquire(t, rank, raddr, len, &h) == FH_OK) {
+            fh_reg_hit_release(t, &h);
+            return FH_OK;
+        }
+        /* An acquisition without RDMA: installs the entry on an fhc hit,
+         * or waits for the move and releases (the next round hits fhc). */
+        fh_ctr_t ctr = {0, FH_OK};
+        reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);
+        if (x == NULL)
+            return FH_ERR_NO_MEMORY;
+        x->noxfer = true;
+        fh_path_t *p = t->path;
+        pthread_mutex_lock(&p->lock);
+        int a = submit(t, x);
+        if (a == FH_OK)
+            fh_reg_drain_locked(p);
+        pthread_mutex_unlock(&p->lock);
+        if (a < 0) {
+            free(x);
+            return a;
+        }
+        reg_flush(t);
+        int rc = fh_wait_ctr(t, &ctr);
+        if (rc != FH_OK)
+            return rc;
+    }
+    return FH_ERR_AGAIN;
+}
