@@ -126,6 +126,10 @@ void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
     }
     if (is_reply)
         fhc_initiator_on_reply(c, peer, msg, len);
+    else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE)
+        fhc_initiator_on_revoke(c, peer, msg, len);
+    else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE_ACK)
+        fhc_target_on_revoke_ack(c, peer, msg, len);
     else
         fhc_target_on_request(c, peer, msg, len);
 }
@@ -161,6 +165,14 @@ void fhc_stats(const fhc_t *c, fhc_stats_t *s)
     s->victim_bytes = c->victim_bytes;
     s->victim_len = c->victim_len;
     s->nregions = c->nregions;
+    s->invalidations = c->invalidations;
+    s->revokes_sent = c->revokes_sent;
+    s->dead_bytes = c->dead_bytes;
+}
+
+uint32_t fhc_revokes_pending(const fhc_t *c)
+{
+    return c->revokes_pending;
 }
 
 int fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
