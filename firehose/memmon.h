@@ -41,9 +41,6 @@
 
 typedef struct fh_memmon fh_memmon_t;
 
-/* FH_MEMMON: index into "auto|uffd|off" (config.c). */
-enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
-
 typedef struct fh_memmon_range {
     uintptr_t start, end;          /* [start, end), page-aligned */
 } fh_memmon_range_t;

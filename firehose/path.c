@@ -125,6 +125,8 @@ void fh_progress(fh_tls_t *t)
         fh_path_poll_locked(svc);
         pthread_mutex_unlock(&svc->lock);
     }
+    /* Cache messages produced by handlers (revoke acks) leave from here. */
+    fh_reg_flush(t);
 }
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)

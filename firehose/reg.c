@@ -71,6 +71,8 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
 {
     (void)arg;
     fh_rt_t *rt = fh_rt;
+    if (!fh_mm_may_cache(rt, addr, len, remote))
+        return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
     unsigned acc = FH_MR_LOCAL | (remote ? FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE : 0);
     fh_rkey_t rk = {0, 0};
     struct fh_mr *m = NULL;
@@ -95,6 +97,8 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     struct fh_reg *g = arg;
     if (addr + len < addr)
         return 0;
+    if (fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
+        return fh_mm_mapped(addr, len);    /* any mapped memory (revoke.c) */
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
             return 1;
@@ -142,10 +146,10 @@ static void env_log(void *arg, const char *line)
 /* Sends the queued move requests, in order, on the service path.  Outside
  * handlers, no lock held.  If another thread is flushing, it sends ours too
  * or we come back (callers flush in their wait loops). */
-static void reg_flush(fh_tls_t *t)
+void fh_reg_flush(fh_tls_t *t)
 {
     struct fh_reg *g = fh_rt->reg;
-    if (__atomic_load_n(&g->out, __ATOMIC_RELAXED) == NULL)
+    if (g == NULL || __atomic_load_n(&g->out, __ATOMIC_RELAXED) == NULL)
         return;
     if (pthread_mutex_trylock(&g->flush_lock) != 0)
         return;
@@ -187,6 +191,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     pthread_mutex_lock(&g->lock);
     g->capturing = 1;
     g->cap_len = 0;
+    fh_mm_sync_locked(fh_rt, g->c);    /* never grant memory known to be freed */
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
     len = g->cap_len;
     memcpy(rep, g->cap, len);
@@ -288,6 +293,13 @@ int fh_reg_init(fh_rt_t *rt)
                             "fh_init: FH_REG_STRATEGY=firehose: %s (M=%zu, N=%d, "
                             "FH_BUCKET_SIZE=%zu)", why, (size_t)mine[0], rt->nranks, b);
     }
+    rt->reg = g;
+    if ((rc = fh_mm_init(rt)) != FH_OK) {
+        rt->reg = NULL;
+        fhc_destroy(g->c);
+        free(g);
+        return rc;
+    }
     fh_am_register_internal(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
     fh_am_register_internal(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
     rt->reg = g;
@@ -312,12 +324,24 @@ void fh_reg_fini(fh_rt_t *rt)
         free(m);
     }
     pthread_mutex_unlock(&g->lock);
+    fh_mm_fini(rt);    /* before unmapping watched memory: no reader after this */
     for (size_t i = 0; i < g->nretired; i++)
         munmap((void *)g->retired[i].base, g->retired[i].end - g->retired[i].base);
     free(g->retired);
     free(g->spans);
     rt->reg = NULL;
     free(g);
+}
+
+struct fhc *fh_reg_lock(fh_rt_t *rt)
+{
+    pthread_mutex_lock(&rt->reg->lock);
+    return rt->reg->c;
+}
+
+void fh_reg_unlock(fh_rt_t *rt)
+{
+    pthread_mutex_unlock(&rt->reg->lock);
 }
 
 size_t fh_reg_bucket(const fh_rt_t *rt)
@@ -394,6 +418,7 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
         memset(&x, 0, sizeof x);
         uintptr_t raddr = (uintptr_t)(remote + off);
         pthread_mutex_lock(&g->lock);
+        fh_mm_sync_locked(rt, g->c);
         size_t len = fhc_chunk_len(g->c, raddr, n - off);
         x.op.peer = (uint32_t)rank;
         x.op.raddr = raddr;
@@ -406,32 +431,39 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
         if (a == FHC_PENDING) {
             for (unsigned idle = 0;
                  !atomic_load_explicit(&x.done, memory_order_acquire); idle++) {
-                reg_flush(t);
+                fh_reg_flush(t);
                 fh_progress(t);
                 if (idle > 32)
                     sched_yield();
             }
             a = x.status;
         }
-        reg_flush(t);
+        fh_reg_flush(t);
         if (a < 0)
             return fh_set_error(a, "%s to rank %d: the firehose cache could not map "
                                 "[0x%llx, +%zu): %s", what, rank,
                                 (unsigned long long)raddr, len, fh_strerror(a));
         if (a == FHC_HIT) {
             fh_ctr_t ctr = {0, FH_OK};
-            int rc = FH_OK;
+            /* Remote firehoses first (above), then the local pins. */
+            fh_reg_lpin_t lp;
+            int rc = lmr ? FH_OK : fh_reg_local_pin(rt, is_put, local + off, len, &lp);
             for (unsigned i = 0; i < x.op.npieces && rc == FH_OK; i++) {
                 const fhc_piece_t *pc = &x.op.piece[i];
                 fh_rkey_t rk = {pc->key[0], pc->key[1]};
-                rc = fh_rma_post_ex(t, is_put, rank, local + off + (pc->addr - raddr), lmr,
-                                    pc->addr, pc->len, &rk, &ctr, false);
+                char *l = local + off + (pc->addr - raddr);
+                rc = lmr ? fh_rma_post_ex(t, is_put, rank, l, lmr, pc->addr, pc->len, &rk,
+                                          &ctr, false)
+                         : fh_reg_local_post(t, is_put, rank, &lp, l, pc->addr, pc->len,
+                                             &rk, &ctr);
             }
             int wrc = fh_wait_ctr(t, &ctr);
+            if (!lmr)
+                fh_reg_local_release(rt, &lp);
             pthread_mutex_lock(&g->lock);
             fhc_release(g->c, &x.op);
             pthread_mutex_unlock(&g->lock);
-            reg_flush(t);
+            fh_reg_flush(t);
             if (rc == FH_OK)
                 rc = wrc;
             if (rc != FH_OK)
@@ -470,12 +502,16 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_pending_coalesced += s.coalesced;
         out->reg_put_in_move += s.put_in_move;
         out->bytes_pinned_remote += s.target_held_bytes;
+        out->reg_revoked += s.revoked;
     }
     if (peer == rt->rank) {
         /* Evictions are not per peer: the total row carries them. */
         fhc_stats_t s;
         fhc_stats(g->c, &s);
         out->reg_evictions += s.evictions;
+        out->reg_invalidations += s.invalidations;
+        out->reg_revokes_sent += s.revokes_sent;
+        out->bytes_pinned_local += s.local_bytes;
     }
     pthread_mutex_unlock(&g->lock);
 }

@@ -47,14 +47,17 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
     fprintf(f,
             "firehose[%d]: stats %-6s puts=%llu (%llu B) gets=%llu (%llu B) am_sent=%llu "
             "am_recv=%llu atomics=%llu reg_hits=%llu reg_misses=%llu moves=%llu "
-            "evictions=%llu pinned_remote=%llu\n",
+            "evictions=%llu pinned_remote=%llu invalidations=%llu revokes=%llu "
+            "revoked=%llu pinned_local=%llu\n",
             me, who, (unsigned long long)s->puts, (unsigned long long)s->put_bytes,
             (unsigned long long)s->gets, (unsigned long long)s->get_bytes,
             (unsigned long long)s->am_sent, (unsigned long long)s->am_received,
             (unsigned long long)s->atomics, (unsigned long long)s->reg_hits,
             (unsigned long long)s->reg_misses, (unsigned long long)s->reg_moves,
             (unsigned long long)s->reg_evictions,
-            (unsigned long long)s->bytes_pinned_remote);
+            (unsigned long long)s->bytes_pinned_remote,
+            (unsigned long long)s->reg_invalidations, (unsigned long long)s->reg_revokes_sent,
+            (unsigned long long)s->reg_revoked, (unsigned long long)s->bytes_pinned_local);
 }
 
 int fh_stats_print(void *file)

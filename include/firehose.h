@@ -309,6 +309,13 @@ typedef struct fh_peer_stats {
     uint64_t reg_hits, reg_misses, reg_moves, reg_evictions;
     uint64_t reg_pending_coalesced, reg_put_in_move;
     uint64_t bytes_pinned_remote;       /* pinned here on behalf of the peer */
+    /* Freed or reused memory (FH_REG_STRATEGY=firehose): */
+    uint64_t reg_invalidations;         /* our registrations dropped because the
+                                           memory monitor saw the memory freed
+                                           (total row only) */
+    uint64_t reg_revokes_sent;          /* REVOKEs we sent to holders (total) */
+    uint64_t reg_revoked;               /* our firehoses the peer revoked */
+    uint64_t bytes_pinned_local;        /* in regions with local pins now (total) */
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,
