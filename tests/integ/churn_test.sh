@@ -1,0 +1,27 @@
+#!/bin/sh
+# churn_test.sh -- memory freed and reused at the same addresses, with
+# FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k, under
+# tools/fhrun for every provider in FH_TEST_PROVIDERS (tcp shm), 2 ranks
+# (FH_TEST_NP overrides), FH_CHURN_CYCLES cycles (default 10000):
+#   1. FH_MEMMON=auto: 0 corrupted bytes and invalidations > 0 required;
+#   2. FH_MEMMON=off: must ALSO pass on ofi -- libfabric's tcp and shm write
+#      through the virtual address, so a stale registration does no harm
+#      there.  The negative control that must show corruption runs on a
+#      pinning NIC: tests/vm/churn-rxe.sh (ibv on Soft-RoCE, make check-rxe).
+# The corrupted-byte counts are printed for each run.
+. "$(dirname "$0")/common.sh"
+need_fhrun
+export FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k FH_STATS=1
+NP_LIST=${FH_TEST_NP:-2}
+cycles=${FH_CHURN_CYCLES:-10000}
+show() {
+    [ -n "${log:-}" ] && [ -f "$log" ] && grep -E 'churn: (role|job)' "$log"
+}
+for p in $(providers); do
+    export FH_OFI_PROVIDER=$p
+    for n in $NP_LIST; do
+        FH_MEMMON=auto run_np churn_test "$n" --cycles "$cycles" --monitor; show
+        FH_MEMMON=off run_np churn_test "$n" --cycles "$((cycles / 10))"; show
+    done
+done
+finish
