@@ -108,6 +108,8 @@ enum {
     FHC_BUG_EVICT_HELD      = 1u << 1,  /* target deregisters held regions */
     FHC_BUG_FORGET_RELEASE  = 1u << 2,  /* victims dropped, not sent */
     FHC_BUG_STALE_INSTALL   = 1u << 3,  /* install regions a reply did not grant */
+    FHC_BUG_EARLY_ACK       = 1u << 4,  /* ack a REVOKE while RDMA is in flight */
+    FHC_BUG_IGNORE_REVOKE   = 1u << 5,  /* ack a REVOKE, keep the firehose */
 };
 
 typedef struct fhc_piece {
@@ -260,5 +262,10 @@ int  fhc_check_peer(const fhc_t *c, uint32_t peer, char *why, size_t whylen);
  * region held by peer whose key is key. */
 int  fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
                       size_t len, const uint64_t key[2]);
+
+/* Target-side query for tests: 1 iff we sent peer a REVOKE, not yet acked,
+ * for the region [addr, addr+len) lies in, whose key is key. */
+int  fhc_target_revoking(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                         size_t len, const uint64_t key[2]);
 
 #endif /* FHC_H */

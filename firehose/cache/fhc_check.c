@@ -255,6 +255,8 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
         if (check_peer_initiator(c, p, P, why, n) || check_peer_target(c, p, P, why, n))
             return -1;
         fh_buckets += P->held / c->p.bucket;
+        for (const fhc_fh_t *f = P->h_head; f; f = f->h_next)
+            fh_buckets -= f->revoked ? f->len / c->p.bucket : 0;   /* out of the map */
         tholds += P->t_nheld;
     }
     if (fh_buckets != c->ibucket.n)

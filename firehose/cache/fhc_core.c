@@ -175,6 +175,18 @@ uint32_t fhc_revokes_pending(const fhc_t *c)
     return c->revokes_pending;
 }
 
+int fhc_target_revoking(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                        size_t len, const uint64_t key[2])
+{
+    if (!len || addr > UINTPTR_MAX - len || peer >= c->p.nranks || !c->peer[peer])
+        return 0;
+    for (const fhc_hold_t *h = c->peer[peer]->rv_head; h; h = h->next)
+        if (h->rv_base <= addr && addr + len <= h->rv_end &&
+            h->reg->key[0] == key[0] && h->reg->key[1] == key[1])
+            return 1;
+    return 0;
+}
+
 int fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
                      size_t len, const uint64_t key[2])
 {

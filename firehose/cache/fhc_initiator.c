@@ -526,7 +526,19 @@ void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t le
         }
         uintptr_t next = f->base + f->len;
         P->st.revoked++;
-        if (f->inuse == 0) {
+        if (c->p.debug_bugs & FHC_BUG_IGNORE_REVOKE) {
+            a = next;
+            continue;
+        }
+        if (f->inuse == 0 || (c->p.debug_bugs & FHC_BUG_EARLY_ACK)) {
+            if (f->inuse) {        /* deliberate bug: forget it while in use */
+                for (uintptr_t b = f->base; b < f->base + f->len; b += c->p.bucket)
+                    fhc_map_del(&c->ibucket, peer, fhc_bno(c, b));
+                f->revoked = 1;
+                f->rv_id = 0;
+                a = next;
+                continue;
+            }
             fh_drop(c, P, f);
         } else {
             for (uintptr_t b = f->base; b < f->base + f->len; b += c->p.bucket)

@@ -23,8 +23,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 builddir=.
-cycles=${FH_CHURN_RXE_CYCLES:-300}
-off_cycles=${FH_CHURN_RXE_OFF_CYCLES:-60}
+cycles=${FH_CHURN_RXE_CYCLES:-1000}
+off_cycles=${FH_CHURN_RXE_OFF_CYCLES:-200}
 vm_opts=()
 while [ "$#" -gt 0 ]; do
     case "$1" in
