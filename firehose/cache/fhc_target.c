@@ -355,7 +355,9 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
     int unexposed = 0;
     if (!c->env.allowed(c->env.arg, lo, hi - lo) ||
         (q.data_len && !c->env.allowed(c->env.arg, (uintptr_t)q.data_dst, q.data_len))) {
-        refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT, "outside our segments");
+        refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT,
+               "outside the memory we expose (our segments, or with "
+               "FH_SEGMENT=everything our mapped memory)");
         return;
     }
     size_t grant = grant_bytes(c, peer, lo, hi, &unexposed);

@@ -22,6 +22,9 @@
  *              buffer, gets it back into the destination buffer, checks the
  *              destination, and tells the target (DONE);
  *   target     checks that its buffer holds the pattern.
+ * At the end the target unmaps its buffer and publishes it once more: the
+ * initiator's put must fail with FH_ERR_OUT_OF_SEGMENT (refused by the
+ * target, nothing registered).
  * Every byte that differs is counted; one line per rank reports
  *   churn: cycles=N corrupted_bytes=X (remote=... local=...) reuse=...
  * Default: PASS iff no byte was corrupted.  --expect-corruption (the
@@ -235,6 +238,22 @@ int main(int argc, char **argv)
             uint64_t a[1] = {(uint64_t)c};
             CHECK_OK(fh_am_request_short(peer, H_DONE, a, 1));
         }
+    }
+    /* Security: with FH_SEGMENT=everything the target still refuses memory
+     * that is not mapped (error to the requester, a log line, nothing
+     * registered). */
+    if (cycles > 0 && target) {
+        CHECK(munmap(tb.p, size) == 0, "munmap", "0, saw an error");
+        uint64_t a[2] = {(uint64_t)(uintptr_t)tb.p, (uint64_t)cycles};
+        CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
+        wait_for(&done_cycle, (uint64_t)cycles);
+    } else if (cycles > 0 && initiator) {
+        wait_for(&pub_cycle, (uint64_t)cycles);
+        int rc = fh_put(peer, (char *)(uintptr_t)pub_addr, src.p, size);
+        CHECK(rc == FH_ERR_OUT_OF_SEGMENT, "put to unmapped memory",
+              "FH_ERR_OUT_OF_SEGMENT, saw %s", tu_errname(rc));
+        uint64_t a[1] = {(uint64_t)cycles};
+        CHECK_OK(fh_am_request_short(peer, H_DONE, a, 1));
     }
     double secs = (double)clock() / CLOCKS_PER_SEC - t0;
     uint64_t bad = bad_remote + bad_local;
