@@ -241,13 +241,15 @@ int main(int argc, char **argv)
     }
     /* Security: with FH_SEGMENT=everything the target still refuses memory
      * that is not mapped (error to the requester, a log line, nothing
-     * registered). */
-    if (cycles > 0 && target) {
-        CHECK(munmap(tb.p, size) == 0, "munmap", "0, saw an error");
-        uint64_t a[2] = {(uint64_t)(uintptr_t)tb.p, (uint64_t)cycles};
+     * registered).  Only with the monitor: with FH_MEMMON=off the initiator
+     * still holds a (stale) firehose there and its put would hit. */
+    if (cycles > 0 && target && monitor) {
+        char *gone = reserve(size, bucket);     /* (tb.p may be malloc's) */
+        CHECK(munmap(gone, size) == 0, "munmap", "0, saw an error");
+        uint64_t a[2] = {(uint64_t)(uintptr_t)gone, (uint64_t)cycles};
         CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
         wait_for(&done_cycle, (uint64_t)cycles);
-    } else if (cycles > 0 && initiator) {
+    } else if (cycles > 0 && initiator && monitor) {
         wait_for(&pub_cycle, (uint64_t)cycles);
         int rc = fh_put(peer, (char *)(uintptr_t)pub_addr, src.p, size);
         CHECK(rc == FH_ERR_OUT_OF_SEGMENT, "put to unmapped memory",
