@@ -200,7 +200,16 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
 /* Sizes: 1 byte up to FH_MAX_XFER (at least 64 MiB; size 0 is a no-op that
  * succeeds).  Any alignment.  The local side may be anywhere in this
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
- * `rank`.  Transfers to or from one's own rank are allowed.
+ * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
+ * mapped memory of `rank` (else FH_ERR_OUT_OF_SEGMENT, refused by the
+ * target).  Transfers to or from one's own rank are allowed.
+ *
+ * Freed memory (FH_REG_STRATEGY=firehose, memory monitor on): a rank may
+ * free or unmap any memory, registered or not, and reuse the addresses;
+ * every runtime call it makes afterwards first makes sure no peer can still
+ * reach the old pages (docs/firehose-cache.md, "Memory that is freed or
+ * reused").  Freeing memory while an operation on it is incomplete is an
+ * error, as always.
  *
  * Completion semantics: an operation is complete when the data is visible in
  * the destination memory (for a put: at the target, to its loads and to later
