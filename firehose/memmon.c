@@ -112,12 +112,13 @@ static int probe_mode(int fd, size_t page, int wp)
 /* Tries, in order: user-mode-only + WP, full + WP, full + MISSING.  A
  * user-mode-only descriptor is never used with MISSING: kernel-mode faults
  * (read(2) into the buffer, ibv_reg_mr pinning it) would fail with EFAULT. */
-static int open_best(size_t page, int *fd_out, int *wp_out, char *why, size_t whylen)
+static int open_best(size_t page, int missing_only, int *fd_out, int *wp_out, char *why,
+                     size_t whylen)
 {
     static const struct { int umo, wp; } tries[] = {{1, 1}, {0, 1}, {0, 0}};
     int last = -ENOSYS;
     const char *step = "userfaultfd()";
-    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+    for (size_t i = missing_only ? 2 : 0; i < sizeof tries / sizeof tries[0]; i++) {
         int fd = uffd_open(tries[i].umo);
         if (fd < 0) {
             last = -errno;
@@ -218,7 +219,19 @@ static void *monitor_main(void *arg)
 
 /* ------------------------------------------------------------ lifetime */
 
+static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen);
+
 int fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen)
+{
+    return create(out, 0, why, whylen);
+}
+
+int fh_memmon_create_missing(fh_memmon_t **out, char *why, size_t whylen)
+{
+    return create(out, 1, why, whylen);
+}
+
+static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
 {
     *out = NULL;
     fh_memmon_t *m = calloc(1, sizeof *m);
@@ -227,7 +240,7 @@ int fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen)
         return -ENOMEM;
     }
     m->page = (size_t)sysconf(_SC_PAGESIZE);
-    int rc = open_best(m->page, &m->fd, &m->wp, why, whylen);
+    int rc = open_best(m->page, missing_only, &m->fd, &m->wp, why, whylen);
     if (rc != 0) {
         free(m);
         return rc;
@@ -284,6 +297,16 @@ int fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len)
     reg.range.start = lo;
     reg.range.len = hi - lo;
     reg.mode = m->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
+    /* Newer kernels register the VMAs of a range with holes and succeed;
+     * memory mapped into a hole later would not be watched.  Refuse holes
+     * (mincore fails with ENOMEM on unmapped pages). */
+    unsigned char vec[256];
+    for (uintptr_t a = lo; a < hi;) {
+        size_t n = hi - a < sizeof vec * m->page ? hi - a : sizeof vec * m->page;
+        if (mincore((void *)a, n, vec) != 0)
+            return -errno;
+        a += n;
+    }
     return ioctl(m->fd, UFFDIO_REGISTER, &reg) == 0 ? 0 : -errno;
 }
 

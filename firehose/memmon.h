@@ -49,6 +49,9 @@ typedef struct fh_memmon_range {
  * monitor, or -errno with *out == NULL and a sentence in why (userfaultfd
  * missing, forbidden by privilege or seccomp, or lacking the events). */
 int  fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen);
+/* The same in MODE_MISSING even where WP works (tests: the fault-resolving
+ * path of older kernels). */
+int  fh_memmon_create_missing(fh_memmon_t **out, char *why, size_t whylen);
 /* Stops the thread and closes the descriptor (which unregisters every
  * watched range).  NULL is a no-op. */
 void fh_memmon_destroy(fh_memmon_t *m);
