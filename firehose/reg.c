@@ -21,6 +21,12 @@
  * polls (holding no lock) until the op's ready() fired, posts one RDMA per
  * piece, waits for them and releases the chunk.  NB and NBI forms therefore
  * complete before they return (their handle is FH_HANDLE_DONE).
+ *
+ * Local buffers that need a registration are pinned through the cache after
+ * the remote firehoses (reg_local.c).  Freed memory (revoke.c): pending
+ * memory-monitor events are turned into fhc_invalidate before every lookup,
+ * local pin and served move (fh_mm_sync_locked), and env_pin caches only
+ * what the monitor watches (fh_mm_may_cache).
  */
 #include <sched.h>
 #include <stdio.h>
