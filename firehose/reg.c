@@ -131,7 +131,8 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
     m->peer = peer;
     m->len = len;
     memcpy(m->bytes, msg, len);
-    *g->out_tail = m;
+    /* atomic: fh_reg_flush peeks at g->out without the lock */
+    __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
     g->out_tail = &m->next;
 }
 
@@ -163,7 +164,7 @@ void fh_reg_flush(fh_tls_t *t)
         pthread_mutex_lock(&g->lock);
         reg_msg_t *m = g->out;
         if (m != NULL) {
-            g->out = m->next;
+            __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);
             if (g->out == NULL)
                 g->out_tail = &g->out;
         }
