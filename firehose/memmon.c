@@ -38,6 +38,16 @@ struct fh_memmon {
     int wp;                        /* 1: MODE_WP, 0: MODE_MISSING */
     size_t page;
     pthread_t thread;
+    /* The thread's stack, ours (not glibc's): glibc madvise(DONTNEED)s the
+     * unused part of a stack it allocated when the thread exits.  A watched
+     * range (a local pin's bucket-rounded region next to the stack) may
+     * cover that stack; the exiting monitor thread would then wait for its
+     * own REMOVE event to be read -- a self-deadlock seen on verbs, where
+     * fh_memmon_destroy's pthread_join never returned.  glibc leaves a
+     * user-provided stack alone; we unmap it after closing the descriptor
+     * (no event then). */
+    void *stack;
+    size_t stack_len;
 
     _Atomic uint64_t state;        /* bit 0 busy, bits 1..: events published */
     _Atomic uint64_t head;         /* ring slots written (producer) */
@@ -254,13 +264,29 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
         return rc;
     }
     /* The thread takes no signal meant for the application. */
+    m->stack_len = 256 * 1024;
+    m->stack = mmap(NULL, m->stack_len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    pthread_attr_t attr;
+    if (m->stack == MAP_FAILED) {
+        rc = -errno;
+        snprintf(why, whylen, "mmap of the monitor stack: %s", strerror(errno));
+        close(m->stop_fd);
+        close(m->fd);
+        free(m);
+        return rc;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, m->stack, m->stack_len);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = -pthread_create(&m->thread, NULL, monitor_main, m);
+    rc = -pthread_create(&m->thread, &attr, monitor_main, m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
     if (rc != 0) {
         snprintf(why, whylen, "pthread_create: %s", strerror(-rc));
+        munmap(m->stack, m->stack_len);
         close(m->stop_fd);
         close(m->fd);
         free(m);
@@ -280,6 +306,7 @@ void fh_memmon_destroy(fh_memmon_t *m)
     pthread_join(m->thread, NULL);
     close(m->stop_fd);
     close(m->fd);
+    munmap(m->stack, m->stack_len);
     free(m);
 }
 
