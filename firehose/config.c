@@ -63,6 +63,13 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_REG_CHECK", FH_CFG_BOOL, "0", NULL, F(reg_check), 0,
      "Firehose cache: check its invariants for the peer after every cache call "
      "(debugging; costs time proportional to that peer's firehoses).", 0},
+    {"FH_MEMMON", FH_CFG_ENUM, "auto", "auto|uffd|off", F(memmon), 0,
+     "Firehose cache: watch for freed memory (userfaultfd); auto falls back to "
+     "uncached local registrations if unavailable; off caches anyway (memory "
+     "must then never be freed or reused).", 0},
+    {"FH_SEGMENT", FH_CFG_ENUM, "segments", "segments|everything", F(segment_mode), 1,
+     "RMA targets: segments only, or (with FH_REG_STRATEGY=firehose) any mapped "
+     "address of a rank, with cached registrations revoked when memory is freed.", 0},
     {"FH_VERBOSE", FH_CFG_INT, "0", NULL, F(verbose), 0,
      "Log level: 1 prints the effective configuration and conduit choice.", 0},
     {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,
@@ -221,6 +228,10 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
     }
     if (c->put_in_move > 65536) {
         snprintf(err, errlen, "FH_PUT_IN_MOVE=%zu: expected at most 64k", c->put_in_move);
+        return FH_ERR_CONFIG;
+    }
+    if (c->segment_mode == FH_SEGMENT_EVERYTHING && c->reg_strategy != FH_REG_FIREHOSE) {
+        snprintf(err, errlen, "FH_SEGMENT=everything: needs FH_REG_STRATEGY=firehose");
         return FH_ERR_CONFIG;
     }
     if (c->boot_timeout < 1) {

@@ -43,6 +43,8 @@ typedef struct fh_config {
     size_t      firehose_maxvictim; /* FH_FIREHOSE_MAXVICTIM (0 = derived) */
     size_t      put_in_move;      /* FH_PUT_IN_MOVE */
     int         reg_check;        /* FH_REG_CHECK */
+    int         memmon;           /* FH_MEMMON: index into "auto|uffd|off" */
+    int         segment_mode;     /* FH_SEGMENT: index into "segments|everything" */
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
@@ -52,6 +54,8 @@ enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
 enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
        FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
+enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
+enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
 
 typedef struct fh_cfg_entry {
     const char   *name;       /* "FH_CONDUIT" */

@@ -95,6 +95,8 @@ fh_tls_t *fh_enter(const char *fn, int *err)
         *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
         return NULL;
     }
+    if (fh_rt->mm != NULL)
+        fh_mm_entry(t);     /* freed memory: invalidate, revoke (revoke.c) */
     return t;
 }
 

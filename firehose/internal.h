@@ -12,12 +12,15 @@
  *   stats.c    per-peer counters
  *   reg.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
  *              wired to the conduit, the move AMs and the RMA path
+ *   reg_xfer.c   ... its asynchronous transfers
+ *   reg_hit.c    ... its lock-free per-thread hit layer (reg_map.c: the hit
+ *                layer's private map; shared state in reg_internal.h)
+ *   reg_local.c  ... its local pins (local buffers on verbs-like conduits)
+ *   revoke.c   freed or reused memory: the memory monitor (memmon.c), cache
+ *              invalidation, the revocation wait; FH_SEGMENT=everything
  *   strategy.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
  *              strategies kept for comparison (reg_rdv.c, reg_bounce.c;
  *              strategy.h)
- *              wired to the conduit and the move AMs; reg_xfer.c its
- *              asynchronous transfers; reg_hit.c its lock-free hit layer;
- *              reg_map.c the hit layer's private map (see reg_internal.h)
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -52,6 +55,7 @@
 #include <stdint.h>
 
 #include "am_wire.h"
+#include "cache/fhc.h"
 #include "bootstrap.h"
 #include "conduit.h"
 #include "config.h"
@@ -65,6 +69,7 @@ struct fh_strat;
 struct reg_xop;
 struct reg_tc;
 struct reg_ent;
+struct fh_mm;
 
 /* Relaxed single-writer counter update: the writer holds the path lock,
  * readers (fh_stats_peer) use relaxed loads. */
@@ -141,6 +146,7 @@ typedef struct fh_rt {
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
     struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
                                              else NULL (strategy.c) */
+    struct fh_mm *mm;                     /* with reg: memory monitor glue (revoke.c) */
 
     _Atomic int finalizing;
 } fh_rt_t;
@@ -334,6 +340,55 @@ void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h);
 int  fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len);
 /* Adds the cache's counters for peer (or all peers if peer == our rank). */
 void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
+/* The cache under its lock (NULL after fh_reg_fini began); every
+ * fh_reg_lock is paired with fh_reg_unlock.  Nothing that sends, polls or
+ * takes a path lock may run in between. */
+struct fhc *fh_reg_lock(fh_rt_t *rt);
+void fh_reg_unlock(fh_rt_t *rt);
+/* Sends queued cache messages (moves, revokes, acks) on the service path.
+ * Outside handlers, no lock held; called from progress too. */
+void fh_reg_flush(fh_tls_t *t);
+
+/* ---- reg_local.c: local pins through the cache (reg_xfer.c's chunks) */
+#define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
+typedef struct fh_reg_lpin {
+    uintptr_t base;
+    size_t len;
+    unsigned npins;
+    fhc_local_t pin[FH_REG_LPIN_MAX];
+    struct fh_mr *temp;       /* fallback: a registration of exactly the range */
+} fh_reg_lpin_t;
+/* Makes [l, l+n) (n <= R) usable as the local side of a transfer: nothing
+ * when the conduit needs no registration for it, else cached local pins,
+ * else a temporary registration.  Takes the cache lock (a path lock may be
+ * held); never waits on a peer.  Call after acquiring the remote
+ * firehoses; release after the RDMA completed, before the firehoses. */
+int  fh_reg_local_pin(fh_rt_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t *lp);
+/* The registration to use for local address a (inside lp's range; NULL
+ * when none is needed) and, in *max, how many bytes from a it covers:
+ * a piece is posted in sub-pieces split there. */
+struct fh_mr *fh_reg_local_mr(const fh_reg_lpin_t *lp, uintptr_t a, size_t *max);
+void fh_reg_local_release(fh_rt_t *rt, fh_reg_lpin_t *lp);
+
+/* ---- revoke.c: freed or reused memory (with rt->reg only) */
+int  fh_mm_init(fh_rt_t *rt);          /* FH_MEMMON / FH_SEGMENT; sets rt->mm */
+void fh_mm_fini(fh_rt_t *rt);
+/* env->pin: may a registration of [addr, +len) be cached?  Watches it with
+ * the monitor.  Under the cache lock. */
+int  fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed);
+/* Turns pending monitor events into fhc_invalidate calls (REVOKEs are
+ * queued).  Under the cache lock; cheap when nothing is pending. */
+void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c);
+/* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
+ * every REVOKE we sent is acknowledged. */
+void fh_mm_entry(fh_tls_t *t);
+uint64_t fh_mm_invalidations(const fh_rt_t *rt);
+/* For the hit layer's inline check: the monitor's state word (NULL: no
+ * monitor) and the value last processed; they differ while events wait. */
+void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
+                     const _Atomic uint64_t **seen);
+/* 1 iff every page of [addr, +len) (page-aligned) is mapped. */
+int  fh_mm_mapped(uintptr_t addr, size_t len);
 
 /* ---- strategy.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
 /* Creates rt->strat for those strategies (no-op otherwise); after connect. */

@@ -133,6 +133,8 @@ void fh_progress(fh_tls_t *t)
         fh_path_poll_locked(svc);
         pthread_mutex_unlock(&svc->lock);
     }
+    /* Cache messages queued anywhere (moves, revokes, revoke acks produced
+     * by handlers) leave from here. */
     if (fh_rt->reg != NULL)
         fh_reg_progress(t);
 }

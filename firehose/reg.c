@@ -10,7 +10,7 @@
  * sends, polls or takes a path lock while holding g->lock.
  *
  * Messages.  env->send never sends: a move REQUEST is appended to the outbox
- * (under g->lock) and sent later by reg_flush() from a thread outside any
+ * (under g->lock) and sent later by fh_reg_flush() from a thread outside any
  * handler, one at a time under g->flush_lock, in order, always on the service
  * path (so requests from us to one target stay in order, as fhc expects).  A
  * move REPLY is only ever produced while serving a request in the
@@ -24,6 +24,16 @@
  *
  * Operations never block inside the cache: a miss returns at once and the
  * chunk proceeds when its move reply (or budget) arrives; see reg_xfer.c.
+ *
+ * Local buffers that need a registration are pinned through the cache after
+ * the remote firehoses (reg_local.c, from reg_xfer.c).  Freed memory
+ * (revoke.c): pending memory-monitor events are turned into fhc_invalidate
+ * before every fhc lookup, local pin and served move (fh_mm_sync_locked);
+ * the hit layer checks the monitor's state word and takes the locked path
+ * when events are pending (reg_hit.c); env_pin caches only what the monitor
+ * watches (fh_mm_may_cache).  A REVOKE from a peer also drops the hit
+ * layer's references on the revoked firehose (reg_hit_revoke) before fhc
+ * can acknowledge it.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -43,6 +53,8 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
 {
     (void)arg;
     fh_rt_t *rt = fh_rt;
+    if (!fh_mm_may_cache(rt, addr, len, remote))
+        return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
     unsigned acc = FH_MR_LOCAL | (remote ? FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE : 0);
     fh_rkey_t rk = {0, 0};
     struct fh_mr *m = NULL;
@@ -67,6 +79,8 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     struct fh_reg *g = arg;
     if (addr + len < addr)
         return 0;
+    if (fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
+        return fh_mm_mapped(addr, len);    /* any mapped memory (revoke.c) */
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
             return 1;
@@ -93,7 +107,7 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
     m->peer = peer;
     m->len = len;
     memcpy(m->bytes, msg, len);
-    /* Atomic: reg_flush peeks at g->out without the lock. */
+    /* Atomic: fh_reg_flush peeks at g->out without the lock. */
     __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
     g->out_tail = &m->next;
 }
@@ -116,6 +130,8 @@ static void env_log(void *arg, const char *line)
  * error reply so the operations waiting for it complete with rc. */
 static void fail_move(struct fh_reg *g, const reg_msg_t *m, int rc)
 {
+    if (fhc_wire_kind(m->bytes, m->len) != FHC_WIRE_REQ)
+        return;     /* a REVOKE or REVOKE-ACK: nobody waits for a reply */
     fhc_rep_t rep = {.token = fhc_req_peek_token(m->bytes, m->len), .status = rc,
                      .nreg = 0};
     unsigned char buf[REG_REPLY_MAX];
@@ -133,9 +149,11 @@ static void fail_move(struct fh_reg *g, const reg_msg_t *m, int rc)
  * it loops until the outbox is empty, and looks again after dropping the
  * flush lock (a request queued just before would otherwise wait for the
  * next progressing thread). */
-void reg_flush(fh_tls_t *t)
+void fh_reg_flush(fh_tls_t *t)
 {
     struct fh_reg *g = fh_rt->reg;
+    if (g == NULL)
+        return;
     while (__atomic_load_n(&g->out, __ATOMIC_RELAXED) != NULL &&
            pthread_mutex_trylock(&g->flush_lock) == 0) {
         for (;;) {
@@ -153,8 +171,8 @@ void reg_flush(fh_tls_t *t)
                                            FH_H_MOVE_REQ, m->bytes, m->len);
             if (rc != FH_OK) {
                 if (!atomic_load(&fh_rt->finalizing))
-                    fh_log_error("firehose cache: cannot send a move to rank %u: %s; "
-                                 "its operations fail", m->peer, fh_strerror(rc));
+                    fh_log_error("firehose cache: cannot send a cache message to rank "
+                                 "%u: %s; its operations fail", m->peer, fh_strerror(rc));
                 fail_move(g, m, rc);
             }
             free(m);
@@ -166,7 +184,7 @@ void reg_flush(fh_tls_t *t)
 void fh_reg_progress(fh_tls_t *t)
 {
     if (t->in_handler == 0)
-        reg_flush(t);
+        fh_reg_flush(t);
 }
 
 /* Helps paths other than the caller's: trylock-polls each, so chunks of an
@@ -201,8 +219,12 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     pthread_mutex_lock(&g->lock);
     g->capturing = 1;
     g->cap_len = 0;
+    fh_mm_sync_locked(fh_rt, g->c);    /* never grant memory known to be freed */
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
-    reg_check(g, (uint32_t)src);
+    if (fhc_wire_kind(buf, nbytes) == FHC_WIRE_REVOKE)
+        reg_hit_revoke(g, (uint32_t)src);  /* cached references let go (acks) */
+    else
+        reg_check(g, (uint32_t)src);
     len = g->cap_len;
     memcpy(rep, g->cap, len);
     g->capturing = 0;
@@ -316,6 +338,14 @@ int fh_reg_init(fh_rt_t *rt)
                             "FH_BUCKET_SIZE=%zu)", why, (size_t)mine[0], rt->nranks, b);
     }
     g->R = fhc_region_max(g->c);
+    rt->reg = g;
+    if ((rc = fh_mm_init(rt)) != FH_OK) {
+        rt->reg = NULL;
+        fhc_destroy(g->c);
+        free(g->swept);
+        free(g);
+        return rc;
+    }
     fh_am_register_internal(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
     fh_am_register_internal(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
     rt->reg = g;
@@ -341,6 +371,7 @@ void fh_reg_fini(fh_rt_t *rt)
         free(m);
     }
     pthread_mutex_unlock(&g->lock);
+    fh_mm_fini(rt);    /* before unmapping watched memory: no reader after this */
     for (size_t i = 0; i < g->nretired; i++)
         munmap((void *)g->retired[i].base, g->retired[i].end - g->retired[i].base);
     free(g->retired);
@@ -348,6 +379,17 @@ void fh_reg_fini(fh_rt_t *rt)
     free(g->swept);
     rt->reg = NULL;
     free(g);
+}
+
+struct fhc *fh_reg_lock(fh_rt_t *rt)
+{
+    pthread_mutex_lock(&rt->reg->lock);
+    return rt->reg->c;
+}
+
+void fh_reg_unlock(fh_rt_t *rt)
+{
+    pthread_mutex_unlock(&rt->reg->lock);
 }
 
 size_t fh_reg_bucket(const fh_rt_t *rt)
@@ -429,14 +471,18 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
             out->reg_registrations += s.registrations;
             out->reg_victims += s.unused_regions;
         }
+        out->reg_revoked += s.revoked;
     }
     if (peer == rt->rank) {
         fhc_stats_t s;
         fhc_stats(g->c, &s);
         out->reg_evictions += s.evictions;
-        out->reg_unregistrations += s.evictions;
+        /* Deregistrations: evicted victims and invalidated regions. */
+        out->reg_unregistrations += s.evictions + s.dead_freed;
         out->reg_registrations += s.registrations;
         out->reg_victims += s.victim_len;
+        out->reg_invalidations += s.invalidations;
+        out->reg_revokes_sent += s.revokes_sent;
         out->bytes_pinned_local += s.local_bytes;
     }
     pthread_mutex_unlock(&g->lock);

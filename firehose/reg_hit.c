@@ -30,12 +30,25 @@
  * completes: no starvation, and fhc's invariants are unchanged (an entry
  * is an ordinary fhc operation that is slow to release).
  *
+ * Revocation.  When a peer revokes a firehose (it freed the memory; see
+ * "Memory that is freed or reused" in the design), fhc takes it out of its
+ * map but acknowledges only when every op using it was released -- and an
+ * entry is such an op.  So the move handler calls reg_hit_revoke() right
+ * after fhc saw the REVOKE: every entry whose acquisition holds a revoked
+ * firehose is returned at once if idle (fhc then queues the ack), or
+ * marked WANTED if busy, so it takes no new hits and the decrement that
+ * ends its last RDMA returns it (and fhc acks).  The ack therefore never
+ * leaves while an RDMA through the firehose is in flight.  The memory
+ * monitor (our own freed memory) is checked inline on every hit: two
+ * loads, and a miss to the locked path (which processes the events) when
+ * events are pending.
+ *
  * State transitions and who makes them:
  *   FREE -> LIVE(1)                 owner, install, under g->lock
  *   LIVE(n) -> LIVE(n+1)            owner, hit (CAS)
  *   LIVE(n) -> LIVE(n-1)            completer (fetch_sub)
  *   LIVE(0) -> RECLAIMING -> DEAD   sweeper or owner eviction, under g->lock
- *   LIVE(n) -> WANTED|n             sweeper, under g->lock
+ *   LIVE(n) -> WANTED|n             sweeper (budget or revoke), under g->lock
  *   WANTED|1 -> WANTED -> RECLAIMING -> DEAD   completer, then g->lock
  *   DEAD -> FREE                    owner (unmaps it; owner-private again)
  * A DEAD entry is still mapped until its owner looks at it; it is never a
@@ -60,6 +73,11 @@ typedef struct reg_tc {
     uint32_t hand;                 /* owner only: eviction clock */
     unsigned bshift;
     uint64_t *hits;                /* [nranks]: owner writes (relaxed) */
+    /* The memory monitor's state word and the value last processed (both
+     * NULL without a monitor; revoke.c): a hit is taken only while they
+     * are equal, so pending events always go through the locked path,
+     * which processes them first. */
+    const _Atomic uint64_t *mm_state, *mm_seen;
     struct reg_tc *next;           /* g->tcs, under g->lock */
     int orphan;                    /* under g->lock: its thread exited */
 } reg_tc_t;
@@ -105,6 +123,10 @@ static inline reg_ent_t *lookup_ref(fh_tls_t *t, uint32_t peer, uintptr_t raddr,
     reg_tc_t *tc = t->reg_tc;
     if (tc == NULL)
         return NULL;
+    if (tc->mm_state != NULL &&
+        __builtin_expect(atomic_load_explicit(tc->mm_state, memory_order_acquire) !=
+                             atomic_load_explicit(tc->mm_seen, memory_order_relaxed), 0))
+        return NULL;    /* freed memory not processed yet: the locked path syncs */
     uint32_t v = reg_map_get(&tc->map, peer, raddr >> tc->bshift);
     if (v == 0)
         return NULL;
@@ -210,6 +232,30 @@ void reg_hit_budget(struct fh_reg *g, uint32_t peer)
         }
     }
     reg_check(g, peer);
+}
+
+void reg_hit_revoke(struct fh_reg *g, uint32_t peer)
+{
+    for (reg_tc_t *tc = g->tcs; tc != NULL; tc = tc->next) {
+        for (uint32_t i = 0; i < TC_ENTRIES; i++) {
+            reg_ent_t *e = &tc->ent[i];
+            uint32_t s = atomic_load_explicit(&e->state, memory_order_acquire);
+            if (s >= REG_ENT_WANTED || e->peer != peer ||
+                !fhc_op_revoked(g->c, &tc->op[i]))
+                continue;     /* WANTED ones are returned by their last unref */
+            for (;;) {
+                uint32_t to = s == 0 ? REG_ENT_RECLAIMING : (s | REG_ENT_WANTED);
+                if (atomic_compare_exchange_weak(&e->state, &s, to))
+                    break;
+                assert(s < REG_ENT_WANTED);   /* only the count moves */
+            }
+            if (s == 0) {      /* idle: fhc drops it and queues the ack now */
+                ent_return(g, e);
+                atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_release);
+            }
+        }
+    }
+    reg_hit_budget(g, peer);
 }
 
 /* ------------------------------------------------------------ install */
@@ -328,6 +374,7 @@ reg_tc_t *reg_hit_tc(fh_tls_t *t)
         tc->hand = 0;
         tc->bshift = g->bshift;
         tc->hits = hits;
+        fh_mm_hit_words(fh_rt, &tc->mm_state, &tc->mm_seen);
         tc->orphan = 0;
         tc->next = g->tcs;
         g->tcs = tc;

@@ -99,7 +99,8 @@ typedef struct reg_xop {
     fh_ctr_t *uctr;                /* the caller's: stack, handle or NBI */
     reg_ent_t *ent;                /* hit-layer reference, or NULL: fhc op */
     char *local;                   /* buffer of the whole chunk */
-    struct fh_mr *lmr;
+    struct fh_mr *lmr;             /* the caller's registration of it, or NULL */
+    bool lpinned;                  /* lp is set up (fh_reg_local_pin ran) */
     int rank;
     bool is_put;
     bool noxfer;                   /* fh_reg_hit_warm: acquire, no RDMA */
@@ -107,6 +108,7 @@ typedef struct reg_xop {
     unsigned nposted;              /* pieces posted completely so far */
     size_t poff;                   /* bytes of piece[nposted] posted */
     fhc_op_t op;                   /* pieces; fhc's record when ent == NULL */
+    fh_reg_lpin_t lp;              /* local pins (reg_local.c), when lpinned */
 } reg_xop_t;
 
 /* FH_REG_CHECK=1: fhc's invariants for peer (both sides), after a cache
@@ -119,8 +121,7 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
 }
 
 /* ---- reg.c */
-/* Sends queued move requests (no lock held, not in a handler). */
-void reg_flush(fh_tls_t *t);
+/* (fh_reg_flush, internal.h: sends queued cache messages.) */
 
 /* ---- reg_xfer.c */
 /* fhc's ready() for chunk records (g->lock held). */
@@ -131,6 +132,11 @@ void reg_xop_ready(fhc_op_t *op, int status);
  * it and mark busy ones wanted.  Call after every fhc call on that peer
  * (it also runs reg_check). */
 void reg_hit_budget(struct fh_reg *g, uint32_t peer);
+/* A REVOKE from peer was just given to fhc: return idle entries holding a
+ * revoked firehose of peer, mark busy ones WANTED (returned when their
+ * RDMA completes), so fhc's ack waits for that RDMA.  Then as
+ * reg_hit_budget. */
+void reg_hit_revoke(struct fh_reg *g, uint32_t peer);
 /* After fhc_acquire(&x->op) returned FHC_HIT with one piece: moves the
  * reference into a new entry of the thread's cache (x->ent set, x->op
  * released), or leaves x alone when no entry is available. */

@@ -26,6 +26,22 @@
  * If the conduit runs out of send resources, the record waits at the head
  * of the path's retry list for the next poll.
  *
+ * Memory monitor and local pins (docs/firehose-cache.md, "Memory that is
+ * freed or reused", "Local pins"):
+ *   - the locked lookup first processes pending monitor events
+ *     (fh_mm_sync_locked); the hit layer checks the monitor inline and
+ *     misses to it while events are pending;
+ *   - a HIT chunk about to be posted pins its local buffer if the conduit
+ *     needs a registration (local_pin -> reg_local.c; remote firehoses are
+ *     held by then: "pin remote before local"; a cached local pin, else a
+ *     temporary registration of exactly the chunk's bytes -- never a
+ *     wait); pieces are split at local region boundaries; the pin is
+ *     released when the last piece completed, before the remote reference;
+ *   - revocation needs nothing here: a move answered FHC_ERR_AGAIN is
+ *     re-sent by fhc (the record stays pending), a revoked firehose in use
+ *     by a chunk is acked by fhc when the chunk releases it, and the hit
+ *     layer drops its revoked entries (reg_hit_revoke, from the handler).
+ *
  * Every counter update happens under the record's path lock (counters are
  * not atomic): records are submitted and drained on the submitting thread's
  * path, where its counters live.
@@ -71,6 +87,11 @@ static void chunk_done(fh_path_t *p, reg_xop_t *x, int status)
 /* Every piece of a HIT chunk completed: release, then finish. */
 static void pieces_done(fh_path_t *p, reg_xop_t *x)
 {
+    /* Local before remote (the reverse of acquisition). */
+    if (x->lpinned) {
+        fh_reg_local_release(fh_rt, &x->lp);
+        x->lpinned = false;
+    }
     if (x->ent != NULL) {
         reg_hit_unref(x->ent);
     } else {
@@ -107,11 +128,19 @@ static int post_pieces(fh_path_t *p, reg_xop_t *x)
         size_t len = pc->len - x->poff < lim ? pc->len - x->poff : lim;
         uintptr_t ra = pc->addr + x->poff;
         char *l = x->local + (ra - x->op.raddr);
+        struct fh_mr *lmr = x->lmr;
+        if (x->lpinned) {
+            /* Split where the local registrations change (reg_local.c). */
+            size_t max;
+            lmr = fh_reg_local_mr(&x->lp, (uintptr_t)l, &max);
+            if (len > max)
+                len = max;
+        }
         bool last = x->nposted + 1 == x->op.npieces && x->poff + len == pc->len;
         unsigned flags = last ? 0 : FH_POST_MORE;
         int rc = x->is_put
-                     ? rt->cops->put(p->cp, x->rank, 0, l, len, x->lmr, ra, &rk, ctx, flags)
-                     : rt->cops->get(p->cp, x->rank, 0, l, len, x->lmr, ra, &rk, ctx, flags);
+                     ? rt->cops->put(p->cp, x->rank, 0, l, len, lmr, ra, &rk, ctx, flags)
+                     : rt->cops->get(p->cp, x->rank, 0, l, len, lmr, ra, &rk, ctx, flags);
         if (rc == FH_ERR_AGAIN)
             return rc;
         if (rc != FH_OK) {
@@ -131,6 +160,21 @@ static int post_pieces(fh_path_t *p, reg_xop_t *x)
         }
     }
     return FH_OK;
+}
+
+/* The chunk's remote firehoses are held: pin its local buffer if the
+ * conduit needs that (cached local pin, else a temporary registration;
+ * never waits).  On failure the chunk completes with the error without
+ * posting anything.  p->lock held (then g->lock inside). */
+static void local_pin(reg_xop_t *x)
+{
+    int rc = fh_reg_local_pin(fh_rt, x->is_put, x->local, x->op.len, &x->lp);
+    x->lpinned = true;     /* lp is valid (empty on failure) */
+    if (rc != FH_OK) {
+        if (x->pc.status == FH_OK)
+            x->pc.status = rc;
+        x->nposted = x->op.npieces;    /* nothing to post */
+    }
 }
 
 void fh_reg_drain_locked(fh_path_t *p)
@@ -155,6 +199,8 @@ void fh_reg_drain_locked(fh_path_t *p)
     }
     reg_xop_t *x;
     while ((x = p->reg_retry) != NULL) {
+        if (x->status == FHC_HIT && !x->noxfer && !x->lpinned && x->lmr == NULL)
+            local_pin(x);
         if (x->status == FHC_HIT && !x->noxfer && post_pieces(p, x) == FH_ERR_AGAIN)
             break;     /* the next poll retries, in order */
         p->reg_retry = x->next;
@@ -189,6 +235,7 @@ static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
     x->ent = NULL;
     x->local = local;
     x->lmr = lmr;
+    x->lpinned = false;
     x->rank = rank;
     x->is_put = is_put;
     x->noxfer = false;
@@ -222,6 +269,7 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
                                        .rbase = e->base, .rlen = e->end - e->base};
     } else {
         pthread_mutex_lock(&g->lock);
+        fh_mm_sync_locked(fh_rt, g->c);    /* never a stale lookup (revoke.c) */
         int a = fhc_acquire(g->c, &x->op);
         if (a == FHC_HIT) {
             x->status = FHC_HIT;
@@ -280,7 +328,7 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
     if (rc == FH_OK)
         fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
-    reg_flush(t);     /* moves our acquires queued */
+    fh_reg_flush(t);     /* moves our acquires queued */
     return rc;
 }
 
@@ -317,7 +365,7 @@ int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
             free(x);
             return a;
         }
-        reg_flush(t);
+        fh_reg_flush(t);
         int rc = fh_wait_ctr(t, &ctr);
         if (rc != FH_OK)
             return rc;

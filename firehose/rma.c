@@ -43,6 +43,8 @@ int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
     if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject) ||
         rt->cfg.reg_strategy == FH_REG_BOUNCE)   /* bounce copies: no RDMA at all */
         return FH_OK;
+    if (rt->reg != NULL)
+        return FH_OK;      /* the firehose cache pins it (reg_local.c) */
     fh_seg_range_t r;
     /* (With FH_REG_STRATEGY=firehose segments have no registration of their
      * own: r.mr is NULL and the buffer takes the temporary path.) */
@@ -142,6 +144,12 @@ static int validate(const char *fn, int rank, const void *local, const void *rem
     if ((uintptr_t)local + n < (uintptr_t)local || (uintptr_t)remote + n < (uintptr_t)remote)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: address + %zu bytes overflows", fn, n);
     rc = fh_seg_find(fh_rt, rank, (uintptr_t)remote, n, r);
+    if (rc == FH_ERR_OUT_OF_SEGMENT && fh_rt->reg != NULL &&
+        fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING) {
+        /* Any address: the target's cache refuses unmapped memory. */
+        memset(r, 0, sizeof *r);
+        return FH_OK;
+    }
     if (rc != FH_OK)
         return fh_set_error(rc, "%s: [%p, +%zu) is not inside one segment of rank %d", fn,
                             remote, n, rank);

@@ -200,7 +200,16 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
 /* Sizes: 1 byte up to FH_MAX_XFER (at least 64 MiB; size 0 is a no-op that
  * succeeds).  Any alignment.  The local side may be anywhere in this
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
- * `rank`.  Transfers to or from one's own rank are allowed.
+ * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
+ * mapped memory of `rank` (else FH_ERR_OUT_OF_SEGMENT, refused by the
+ * target).  Transfers to or from one's own rank are allowed.
+ *
+ * Freed memory (FH_REG_STRATEGY=firehose, memory monitor on): a rank may
+ * free or unmap any memory, registered or not, and reuse the addresses;
+ * every runtime call it makes afterwards first makes sure no peer can still
+ * reach the old pages (docs/firehose-cache.md, "Memory that is freed or
+ * reused").  Freeing memory while an operation on it is incomplete is an
+ * error, as always.
  *
  * Completion semantics: an operation is complete when the data is visible in
  * the destination memory (for a put: at the target, to its loads and to later
@@ -327,10 +336,17 @@ int fh_allgather(const void *in, void *out, size_t len);
  *                          victim FIFO length (regions)
  *   reg_registrations,     memory registrations made here for the peer's
  *   reg_unregistrations    requests, and released (firehose: regions
- *                          created by its moves / evictions; rendezvous:
- *                          one of each per chunk)
+ *                          created by its moves / evictions; own row also
+ *                          counts invalidated regions deregistered;
+ *                          rendezvous: one of each per chunk)
  *   reg_refused            the peer's requests we refused (outside our
- *                          segments, malformed, over its budget) */
+ *                          segments, malformed, over its budget)
+ *   reg_invalidations      firehose: our regions dropped because the
+ *                          memory monitor saw their memory freed (own row)
+ *   reg_revokes_sent       firehose: REVOKEs we sent to holders of such
+ *                          regions (own row)
+ *   reg_revoked            firehose: our firehoses on the peer that it
+ *                          revoked (own row: the sum) */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
@@ -342,6 +358,7 @@ typedef struct fh_peer_stats {
     uint64_t reg_victims;
     uint64_t reg_registrations, reg_unregistrations;
     uint64_t reg_refused;
+    uint64_t reg_invalidations, reg_revokes_sent, reg_revoked;
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,

@@ -33,7 +33,10 @@
  *   - env->send and the op->ready callbacks must not call back into the same
  *     fhc_t (queue the work instead): they are called from inside fhc calls.
  *   - exposed segments are bucket-aligned (allowed() is asked about whole
- *     buckets: a region must never expose memory outside a segment).
+ *     buckets: a region must never expose memory outside a segment);
+ *   - REVOKE and REVOKE-ACK messages (fhc_invalidate) are sent with
+ *     is_reply == 0 and travel like move requests: in order with the
+ *     sender's move requests to the same peer.
  *
  * Errors are negative FHC_ERR_* values whose numbers equal the runtime's
  * fh_err_t codes of the same meaning.
@@ -59,7 +62,10 @@ enum {
     FHC_ERR_NO_MEMORY      = -10,  /* allocation or registration failed */
     FHC_ERR_LIMIT          = -11,  /* target refused: over the peer's F */
     FHC_ERR_CONFIG         = -16,  /* inconsistent parameters */
-    FHC_ERR_AGAIN          = -17,  /* local pin: MAXVICTIM full, retry later */
+    FHC_ERR_AGAIN          = -17,  /* local pin: MAXVICTIM full, retry later;
+                                      move reply: the span meets a firehose of
+                                      ours being revoked, ask again (the cache
+                                      retries by itself, see fhc_invalidate) */
 };
 
 /* Largest number of regions one chunk can touch (= buckets per frame). */
@@ -69,7 +75,9 @@ typedef struct fhc_env {
     void *arg;
     /* Register [addr, addr+len); remote != 0: peers may RDMA into it.  Sets
      * *mr (opaque, passed back to unpin) and key (what peers need).
-     * Returns 0 or a negative error. */
+     * Returns 0 or a negative error.  FHC_ERR_NO_MEMORY is retried after
+     * deregistering the oldest victim; any other error fails at once (e.g.
+     * memory that cannot be monitored, see fhc_invalidate). */
     int  (*pin)(void *arg, uintptr_t addr, size_t len, int remote,
                 void **mr, uint64_t key[2]);
     void (*unpin)(void *arg, void *mr);
@@ -100,6 +108,8 @@ enum {
     FHC_BUG_EVICT_HELD      = 1u << 1,  /* target deregisters held regions */
     FHC_BUG_FORGET_RELEASE  = 1u << 2,  /* victims dropped, not sent */
     FHC_BUG_STALE_INSTALL   = 1u << 3,  /* install regions a reply did not grant */
+    FHC_BUG_EARLY_ACK       = 1u << 4,  /* ack a REVOKE while RDMA is in flight */
+    FHC_BUG_IGNORE_REVOKE   = 1u << 5,  /* ack a REVOKE, keep the firehose */
 };
 
 typedef struct fhc_piece {
@@ -165,6 +175,12 @@ void fhc_release(fhc_t *c, fhc_op_t *op);
  * they do, the runtime must not keep idle references of its own on that
  * peer's firehoses (the hit layer returns them, see reg_hit.c). */
 int  fhc_budget_waiting(const fhc_t *c, uint32_t peer);
+/* Non-zero iff the HIT op holds a firehose its target revoked (a REVOKE
+ * arrived while the op was in use; fhc acknowledges it when the op's
+ * fhc_release drops the last use).  The runtime's hit layer keeps ops open
+ * across many RDMAs: after a REVOKE it must stop using such an op and
+ * release it once its RDMA in flight completed (reg_hit.c). */
+int  fhc_op_revoked(const fhc_t *c, const fhc_op_t *op);
 
 /* A move request (is_reply == 0) or reply from peer.  Never trusts msg. */
 void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
@@ -178,10 +194,36 @@ typedef struct fhc_local {
     size_t len;
     unsigned nmr;
     void *mr[FHC_MAX_PIECES];
+    uintptr_t mr_base[FHC_MAX_PIECES];        /* extent of mr[i], address order */
+    size_t mr_len[FHC_MAX_PIECES];
     struct fhc_region *reg[FHC_MAX_PIECES];   /* private */
 } fhc_local_t;
 int  fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out);
 void fhc_unpin_local(fhc_t *c, fhc_local_t *l);
+
+/* Memory that was freed or reused (docs/firehose-cache.md, "Memory that is
+ * freed or reused").  Our memory [addr, addr+len) was unmapped, moved or
+ * discarded (the runtime learns it from its memory monitor): no registration
+ * of the old pages may be used again.  Every region meeting the range is
+ * invalidated at once: it leaves the bucket map, so no later move, hit or
+ * local pin can reach it (new ones register the new pages).  A region
+ *   - nobody references is deregistered now;
+ *   - with local pins is deregistered by its last fhc_unpin_local;
+ *   - held by peers is REVOKED: each holder gets a REVOKE message; it stops
+ *     using its firehose, waits for its RDMA through it to complete, and
+ *     answers REVOKE-ACK.  Until then that peer's moves meeting the range
+ *     are answered FHC_ERR_AGAIN (its cache asks again by itself), so the
+ *     peer can never hold a new and a revoked firehose on one bucket.
+ *     The region is deregistered once every holder acked and no local pin
+ *     remains.
+ * Returns the number of regions invalidated.  len == SIZE_MAX - addr + 1
+ * (e.g. fhc_invalidate(c, 0, SIZE_MAX)) means everything.  Pinned bytes may
+ * exceed M + MAXVICTIM by the invalidated regions still awaiting acks
+ * (fhc_stats.dead_bytes). */
+unsigned fhc_invalidate(fhc_t *c, uintptr_t addr, size_t len);
+/* REVOKEs we sent that are not acknowledged yet (0: no peer can still write
+ * through a firehose on invalidated memory). */
+uint32_t fhc_revokes_pending(const fhc_t *c);
 
 typedef struct fhc_peer_stats {
     /* initiator side: our operations towards this peer */
@@ -192,6 +234,8 @@ typedef struct fhc_peer_stats {
     uint64_t put_in_move;     /* moves that carried put data */
     uint64_t budget_waits;    /* times an op queued for F budget */
     uint64_t errors;          /* error replies received */
+    uint64_t retries;         /* moves answered FHC_ERR_AGAIN and re-sent */
+    uint64_t revoked;         /* our firehoses the peer revoked */
     size_t held_bytes;        /* firehoses we hold on the peer */
     size_t reserved_bytes;    /* worst case of our pending moves */
     size_t unused_bytes;      /* held but no op in flight (victims) */
@@ -211,6 +255,10 @@ typedef struct fhc_peer_stats {
 typedef struct fhc_stats {
     uint64_t registrations, evictions;  /* pin calls; victim deregistrations */
     uint64_t moves_served, refused;
+    uint64_t invalidations;             /* regions invalidated (fhc_invalidate) */
+    uint64_t dead_freed;                /* ... of which deregistered since */
+    uint64_t revokes_sent;              /* REVOKE messages to holders */
+    size_t dead_bytes;                  /* invalidated, still registered */
     size_t pinned_bytes;                /* all registered regions */
     size_t remote_bytes;                /* regions some peer holds (<= M) */
     size_t local_bytes;                 /* regions with local pins */
@@ -232,5 +280,10 @@ int  fhc_check_peer(const fhc_t *c, uint32_t peer, char *why, size_t whylen);
  * region held by peer whose key is key. */
 int  fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,
                       size_t len, const uint64_t key[2]);
+
+/* Target-side query for tests: 1 iff we sent peer a REVOKE, not yet acked,
+ * for the region [addr, addr+len) lies in, whose key is key. */
+int  fhc_target_revoking(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                         size_t len, const uint64_t key[2]);
 
 #endif /* FHC_H */

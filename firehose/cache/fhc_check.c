@@ -41,10 +41,10 @@ static int check_global(const fhc_t *c, char *why, size_t n)
     if (c->victim_len && c->local_bytes + c->victim_bytes > p->maxvictim)
         return bad(why, n, "victims %zu + local %zu > MAXVICTIM %zu",
                    c->victim_bytes, c->local_bytes, p->maxvictim);
-    if (c->pinned_bytes > p->M + p->maxvictim)
-        return bad(why, n, "I1: pinned %zu > M + MAXVICTIM %zu", c->pinned_bytes,
-                   p->M + p->maxvictim);
-    if (c->pinned_bytes > c->remote_bytes + c->local_bytes + c->victim_bytes)
+    if (c->pinned_bytes > p->M + p->maxvictim + c->dead_bytes)
+        return bad(why, n, "I1: pinned %zu > M + MAXVICTIM %zu (+ dead %zu)",
+                   c->pinned_bytes, p->M + p->maxvictim, c->dead_bytes);
+    if (c->pinned_bytes > c->remote_bytes + c->local_bytes + c->victim_bytes + c->dead_bytes)
         return bad(why, n, "pinned %zu not covered by categories", c->pinned_bytes);
     if ((c->victim_len == 0) != (c->victim_bytes == 0) || (c->fifo_head == NULL) != (c->victim_len == 0))
         return bad(why, n, "victim FIFO length/bytes disagree");
@@ -65,8 +65,12 @@ static int check_peer_initiator(const fhc_t *c, uint32_t peer,
         if (f->in_unused != (f->inuse == 0))
             return bad(why, n, "firehose %#lx on peer %u: unused FIFO <=> inuse==0 broken",
                        (unsigned long)f->base, peer);
+        if (f->revoked && !f->inuse)
+            return bad(why, n, "revoked firehose %#lx on peer %u not dropped at inuse 0",
+                       (unsigned long)f->base, peer);
         for (uintptr_t a = f->base; a < f->base + f->len; a += c->p.bucket)
-            if (fhc_map_get(&c->ibucket, peer, fhc_bno(c, a)) != f)
+            if (f->revoked ? fhc_map_get(&c->ibucket, peer, fhc_bno(c, a)) == f
+                           : fhc_map_get(&c->ibucket, peer, fhc_bno(c, a)) != f)
                 return bad(why, n, "bucket %#lx of a firehose on peer %u not mapped to it",
                            (unsigned long)a, peer);
         bytes += f->len;
@@ -115,6 +119,11 @@ static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
     if (bytes != P->t_held || cnt != P->t_nheld)
         return bad(why, n, "rank %u: t_held %zu/%u but holds sum %zu/%u", peer,
                    P->t_held, P->t_nheld, bytes, cnt);
+    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
+        if (!h->rv_id || !h->reg->dead || !h->reg->revoking ||
+            h->rv_base != h->reg->base || h->rv_end != h->reg->base + h->reg->len)
+            return bad(why, n, "revoke record for rank %u does not match a dead region",
+                       peer);
     return 0;
 }
 
@@ -135,13 +144,25 @@ int fhc_check_peer(const fhc_t *c, uint32_t peer, char *why, size_t n)
 
 static int check_regions(const fhc_t *c, char *why, size_t n)
 {
-    size_t pinned = 0, remote = 0, local = 0, victim = 0, buckets = 0;
-    uint64_t refs = 0;
+    size_t pinned = 0, remote = 0, local = 0, victim = 0, buckets = 0, dead = 0;
+    uint64_t refs = 0, revoking = 0;
     uint32_t cnt = 0;
     for (const fhc_region_t *r = c->all_head; r; r = r->all_next) {
         if (!r->len || r->base % c->p.bucket || r->len % c->p.bucket ||
             fhc_frame_of(c, r->base) != fhc_frame_of(c, r->base + r->len - 1))
             return bad(why, n, "region %#lx+%zu: bad extent", (unsigned long)r->base, r->len);
+        if (r->dead) {
+            if (r->remote_ref || r->in_fifo || (!r->local_ref && !r->revoking))
+                return bad(why, n, "dead region %#lx: held, a victim, or unused but "
+                           "still registered", (unsigned long)r->base);
+            pinned += r->len;
+            dead += r->len;
+            revoking += r->revoking;
+            cnt++;
+            continue;
+        }
+        if (r->revoking)
+            return bad(why, n, "live region %#lx being revoked", (unsigned long)r->base);
         if (r->in_fifo != (!r->remote_ref && !r->local_ref))
             return bad(why, n, "region %#lx: FIFO membership <=> zero refs broken",
                        (unsigned long)r->base);
@@ -160,7 +181,8 @@ static int check_regions(const fhc_t *c, char *why, size_t n)
         cnt++;
     }
     if (pinned != c->pinned_bytes || remote != c->remote_bytes ||
-        local != c->local_bytes || victim != c->victim_bytes || cnt != c->nregions)
+        local != c->local_bytes || victim != c->victim_bytes || cnt != c->nregions ||
+        dead != c->dead_bytes || revoking != c->revokes_pending)
         return bad(why, n, "region sums disagree with the counters");
     if (buckets != c->tbucket.n)
         return bad(why, n, "bucket map has %zu entries, regions cover %zu", c->tbucket.n, buckets);
@@ -234,6 +256,8 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
         if (check_peer_initiator(c, p, P, why, n) || check_peer_target(c, p, P, why, n))
             return -1;
         fh_buckets += P->held / c->p.bucket;
+        for (const fhc_fh_t *f = P->h_head; f; f = f->h_next)
+            fh_buckets -= f->revoked ? f->len / c->p.bucket : 0;   /* out of the map */
         tholds += P->t_nheld;
         ev += P->st.evictions;
         regs += P->st.registrations;

@@ -126,6 +126,10 @@ void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
     }
     if (is_reply)
         fhc_initiator_on_reply(c, peer, msg, len);
+    else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE)
+        fhc_initiator_on_revoke(c, peer, msg, len);
+    else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE_ACK)
+        fhc_target_on_revoke_ack(c, peer, msg, len);
     else
         fhc_target_on_request(c, peer, msg, len);
 }
@@ -163,6 +167,27 @@ void fhc_stats(const fhc_t *c, fhc_stats_t *s)
     s->victim_bytes = c->victim_bytes;
     s->victim_len = c->victim_len;
     s->nregions = c->nregions;
+    s->invalidations = c->invalidations;
+    s->dead_freed = c->dead_freed;
+    s->revokes_sent = c->revokes_sent;
+    s->dead_bytes = c->dead_bytes;
+}
+
+uint32_t fhc_revokes_pending(const fhc_t *c)
+{
+    return c->revokes_pending;
+}
+
+int fhc_target_revoking(const fhc_t *c, uint32_t peer, uintptr_t addr,
+                        size_t len, const uint64_t key[2])
+{
+    if (!len || addr > UINTPTR_MAX - len || peer >= c->p.nranks || !c->peer[peer])
+        return 0;
+    for (const fhc_hold_t *h = c->peer[peer]->rv_head; h; h = h->next)
+        if (h->rv_base <= addr && addr + len <= h->rv_end &&
+            h->reg->key[0] == key[0] && h->reg->key[1] == key[1])
+            return 1;
+    return 0;
 }
 
 int fhc_target_holds(const fhc_t *c, uint32_t peer, uintptr_t addr,

@@ -22,6 +22,12 @@
  * or to ops waiting for replies; both finish, so the head always gets R <= F
  * bytes eventually.
  *
+ * Revocation (fhc_invalidate at the target): a REVOKE takes the firehose
+ * out of the bucket map at once (no new hit can use it); it is dropped and
+ * acknowledged as soon as no op uses it, i.e. after the RDMA in flight
+ * through it completed.  A move answered FHC_ERR_AGAIN (the target waits
+ * for our ack first) drops its ops' references and steps them again.
+ *
  * A reply installs only the regions it GRANTED.  A region it lists as
  * "already held" may be one we released in a move sent after the target
  * processed this one: installing it would leave us a key to memory the
@@ -133,13 +139,48 @@ static void op_take(fhc_peer_t *P, fhc_op_t *op, fhc_fh_t *f)
         u_remove(P, f);
 }
 
-static void op_drop_refs(fhc_peer_t *P, fhc_op_t *op)
+static void send_revoke_ack(fhc_t *c, uint32_t peer, uint64_t id)
+{
+    fhc_revoke_t a = { .kind = FHC_WIRE_REVOKE_ACK, .id = id };
+    uint8_t buf[FHC_REVOKE_ACK_LEN];
+    size_t n = fhc_revoke_encode(&a, buf, sizeof buf);
+    assert(n == sizeof buf);
+    c->env.send(c->env.arg, peer, 0, buf, n);
+}
+
+/* A revoked firehose whose last op let go: forget it; ack its REVOKE once
+ * no other firehose waits under the same id. */
+static void fh_finish_revoked(fhc_t *c, fhc_peer_t *P, fhc_fh_t *f)
+{
+    assert(f->revoked && f->inuse == 0 && !f->in_unused);
+    if (f->h_prev)
+        f->h_prev->h_next = f->h_next;
+    else
+        P->h_head = f->h_next;
+    if (f->h_next)
+        f->h_next->h_prev = f->h_prev;
+    P->held -= f->len;
+    P->nheld--;
+    uint64_t id = f->rv_id;
+    uint32_t peer = f->peer;
+    free(f);
+    for (const fhc_fh_t *g = P->h_head; g; g = g->h_next)
+        if (g->revoked && g->rv_id == id)
+            return;
+    send_revoke_ack(c, peer, id);
+}
+
+static void op_drop_refs(fhc_t *c, fhc_peer_t *P, fhc_op_t *op)
 {
     for (unsigned i = 0; i < op->priv.nref; i++) {
         fhc_fh_t *f = op->priv.ref[i];
         assert(f->inuse > 0);
-        if (--f->inuse == 0)
-            u_push(P, f);
+        if (--f->inuse == 0) {
+            if (f->revoked)
+                fh_finish_revoked(c, P, f);
+            else
+                u_push(P, f);
+        }
     }
     op->priv.nref = 0;
 }
@@ -223,9 +264,9 @@ static void wait_on(fhc_move_t *m, fhc_op_t *op)
     m->w_tail = op;
 }
 
-static int to_budget_queue(fhc_peer_t *P, fhc_op_t *op, int front)
+static int to_budget_queue(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int front)
 {
-    op_drop_refs(P, op);
+    op_drop_refs(c, P, op);
     q_push(P, op, front);
     P->st.budget_waits++;
     return FHC_PENDING;
@@ -276,7 +317,7 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
         q.data_dst = op->raddr;
         q.data_len = (uint32_t)op->len;
         q.data = op->put_data;
-        op_drop_refs(P, op);    /* after choosing victims: not among them */
+        op_drop_refs(c, P, op);    /* after choosing victims: not among them */
         P->st.put_in_move++;
     }
     uint8_t stackbuf[1024];
@@ -295,7 +336,7 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     fhc_peer_t *P = c->peer[op->peer];
     int head = mode == STEP_HEAD || op->priv.prio;
     if (mode == STEP_NEW && P->q_head)
-        return to_budget_queue(P, op, 0);
+        return to_budget_queue(c, P, op, 0);
 
     fhc_move_t *wait = NULL;
     uintptr_t mlo = 0, mhi = 0;
@@ -329,7 +370,7 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
         return FHC_HIT;
     }
     if (!head && P->q_head)
-        return to_budget_queue(P, op, 0);
+        return to_budget_queue(c, P, op, 0);
     /* The target can grant at most the frame minus what we hold in it. */
     uintptr_t frame = fhc_frame_of(c, op->raddr);
     size_t frame_held = 0, frame_unused = 0;
@@ -348,11 +389,11 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     /* Victims in the same frame would raise need as much as they free. */
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
         P->held + P->reserved + need > c->F + P->unused_bytes - frame_unused)
-        return to_budget_queue(P, op, head);
+        return to_budget_queue(c, P, op, head);
     int put = op->put_data && op->len <= c->p.put_in_move;
     int rc = send_move(c, P, op, mlo, mhi, need, put);
     if (rc < 0)
-        op_drop_refs(P, op);
+        op_drop_refs(c, P, op);
     return rc;
 }
 
@@ -404,7 +445,7 @@ void fhc_release(fhc_t *c, fhc_op_t *op)
     if (op->priv.state != FHC_OP_ACTIVE)
         return;
     fhc_peer_t *P = c->peer[op->peer];
-    op_drop_refs(P, op);
+    op_drop_refs(c, P, op);
     op->priv.state = FHC_OP_IDLE;
     if (P->q_head)
         pump(c, P);
@@ -413,6 +454,120 @@ void fhc_release(fhc_t *c, fhc_op_t *op)
 int fhc_budget_waiting(const fhc_t *c, uint32_t peer)
 {
     return peer < c->p.nranks && c->peer[peer] && c->peer[peer]->q_head != NULL;
+}
+
+int fhc_op_revoked(const fhc_t *c, const fhc_op_t *op)
+{
+    (void)c;
+    if (op->priv.state != FHC_OP_ACTIVE)
+        return 0;
+    for (unsigned i = 0; i < op->priv.nref; i++)
+        if (op->priv.ref[i]->revoked)
+            return 1;
+    return 0;
+}
+
+/* Did the target revoke this granted region while the move was pending? */
+static int revoked_in_move(const fhc_move_t *m, const fhc_rep_region_t *g)
+{
+    if (m->rv_all)
+        return 1;
+    for (unsigned i = 0; i < m->nrv; i++)
+        if (m->rv_base[i] == g->base && m->rv_end[i] == g->base + g->len)
+            return 1;
+    return 0;
+}
+
+/* The target answered FHC_ERR_AGAIN: it waits for our ack of a REVOKE in
+ * the span.  Every waiter lets go of its references (so the revoked firehose
+ * can be dropped and acked) and steps again; the owner's put data, if any,
+ * rides in the new move. */
+static void retry_waiters(fhc_t *c, fhc_peer_t *P, fhc_move_t *m)
+{
+    P->st.retries++;
+    fhc_op_t *w = m->w_head;
+    free(m);
+    for (fhc_op_t *op = w; op; op = op->priv.next)
+        op_drop_refs(c, P, op);
+    while (w) {
+        fhc_op_t *op = w;
+        w = op->priv.next;
+        op->priv.next = NULL;
+        op->priv.state = FHC_OP_IDLE;
+        int rc = step(c, op, STEP_WOKEN);
+        if (rc == FHC_HIT)
+            op->ready(op, FHC_HIT);
+        else if (rc < 0)
+            op->ready(op, rc);
+    }
+    if (P->q_head)
+        pump(c, P);
+}
+
+void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t len)
+{
+    fhc_revoke_t v;
+    char why[96];
+    if (fhc_revoke_decode(msg, len, &v, why, sizeof why) < 0 ||
+        v.kind != FHC_WIRE_REVOKE) {
+        fhc_logf(c, "fhc: malformed revoke from rank %u dropped: %s", peer, why);
+        return;
+    }
+    fhc_peer_t *P = fhc_peer_get(c, peer);
+    if (!P || v.lo % c->p.bucket || v.hi % c->p.bucket || v.hi - v.lo > c->R ||
+        v.hi > UINTPTR_MAX) {
+        /* Not a region of ours to drop; ack so the target does not wait. */
+        fhc_logf(c, "fhc: revoke from rank %u names no region (%#llx..%#llx)", peer,
+                 (unsigned long long)v.lo, (unsigned long long)v.hi);
+        send_revoke_ack(c, peer, v.id);
+        return;
+    }
+    unsigned waiting = 0;
+    for (uintptr_t a = (uintptr_t)v.lo; a < (uintptr_t)v.hi;) {
+        fhc_fh_t *f = fh_at(c, peer, a);
+        if (!f) {
+            fhc_move_t *m = fhc_map_get(&c->pbucket, peer, fhc_bno(c, a));
+            if (m && !m->rv_all) {
+                unsigned i = 0;
+                while (i < m->nrv && !(m->rv_base[i] == v.lo && m->rv_end[i] == v.hi))
+                    i++;
+                if (i == m->nrv && m->nrv == FHC_MAX_PIECES)
+                    m->rv_all = 1;
+                else if (i == m->nrv) {
+                    m->rv_base[m->nrv] = (uintptr_t)v.lo;
+                    m->rv_end[m->nrv++] = (uintptr_t)v.hi;
+                }
+            }
+            a += c->p.bucket;
+            continue;
+        }
+        uintptr_t next = f->base + f->len;
+        P->st.revoked++;
+        if (c->p.debug_bugs & FHC_BUG_IGNORE_REVOKE) {
+            a = next;
+            continue;
+        }
+        if (f->inuse == 0 || (c->p.debug_bugs & FHC_BUG_EARLY_ACK)) {
+            if (f->inuse) {        /* deliberate bug: forget it while in use */
+                for (uintptr_t b = f->base; b < f->base + f->len; b += c->p.bucket)
+                    fhc_map_del(&c->ibucket, peer, fhc_bno(c, b));
+                f->revoked = 1;
+                f->rv_id = 0;
+                a = next;
+                continue;
+            }
+            fh_drop(c, P, f);
+        } else {
+            for (uintptr_t b = f->base; b < f->base + f->len; b += c->p.bucket)
+                fhc_map_del(&c->ibucket, peer, fhc_bno(c, b));
+            f->revoked = 1;
+            f->rv_id = v.id;
+            waiting++;
+        }
+        a = next;
+    }
+    if (!waiting)
+        send_revoke_ack(c, peer, v.id);
 }
 
 /* Checks a granted region against the move that asked for it. */
@@ -457,6 +612,10 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
     P->npending--;
 
     int status = rep.status;
+    if (status == FHC_ERR_AGAIN) {
+        retry_waiters(c, P, m);
+        return;
+    }
     if (status < 0)
         P->st.errors++;
     size_t granted = 0;
@@ -465,6 +624,8 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
                       (c->p.debug_bugs & FHC_BUG_STALE_INSTALL);
         if (!install)
             continue;
+        if (revoked_in_move(m, &rep.reg[i]))
+            continue;       /* granted before its invalidation; acked already */
         if (!grant_ok(c, m, &rep.reg[i], &granted)) {
             if (rep.reg[i].granted)
                 fhc_logf(c, "fhc: rank %u granted a region that does not fit "
@@ -487,7 +648,7 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
         op->priv.next = NULL;
         op->priv.state = FHC_OP_IDLE;
         if (op == m->owner && status < 0) {
-            op_drop_refs(P, op);
+            op_drop_refs(c, P, op);
             op->ready(op, status);
         } else if (op == m->owner && m->put) {
             op->ready(op, FHC_DONE_IN_MOVE);
@@ -513,6 +674,7 @@ void fhc_initiator_destroy(fhc_t *c)
         fhc_peer_t *P = c->peer[p];
         while (P && P->h_head) {
             fhc_fh_t *f = P->h_head;
+            /* (A revoked one's ack is not sent: the cache is going away.) */
             P->h_head = f->h_next;
             free(f);
         }

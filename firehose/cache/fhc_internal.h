@@ -36,15 +36,26 @@ typedef struct fhc_region {
     uint32_t last_peer;         /* last peer that held it; UINT32_MAX: none
                                    (evictions are counted against it) */
     int in_fifo;
+    /* Invalidated (fhc_invalidate): out of the bucket map, in no FIFO, its
+     * holds moved to revoke records; freed when local_ref == 0 and
+     * revoking == 0.  Its bytes count in c->dead_bytes, not in the
+     * remote/local/victim categories. */
+    int dead;
+    uint32_t revoking;          /* REVOKEs not yet acknowledged */
     struct fhc_region *fifo_prev, *fifo_next;
     struct fhc_region *all_prev, *all_next;     /* every region */
 } fhc_region_t;
 
-/* Peer `peer` holds a firehose on `reg`; in holds map under (peer, base). */
+/* Peer `peer` holds a firehose on `reg`; in holds map under (peer, base).
+ * When reg is invalidated the hold leaves the map and the peer's hold list
+ * and becomes a REVOKE record (rv_id != 0) on the peer's rv list until the
+ * peer acks: no allocation on that path. */
 typedef struct fhc_hold {
     fhc_region_t *reg;
     uint32_t peer;
-    struct fhc_hold *prev, *next;   /* the peer's holds */
+    uint64_t rv_id;                 /* 0: a hold; else the REVOKE's id */
+    uintptr_t rv_base, rv_end;      /* revoke record: the region's extent */
+    struct fhc_hold *prev, *next;   /* the peer's holds, or its rv list */
 } fhc_hold_t;
 
 /* ------------------------------------------------------------- initiator */
@@ -59,6 +70,10 @@ typedef struct fhc_fh {
     uint64_t key[2];
     uint32_t inuse;             /* ops holding it for an RDMA in flight */
     int in_unused;
+    /* The target revoked it while in use: out of the bucket map, still in
+     * the held list; dropped and acked (rv_id) when inuse reaches 0. */
+    int revoked;
+    uint64_t rv_id;
     struct fhc_fh *u_prev, *u_next;   /* peer's unused FIFO */
     struct fhc_fh *h_prev, *h_next;   /* peer's held list */
 } fhc_fh_t;
@@ -73,6 +88,13 @@ typedef struct fhc_move {
     fhc_op_t *owner;            /* the op that sent it */
     int put;                    /* owner's data rides in it */
     fhc_op_t *w_head, *w_tail;  /* waiting ops (owner first) */
+    /* Regions the target revoked while this move was pending: a grant of
+     * exactly one of them was made before the invalidation and must not be
+     * installed (the REVOKE overtook the reply).  rv_all: too many, install
+     * nothing that overlaps a recorded one or [rv_lo, rv_hi). */
+    unsigned nrv;
+    int rv_all;
+    uintptr_t rv_base[FHC_MAX_PIECES], rv_end[FHC_MAX_PIECES];
 } fhc_move_t;
 
 enum fhc_op_state {
@@ -95,6 +117,8 @@ typedef struct fhc_peer {
     size_t t_held;
     uint32_t t_nheld;
     fhc_hold_t *t_head;
+    fhc_hold_t *rv_head;        /* REVOKEs to this peer awaiting ack */
+    uint64_t rv_next;           /* id of the next REVOKE to this peer */
     fhc_peer_stats_t st;
 } fhc_peer_t;
 
@@ -110,9 +134,10 @@ struct fhc {
     fhc_map_t holds;            /* (peer, region base) -> fhc_hold_t */
     fhc_region_t *all_head;
     fhc_region_t *fifo_head, *fifo_tail;
-    size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes;
-    uint32_t nregions, victim_len;
+    size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes, dead_bytes;
+    uint32_t nregions, victim_len, revokes_pending;
     uint64_t registrations, evictions, moves_served, refused;
+    uint64_t invalidations, revokes_sent, dead_freed;
 
     /* initiator */
     fhc_map_t ibucket;          /* (peer, bucket no) -> fhc_fh_t */
@@ -139,9 +164,11 @@ void fhc_logf(const fhc_t *c, const char *fmt, ...)
 
 /* fhc_target.c */
 void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_target_destroy(fhc_t *c);
 /* fhc_initiator.c */
 void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_initiator_destroy(fhc_t *c);
 
 #endif /* FHC_INTERNAL_H */

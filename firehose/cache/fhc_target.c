@@ -15,6 +15,11 @@
  * Local pins are charged against MAXVICTIM even on regions peers also hold:
  * the doc's "counted against M even if also used locally" alone would let
  * local-only bytes exceed MAXVICTIM once the peers release, breaking I1.
+ *
+ * Invalidation (fhc_invalidate, the end of this file) takes regions out of
+ * all of the above into `dead`: out of the bucket map, counted in
+ * dead_bytes, their holds turned into REVOKE records, deregistered when the
+ * last local pin and the last revoke ack are gone (region_settle).
  */
 #include "fhc_internal.h"
 #include "fhc_wire.h"
@@ -56,6 +61,8 @@ static void fifo_remove(fhc_t *c, fhc_region_t *r)
 
 static void cat_leave(fhc_t *c, fhc_region_t *r)
 {
+    if (r->dead)
+        return;
     if (r->remote_ref)
         c->remote_bytes -= r->len;
     if (r->local_ref)
@@ -66,6 +73,8 @@ static void cat_leave(fhc_t *c, fhc_region_t *r)
 
 static void cat_enter(fhc_t *c, fhc_region_t *r)
 {
+    if (r->dead)
+        return;
     if (r->remote_ref)
         c->remote_bytes += r->len;
     if (r->local_ref)
@@ -80,8 +89,13 @@ static void region_free(fhc_t *c, fhc_region_t *r)
 {
     assert(!r->remote_ref && !r->local_ref && !r->in_fifo);
     c->env.unpin(c->env.arg, r->mr);
-    for (uintptr_t a = r->base; a < r->base + r->len; a += c->p.bucket)
-        fhc_map_del(&c->tbucket, 0, fhc_bno(c, a));
+    if (r->dead) {
+        c->dead_bytes -= r->len;    /* its buckets left the map when it died */
+        c->dead_freed++;
+    }
+    else
+        for (uintptr_t a = r->base; a < r->base + r->len; a += c->p.bucket)
+            fhc_map_del(&c->tbucket, 0, fhc_bno(c, a));
     if (r->all_prev)
         r->all_prev->all_next = r->all_next;
     else
@@ -91,6 +105,13 @@ static void region_free(fhc_t *c, fhc_region_t *r)
     c->pinned_bytes -= r->len;
     c->nregions--;
     free(r);
+}
+
+/* A dead region goes once nothing can use its registration any more. */
+static void region_settle(fhc_t *c, fhc_region_t *r)
+{
+    if (r->dead && !r->local_ref && !r->revoking)
+        region_free(c, r);
 }
 
 static int evict_oldest(fhc_t *c)
@@ -123,7 +144,7 @@ static fhc_region_t *region_new(fhc_t *c, uintptr_t base, size_t len, int expose
         return NULL;
     int rc;
     while ((rc = c->env.pin(c->env.arg, base, len, exposed, &r->mr, r->key)) < 0)
-        if (!evict_oldest(c)) {
+        if (rc != FHC_ERR_NO_MEMORY || !evict_oldest(c)) {
             free(r);
             return NULL;
         }
@@ -207,6 +228,24 @@ static void hold_remove(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
     free(h);
 }
 
+/* ------------------------------------------------------ revoke records */
+
+static int revoked_base(const fhc_peer_t *P, uintptr_t base)
+{
+    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
+        if (h->rv_base == base)
+            return 1;
+    return 0;
+}
+
+static int revoked_overlap(const fhc_peer_t *P, uintptr_t lo, uintptr_t hi)
+{
+    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
+        if (h->rv_base < hi && lo < h->rv_end)
+            return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------- replies */
 
 static void send_reply(fhc_t *c, uint32_t peer, const fhc_rep_t *rep)
@@ -276,20 +315,25 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         return;
     }
     /* 1. Releases: all must be holds of this peer, each once; otherwise
-     * nothing at all is applied. */
+     * nothing at all is applied.  A release of a region we revoked from
+     * this peer (it let go before it saw the REVOKE) is already done. */
     for (unsigned i = 0; i < q.nrel; i++) {
         int dup = 0;
         for (unsigned j = 0; j < i; j++)
             dup |= q.rel[j] == q.rel[i];
         if (dup || q.rel[i] > UINTPTR_MAX ||
-            !fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i])) {
+            (!fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i]) &&
+             !revoked_base(P, (uintptr_t)q.rel[i]))) {
             refuse(c, peer, P, q.token, FHC_ERR_INVALID,
                    "releases a region it does not hold");
             return;
         }
     }
-    for (unsigned i = 0; i < q.nrel; i++)
-        hold_remove(c, P, fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i]));
+    for (unsigned i = 0; i < q.nrel; i++) {
+        fhc_hold_t *h = fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i]);
+        if (h)
+            hold_remove(c, P, h);
+    }
     trim_victims(c);
 
     /* 2. The span: bucket-aligned, one frame, inside our segments; put data
@@ -301,6 +345,13 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         refuse(c, peer, P, q.token, FHC_ERR_INVALID, "span not buckets of one frame");
         return;
     }
+    if (revoked_overlap(P, lo, hi)) {
+        /* The peer may still hold the revoked firehose there: no second
+         * one until it acked (see fhc_invalidate).  It asks again. */
+        fhc_rep_t rep = { .token = q.token, .status = FHC_ERR_AGAIN, .nreg = 0 };
+        send_reply(c, peer, &rep);
+        return;
+    }
     uintptr_t frame = fhc_frame_of(c, lo);
     if (q.data_len && (q.data_len > c->p.put_in_move || !c->env.put_in_move ||
                        q.data_dst < frame || q.data_dst + q.data_len > frame + c->R)) {
@@ -310,7 +361,9 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
     int unexposed = 0;
     if (!c->env.allowed(c->env.arg, lo, hi - lo) ||
         (q.data_len && !c->env.allowed(c->env.arg, (uintptr_t)q.data_dst, q.data_len))) {
-        refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT, "outside our segments");
+        refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT,
+               "outside the memory we expose (our segments, or with "
+               "FH_SEGMENT=everything our mapped memory)");
         return;
     }
     size_t grant = grant_bytes(c, peer, lo, hi, &unexposed);
@@ -470,8 +523,11 @@ int fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out)
             out->reg[j] = out->reg[j - 1];
             out->reg[j - 1] = t;
         }
-    for (unsigned i = 0; i < out->nmr; i++)
+    for (unsigned i = 0; i < out->nmr; i++) {
         out->mr[i] = out->reg[i]->mr;
+        out->mr_base[i] = out->reg[i]->base;
+        out->mr_len[i] = out->reg[i]->len;
+    }
     out->addr = addr;
     out->len = len;
     trim_victims(c);
@@ -486,9 +542,119 @@ void fhc_unpin_local(fhc_t *c, fhc_local_t *l)
         cat_leave(c, r);
         r->local_ref--;
         cat_enter(c, r);
+        region_settle(c, r);
     }
     l->nmr = 0;
     trim_victims(c);
+}
+
+/* -------------------------------------------------------- invalidation */
+
+/* Turns the peer's hold on dead region r into a REVOKE record and sends the
+ * REVOKE.  Uses the hold's own memory: nothing to allocate, nothing to fail. */
+static void hold_revoke(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
+{
+    fhc_region_t *r = h->reg;
+    assert(r->dead && r->remote_ref > 0);
+    fhc_map_del(&c->holds, h->peer, r->base);
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        P->t_head = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    P->t_held -= r->len;
+    P->t_nheld--;
+    r->remote_ref--;
+    h->rv_id = ++P->rv_next;
+    h->rv_base = r->base;
+    h->rv_end = r->base + r->len;
+    h->prev = NULL;
+    h->next = P->rv_head;
+    P->rv_head = h;
+    r->revoking++;
+    c->revokes_pending++;
+    c->revokes_sent++;
+    fhc_revoke_t m = { .kind = FHC_WIRE_REVOKE, .id = h->rv_id, .lo = h->rv_base,
+                       .hi = h->rv_end };
+    uint8_t buf[FHC_REVOKE_LEN];
+    size_t n = fhc_revoke_encode(&m, buf, sizeof buf);
+    assert(n == sizeof buf);
+    c->env.send(c->env.arg, h->peer, 0, buf, n);
+}
+
+static void region_kill(fhc_t *c, fhc_region_t *r)
+{
+    assert(!r->dead);
+    cat_leave(c, r);
+    for (uintptr_t a = r->base; a < r->base + r->len; a += c->p.bucket)
+        fhc_map_del(&c->tbucket, 0, fhc_bno(c, a));
+    r->dead = 1;
+    c->dead_bytes += r->len;
+    c->invalidations++;
+    for (uint32_t p = 0; p < c->p.nranks && r->remote_ref; p++) {
+        fhc_hold_t *h = c->peer[p] ? fhc_map_get(&c->holds, p, r->base) : NULL;
+        if (h && h->reg == r)
+            hold_revoke(c, c->peer[p], h);
+    }
+    assert(r->remote_ref == 0);
+    region_settle(c, r);
+}
+
+unsigned fhc_invalidate(fhc_t *c, uintptr_t addr, size_t len)
+{
+    if (!len)
+        return 0;
+    uintptr_t end = len > UINTPTR_MAX - addr ? UINTPTR_MAX : addr + len;
+    uintptr_t lo = fhc_bucket_down(c, addr);
+    unsigned n = 0;
+    if ((end - lo) / c->p.bucket > (uintptr_t)c->nregions * 4) {
+        /* A large range: walk the regions rather than the buckets. */
+        for (fhc_region_t *r = c->all_head, *next; r; r = next) {
+            next = r->all_next;
+            if (!r->dead && r->base < end && addr < r->base + r->len) {
+                region_kill(c, r);
+                n++;
+            }
+        }
+        return n;
+    }
+    for (uintptr_t a = lo; a < end; a += c->p.bucket) {
+        fhc_region_t *r = region_at(c, a);
+        if (r) {
+            region_kill(c, r);
+            n++;
+        }
+    }
+    return n;
+}
+
+void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len)
+{
+    fhc_revoke_t a;
+    char why[96];
+    fhc_peer_t *P = c->peer[peer];
+    if (fhc_revoke_decode(msg, len, &a, why, sizeof why) < 0 ||
+        a.kind != FHC_WIRE_REVOKE_ACK) {
+        fhc_logf(c, "fhc: malformed revoke ack from rank %u dropped", peer);
+        return;
+    }
+    fhc_hold_t **pp = P ? &P->rv_head : NULL;
+    while (pp && *pp && (*pp)->rv_id != a.id)
+        pp = &(*pp)->next;
+    if (!pp || !*pp) {
+        fhc_logf(c, "fhc: revoke ack from rank %u for unknown revoke %llu dropped",
+                 peer, (unsigned long long)a.id);
+        return;
+    }
+    fhc_hold_t *h = *pp;
+    *pp = h->next;
+    fhc_region_t *r = h->reg;
+    free(h);
+    assert(r->revoking > 0 && c->revokes_pending > 0);
+    r->revoking--;
+    c->revokes_pending--;
+    region_settle(c, r);
 }
 
 void fhc_target_destroy(fhc_t *c)
@@ -497,6 +663,13 @@ void fhc_target_destroy(fhc_t *c)
         fhc_peer_t *P = c->peer[i];
         while (P && P->t_head)
             hold_remove(c, P, P->t_head);
+        while (P && P->rv_head) {
+            fhc_hold_t *h = P->rv_head;
+            P->rv_head = h->next;
+            h->reg->revoking--;
+            c->revokes_pending--;
+            free(h);
+        }
     }
     while (c->all_head) {
         fhc_region_t *r = c->all_head;

@@ -162,3 +162,52 @@ int fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r, char *why,
     }
     return 0;
 }
+
+size_t fhc_revoke_encode(const fhc_revoke_t *r, void *buf, size_t cap)
+{
+    size_t n = r->kind == FHC_WIRE_REVOKE ? FHC_REVOKE_LEN
+             : r->kind == FHC_WIRE_REVOKE_ACK ? FHC_REVOKE_ACK_LEN : 0;
+    if (!n || n > cap || (r->kind == FHC_WIRE_REVOKE && r->lo >= r->hi))
+        return 0;
+    uint8_t *p = buf;
+    memset(p, 0, n);
+    p[0] = FHC_WIRE_MAGIC;
+    p[1] = (uint8_t)r->kind;
+    put64(p + 8, r->id);
+    if (r->kind == FHC_WIRE_REVOKE) {
+        put64(p + 16, r->lo);
+        put64(p + 24, r->hi);
+    }
+    return n;
+}
+
+int fhc_revoke_decode(const void *buf, size_t len, fhc_revoke_t *r, char *why,
+                      size_t whylen)
+{
+    const uint8_t *p = buf;
+    unsigned kind = fhc_wire_kind(buf, len);
+    size_t n = kind == FHC_WIRE_REVOKE ? FHC_REVOKE_LEN
+             : kind == FHC_WIRE_REVOKE_ACK ? FHC_REVOKE_ACK_LEN : 0;
+    if (!n || len != n)
+        return fail(why, whylen, "not a revoke or revoke ack of the right size");
+    if (p[2] || p[3] || get32(p + 4))
+        return fail(why, whylen, "reserved bytes not zero");
+    r->kind = kind;
+    r->id = get64(p + 8);
+    r->lo = r->hi = 0;
+    if (kind == FHC_WIRE_REVOKE) {
+        r->lo = get64(p + 16);
+        r->hi = get64(p + 24);
+        if (r->lo >= r->hi)
+            return fail(why, whylen, "empty revoked range");
+    }
+    return 0;
+}
+
+unsigned fhc_wire_kind(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < 2 || p[0] != FHC_WIRE_MAGIC)
+        return 0;
+    return p[1];
+}

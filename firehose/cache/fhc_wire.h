@@ -20,6 +20,13 @@
  *     8    8  token
  *    16 40*nreg  base, len, key[0], key[1], flags (bit 0: granted by this
  *                move; else the requester already held it)
+ * Revoke (32 bytes, target -> holder; fhc_invalidate):
+ *     0    1  magic, 1 1 kind FHC_WIRE_REVOKE, 2 2 0, 4 4 0
+ *     8    8  id       the target's name for this revoke
+ *    16    8  lo       the revoked region: [lo, hi), lo < hi
+ *    24    8  hi
+ * Revoke ack (16 bytes, holder -> target): magic, kind FHC_WIRE_REVOKE_ACK,
+ *     2 2 0, 4 4 0, 8 8 id.
  * Decode checks only what the bytes alone can tell (sizes, counts, ranges
  * that overflow); bucket alignment, frames, segments and holds are checked
  * by the handlers, which know the parameters.
@@ -35,6 +42,10 @@
 #define FHC_WIRE_MAGIC   0xFCu
 #define FHC_WIRE_REQ     1u
 #define FHC_WIRE_REP     2u
+#define FHC_WIRE_REVOKE  3u
+#define FHC_WIRE_REVOKE_ACK 4u
+#define FHC_REVOKE_LEN   32u
+#define FHC_REVOKE_ACK_LEN 16u
 #define FHC_REQ_HDR      40u
 #define FHC_REP_HDR      16u
 #define FHC_REP_REGION   40u
@@ -71,6 +82,18 @@ size_t fhc_rep_size(const fhc_rep_t *r);
 size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap);
 int    fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r,
                       char *why, size_t whylen);
+/* Revoke (ack: lo = hi = 0 and kind FHC_WIRE_REVOKE_ACK). */
+typedef struct fhc_revoke {
+    unsigned kind;          /* FHC_WIRE_REVOKE or FHC_WIRE_REVOKE_ACK */
+    uint64_t id, lo, hi;
+} fhc_revoke_t;
+/* Encode into buf[0..cap); returns FHC_REVOKE_LEN / FHC_REVOKE_ACK_LEN or 0. */
+size_t fhc_revoke_encode(const fhc_revoke_t *r, void *buf, size_t cap);
+int    fhc_revoke_decode(const void *buf, size_t len, fhc_revoke_t *r,
+                         char *why, size_t whylen);
+/* The kind byte of a message (0 if too short or not ours). */
+unsigned fhc_wire_kind(const void *buf, size_t len);
+
 /* The token of anything that starts like a request, else 0 (used to answer
  * a malformed request so its sender's move still completes). */
 uint64_t fhc_req_peek_token(const void *buf, size_t len);

@@ -8,12 +8,17 @@
  *         [--rdma-delay n] [--check-every K] [--check-sample K] [--stall K]
  *         [--max-age K]
  *         [--bad-rate permille] [--local-rate permille] [--pin-fail permille]
+ *         [--free-rate permille]
  *         [--reorder-replies] [--inject-bug NAME] [--quiet]
  *
  * Time advances in steps.  In each step every event due is handled (a move
  * request or reply arrives; an RDMA completes; a local pin ends), then
  * --rate new operation chunks are started by random ranks (each rank keeps at
  * most --window in flight), and sometimes a rank pins a local buffer.
+ *
+ * With --free-rate, a rank sometimes frees and reuses 1..4 buckets of its
+ * segment (new pages at the same addresses): the sim calls fhc_invalidate,
+ * as the runtime does when its memory monitor reports it.
  *
  * The network delays each message by 1..--delay steps.  Requests of one
  * (initiator, target) pair stay in order (the runtime sends moves on one
@@ -27,6 +32,10 @@
  *   - RDMA, when it starts and when it completes: every piece lies in a live
  *     registration of the target with that key, which the target's cache
  *     says the initiator holds; the pieces tile the operation exactly;
+ *     if the memory was freed since the registration (stale), the target
+ *     must instead still be waiting for this initiator's REVOKE-ACK of it
+ *     (so a stale key is never used once the target could have published
+ *     the memory anew, and never deregistered under an RDMA in flight);
  *   - an operation outside the target's segment fails with
  *     FHC_ERR_OUT_OF_SEGMENT, every other operation succeeds;
  *   - progress: no step without a completion for --stall steps while ops are
@@ -50,6 +59,9 @@
  *   stale-install   replies install "already held" regions -> RDMA check or
  *                   a refused release
  *   skip-release    fhsim forgets 1 in 50 fhc_release      -> deadlock check
+ *   early-ack       REVOKE acked while RDMA is in flight   -> RDMA check
+ *                   (needs --free-rate)
+ *   ignore-revoke   REVOKE acked, firehose kept            -> RDMA check
  *   reorder-requests  moves of one pair overtake each other.  Not caught, by
  *                   design: the "granted" flag keeps keys exact; only F
  *                   checks can fail spuriously (FHC_ERR_LIMIT), rarely.
@@ -77,7 +89,7 @@ static struct {
     size_t M, bucket, region_max, maxvictim, put_in_move, seg;
     unsigned rate, window, delay, rdma_delay;
     uint64_t check_every, check_sample, stall, max_age;
-    unsigned bad_rate, local_rate, pin_fail;
+    unsigned bad_rate, local_rate, pin_fail, free_rate;
     int reorder_replies, quiet;
     unsigned bugs;              /* FHC_BUG_* passed to the caches */
     int skip_release, reorder_requests;
@@ -109,6 +121,7 @@ typedef struct mr {
     uintptr_t addr;
     size_t len;
     int alive, remote;
+    uint64_t pin_seq;           /* free_seq when it was registered */
 } mr_t;
 
 typedef struct node {
@@ -136,7 +149,10 @@ static uint64_t *flow_last;     /* [src * N + dst]: last delivery of a request *
 static uint64_t *rflow_last;    /* the same for replies */
 static mr_t *mrs;
 static size_t nmrs, cap_mrs;
-static fhc_map_t pinned_buckets;        /* (node, bucket no) -> mr index + 1 */
+static fhc_map_t pinned_buckets;        /* (node, bucket no) -> mr index + 1 of the
+                                           registration of the CURRENT pages */
+static fhc_map_t freed_at;              /* (node, bucket no) -> free_seq of its last free */
+static uint64_t free_seq;
 static sim_op_t *live_head, *live_tail;
 static uint64_t live_n, last_progress, next_op_id;
 static uint32_t *touched;       /* pairs (node, peer) touched this step */
@@ -144,7 +160,7 @@ static size_t ntouched, cap_touched;
 static struct {
     uint64_t started, completed, hits, pending, in_move, expected_errors;
     uint64_t local_pins, local_again, rdma_checks, peer_checks, full_checks, sample_checks;
-    uint64_t max_latency, msgs, skipped_releases;
+    uint64_t max_latency, msgs, skipped_releases, frees, stale_rdma;
 } st;
 
 static void dump_state(void);
@@ -266,13 +282,15 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mrp
     }
     size_t idx = nmrs++;
     mrs[idx] = (mr_t){ .node = n->id, .addr = addr, .len = len, .alive = 1,
-                       .remote = remote };
+                       .remote = remote, .pin_seq = free_seq };
     for (uintptr_t a = addr; a < addr + len; a += opt.bucket)
         fhc_map_put(&pinned_buckets, n->id, a / opt.bucket, (void *)(idx + 1));
     n->pinned += len;
-    if (n->pinned > opt.M + opt.maxvictim)
-        fail("I1: rank %u pins %zu bytes > M + MAXVICTIM = %zu", n->id, n->pinned,
-             opt.M + opt.maxvictim);
+    fhc_stats_t cs;
+    fhc_stats(n->c, &cs);       /* read-only: fine from inside a callback */
+    if (n->pinned > opt.M + opt.maxvictim + cs.dead_bytes)
+        fail("I1: rank %u pins %zu bytes > M + MAXVICTIM = %zu (+ %zu invalidated)",
+             n->id, n->pinned, opt.M + opt.maxvictim, cs.dead_bytes);
     *mrp = (void *)(idx + 1);
     key[0] = idx + 1;
     key[1] = 0xF1E0000000000000ull | n->id;
@@ -287,7 +305,8 @@ static void env_unpin(void *arg, void *mrp)
         fail("rank %u unpins an unknown or dead registration", n->id);
     mr_t *m = &mrs[idx];
     for (uintptr_t a = m->addr; a < m->addr + m->len; a += opt.bucket)
-        fhc_map_del(&pinned_buckets, n->id, a / opt.bucket);
+        if (fhc_map_get(&pinned_buckets, n->id, a / opt.bucket) == (void *)(idx + 1))
+            fhc_map_del(&pinned_buckets, n->id, a / opt.bucket);
     m->alive = 0;
     n->pinned -= m->len;
 }
@@ -385,7 +404,20 @@ static void check_rdma(const sim_op_t *o, const char *when)
                  (unsigned long)p->addr, p->len,
                  !m->alive ? "deregistered" : m->node != op->peer ? "another rank's"
                                                                    : "elsewhere");
-        if (!fhc_target_holds(nodes[op->peer].c, o->node, p->addr, p->len, p->key))
+        int stale = 0;
+        for (uintptr_t b = p->addr / opt.bucket; b <= (p->addr + p->len - 1) / opt.bucket; b++)
+            stale |= (uint64_t)(uintptr_t)fhc_map_get(&freed_at, op->peer, b) > m->pin_seq;
+        if (stale) {
+            st.stale_rdma++;
+            if (!fhc_target_revoking(nodes[op->peer].c, o->node, p->addr, p->len, p->key))
+                fail("op %" PRIu64 " rank %u -> %u (%s): RDMA on [%#lx, +%zu) through a "
+                     "registration of freed memory, and the target no longer waits for "
+                     "the initiator's revoke ack", o->id, o->node, op->peer, when,
+                     (unsigned long)p->addr, p->len);
+        } else if (!fhc_target_holds(nodes[op->peer].c, o->node, p->addr, p->len, p->key) &&
+                   /* another bucket of its region was freed: being revoked */
+                   !fhc_target_revoking(nodes[op->peer].c, o->node, p->addr, p->len,
+                                        p->key))
             fail("op %" PRIu64 " rank %u -> %u (%s): target does not record a hold "
                  "by the initiator on [%#lx, +%zu)", o->id, o->node, op->peer, when,
                  (unsigned long)p->addr, p->len);
@@ -568,6 +600,37 @@ static void start_local_pin(void)
                        .kind = EV_UNPIN_LOCAL, .data = s });
 }
 
+/* A rank frees 1..4 buckets of its segment and gets new pages at the same
+ * addresses; its memory monitor would report it: fhc_invalidate. */
+static void free_memory(void)
+{
+    uint32_t id = (uint32_t)rnd_below(opt.nodes);
+    size_t nb = 1 + rnd_below(4);
+    uintptr_t a = SEG_BASE + rnd_below(opt.seg / opt.bucket) * opt.bucket;
+    if (a + nb * opt.bucket > SEG_BASE + opt.seg)
+        nb = (SEG_BASE + opt.seg - a) / opt.bucket;
+    free_seq++;
+    if (fhc_map_reserve(&freed_at, nb) < 0)
+        fail("out of memory");
+    for (size_t i = 0; i < nb; i++) {
+        uint64_t b = a / opt.bucket + i;
+        fhc_map_put(&freed_at, id, b, (void *)(uintptr_t)free_seq);
+        /* Registrations of the old pages are no longer "current": a new
+         * one may overlap them. */
+        size_t idx1 = (size_t)(uintptr_t)fhc_map_get(&pinned_buckets, id, b);
+        if (idx1) {
+            const mr_t *m = &mrs[idx1 - 1];
+            for (uintptr_t x = m->addr; x < m->addr + m->len; x += opt.bucket)
+                if (fhc_map_get(&pinned_buckets, id, x / opt.bucket) == (void *)idx1)
+                    fhc_map_del(&pinned_buckets, id, x / opt.bucket);
+        }
+    }
+    st.frees++;
+    fhc_invalidate(nodes[id].c, a, nb * opt.bucket);
+    for (uint32_t p = 0; p < opt.nodes; p++)
+        touch(id, p);
+}
+
 static void handle(event_t e)
 {
     switch (e.kind) {
@@ -706,8 +769,9 @@ static void usage(void)
             "[--maxvictim b] [--put-in-move b] [--seg b] [--rate n] [--window n] "
             "[--delay n] [--rdma-delay n] [--check-every K] [--check-sample K] "
             "[--stall K] [--max-age K] [--bad-rate pm] [--local-rate pm] [--pin-fail pm] "
-            "[--reorder-replies] [--inject-bug no-f-check|evict-held|"
-            "forget-release|stale-install|skip-release|reorder-requests] [--quiet]\n");
+            "[--free-rate pm] [--reorder-replies] [--inject-bug no-f-check|evict-held|"
+            "forget-release|stale-install|skip-release|reorder-requests|early-ack|"
+            "ignore-revoke] [--quiet]\n");
     exit(2);
 }
 
@@ -738,11 +802,14 @@ static void parse_args(int argc, char **argv)
         else if (ARG("--bad-rate")) opt.bad_rate = (unsigned)parse_size(v);
         else if (ARG("--local-rate")) opt.local_rate = (unsigned)parse_size(v);
         else if (ARG("--pin-fail")) opt.pin_fail = (unsigned)parse_size(v);
+        else if (ARG("--free-rate")) opt.free_rate = (unsigned)parse_size(v);
         else if (ARG("--inject-bug")) {
             if (!strcmp(v, "no-f-check")) opt.bugs |= FHC_BUG_NO_F_CHECK;
             else if (!strcmp(v, "evict-held")) opt.bugs |= FHC_BUG_EVICT_HELD;
             else if (!strcmp(v, "forget-release")) opt.bugs |= FHC_BUG_FORGET_RELEASE;
             else if (!strcmp(v, "stale-install")) opt.bugs |= FHC_BUG_STALE_INSTALL;
+            else if (!strcmp(v, "early-ack")) opt.bugs |= FHC_BUG_EARLY_ACK;
+            else if (!strcmp(v, "ignore-revoke")) opt.bugs |= FHC_BUG_IGNORE_REVOKE;
             else if (!strcmp(v, "skip-release")) opt.skip_release = 1;
             else if (!strcmp(v, "reorder-requests")) opt.reorder_requests = 1;
             else usage();
@@ -780,6 +847,7 @@ int main(int argc, char **argv)
     if (!nodes || !flow_last || !rflow_last)
         fail("out of memory");
     fhc_map_init(&pinned_buckets);
+    fhc_map_init(&freed_at);
     for (uint32_t i = 0; i < opt.nodes; i++) {
         nodes[i].id = i;
         fhc_params_t p = { .nranks = opt.nodes, .rank = i, .bucket = opt.bucket,
@@ -814,6 +882,8 @@ int main(int argc, char **argv)
                 start_op();
             if (opt.local_rate && permille(opt.local_rate))
                 start_local_pin();
+            if (opt.free_rate && permille(opt.free_rate))
+                free_memory();
         }
         check_touched();
         if (now % opt.check_every == 0)
@@ -824,6 +894,10 @@ int main(int argc, char **argv)
     }
     check_all();
     check_quiescent();
+    for (uint32_t i = 0; i < opt.nodes; i++)
+        if (fhc_revokes_pending(nodes[i].c))
+            fail("quiescent: rank %u still waits for %u revoke acks", i,
+                 fhc_revokes_pending(nodes[i].c));
 
     fhc_stats_t cs;
     fhc_peer_stats_t ps;
@@ -864,6 +938,9 @@ int main(int argc, char **argv)
            " max_latency=%" PRIu64 " steps=%" PRIu64 " time=%.1fs\n",
            st.local_pins, st.local_again, st.rdma_checks, st.peer_checks,
            st.sample_checks, st.full_checks, st.msgs, st.max_latency, now, secs);
+    if (opt.free_rate)
+        printf("fhsim: frees=%" PRIu64 " rdma_through_revoked=%" PRIu64 "\n", st.frees,
+               st.stale_rdma);
     free(nodes);
     free(flow_last);
     free(rflow_last);

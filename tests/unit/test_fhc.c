@@ -3,7 +3,8 @@
  * coalescing, the victim FIFO (order, lazy deregistration, MAXVICTIM), the
  * unused FIFO's victim choice, F at both ends, pending coalescing,
  * put-in-move, refused and malformed requests, the budget queue woken by a
- * release, and holds that stay exact when replies are reordered.
+ * release, holds that stay exact when replies are reordered, and freed or
+ * reused memory: invalidation, revocation and its acks.
  *
  * Two or three caches talk through a hand-driven message queue, so each test
  * decides exactly when (and in which order) a message arrives.
@@ -595,6 +596,191 @@ START_TEST(wire_round_trips)
 }
 END_TEST
 
+/* ------------------------------------------------ freed or reused memory */
+
+static void check_ok(uint32_t r)
+{
+    char why[256];
+    int rc = fhc_check_invariants(ranks[r].c, why, sizeof why);
+    ck_assert_msg(rc == 0, "rank %u: %s", r, why);
+}
+
+START_TEST(invalidate_deregisters_unused_regions_at_once_and_skips_others)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    fhc_local_t l;
+    ck_assert_int_eq(fhc_pin_local(ranks[0].c, SEG + B, 10, &l), 0);
+    ck_assert_uint_eq(l.nmr, 1);
+    ck_assert_uint_eq(l.mr_base[0], SEG + B);   /* one bucket, whole */
+    ck_assert_uint_eq(l.mr_len[0], B);
+    fhc_unpin_local(ranks[0].c, &l);            /* now a victim */
+    ck_assert_uint_eq(stats(0).victim_len, 1);
+    /* a range that misses the region changes nothing */
+    ck_assert_uint_eq(fhc_invalidate(ranks[0].c, SEG, B), 0);
+    ck_assert_uint_eq(fhc_invalidate(ranks[0].c, SEG + 2 * B, B), 0);
+    ck_assert_uint_eq(ranks[0].unpins, 0);
+    /* one byte of it: the whole region goes, now */
+    ck_assert_uint_eq(fhc_invalidate(ranks[0].c, SEG + B + 100, 1), 1);
+    ck_assert_uint_eq(ranks[0].unpins, 1);
+    ck_assert_uint_eq(stats(0).nregions, 0);
+    ck_assert_uint_eq(stats(0).victim_len, 0);
+    ck_assert_uint_eq(stats(0).invalidations, 1);
+    /* the same buckets pin again: a NEW registration (the new pages) */
+    ck_assert_int_eq(fhc_pin_local(ranks[0].c, SEG + B, 10, &l), 0);
+    ck_assert_uint_eq(stats(0).registrations, 2);
+    check_ok(0);
+    fhc_unpin_local(ranks[0].c, &l);
+    teardown_n(2);
+}
+END_TEST
+
+START_TEST(a_locally_pinned_region_dies_at_its_last_unpin)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    fhc_local_t a, b;
+    ck_assert_int_eq(fhc_pin_local(ranks[0].c, SEG, 2 * B, &a), 0);
+    ck_assert_int_eq(fhc_invalidate(ranks[0].c, SEG + B, 1), 1);
+    ck_assert_uint_eq(ranks[0].unpins, 0);      /* still pinned by a */
+    ck_assert_uint_eq(stats(0).dead_bytes, 2 * B);
+    check_ok(0);
+    /* a new pin of the same memory does not reuse the dead region */
+    ck_assert_int_eq(fhc_pin_local(ranks[0].c, SEG, 2 * B, &b), 0);
+    ck_assert_ptr_ne(b.mr[0], a.mr[0]);
+    check_ok(0);
+    fhc_unpin_local(ranks[0].c, &a);
+    ck_assert_uint_eq(ranks[0].unpins, 1);
+    ck_assert_uint_eq(ranks[0].unpinned[0], SEG);
+    ck_assert_uint_eq(stats(0).dead_bytes, 0);
+    fhc_unpin_local(ranks[0].c, &b);
+    check_ok(0);
+    /* everything: the victim goes too */
+    ck_assert_uint_eq(fhc_invalidate(ranks[0].c, 0, SIZE_MAX), 1);
+    ck_assert_uint_eq(stats(0).nregions, 0);
+    teardown_n(2);
+}
+END_TEST
+
+START_TEST(a_held_region_is_revoked_and_freed_after_the_ack)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    top_t t;
+    acquire(0, &t, 1, SEG, B, NULL);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    fhc_release(ranks[0].c, &t.op);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 1);
+    /* rank 1 frees the memory: one REVOKE to the holder, no dereg yet */
+    ck_assert_uint_eq(fhc_invalidate(ranks[1].c, SEG, B), 1);
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 1);
+    ck_assert_uint_eq(ranks[1].unpins, 0);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 0);
+    ck_assert_uint_eq(nq, 1);
+    ck_assert(!queue[0].is_reply);
+    check_ok(1);
+    deliver(0);                                 /* rank 0 drops it, acks */
+    ck_assert_uint_eq(pstats(0, 1).held_regions, 0);
+    ck_assert_uint_eq(pstats(0, 1).revoked, 1);
+    ck_assert_uint_eq(nq, 1);
+    check_ok(0);
+    deliver(0);                                 /* the ack: dereg now */
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 0);
+    ck_assert_uint_eq(ranks[1].unpins, 1);
+    check_ok(1);
+    /* the next access misses and gets a new registration */
+    ck_assert_int_eq(acquire(0, &t, 1, SEG, B, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    ck_assert_uint_ne(t.op.piece[0].key[0], 1);
+    fhc_release(ranks[0].c, &t.op);
+    teardown_n(2);
+}
+END_TEST
+
+START_TEST(a_firehose_in_use_is_acked_only_after_its_rdma_completed)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    top_t t, u;
+    acquire(0, &t, 1, SEG, B, NULL);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);        /* RDMA "in flight" */
+    fhc_invalidate(ranks[1].c, SEG, B);
+    deliver(0);                                 /* REVOKE: no ack yet */
+    ck_assert_uint_eq(nq, 0);
+    /* no new hit through it: a new op misses; the target answers AGAIN
+     * until the ack, and the op keeps no reference while it retries */
+    ck_assert_int_eq(acquire(0, &u, 1, SEG + 8, 8, NULL), FHC_PENDING);
+    deliver(0);
+    ck_assert_uint_eq(nq, 1);
+    ck_assert(queue[0].is_reply);
+    deliver(0);                                 /* AGAIN: re-sent */
+    ck_assert_uint_eq(pstats(0, 1).retries, 1);
+    ck_assert_uint_eq(u.calls, 0);
+    ck_assert_uint_eq(nq, 1);
+    deliver(0);                                 /* AGAIN again ... */
+    ck_assert_uint_eq(ranks[1].unpins, 0);
+    fhc_release(ranks[0].c, &t.op);             /* RDMA done: ack queued */
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 1);
+    deliver_all();                              /* reply, ack, retry, grant */
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 0);
+    ck_assert_uint_eq(ranks[1].unpins, 1);
+    ck_assert_int_eq(u.calls, 1);
+    ck_assert_int_eq(u.status, FHC_HIT);
+    ck_assert_uint_ne(u.op.piece[0].key[0], t.op.piece[0].key[0]);
+    check_ok(0);
+    check_ok(1);
+    fhc_release(ranks[0].c, &u.op);
+    teardown_n(2);
+}
+END_TEST
+
+START_TEST(a_revoke_that_overtakes_the_grant_stops_its_install)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    top_t t;
+    acquire(0, &t, 1, SEG, B, NULL);
+    deliver(0);                                 /* granted; reply queued */
+    fhc_invalidate(ranks[1].c, SEG, B);         /* REVOKE queued after it */
+    ck_assert_uint_eq(nq, 2);
+    deliver(1);                                 /* REVOKE first: ack */
+    deliver(0);                                 /* the stale grant: ignored */
+    ck_assert_uint_eq(pstats(0, 1).held_regions, 0);
+    deliver_all();                              /* ack, then op's new move */
+    ck_assert_int_eq(t.calls, 1);
+    ck_assert_int_eq(t.status, FHC_HIT);
+    ck_assert_uint_eq(ranks[1].unpins, 1);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 1);
+    check_ok(0);
+    check_ok(1);
+    fhc_release(ranks[0].c, &t.op);
+    teardown_n(2);
+}
+END_TEST
+
+START_TEST(a_release_of_a_revoked_region_is_accepted)
+{
+    setup_n(2, RMAX, 4 * RMAX);                 /* F = R: one frame held */
+    top_t t;
+    acquire(0, &t, 1, SEG, B, NULL);
+    deliver_all();
+    fhc_release(ranks[0].c, &t.op);
+    fhc_invalidate(ranks[1].c, SEG, B);         /* REVOKE queued (not sent) */
+    msg_t revoke = queue[0];
+    nq = 0;
+    /* rank 0 moves to the next frame, releasing the revoked region */
+    acquire(0, &t, 1, SEG + RMAX, B, NULL);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    ck_assert_uint_eq(stats(1).refused, 0);
+    fhc_on_message(ranks[0].c, 1, 0, revoke.data, revoke.len);   /* late */
+    deliver_all();                              /* the ack */
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 0);
+    check_ok(0);
+    check_ok(1);
+    fhc_release(ranks[0].c, &t.op);
+    teardown_n(2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fhc");
@@ -613,6 +799,12 @@ int main(void)
     tcase_add_test(tc, holds_stay_exact_when_moves_overlap_and_replies_reorder);
     tcase_add_test(tc, config_is_checked);
     tcase_add_test(tc, wire_round_trips);
+    tcase_add_test(tc, invalidate_deregisters_unused_regions_at_once_and_skips_others);
+    tcase_add_test(tc, a_locally_pinned_region_dies_at_its_last_unpin);
+    tcase_add_test(tc, a_held_region_is_revoked_and_freed_after_the_ack);
+    tcase_add_test(tc, a_firehose_in_use_is_acked_only_after_its_rdma_completed);
+    tcase_add_test(tc, a_revoke_that_overtakes_the_grant_stops_its_install);
+    tcase_add_test(tc, a_release_of_a_revoked_region_is_accepted);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

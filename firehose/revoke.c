@@ -1,0 +1,195 @@
+/*
+ * revoke.c -- memory that is freed or reused, in the runtime: the memory
+ * monitor's life cycle (FH_MEMMON), turning its events into cache
+ * invalidations, the revocation wait at runtime entry, and which memory
+ * may be registered and cached at all (FH_SEGMENT).  The protocol itself
+ * (REVOKE / REVOKE-ACK) is in the cache core (cache/fhc_target.c,
+ * fhc_initiator.c); the design and its guarantee in docs/firehose-cache.md,
+ * "Memory that is freed or reused".
+ *
+ * When invalidations are processed (fh_mm_sync_locked, bounded work):
+ *   - at every runtime entry (fh_mm_entry, from fh_enter),
+ *   - before serving a move (reg.c, move handler),
+ *   - before every fhc lookup and local pin (reg_xfer.c, reg_local.c);
+ *   - the hit layer (reg_hit.c) compares the monitor's state word with
+ *     `seen` on every hit (two loads, inline) and misses to the locked path
+ *     -- which syncs -- when they differ.
+ * At runtime entry the thread then waits, polling and holding no lock,
+ * until every REVOKE we sent is acknowledged.  So nothing the thread does
+ * next -- in particular an AM or a collective that publishes an address --
+ * leaves this rank while a peer may still write through a firehose on
+ * memory that was freed before the call.
+ *
+ * Locking: fh_mm_sync_locked and fh_mm_may_cache run under the cache lock
+ * (reg.c's g->lock); fh_mm_entry takes it briefly and never holds it while
+ * polling.  The monitor thread takes no lock at all (memmon.h).
+ *
+ * Revocations we RECEIVE (a peer freed memory we hold a firehose on) are
+ * handled in reg.c's move handler: fhc drops the firehose from its map and
+ * the hit layer drops its cached references on it (reg_hit_revoke), so the
+ * ack leaves only after the RDMA through it completed.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cache/fhc.h"
+#include "internal.h"
+#include "memmon.h"
+
+struct fh_mm {
+    fh_memmon_t *mon;              /* NULL: no monitor */
+    int cache_unwatched;           /* FH_MEMMON=off: cache without watching */
+    _Atomic uint64_t seen;         /* monitor state processed (written locked) */
+    _Atomic uint32_t revoking;     /* >= fhc_revokes_pending (see fh_mm_entry) */
+    _Atomic uint64_t invalidations;
+    _Atomic int said_uncached;     /* the fallback was logged */
+};
+
+int fh_mm_init(fh_rt_t *rt)
+{
+    struct fh_mm *mm = calloc(1, sizeof *mm);
+    if (mm == NULL)
+        return FH_ERR_NO_MEMORY;
+    int mode = rt->cfg.memmon;
+    int everything = rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING;
+    if (mode == FH_MEMMON_OFF) {
+        mm->cache_unwatched = 1;
+        if (rt->rank == 0)
+            fh_log_verbose(1, "memory monitor: off (FH_MEMMON=off): cached registrations "
+                           "are never invalidated; memory must not be freed or reused");
+    } else {
+        char why[160] = "";
+        int rc = fh_memmon_create(&mm->mon, why, sizeof why);
+        if (rc != 0 && (mode == FH_MEMMON_UFFD || everything)) {
+            free(mm);
+            return fh_set_error(FH_ERR_CONFIG, "fh_init: %s needs the memory monitor, "
+                                "which is unavailable: %s (FH_MEMMON=off accepts stale "
+                                "registrations)", mode == FH_MEMMON_UFFD ? "FH_MEMMON=uffd"
+                                : "FH_SEGMENT=everything", why);
+        }
+        if (rc != 0)
+            fh_log_verbose(1, "memory monitor unavailable (%s): local buffers outside "
+                           "segments are registered per operation, not cached", why);
+        else if (rt->rank == 0)
+            fh_log_verbose(1, "memory monitor: userfaultfd, %s mode",
+                           fh_memmon_mode(mm->mon));
+    }
+    rt->mm = mm;
+    return FH_OK;
+}
+
+void fh_mm_fini(fh_rt_t *rt)
+{
+    struct fh_mm *mm = rt->mm;
+    if (mm == NULL)
+        return;
+    fh_memmon_destroy(mm->mon);
+    free(mm);
+    rt->mm = NULL;
+}
+
+int fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed)
+{
+    struct fh_mm *mm = rt->mm;
+    if (mm->mon != NULL && fh_memmon_watch(mm->mon, addr, len) == 0)
+        return 1;
+    if (mm->cache_unwatched)
+        return 1;
+    /* Segment memory is the runtime's own: it is never unmapped before
+     * fh_finalize (segment.c), so a registration of it cannot go stale
+     * unless the application discards it with madvise, which the segment
+     * contract forbids. */
+    if (exposed && rt->cfg.segment_mode == FH_SEGMENT_SEGMENTS)
+        return 1;
+    if (!atomic_exchange(&mm->said_uncached, 1))
+        fh_log_verbose(1, "memory monitor: cannot watch [%p, +%zu) (%s); such local "
+                       "buffers are registered per operation", (void *)addr, len,
+                       mm->mon ? "not anonymous memory, or a hole" : "no monitor");
+    return 0;
+}
+
+void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c)
+{
+    struct fh_mm *mm = rt->mm;
+    if (mm == NULL || mm->mon == NULL || c == NULL ||
+        !fh_memmon_pending(mm->mon, atomic_load_explicit(&mm->seen, memory_order_relaxed)))
+        return;
+    fh_memmon_range_t r[64];
+    int all;
+    uint64_t state;
+    size_t n;
+    unsigned inv = 0;
+    do {
+        n = fh_memmon_drain(mm->mon, r, 64, &all, &state);
+        if (all)
+            inv += fhc_invalidate(c, 0, SIZE_MAX);
+        for (size_t i = 0; i < n; i++)
+            inv += fhc_invalidate(c, r[i].start, r[i].end - r[i].start);
+    } while (n == 64);
+    atomic_store_explicit(&mm->seen, state, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mm->invalidations, inv, memory_order_relaxed);
+    atomic_store_explicit(&mm->revoking, fhc_revokes_pending(c), memory_order_relaxed);
+}
+
+void fh_mm_entry(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    struct fh_mm *mm = rt->mm;
+    if (mm == NULL)
+        return;
+    if (fh_memmon_pending(mm->mon, atomic_load_explicit(&mm->seen, memory_order_relaxed))) {
+        struct fhc *c = fh_reg_lock(rt);
+        fh_mm_sync_locked(rt, c);
+        fh_reg_unlock(rt);
+    }
+    /* revoking only grows in fh_mm_sync_locked (it is set there, after the
+     * REVOKEs were queued) and is re-read under the lock here, so a zero
+     * means none of ours is outstanding. */
+    if (atomic_load_explicit(&mm->revoking, memory_order_relaxed) == 0)
+        return;
+    for (unsigned idle = 0;; idle++) {
+        fh_reg_flush(t);
+        struct fhc *c = fh_reg_lock(rt);
+        uint32_t n = c ? fhc_revokes_pending(c) : 0;
+        fh_reg_unlock(rt);
+        atomic_store_explicit(&mm->revoking, n, memory_order_relaxed);
+        if (n == 0 || atomic_load(&rt->finalizing))
+            return;
+        fh_progress(t);
+        if (idle > 32)
+            sched_yield();
+    }
+}
+
+void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
+                     const _Atomic uint64_t **seen)
+{
+    struct fh_mm *mm = rt->mm;
+    *state = mm != NULL && mm->mon != NULL ? fh_memmon_state_word(mm->mon) : NULL;
+    *seen = mm != NULL ? &mm->seen : NULL;
+}
+
+uint64_t fh_mm_invalidations(const fh_rt_t *rt)
+{
+    return rt->mm ? atomic_load_explicit(&rt->mm->invalidations, memory_order_relaxed) : 0;
+}
+
+int fh_mm_mapped(uintptr_t addr, size_t len)
+{
+    /* mincore fails with ENOMEM iff part of the range is not mapped. */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vec[256];
+    if (addr % page || len == 0 || addr + len < addr)
+        return 0;
+    while (len) {
+        size_t n = len < sizeof vec * page ? len : sizeof vec * page;
+        if (mincore((void *)addr, n, vec) != 0)
+            return 0;
+        addr += n;
+        len -= n;
+    }
+    return 1;
+}

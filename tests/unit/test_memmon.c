@@ -1,0 +1,224 @@
+/*
+ * test_memmon.c -- the memory monitor (firehose/memmon.c) on this kernel:
+ * each way of freeing watched memory (munmap, mmap MAP_FIXED over it,
+ * madvise DONTNEED, mremap, a partial munmap) is reported with the right
+ * range; unwatched memory is not; watching never changes what the program
+ * reads (also in MODE_MISSING, where the monitor resolves page faults); a
+ * file mapping or a range with a hole cannot be watched.  Skips (77) when userfaultfd is
+ * unavailable here (the runtime then falls back, see revoke.c).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "memmon.h"
+
+static fh_memmon_t *m;
+static uint64_t seen;
+static size_t pg;
+
+/* Drains everything; returns how many ranges, copies the first 8. */
+static size_t drain(fh_memmon_range_t *out)
+{
+    fh_memmon_range_t r[64];
+    size_t total = 0, n;
+    int all = 0;
+    do {
+        n = fh_memmon_drain(m, r, 64, &all, &seen);
+        for (size_t i = 0; i < n; i++)
+            if (total + i < 8)
+                out[total + i] = r[i];
+        total += n;
+    } while (n == 64);
+    ck_assert_int_eq(all, 0);
+    return total;
+}
+
+static char *area(size_t npages)
+{
+    char *p = mmap(NULL, npages * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    return p;
+}
+
+static void setup(void)
+{
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+    char why[160];
+    ck_assert_int_eq(fh_memmon_create(&m, why, sizeof why), 0);
+    seen = fh_memmon_state(m);
+}
+
+/* MODE_MISSING: every first touch of a watched page is a fault the monitor
+ * thread resolves; the tests must see exactly the same. */
+static void setup_missing(void)
+{
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+    char why[160];
+    ck_assert_int_eq(fh_memmon_create_missing(&m, why, sizeof why), 0);
+    ck_assert_str_eq(fh_memmon_mode(m), "missing");
+    seen = fh_memmon_state(m);
+}
+
+static void teardown(void)
+{
+    fh_memmon_destroy(m);
+    m = NULL;
+}
+
+START_TEST(munmap_of_watched_memory_is_reported_before_munmap_returns)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(4);
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)p + 10, 2 * pg), 0);  /* pages 0..2 */
+    ck_assert(!fh_memmon_pending(m, seen));
+    ck_assert_int_eq(munmap(p, 4 * pg), 0);
+    /* no sleep, no poll: the event is visible as soon as munmap returned */
+    ck_assert(fh_memmon_pending(m, seen));
+    ck_assert_uint_eq(drain(r), 1);
+    ck_assert_uint_le(r[0].start, (uintptr_t)p);
+    ck_assert_uint_ge(r[0].end, (uintptr_t)p + 3 * pg);
+    ck_assert(!fh_memmon_pending(m, seen));
+    ck_assert_uint_eq(fh_memmon_events(m), 1);
+}
+END_TEST
+
+START_TEST(map_fixed_dontneed_mremap_and_partial_munmap_are_reported)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(8);
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)p, 8 * pg), 0);
+    /* mmap(MAP_FIXED) over two watched pages */
+    ck_assert_ptr_eq(mmap(p, 2 * pg, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), p);
+    ck_assert_uint_eq(drain(r), 1);
+    ck_assert_uint_eq(r[0].start, (uintptr_t)p);
+    ck_assert_uint_eq(r[0].end, (uintptr_t)p + 2 * pg);
+    /* madvise DONTNEED on pages 3..4 */
+    ck_assert_int_eq(madvise(p + 3 * pg, 2 * pg, MADV_DONTNEED), 0);
+    ck_assert_uint_eq(drain(r), 1);
+    ck_assert_uint_eq(r[0].start, (uintptr_t)p + 3 * pg);
+    ck_assert_uint_eq(r[0].end, (uintptr_t)p + 5 * pg);
+    /* mremap pages 5..7 elsewhere: the old range is reported */
+    char *q = mremap(p + 5 * pg, 3 * pg, 3 * pg, MREMAP_MAYMOVE | MREMAP_FIXED,
+                     area(3));
+    ck_assert_ptr_ne(q, MAP_FAILED);
+    ck_assert_uint_ge(drain(r), 1);
+    ck_assert_uint_eq(r[0].start, (uintptr_t)p + 5 * pg);
+    ck_assert_uint_eq(r[0].end, (uintptr_t)p + 8 * pg);
+    /* a partial munmap of what is left (page 2) */
+    ck_assert_int_eq(munmap(p + 2 * pg, pg), 0);
+    ck_assert_uint_eq(drain(r), 1);
+    ck_assert_uint_eq(r[0].start, (uintptr_t)p + 2 * pg);
+    munmap(q, 3 * pg);
+    drain(r);
+    munmap(p, 2 * pg);
+    munmap(p + 3 * pg, 2 * pg);
+    drain(r);
+}
+END_TEST
+
+START_TEST(unwatched_memory_is_not_reported)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(2);
+    char *w = area(1);
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)w, pg), 0);
+    ck_assert_int_eq(madvise(p, 2 * pg, MADV_DONTNEED), 0);
+    ck_assert_int_eq(munmap(p, 2 * pg), 0);
+    ck_assert(!fh_memmon_pending(m, seen));
+    ck_assert_uint_eq(drain(r), 0);
+    munmap(w, pg);
+    ck_assert_uint_eq(drain(r), 1);
+}
+END_TEST
+
+START_TEST(watching_changes_nothing_the_program_sees)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(4);
+    memset(p, 0x5a, pg);                           /* page 0 populated */
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)p, 4 * pg), 0);
+    ck_assert_int_eq(p[0], 0x5a);
+    ck_assert_int_eq(p[2 * pg], 0);                /* untouched page reads 0 */
+    p[3 * pg] = 7;                                 /* first write to a page */
+    ck_assert_int_eq(p[3 * pg], 7);
+    /* a kernel-mode access (read(2) into a never-touched watched page) */
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    ck_assert_int_eq(write(fd[1], "abc", 3), 3);
+    ck_assert_int_eq(read(fd[0], p + pg + 100, 3), 3);
+    ck_assert_int_eq(memcmp(p + pg + 100, "abc", 3), 0);
+    close(fd[0]);
+    close(fd[1]);
+    ck_assert_uint_eq(drain(r), 0);
+    munmap(p, 4 * pg);
+    drain(r);
+}
+END_TEST
+
+START_TEST(a_file_mapping_cannot_be_watched)
+{
+    char path[] = "/tmp/fh_memmon_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    ck_assert_int_eq(ftruncate(fd, (off_t)pg), 0);
+    char *p = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    ck_assert_int_lt(fh_memmon_watch(m, (uintptr_t)p, pg), 0);
+    munmap(p, pg);
+    close(fd);
+    /* a hole */
+    char *q = area(3);
+    munmap(q + pg, pg);
+    ck_assert_int_lt(fh_memmon_watch(m, (uintptr_t)q, 3 * pg), 0);
+    munmap(q, 3 * pg);
+}
+END_TEST
+
+int main(void)
+{
+    fh_memmon_t *probe;
+    char why[160];
+    if (fh_memmon_create(&probe, why, sizeof why) != 0) {
+        printf("SKIP test_memmon: %s\n", why);
+        return 77;
+    }
+    printf("test_memmon: userfaultfd in %s mode\n", fh_memmon_mode(probe));
+    fh_memmon_destroy(probe);
+    Suite *s = suite_create("memmon");
+    TCase *tc = tcase_create("uffd");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, munmap_of_watched_memory_is_reported_before_munmap_returns);
+    tcase_add_test(tc, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
+    tcase_add_test(tc, unwatched_memory_is_not_reported);
+    tcase_add_test(tc, watching_changes_nothing_the_program_sees);
+    tcase_add_test(tc, a_file_mapping_cannot_be_watched);
+    suite_add_tcase(s, tc);
+    fh_memmon_t *mp;
+    if (fh_memmon_create_missing(&mp, why, sizeof why) == 0) {
+        fh_memmon_destroy(mp);
+        TCase *tm = tcase_create("uffd-missing");
+        tcase_add_checked_fixture(tm, setup_missing, teardown);
+        tcase_add_test(tm, munmap_of_watched_memory_is_reported_before_munmap_returns);
+        tcase_add_test(tm, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
+        tcase_add_test(tm, unwatched_memory_is_not_reported);
+        tcase_add_test(tm, watching_changes_nothing_the_program_sees);
+        tcase_add_test(tm, a_file_mapping_cannot_be_watched);
+        suite_add_tcase(s, tm);
+    } else {
+        printf("test_memmon: missing mode not testable here: %s\n", why);
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
