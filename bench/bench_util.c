@@ -95,28 +95,9 @@ const char *fhb_paths(void)
     return choice(e->choices, fh_rt->cfg.paths, buf, sizeof buf);
 }
 
-/* What firehose/reg.c calls pinnable(): min(RLIMIT_MEMLOCK, 2/3 RAM); the
- * conduit's own limit is not visible here (none on ofi). */
-static size_t pinnable(void)
-{
-    size_t lim = SIZE_MAX;
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psz > 0)
-        lim = (size_t)pages / 3 * 2 * (size_t)psz;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (size_t)rl.rlim_cur < lim)
-        lim = (size_t)rl.rlim_cur;
-    if (fh_rt && fh_rt->limits.max_mr_bytes && fh_rt->limits.max_mr_bytes < lim)
-        lim = fh_rt->limits.max_mr_bytes;
-    return lim;
-}
-
 size_t fhb_firehose_m(void)
 {
-    if (fh_rt && fh_rt->cfg.firehose_m)
-        return fh_rt->cfg.firehose_m;
-    return pinnable() / 4 * 3;
+    return fh_rt ? fh_reg_m(fh_rt) : 0;
 }
 
 size_t fhb_bucket(void)

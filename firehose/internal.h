@@ -296,6 +296,10 @@ void fh_reg_fini(fh_rt_t *rt);
 int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
 size_t fh_reg_bucket(const fh_rt_t *rt);
+/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
+size_t fh_reg_pinnable(const fh_rt_t *rt);
+/* M: the cache's agreed value under firehose, else what it would default to. */
+size_t fh_reg_m(const fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
  * rank != us.  Non-blocking: every chunk counts one in ctr->pending (and in
  * path->inflight) until it completed, with its error if any; a chunk that

@@ -255,7 +255,7 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 /* ------------------------------------------------------------ life cycle */
 
 /* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
-static size_t pinnable(const fh_rt_t *rt)
+size_t fh_reg_pinnable(const fh_rt_t *rt)
 {
     size_t lim = SIZE_MAX;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -296,7 +296,7 @@ int fh_reg_init(fh_rt_t *rt)
 
     /* Derived sizes may differ between hosts; fhc needs them equal: take
      * the minimum over all ranks. */
-    size_t lim = pinnable(rt);
+    size_t lim = fh_reg_pinnable(rt);
     uint64_t mine[2] = {rt->cfg.firehose_m ? rt->cfg.firehose_m : lim / 4 * 3,
                         rt->cfg.firehose_maxvictim ? rt->cfg.firehose_maxvictim : lim / 4};
     uint64_t *all = calloc((size_t)rt->nranks, sizeof mine);
@@ -395,6 +395,13 @@ void fh_reg_unlock(fh_rt_t *rt)
 size_t fh_reg_bucket(const fh_rt_t *rt)
 {
     return rt->reg ? rt->reg->bucket : 0;
+}
+
+size_t fh_reg_m(const fh_rt_t *rt)
+{
+    if (rt->reg != NULL)
+        return rt->reg->M;
+    return rt->cfg.firehose_m ? rt->cfg.firehose_m : fh_reg_pinnable(rt) / 4 * 3;
 }
 
 static int span_push(reg_span_t **a, size_t *n, size_t *cap, uintptr_t base, uintptr_t end)
