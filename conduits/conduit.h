@@ -131,6 +131,12 @@ typedef struct fh_conduit_ops {
      * every (rank, path) reachable as described above. */
     int  (*connect)(struct fh_conduit *c, struct fh_boot *boot);
 
+    /* Registers [addr, addr+len).  Errors (with fh_set_error): FH_ERR_INVALID
+     * when the range is not entirely mapped and accessible (EFAULT: the
+     * caller decides whether that deserves a log line -- the cache expects
+     * it for bucket-rounded ranges next to a guard page), FH_ERR_NO_MEMORY
+     * when the pinning or NIC limits are reached (logged), FH_ERR_LIMIT /
+     * FH_ERR_TRANSPORT otherwise. */
     int  (*mr_reg)(struct fh_conduit *c, void *addr, size_t len,
                    unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
     int  (*mr_dereg)(struct fh_conduit *c, struct fh_mr *mr);

@@ -59,6 +59,12 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
     fh_rkey_t rk = {0, 0};
     struct fh_mr *m = NULL;
     int rc = rt->cops->mr_reg(rt->conduit, (void *)addr, len, acc, &m, &rk);
+    if (rc == FH_ERR_INVALID)
+        /* Part of the bucket-rounded range is not mapped or accessible (a
+         * guard page next to a stack or heap mapping): evicting victims
+         * cannot help, so not retried; a local pin falls back to a
+         * temporary registration of the exact bytes (reg_local.c). */
+        return FHC_ERR_INVALID;
     if (rc != FH_OK)
         return FHC_ERR_NO_MEMORY;
     *mr = m;

@@ -143,6 +143,9 @@ int ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned access,
     if (!m->mr) {
         int e = errno;
         free(m);
+        if (e == EFAULT)   /* not (all) mapped or accessible: see conduit.h */
+            return fh_set_error(FH_ERR_INVALID, "ibv: cannot register %p (+%zu "
+                                "bytes): not mapped or not accessible", addr, len);
         fh_log_error("ibv: ibv_reg_mr(%p, %zu bytes) on %s: %s%s", addr, len,
                      c->devname, strerror(e),
                      e == ENOMEM || e == EPERM

@@ -50,6 +50,9 @@ static int ofi_reg_one(struct fh_conduit *c, struct fid_ep *ep, void *addr,
     struct fid_mr *mr = NULL;
     int ret = fi_mr_reg(c->domain, addr, len, fi_access, 0, key, 0, &mr,
                         NULL);
+    if (ret == -FI_EFAULT)   /* not (all) mapped or accessible: see conduit.h */
+        return fh_set_error(FH_ERR_INVALID, "ofi: cannot register %p (+%zu "
+                            "bytes): not mapped or not accessible", addr, len);
     if (ret) {
         fh_log_error("ofi: fi_mr_reg(%p, %zu bytes): %s", addr, len,
                      fi_strerror(-ret));
