@@ -42,10 +42,10 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Largest single network operation; bigger puts/gets are split.", 0},
     {"FH_MAX_SEGMENTS", FH_CFG_INT, "1024", NULL, F(max_segments), 1,
      "Segments that may exist at once.", 0},
-    {"FH_REG_STRATEGY", FH_CFG_ENUM, "pin-everything",
+    {"FH_REG_STRATEGY", FH_CFG_ENUM, "firehose",
      "pin-everything|firehose|rendezvous|rendezvous-cache|bounce", F(reg_strategy), 1,
-     "Memory registration strategy: pin-everything registers whole segments; "
-     "firehose registers on demand through the registration cache; for comparison, "
+     "Memory registration strategy: firehose registers on demand through the "
+     "registration cache; pin-everything registers whole segments; for comparison, "
      "rendezvous registers at the target per operation, rendezvous-cache never "
      "deregisters, bounce copies through AMs (docs/firehose-cache.md).", 0},
     {"FH_BUCKET_SIZE", FH_CFG_SIZE, "64k", NULL, F(bucket_size), 1,

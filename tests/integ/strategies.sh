@@ -1,17 +1,17 @@
 #!/bin/sh
 # strategies.sh -- the integrity tests under every registration strategy
 # other than the default: for each FH_REG_STRATEGY in FH_TEST_STRATEGIES
-# (default: firehose rendezvous rendezvous-cache bounce) and each provider
+# (default: pin-everything rendezvous rendezvous-cache bounce) and each provider
 # in FH_TEST_PROVIDERS (tcp shm), on FH_TEST_STRATEGY_NP ranks (default 2):
 # rma_integrity (and its 64 MiB --big run), am_test, atomic_test,
 # threads_test (FH_PATHS independent and shared), sweep_test, bad_input.
-# The default strategy (pin-everything) gets the full rank matrix from the
+# The default strategy (firehose) gets the full rank matrix from the
 # per-test scripts; this keeps the added CI time small (a few minutes).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 for p in $(providers); do
     export FH_OFI_PROVIDER=$p
-    for s in ${FH_TEST_STRATEGIES:-firehose rendezvous rendezvous-cache bounce}; do
+    for s in ${FH_TEST_STRATEGIES:-pin-everything rendezvous rendezvous-cache bounce}; do
         export FH_REG_STRATEGY=$s
         for n in ${FH_TEST_STRATEGY_NP:-2}; do
             run_np rma_integrity "$n"
