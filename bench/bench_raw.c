@@ -19,7 +19,8 @@
  * every 8x) post without FI_COMPLETION and wait on a write counter
  * (fi_cntr_read) instead of reading the CQ.
  *
- * Not here yet: a verbs (ibv) version.
+ * Verbs: when the runtime runs the ibv conduit (FH_CONDUIT=ibv), `raw` is
+ * the same loops on rdma-core verbs instead (bench_raw_ibv.c).
  *
  * CSV: the columns of bench_rma.c (fhb_rma_columns), same op names, so
  * raw-<prov>.csv and latency-<prov>.csv rows pair up by (op, size); plus
@@ -318,6 +319,10 @@ static void cntr_rows(void *ctx, const fhb_opts_t *o, FILE *csv)
 
 int fhb_raw(const fhb_opts_t *o)
 {
+#ifdef FH_HAVE_IBV
+    if (fh_rt->cops && strcmp(fh_rt->cops->name, "ibv") == 0)
+        return fhb_raw_ibv(o);
+#endif
     const char *prov = o->provider;
     if (!prov)
         prov = fh_rt->cfg.ofi_provider && *fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider

@@ -162,15 +162,32 @@ static void git_rev(char *buf, size_t len)
     pclose(p);
 }
 
+/* What a CSV calls the provider: FH_OFI_PROVIDER on the ofi conduit,
+ * "ibv-<device>" on the ibv conduit (the device from the conduit's
+ * description, "ibv rxe0 port 1 (RoCE)"), else "-". */
+static const char *provider(const char *conduit, char *buf, size_t len)
+{
+    if (strcmp(conduit, "ofi") == 0)
+        return fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
+    if (strcmp(conduit, "ibv") == 0) {
+        char dev[64];
+        if (sscanf(fh_rt->limits.description, "ibv %63s", dev) == 1)
+            snprintf(buf, len, "ibv-%s", dev);
+        else
+            snprintf(buf, len, "ibv");
+        return buf;
+    }
+    return "-";
+}
+
 static void header(FILE *f, const fhb_opts_t *o)
 {
-    char rev[64];
+    char rev[64], pbuf[80];
     git_rev(rev, sizeof rev);
     const char *conduit = fh_rt && fh_rt->cops ? fh_rt->cops->name : "?";
-    const char *prov = fh_rt && fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
     fprintf(f, "# fhbench=%s\n", o->test);
     fprintf(f, "# conduit=%s\n", conduit);
-    fprintf(f, "# provider=%s\n", strcmp(conduit, "ofi") == 0 ? prov : "-");
+    fprintf(f, "# provider=%s\n", fh_rt ? provider(conduit, pbuf, sizeof pbuf) : "?");
     fprintf(f, "# strategy=%s\n", fhb_strategy());
     fprintf(f, "# M=%zu\n", fhb_firehose_m());
     fprintf(f, "# bucket=%zu\n", fhb_bucket());

@@ -11,6 +11,7 @@
  *   bench_msgrate.c  2-byte puts from T threads per rank
  *   bench_cache.c    registration-cache hit path vs UCX's rcache
  *   bench_raw.c      the same loops written directly on libfabric
+ *   bench_raw_ibv.c  ... and on rdma-core verbs (ibv conduit builds only)
  *   bench_pair.c     raw's body shared by both: size table, paired rounds
  *
  * Every test is collective (all ranks call it); rank 0 measures, prints a
@@ -155,5 +156,8 @@ int fhb_apps(const fhb_opts_t *o);
 int fhb_msgrate(const fhb_opts_t *o);
 int fhb_cache(const fhb_opts_t *o);
 int fhb_raw(const fhb_opts_t *o);
+/* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
+ * the runtime runs the ibv conduit. */
+int fhb_raw_ibv(const fhb_opts_t *o);
 
 #endif /* FHBENCH_H */
