@@ -5,6 +5,8 @@
  *   fh_get timed one by one (median and p99), then a non-blocking flood:
  *   windows of FLOOD_WINDOW fh_put_nb/fh_get_nb handles completed with
  *   fh_wait_all (messages/s and MB/s), like GASNet's testsmall/testlarge.
+ *   The loop over sizes is fhb_size_table (bench_util.c), which `raw` runs
+ *   over the transports themselves.
  * peak: put bandwidth vs size, every put to the same remote location:
  *   fh_put_nbi bursts completed by fh_wait_nbi.
  *
@@ -23,20 +25,9 @@
 
 #include "fhbench.h"
 
-#define MAX_SIZE ((size_t)4 << 20)
 #define FLOOD_WINDOW 64
 
 const char *const fhb_rma_columns = "op,size,iters,median_us,p99_us,mb_s,msgs_s";
-
-/* Iterations for size n: `base` up to 64 KiB, then fewer (same bytes). */
-static long iters_for(long base, size_t n, int quick)
-{
-    long it = base;
-    if (n > 65536)
-        it = (long)((double)base * 65536.0 / (double)n);
-    long min = quick ? 5 : 20;
-    return it < min ? min : it;
-}
 
 typedef struct rma_ctx {
     void *remote;     /* rank 1's segment base */
@@ -47,10 +38,10 @@ typedef struct rma_ctx {
 static void ctx_open(rma_ctx_t *c)
 {
     void *mine;
-    FHB_TRY(fh_segment_create(2 * MAX_SIZE, &c->seg, &mine));
+    FHB_TRY(fh_segment_create(2 * FHB_MAX_SIZE, &c->seg, &mine));
     FHB_TRY(fh_segment_query(c->seg, 1, &c->remote, NULL));
-    c->local = (char *)mine + MAX_SIZE;
-    memset(c->local, 0x5a, MAX_SIZE);
+    c->local = (char *)mine + FHB_MAX_SIZE;
+    memset(c->local, 0x5a, FHB_MAX_SIZE);
 }
 
 static void ctx_close(const fhb_opts_t *o, rma_ctx_t *c)
@@ -59,10 +50,10 @@ static void ctx_close(const fhb_opts_t *o, rma_ctx_t *c)
     FHB_TRY(fh_segment_destroy(c->seg));
 }
 
-/* Times `it` blocking operations; fills med/p99 in microseconds. */
-static void time_blocking(const rma_ctx_t *c, int is_put, size_t n, long it, double *med,
-                          double *p99)
+/* Times `it` blocking operations; fills med/p99 in microseconds (fhb_lat_fn). */
+static void time_blocking(void *ctx, int is_put, size_t n, long it, double *med, double *p99)
 {
+    const rma_ctx_t *c = ctx;
     double *t = malloc(sizeof(double) * (size_t)it);
     if (!t)
         fh_abort(1, "fhbench: out of memory");
@@ -79,9 +70,10 @@ static void time_blocking(const rma_ctx_t *c, int is_put, size_t n, long it, dou
     free(t);
 }
 
-/* it operations in windows of FLOOD_WINDOW handles; returns seconds. */
-static double time_flood(const rma_ctx_t *c, int is_put, size_t n, long it)
+/* it operations in windows of FLOOD_WINDOW handles; returns seconds (fhb_flood_fn). */
+static double time_flood(void *ctx, int is_put, size_t n, long it)
 {
+    const rma_ctx_t *c = ctx;
     fh_handle_t h[FLOOD_WINDOW];
     double t0 = fhb_now_ns();
     for (long done = 0; done < it;) {
@@ -100,28 +92,8 @@ int fhb_latency(const fhb_opts_t *o)
     rma_ctx_t c;
     ctx_open(&c);
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
-    if (fh_rank() == 0) {
-        long base = fhb_iters(o, 2000, 100);
-        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
-        printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med",
-               "put_p99", "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
-        for (size_t n = 1; n <= top; n *= 2) {
-            long it = iters_for(base, n, o->quick);
-            double pm, pp, gm, gp;
-            time_blocking(&c, 1, n, it, &pm, &pp);
-            time_blocking(&c, 0, n, it, &gm, &gp);
-            fhb_csv_row(csv, "put,%zu,%ld,%.3f,%.3f,,", n, it, pm, pp);
-            fhb_csv_row(csv, "get,%zu,%ld,%.3f,%.3f,,", n, it, gm, gp);
-            long fit = 2 * it;
-            double ps = time_flood(&c, 1, n, fit), gs = time_flood(&c, 0, n, fit);
-            double pbw = (double)n * (double)fit / ps / 1e6, gbw = (double)n * (double)fit / gs / 1e6;
-            fhb_csv_row(csv, "put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, pbw, (double)fit / ps);
-            fhb_csv_row(csv, "get_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, gbw, (double)fit / gs);
-            printf("%9zu %8ld %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", n, it, pm, pp, gm,
-                   gp, pbw, gbw);
-            fflush(stdout);
-        }
-    }
+    if (fh_rank() == 0)
+        fhb_size_table(o, csv, &c, time_blocking, time_flood);
     fhb_csv_close(csv);
     ctx_close(o, &c);
     return 0;
@@ -134,10 +106,10 @@ int fhb_peak(const fhb_opts_t *o)
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     if (fh_rank() == 0) {
         long base = fhb_iters(o, 4000, 200);
-        size_t top = o->max_size && o->max_size < MAX_SIZE ? o->max_size : MAX_SIZE;
+        size_t top = fhb_top_size(o);
         printf("%9s %8s %12s %14s\n", "size", "puts", "MB/s", "msgs/s");
         for (size_t n = 8; n <= top; n *= 2) {
-            long it = iters_for(base, n, o->quick);
+            long it = fhb_iters_for(base, n, o->quick);
             for (long i = 0; i < it / 10 + 1; i++)     /* warm-up */
                 FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));
             FHB_TRY(fh_wait_nbi());

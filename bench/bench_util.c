@@ -1,5 +1,6 @@
 /*
- * bench_util.c -- clock, percentiles, the CSV writer and the run header.
+ * bench_util.c -- clock, percentiles, the CSV writer, the run header and
+ * the per-size table that latency and raw share (fhb_size_table).
  *
  * The header is the one place fhbench reads runtime internals
  * (firehose/internal.h: the conduit's name and the effective FH_*
@@ -28,6 +29,20 @@ long fhb_iters(const fhb_opts_t *o, long full, long q)
     return o->quick ? q : full;
 }
 
+size_t fhb_top_size(const fhb_opts_t *o)
+{
+    return o->max_size && o->max_size < FHB_MAX_SIZE ? o->max_size : FHB_MAX_SIZE;
+}
+
+long fhb_iters_for(long base, size_t n, int quick)
+{
+    long it = base;
+    if (n > 65536)
+        it = (long)((double)base * 65536.0 / (double)n);
+    long min = quick ? 5 : 20;
+    return it < min ? min : it;
+}
+
 double fhb_now_ns(void)
 {
     struct timespec ts;
@@ -48,6 +63,31 @@ double fhb_quantile(double *v, size_t n, double p)
     qsort(v, n, sizeof *v, cmp_double);
     size_t i = (size_t)(p * (double)(n - 1) + 0.5);
     return v[i >= n ? n - 1 : i];
+}
+
+void fhb_size_table(const fhb_opts_t *o, FILE *csv, void *ctx, fhb_lat_fn lat,
+                    fhb_flood_fn flood)
+{
+    long base = fhb_iters(o, 2000, 100);
+    size_t top = fhb_top_size(o);
+    printf("%9s %8s %10s %10s %10s %10s %12s %12s\n", "size", "iters", "put_med", "put_p99",
+           "get_med", "get_p99", "putflood_MB/s", "getflood_MB/s");
+    for (size_t n = 1; n <= top; n *= 2) {
+        long it = fhb_iters_for(base, n, o->quick);
+        double pm, pp, gm, gp;
+        lat(ctx, 1, n, it, &pm, &pp);
+        lat(ctx, 0, n, it, &gm, &gp);
+        fhb_csv_row(csv, "put,%zu,%ld,%.3f,%.3f,,", n, it, pm, pp);
+        fhb_csv_row(csv, "get,%zu,%ld,%.3f,%.3f,,", n, it, gm, gp);
+        long fit = 2 * it;
+        double ps = flood(ctx, 1, n, fit), gs = flood(ctx, 0, n, fit);
+        double pbw = (double)n * (double)fit / ps / 1e6, gbw = (double)n * (double)fit / gs / 1e6;
+        fhb_csv_row(csv, "put_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, pbw, (double)fit / ps);
+        fhb_csv_row(csv, "get_nb_flood,%zu,%ld,,,%.3f,%.1f", n, fit, gbw, (double)fit / gs);
+        printf("%9zu %8ld %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", n, it, pm, pp, gm, gp,
+               pbw, gbw);
+        fflush(stdout);
+    }
 }
 
 /* The i-th '|'-separated word of choices, into buf. */
@@ -122,15 +162,32 @@ static void git_rev(char *buf, size_t len)
     pclose(p);
 }
 
+/* What a CSV calls the provider: FH_OFI_PROVIDER on the ofi conduit,
+ * "ibv-<device>" on the ibv conduit (the device from the conduit's
+ * description, "ibv rxe0 port 1 (RoCE)"), else "-". */
+static const char *provider(const char *conduit, char *buf, size_t len)
+{
+    if (strcmp(conduit, "ofi") == 0)
+        return fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
+    if (strcmp(conduit, "ibv") == 0) {
+        char dev[64];
+        if (sscanf(fh_rt->limits.description, "ibv %63s", dev) == 1)
+            snprintf(buf, len, "ibv-%s", dev);
+        else
+            snprintf(buf, len, "ibv");
+        return buf;
+    }
+    return "-";
+}
+
 static void header(FILE *f, const fhb_opts_t *o)
 {
-    char rev[64];
+    char rev[64], pbuf[80];
     git_rev(rev, sizeof rev);
     const char *conduit = fh_rt && fh_rt->cops ? fh_rt->cops->name : "?";
-    const char *prov = fh_rt && fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
     fprintf(f, "# fhbench=%s\n", o->test);
     fprintf(f, "# conduit=%s\n", conduit);
-    fprintf(f, "# provider=%s\n", strcmp(conduit, "ofi") == 0 ? prov : "-");
+    fprintf(f, "# provider=%s\n", fh_rt ? provider(conduit, pbuf, sizeof pbuf) : "?");
     fprintf(f, "# strategy=%s\n", fhb_strategy());
     fprintf(f, "# M=%zu\n", fhb_firehose_m());
     fprintf(f, "# bucket=%zu\n", fhb_bucket());

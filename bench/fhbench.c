@@ -36,7 +36,7 @@ static const struct {
     {"apps", fhb_apps, "Cannon matrix multiply and bitonic sort, verified"},
     {"msgrate", fhb_msgrate, "2-byte puts from 1..T threads per rank"},
     {"cache", fhb_cache, "registration-cache hit path ns/op vs UCX rcache"},
-    {"raw", fhb_raw, "latency/bandwidth written directly on libfabric"},
+    {"raw", fhb_raw, "latency/bandwidth directly on libfabric (verbs on ibv)"},
 };
 #define NTESTS (sizeof tests / sizeof tests[0])
 

@@ -11,6 +11,8 @@
  *   bench_msgrate.c  2-byte puts from T threads per rank
  *   bench_cache.c    registration-cache hit path vs UCX's rcache
  *   bench_raw.c      the same loops written directly on libfabric
+ *   bench_raw_ibv.c  ... and on rdma-core verbs (ibv conduit builds only)
+ *   bench_pair.c     raw's body shared by both: size table, paired rounds
  *
  * Every test is collective (all ranks call it); rank 0 measures, prints a
  * table to stdout and, with --csv, writes the CSV: "# key=value" header
@@ -68,6 +70,57 @@ void fhb_print_header(const fhb_opts_t *o);
 /* Columns of the latency, peak and raw CSVs (bench_rma.c). */
 extern const char *const fhb_rma_columns;
 
+/* Sizes of latency, peak and raw: powers of two up to FHB_MAX_SIZE, or
+ * --max-size when smaller (fhb_top_size). */
+#define FHB_MAX_SIZE ((size_t)4 << 20)
+size_t fhb_top_size(const fhb_opts_t *o);
+/* Iterations for size n: `base` up to 64 KiB, then fewer (the same bytes),
+ * at least 5 (quick) or 20. */
+long fhb_iters_for(long base, size_t n, int quick);
+
+/* The per-size table of latency and raw, over one implementation.
+ *   lat:   `it` blocking n-byte puts (is_put) or gets timed one by one;
+ *          fills the median and p99 in microseconds;
+ *   flood: `it` non-blocking ones in windows of 64; returns seconds.
+ * For n = 1 B .. fhb_top_size(o) (powers of two) fhb_size_table runs lat
+ * and flood for put and get with fhb_iters_for(fhb_iters(o, 2000, 100))
+ * iterations (flood: twice that), writes rows put, get, put_nb_flood,
+ * get_nb_flood to csv (fhb_rma_columns; csv may be NULL) and one table
+ * line per size to stdout, after a column line.  Rank 0 only. */
+typedef void (*fhb_lat_fn)(void *ctx, int is_put, size_t n, long it, double *med,
+                           double *p99);
+typedef double (*fhb_flood_fn)(void *ctx, int is_put, size_t n, long it);
+void fhb_size_table(const fhb_opts_t *o, FILE *csv, void *ctx, fhb_lat_fn lat,
+                    fhb_flood_fn flood);
+
+/* `raw` once a transport is open (bench_pair.c).  The transport's buffer
+ * `buf` is what the peer writes into: a stop word at offset 0 and a phase
+ * word at offset 8 (both uint64_t, initially 0).  Operations, all rank 0
+ * -> rank 1, from a registered local area:
+ *   lat, flood   as for fhb_size_table;
+ *   lat_one      one blocking n-byte put at the peer's offset 0, in us;
+ *   put_word     one blocking 8-byte put of v to the peer's offset off;
+ *   progress     rank 1 between checks of its words (may be NULL: a
+ *                transport whose target needs no CPU);
+ *   extra        rank 0, after the size table: rows of its own (or NULL).
+ * fhb_raw_body (collective) creates the firehose segment of the paired
+ * rounds and the CSV; rank 0 prints `title`, runs fhb_size_table, extra
+ * and the paired rounds (see bench_raw.c), then writes the stop word;
+ * rank 1 polls its words (progress, fh_poll) until the stop word is set;
+ * other ranks only wait.  Ends with a barrier. */
+typedef struct fhb_raw_ops {
+    void *ctx;
+    char *buf;
+    const char *title;
+    fhb_lat_fn lat;
+    fhb_flood_fn flood;
+    double (*lat_one)(void *ctx, size_t n);
+    void (*put_word)(void *ctx, size_t off, uint64_t v);
+    void (*progress)(void *ctx);
+    void (*extra)(void *ctx, const fhb_opts_t *o, FILE *csv);
+} fhb_raw_ops_t;
+void fhb_raw_body(const fhb_opts_t *o, const fhb_raw_ops_t *ops);
+
 /* Sum of the registration counters over every peer of this rank. */
 void fhb_reg_counts(uint64_t *hits, uint64_t *misses);
 
@@ -103,5 +156,8 @@ int fhb_apps(const fhb_opts_t *o);
 int fhb_msgrate(const fhb_opts_t *o);
 int fhb_cache(const fhb_opts_t *o);
 int fhb_raw(const fhb_opts_t *o);
+/* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
+ * the runtime runs the ibv conduit. */
+int fhb_raw_ibv(const fhb_opts_t *o);
 
 #endif /* FHBENCH_H */

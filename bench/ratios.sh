@@ -5,7 +5,9 @@
 #
 # Each line: the target, the value measured, and met / MISSED / n/a (n/a:
 # a series needed for the ratio was skipped or not run).  The numbers come
-# only from the CSVs in RESULTS_DIR.
+# only from the CSVs in RESULTS_DIR.  The ibv rows (raw-ibv.csv,
+# sweep-ibv-*.csv, latency-ibv-*.csv: bench/run-rxe.sh, the rxe VM) are
+# printed only when those files exist.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/csv.sh"
@@ -22,16 +24,18 @@ line() { printf '| %s | %s | %s |\n' "$1" "$2" "$3"; }
 
 echo "| target | measured (same run) | verdict |"
 echo "|---|---|---|"
-for p in tcp shm; do
+for p in tcp shm ibv; do
     r=$d/raw-$p.csv
     [ -f "$r" ] || continue
+    raw="raw libfabric ($p)"
+    [ "$p" = ibv ] && raw="raw verbs (ibv, rxe VM)"
     # paired rows (raw and firehose alternating in one process): the verdict
     # uses the median of the per-round ratios; medians and best rounds shown
     x=$(csv_get "$r" median_us op pair_ratio_put size 8)
     [ -n "$x" ] && x=$(awk -v x="$x" 'BEGIN { printf "%.2f", x }')
     a=$(csv_get "$r" median_us op pair_fh_put size 8); b=$(csv_get "$r" median_us op pair_raw_put size 8)
     ab=$(csv_get "$r" median_us op pair_fh_put_best size 8); bb=$(csv_get "$r" median_us op pair_raw_put_best size 8)
-    line "8 B blocking put on a firehose hit / raw libfabric ($p) <= 1.10, paired" \
+    line "8 B blocking put on a firehose hit / $raw <= 1.10, paired" \
         "${x:-n/a} (medians $a / $b us; best rounds $ab / $bb us)" "$(verdict "${x:-}" le 1.10)"
     worst=; sizes=
     for n in 65536 262144 1048576 4194304; do
@@ -49,15 +53,21 @@ for p in tcp shm; do
     [ -n "$a" ] && line "(reference) 8 B put, separate runs: latency / raw ($p)" "$(ratio "$a" "$b") ($a / $b us)" "-"
 done
 
-fh=$d/sweep-tcp-firehose.csv; rc=$d/sweep-tcp-rendezvous-cache.csv; rv=$d/sweep-tcp-rendezvous.csv
-if [ -f "$fh" ]; then
+# sweep below M: firehose against the rendezvous strategies (tcp; ibv on
+# the rxe VM, where registration pins: there the issue asks for >= 10x
+# against plain rendezvous)
+for tr in tcp ibv; do
+    fh=$d/sweep-$tr-firehose.csv
+    [ -f "$fh" ] || continue
+    where=$tr
+    [ "$tr" = ibv ] && where="ibv, rxe VM"
     M=$(csv_meta "$fh" M)
-    for other in rc rv; do
-        eval "of=\$$other"
-        name=$(basename "$of" .csv | sed 's/sweep-tcp-//')
+    for name in rendezvous-cache rendezvous; do
+        of=$d/sweep-$tr-$name.csv
         lim=0.5
+        [ "$tr" = ibv ] && [ "$name" = rendezvous ] && lim=0.10
         if [ ! -f "$of" ]; then
-            line "sweep below M (tcp): firehose / $name 8 B latency <= $lim" "n/a ($name not run or skipped)" n/a
+            line "sweep below M ($where): firehose / $name 8 B latency <= $lim" "n/a ($name not run or skipped)" n/a
             continue
         fi
         worst=$(awk -F, -v M="$M" '
@@ -68,9 +78,16 @@ if [ -f "$fh" ]; then
             END { w = ""; for (ws in k) if ((2, ws) in v && v[2, ws] > 0) {
                       r = v[1, ws] / v[2, ws]; if (w == "" || r > w) w = r }
                   if (w == "") print "n/a"; else printf "%.2f\n", w }' "$fh" "$of")
-        line "sweep below M (tcp): firehose / $name 8 B latency <= $lim (worst point)" "$worst" \
+        line "sweep below M ($where): firehose / $name 8 B latency <= $lim (worst point)" "$worst" \
             "$(verdict "$worst" le $lim)"
     done
+done
+a=$(csv_get "$d/latency-ibv-firehose.csv" median_us op put size 8)
+b=$(csv_get "$d/latency-ibv-rendezvous.csv" median_us op put size 8)
+if [ -n "$a" ] || [ -n "$b" ]; then
+    x=$(ratio "$a" "$b")
+    line "rxe VM (ibv): 8 B blocking put, firehose / rendezvous <= 0.10 (latency test)" \
+        "$x (${a:-n/a} / ${b:-n/a} us)" "$(verdict "$x" le 0.10)"
 fi
 
 c=$d/cache.csv

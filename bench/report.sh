@@ -4,7 +4,9 @@
 #   bench/report.sh RESULTS_DIR > tables.md
 #
 # Prints the run's machine and revision, the targets table (ratios.sh), and
-# one table per test, every number read from the CSVs of RESULTS_DIR.
+# one table per test, every number read from the CSVs of RESULTS_DIR.  The
+# rxe VM's series (bench/run-rxe.sh: *-ibv*.csv) get rows or tables of their
+# own when present.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/csv.sh"
@@ -26,7 +28,7 @@ echo "### Latency (median us, blocking, rank 0 -> rank 1)"
 echo
 echo "| provider | size | put firehose | put pin-everything | put raw | get firehose | get raw |"
 echo "|---|---|---|---|---|---|---|"
-for p in tcp shm; do
+for p in tcp shm ibv; do
     [ -f "$d/raw-$p.csv" ] || continue
     for n in 8 64 1024 65536 1048576; do
         echo "| $p | $n | $(csv_get "$d/latency-$p-firehose.csv" median_us op put size $n) |" \
@@ -41,7 +43,7 @@ echo "Paired (raw and firehose alternating in one process, medians):"
 echo
 echo "| provider | what | raw median | firehose median | raw best round | firehose best round | median of per-round ratios |"
 echo "|---|---|---|---|---|---|---|"
-for p in tcp shm; do
+for p in tcp shm ibv; do
     r=$d/raw-$p.csv
     [ -f "$r" ] || continue
     echo "| $p | 8 B put, us | $(csv_get "$r" median_us op pair_raw_put size 8) | $(csv_get "$r" median_us op pair_fh_put size 8) |" \
@@ -75,6 +77,32 @@ for f in "$d"/sweep-tcp-*.csv; do
         { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $6, ($7 == "" ? "-" : $7), $9, ($10 == "" ? "-" : $10) }' "$f"
 done
 echo
+
+if ls "$d"/sweep-ibv-*.csv > /dev/null 2>&1; then
+    echo "### rxe VM (ibv conduit on Soft-RoCE, software emulation; bench/run-rxe.sh)"
+    echo
+    echo "Sweep, random targets, M = $(csv_meta "$d/sweep-ibv-firehose.csv" M) bytes:"
+    echo
+    printf '| strategy | working set | 8 B put median us | p99 us | hit rate | 64 KiB put MB/s | hit rate |\n'
+    echo "|---|---|---|---|---|---|---|"
+    for f in "$d"/sweep-ibv-*.csv; do
+        awk -F, '/^#/ { next } !h { h = 1; next }
+            { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $6, ($7 == "" ? "-" : $7), $9, ($10 == "" ? "-" : $10) }' "$f"
+    done
+    echo
+    echo "Blocking put latency by strategy (median us; raw = verbs):"
+    echo
+    echo "| size | firehose | rendezvous | rendezvous-cache | pin-everything | raw |"
+    echo "|---|---|---|---|---|---|"
+    for n in 8 64 1024; do
+        row="| $n |"
+        for s in firehose rendezvous rendezvous-cache pin-everything; do
+            row="$row $(csv_get "$d/latency-ibv-$s.csv" median_us op put size $n) |"
+        done
+        echo "$row $(csv_get "$d/raw-ibv.csv" median_us op put size $n) |"
+    done
+    echo
+fi
 
 echo "### Applications (the paper's Table 1; tcp, counts summed over ranks)"
 echo

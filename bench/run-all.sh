@@ -2,7 +2,7 @@
 # run-all.sh -- every fhbench test, the peers, the plots.  `make bench` runs
 # it from the build tree (`make bench BENCH_ARGS=--quick` for the short run).
 #
-#   bench/run-all.sh [--quick] [--builddir DIR] [--out DIR]
+#   bench/run-all.sh [--quick] [--rxe] [--builddir DIR] [--out DIR]
 #
 # Writes into DIR (default ./results):
 #   latency-<prov>-<strategy>.csv  raw-<prov>.csv  peak-<prov>.csv
@@ -17,21 +17,25 @@
 # fhbench exit 77) is listed in skipped.txt, not failed.  Providers:
 # FHB_PROVIDERS (default "tcp shm"), skipped when fi_info lacks them.
 # Traffic stays on loopback (FI_TCP_IFACE=lo).
+# --rxe (or FHB_RXE=1) adds bench/run-rxe.sh: the ibv conduit on Soft-RoCE
+# in a qemu VM (sweep-ibv-*, latency-ibv-*, raw-ibv.csv); off by default.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 . "$here/csv.sh"
 quick=0
 qflag=
+rxe=${FHB_RXE:-0}
 builddir=
 out=results
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) quick=1; qflag=--quick ;;
+        --rxe) rxe=1 ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-        *) echo "usage: $0 [--quick] [--builddir DIR] [--out DIR]" >&2; exit 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--quick] [--rxe] [--builddir DIR] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -152,7 +156,17 @@ say "== peers"
 "$here/peers/run-peers.sh" $qflag --builddir "$builddir" --out "$out" 2>&1 | tee -a "$log"
 echo "peers $(( $(date +%s) - t0 ))" >> "$out/timings.txt"
 
-# 6. plots and the summary of ratios
+# 6. optional: the rxe VM (ibv conduit where registration pins)
+if [ "$rxe" = 1 ]; then
+    t0=$(date +%s)
+    say "== rxe VM (bench/run-rxe.sh)"
+    { "$here/run-rxe.sh" $qflag --builddir "$builddir" --out "$out" 2>&1
+      echo "run-rxe: exit $?"; } | tee -a "$log"
+    tail -n 1 "$log" | grep -q '^run-rxe: exit 0$' || failed=$((failed + 1))
+    echo "rxe $(( $(date +%s) - t0 ))" >> "$out/timings.txt"
+fi
+
+# 7. plots and the summary of ratios
 if command -v gnuplot >/dev/null 2>&1; then
     "$here/plot.sh" "$out" >> "$log" 2>&1 || say "run-all: plot.sh failed (see $log)"
 else

@@ -8,7 +8,9 @@
 # numeric columns numeric (or empty where the test documents "unused").
 # Also: an unknown FH_REG_STRATEGY makes fhbench exit 77 with "SKIP:" (how
 # run-all.sh marks a strategy this build lacks), the apps kernels report
-# "verified", and bench/ratios.sh reads the CSVs without error.
+# "verified", and bench/ratios.sh reads the CSVs without error, also with
+# the rxe VM's files present (bench/run-rxe.sh: *-ibv*.csv, same shapes;
+# stand-ins copied from the tcp ones here), as does bench/report.sh.
 # Exit 0 pass, 1 fail, 77 skip (nothing built).
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -100,6 +102,19 @@ sh "$top_srcdir/bench/ratios.sh" "$d" > "$d/summary.md" 2> "$d/ratios.err" ||
     bad "ratios.sh failed: $(cat "$d/ratios.err")"
 grep -q '8 B blocking put' "$d/summary.md" || bad "ratios.sh: no latency ratio line in: $(cat "$d/summary.md")"
 [ -s "$d/ratios.err" ] && bad "ratios.sh wrote errors: $(cat "$d/ratios.err")"
+for s in firehose rendezvous; do
+    cp "$d/sweep.csv" "$d/sweep-ibv-$s.csv"; cp "$d/latency.csv" "$d/latency-ibv-$s.csv"
+done
+cp "$d/raw.csv" "$d/raw-ibv.csv"
+sh "$top_srcdir/bench/ratios.sh" "$d" > "$d/summary.md" 2> "$d/ratios.err" ||
+    bad "ratios.sh (with ibv files) failed: $(cat "$d/ratios.err")"
+grep -q 'raw verbs (ibv' "$d/summary.md" && grep -q 'rxe VM (ibv): 8 B blocking put' "$d/summary.md" ||
+    bad "ratios.sh: no ibv lines in: $(cat "$d/summary.md")"
+[ -s "$d/ratios.err" ] && bad "ratios.sh (with ibv files) wrote errors: $(cat "$d/ratios.err")"
+sh "$top_srcdir/bench/report.sh" "$d" > "$d/report.md" 2> "$d/report.err" ||
+    bad "report.sh failed: $(cat "$d/report.err")"
+grep -q '^### rxe VM' "$d/report.md" || bad "report.sh: no rxe VM section"
+[ -s "$d/report.err" ] && bad "report.sh wrote errors: $(cat "$d/report.err")"
 
 echo "bench_smoke: $(( $(date +%s) - t0 ))s"
 if [ $fail -eq 0 ]; then echo "PASS bench_smoke"; exit 0; fi
