@@ -11,7 +11,6 @@
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
  */
-#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -50,10 +49,9 @@ int fh_barrier_internal(fh_tls_t *t)
         if (rc != FH_OK)
             break;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
-        for (unsigned idle = 0; atomic_load(slot) == 0; idle++) {
+        for (unsigned idle = 0; atomic_load(slot) == 0;) {
             fh_progress(t);
-            if (idle > 32)
-                sched_yield();
+            fh_wait_idle(&idle);
         }
         atomic_fetch_sub(slot, 1);
     }

@@ -76,6 +76,10 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Print per-peer statistics at fh_finalize.", 0},
     {"FH_BOOT_TIMEOUT", FH_CFG_INT, "60", NULL, F(boot_timeout), 0,
      "Seconds to wait for the launcher and peers during fh_init.", 0},
+    {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
+     "Idle polls a blocking call (fh_wait, fh_barrier, ...) makes before it yields "
+     "the core between polls (sched_yield); 0 = yield at once, -1 = never yield "
+     "(lowest latency when every rank has a core to itself).", -1},
 };
 const size_t fh_config_table_len =
     sizeof fh_config_table / sizeof fh_config_table[0];
@@ -236,6 +240,11 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
     }
     if (c->boot_timeout < 1) {
         snprintf(err, errlen, "FH_BOOT_TIMEOUT=%ld: expected at least 1", c->boot_timeout);
+        return FH_ERR_CONFIG;
+    }
+    if (c->wait_spin > FH_WAIT_SPIN_MAX) {
+        snprintf(err, errlen, "FH_WAIT_SPIN=%ld: expected -1 (never yield) .. %ld",
+                 c->wait_spin, FH_WAIT_SPIN_MAX);
         return FH_ERR_CONFIG;
     }
     return 0;

@@ -48,7 +48,11 @@ typedef struct fh_config {
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
+    long        wait_spin;        /* FH_WAIT_SPIN: -1 (never yield) .. FH_WAIT_SPIN_MAX */
 } fh_config_t;
+
+/* Largest FH_WAIT_SPIN (idle polls before a waiting thread yields). */
+#define FH_WAIT_SPIN_MAX 1000000000L
 
 enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };

@@ -183,6 +183,12 @@ unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index);
 void fh_progress(fh_tls_t *t);
 /* Poll path p; caller holds p->lock. */
 void fh_path_poll_locked(fh_path_t *p);
+/* The wait policy of every loop that polls until something arrives: call it
+ * after each round of progress that found nothing, with *idle counting those
+ * rounds (start at 0).  Once more than FH_WAIT_SPIN rounds in a row were idle
+ * it gives the core away (sched_yield) -- ranks often outnumber cores --
+ * unless FH_WAIT_SPIN is -1.  Takes no lock. */
+void fh_wait_idle(unsigned *idle);
 /* Poll path p (lock held) and trylock-poll the service path: what a loop
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */

@@ -1,7 +1,10 @@
 /*
- * path.c -- communication paths: creation, receive sizing, polling and the
- * upcalls the conduit makes from inside poll.
+ * path.c -- communication paths: creation, receive sizing, polling, the
+ * upcalls the conduit makes from inside poll, and how waiting loops wait
+ * (fh_wait_idle, FH_WAIT_SPIN).
  */
+#include <assert.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,11 +142,25 @@ void fh_progress(fh_tls_t *t)
         fh_reg_progress(t);
 }
 
+void fh_wait_idle(unsigned *idle)
+{
+    long spin = fh_rt->cfg.wait_spin;
+    assert(spin >= -1 && spin <= FH_WAIT_SPIN_MAX);   /* config.c checked it */
+    if (*idle < UINT_MAX)
+        ++*idle;
+    if (spin >= 0 && *idle > (unsigned long)spin)
+        sched_yield();
+}
+
+/* Idle rounds of fh_wait_ctr before it starts completing other threads'
+ * firehose chunks (every 8th round after that). */
+#define WAIT_HELP_AFTER 32
+
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
 {
     fh_path_t *own = t->path;
     fh_path_t *svc = &fh_rt->paths[0];
-    for (unsigned idle = 0;; idle++) {
+    for (unsigned idle = 0;;) {
         pthread_mutex_lock(&own->lock);
         fh_path_poll_locked(own);
         int done = ctr->pending == 0;
@@ -159,13 +176,10 @@ int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
             fh_reg_progress(t);
             /* Firehoses we wait for may be held by chunks of a thread that
              * is not calling in: complete them for it. */
-            if (idle > 32 && idle % 8 == 0)
+            if (idle > WAIT_HELP_AFTER && idle % 8 == 0)
                 fh_reg_help(t);
         }
-        /* Ranks often outnumber cores on a development machine: give the
-         * core away when nothing arrives for a while. */
-        if (idle > 32)
-            sched_yield();
+        fh_wait_idle(&idle);
     }
 }
 

@@ -29,7 +29,6 @@
  * the hit layer drops its cached references on it (reg_hit_revoke), so the
  * ack leaves only after the RDMA through it completed.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -150,7 +149,7 @@ void fh_mm_entry(fh_tls_t *t)
      * means none of ours is outstanding. */
     if (atomic_load_explicit(&mm->revoking, memory_order_relaxed) == 0)
         return;
-    for (unsigned idle = 0;; idle++) {
+    for (unsigned idle = 0;;) {
         fh_reg_flush(t);
         struct fhc *c = fh_reg_lock(rt);
         uint32_t n = c ? fhc_revokes_pending(c) : 0;
@@ -159,8 +158,7 @@ void fh_mm_entry(fh_tls_t *t)
         if (n == 0 || atomic_load(&rt->finalizing))
             return;
         fh_progress(t);
-        if (idle > 32)
-            sched_yield();
+        fh_wait_idle(&idle);
     }
 }
 

@@ -6,7 +6,6 @@
  * {0, 0}, see segment.c); the transfer code in reg_rdv.c / reg_bounce.c
  * decides what, if anything, gets registered.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,10 +173,9 @@ strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token)
 void strat_wait_poll(fh_tls_t *t, strat_wait_t *w)
 {
     for (unsigned idle = 0;
-         atomic_load_explicit(&w->pending, memory_order_acquire) != 0; idle++) {
+         atomic_load_explicit(&w->pending, memory_order_acquire) != 0;) {
         fh_progress(t);
-        if (idle > 32)
-            sched_yield();
+        fh_wait_idle(&idle);
     }
 }
 

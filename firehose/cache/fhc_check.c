@@ -46,7 +46,7 @@ static int check_global(const fhc_t *c, char *why, size_t n)
                    c->pinned_bytes, p->M + p->maxvictim, c->dead_bytes);
     if (c->pinned_bytes > c->remote_bytes + c->local_bytes + c->victim_bytes + c->dead_bytes)
         return bad(why, n, "pinned %zu not covered by categories", c->pinned_bytes);
-    if ((c->victim_len == 0) != (c->victim_bytes == 0) || (c->fifo_head == NULL) != (c->victim_len == 0))
+    if ((c->victim_len == 0) != (c->victim_bytes == 0) || (c->fifo.head == NULL) != (c->victim_len == 0))
         return bad(why, n, "victim FIFO length/bytes disagree");
     return 0;
 }
@@ -59,7 +59,8 @@ static int check_peer_initiator(const fhc_t *c, uint32_t peer,
                    P->held, P->reserved, c->F, peer);
     size_t bytes = 0;
     uint32_t cnt = 0;
-    for (const fhc_fh_t *f = P->h_head; f; f = f->h_next) {
+    for (fhc_link_t *l = P->h_list.head; l; l = l->next) {
+        const fhc_fh_t *f = fhc_entry(l, const fhc_fh_t, h_link);
         if (f->peer != peer || !f->len || f->len % c->p.bucket || f->len > c->R)
             return bad(why, n, "firehose on peer %u has bad extent", peer);
         if (f->in_unused != (f->inuse == 0))
@@ -75,14 +76,15 @@ static int check_peer_initiator(const fhc_t *c, uint32_t peer,
                            (unsigned long)a, peer);
         bytes += f->len;
         cnt++;
-        if (f->h_next && f->h_next->h_prev != f)
+        if (l->next && l->next->prev != l)
             return bad(why, n, "held list links broken (peer %u)", peer);
     }
     if (bytes != P->held || cnt != P->nheld)
         return bad(why, n, "peer %u: held %zu/%u but list sums %zu/%u", peer,
                    P->held, P->nheld, bytes, cnt);
     bytes = 0;
-    for (const fhc_fh_t *f = P->u_head; f; f = f->u_next) {
+    for (fhc_link_t *l = P->u_list.head; l; l = l->next) {
+        const fhc_fh_t *f = fhc_entry(l, const fhc_fh_t, u_link);
         if (!f->in_unused || f->inuse)
             return bad(why, n, "peer %u: in-use firehose in the unused FIFO", peer);
         bytes += f->len;
@@ -103,7 +105,8 @@ static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
         return bad(why, n, "I2: rank %u holds %zu on us > F %zu", peer, P->t_held, c->F);
     size_t bytes = 0;
     uint32_t cnt = 0;
-    for (const fhc_hold_t *h = P->t_head; h; h = h->next) {
+    for (fhc_link_t *l = P->t_list.head; l; l = l->next) {
+        const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         const fhc_region_t *r = h->reg;
         if (h->peer != peer || fhc_map_get(&c->holds, peer, r->base) != h)
             return bad(why, n, "hold of rank %u not in the holds map", peer);
@@ -119,11 +122,13 @@ static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
     if (bytes != P->t_held || cnt != P->t_nheld)
         return bad(why, n, "rank %u: t_held %zu/%u but holds sum %zu/%u", peer,
                    P->t_held, P->t_nheld, bytes, cnt);
-    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
+    for (fhc_link_t *l = P->rv_list.head; l; l = l->next) {
+        const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         if (!h->rv_id || !h->reg->dead || !h->reg->revoking ||
             h->rv_base != h->reg->base || h->rv_end != h->reg->base + h->reg->len)
             return bad(why, n, "revoke record for rank %u does not match a dead region",
                        peer);
+    }
     return 0;
 }
 
@@ -147,7 +152,8 @@ static int check_regions(const fhc_t *c, char *why, size_t n)
     size_t pinned = 0, remote = 0, local = 0, victim = 0, buckets = 0, dead = 0;
     uint64_t refs = 0, revoking = 0;
     uint32_t cnt = 0;
-    for (const fhc_region_t *r = c->all_head; r; r = r->all_next) {
+    for (fhc_link_t *l = c->all.head; l; l = l->next) {
+        const fhc_region_t *r = fhc_entry(l, const fhc_region_t, all_link);
         if (!r->len || r->base % c->p.bucket || r->len % c->p.bucket ||
             fhc_frame_of(c, r->base) != fhc_frame_of(c, r->base + r->len - 1))
             return bad(why, n, "region %#lx+%zu: bad extent", (unsigned long)r->base, r->len);
@@ -190,8 +196,9 @@ static int check_regions(const fhc_t *c, char *why, size_t n)
         return bad(why, n, "sum of remote_ref %llu != holds %zu",
                    (unsigned long long)refs, c->holds.n);
     uint32_t flen = 0;
-    for (const fhc_region_t *r = c->fifo_head; r; r = r->fifo_next) {
-        if (!r->in_fifo || (r->fifo_next && r->fifo_next->fifo_prev != r))
+    for (fhc_link_t *l = c->fifo.head; l; l = l->next) {
+        if (!fhc_entry(l, const fhc_region_t, fifo_link)->in_fifo ||
+            (l->next && l->next->prev != l))
             return bad(why, n, "victim FIFO links broken");
         flen++;
     }
@@ -256,8 +263,10 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
         if (check_peer_initiator(c, p, P, why, n) || check_peer_target(c, p, P, why, n))
             return -1;
         fh_buckets += P->held / c->p.bucket;
-        for (const fhc_fh_t *f = P->h_head; f; f = f->h_next)
+        for (fhc_link_t *l = P->h_list.head; l; l = l->next) {
+            const fhc_fh_t *f = fhc_entry(l, const fhc_fh_t, h_link);
             fh_buckets -= f->revoked ? f->len / c->p.bucket : 0;   /* out of the map */
+        }
         tholds += P->t_nheld;
         ev += P->st.evictions;
         regs += P->st.registrations;

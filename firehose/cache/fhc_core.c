@@ -150,7 +150,7 @@ void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s)
         s->budget_queue++;
     s->target_held_bytes = P->t_held;
     s->target_held_regions = P->t_nheld;
-    for (const fhc_fh_t *f = P->u_head; f; f = f->u_next)
+    for (fhc_link_t *l = P->u_list.head; l; l = l->next)
         s->unused_regions++;
 }
 
@@ -183,10 +183,12 @@ int fhc_target_revoking(const fhc_t *c, uint32_t peer, uintptr_t addr,
 {
     if (!len || addr > UINTPTR_MAX - len || peer >= c->p.nranks || !c->peer[peer])
         return 0;
-    for (const fhc_hold_t *h = c->peer[peer]->rv_head; h; h = h->next)
+    for (fhc_link_t *l = c->peer[peer]->rv_list.head; l; l = l->next) {
+        const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         if (h->rv_base <= addr && addr + len <= h->rv_end &&
             h->reg->key[0] == key[0] && h->reg->key[1] == key[1])
             return 1;
+    }
     return 0;
 }
 

@@ -51,27 +51,14 @@ static void u_push(fhc_peer_t *P, fhc_fh_t *f)
 {
     assert(!f->in_unused && f->inuse == 0);
     f->in_unused = 1;
-    f->u_next = NULL;
-    f->u_prev = P->u_tail;
-    if (P->u_tail)
-        P->u_tail->u_next = f;
-    else
-        P->u_head = f;
-    P->u_tail = f;
+    fhc_list_push_tail(&P->u_list, &f->u_link);
     P->unused_bytes += f->len;
 }
 
 static void u_remove(fhc_peer_t *P, fhc_fh_t *f)
 {
     assert(f->in_unused);
-    if (f->u_prev)
-        f->u_prev->u_next = f->u_next;
-    else
-        P->u_head = f->u_next;
-    if (f->u_next)
-        f->u_next->u_prev = f->u_prev;
-    else
-        P->u_tail = f->u_prev;
+    fhc_list_unlink(&P->u_list, &f->u_link);
     f->in_unused = 0;
     P->unused_bytes -= f->len;
 }
@@ -98,10 +85,7 @@ static int fh_install(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     f->key[1] = g->key[1];
     for (uintptr_t a = f->base; a < f->base + f->len; a += c->p.bucket)
         fhc_map_put(&c->ibucket, peer, fhc_bno(c, a), f);
-    f->h_next = P->h_head;
-    if (P->h_head)
-        P->h_head->h_prev = f;
-    P->h_head = f;
+    fhc_list_push_head(&P->h_list, &f->h_link);
     P->held += f->len;
     P->nheld++;
     u_push(P, f);
@@ -115,12 +99,7 @@ static void fh_drop(fhc_t *c, fhc_peer_t *P, fhc_fh_t *f)
     u_remove(P, f);
     for (uintptr_t a = f->base; a < f->base + f->len; a += c->p.bucket)
         fhc_map_del(&c->ibucket, f->peer, fhc_bno(c, a));
-    if (f->h_prev)
-        f->h_prev->h_next = f->h_next;
-    else
-        P->h_head = f->h_next;
-    if (f->h_next)
-        f->h_next->h_prev = f->h_prev;
+    fhc_list_unlink(&P->h_list, &f->h_link);
     P->held -= f->len;
     P->nheld--;
     free(f);
@@ -153,20 +132,17 @@ static void send_revoke_ack(fhc_t *c, uint32_t peer, uint64_t id)
 static void fh_finish_revoked(fhc_t *c, fhc_peer_t *P, fhc_fh_t *f)
 {
     assert(f->revoked && f->inuse == 0 && !f->in_unused);
-    if (f->h_prev)
-        f->h_prev->h_next = f->h_next;
-    else
-        P->h_head = f->h_next;
-    if (f->h_next)
-        f->h_next->h_prev = f->h_prev;
+    fhc_list_unlink(&P->h_list, &f->h_link);
     P->held -= f->len;
     P->nheld--;
     uint64_t id = f->rv_id;
     uint32_t peer = f->peer;
     free(f);
-    for (const fhc_fh_t *g = P->h_head; g; g = g->h_next)
+    for (fhc_link_t *l = P->h_list.head; l; l = l->next) {
+        const fhc_fh_t *g = fhc_entry(l, const fhc_fh_t, h_link);
         if (g->revoked && g->rv_id == id)
             return;
+    }
     send_revoke_ack(c, peer, id);
 }
 
@@ -287,12 +263,12 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
     fhc_req_t q = { .token = ++P->next_token, .lo = mlo, .hi = mhi };
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;
     uintptr_t frame = fhc_frame_of(c, mlo);
-    fhc_fh_t *v = P->u_head;
+    fhc_fh_t *v = fhc_entry(P->u_list.head, fhc_fh_t, u_link);
     while (!nocheck && P->held + P->reserved + need > c->F) {
         while (v && fhc_frame_of(c, v->base) == frame)
-            v = v->u_next;
+            v = fhc_entry(v->u_link.next, fhc_fh_t, u_link);
         assert(v && q.nrel < FHC_MAX_PIECES);
-        fhc_fh_t *next = v->u_next;
+        fhc_fh_t *next = fhc_entry(v->u_link.next, fhc_fh_t, u_link);
         q.rel[q.nrel++] = v->base;
         fh_drop(c, P, v);
         v = next;
@@ -672,10 +648,10 @@ void fhc_initiator_destroy(fhc_t *c)
             free(c->moves.slot[i].val);
     for (uint32_t p = 0; p < c->p.nranks; p++) {
         fhc_peer_t *P = c->peer[p];
-        while (P && P->h_head) {
-            fhc_fh_t *f = P->h_head;
+        while (P && P->h_list.head) {
+            fhc_fh_t *f = fhc_entry(P->h_list.head, fhc_fh_t, h_link);
             /* (A revoked one's ack is not sent: the cache is going away.) */
-            P->h_head = f->h_next;
+            fhc_list_unlink(&P->h_list, &f->h_link);
             free(f);
         }
     }

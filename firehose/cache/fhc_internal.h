@@ -4,8 +4,8 @@
  * fhc_initiator.c: our firehoses on peers; fhc_check.c: invariants).
  *
  * Every object is in exactly one explicit state, kept in a field (no tagged
- * pointers, no refcounts overlaid on links); every list is doubly linked with
- * its own links so removal is O(1).
+ * pointers, no refcounts overlaid on links); every list is an fhc_list_t
+ * (fhc_list.h) with its own link in the object, so removal is O(1).
  */
 #ifndef FHC_INTERNAL_H
 #define FHC_INTERNAL_H
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "fhc.h"
+#include "fhc_list.h"
 #include "fhc_map.h"
 
 /* ---------------------------------------------------------------- target */
@@ -42,8 +43,8 @@ typedef struct fhc_region {
      * remote/local/victim categories. */
     int dead;
     uint32_t revoking;          /* REVOKEs not yet acknowledged */
-    struct fhc_region *fifo_prev, *fifo_next;
-    struct fhc_region *all_prev, *all_next;     /* every region */
+    fhc_link_t fifo_link;       /* c->fifo */
+    fhc_link_t all_link;        /* c->all: every region */
 } fhc_region_t;
 
 /* Peer `peer` holds a firehose on `reg`; in holds map under (peer, base).
@@ -55,7 +56,7 @@ typedef struct fhc_hold {
     uint32_t peer;
     uint64_t rv_id;                 /* 0: a hold; else the REVOKE's id */
     uintptr_t rv_base, rv_end;      /* revoke record: the region's extent */
-    struct fhc_hold *prev, *next;   /* the peer's holds, or its rv list */
+    fhc_link_t link;                /* the peer's t_list, or its rv_list */
 } fhc_hold_t;
 
 /* ------------------------------------------------------------- initiator */
@@ -74,8 +75,8 @@ typedef struct fhc_fh {
      * the held list; dropped and acked (rv_id) when inuse reaches 0. */
     int revoked;
     uint64_t rv_id;
-    struct fhc_fh *u_prev, *u_next;   /* peer's unused FIFO */
-    struct fhc_fh *h_prev, *h_next;   /* peer's held list */
+    fhc_link_t u_link;          /* peer's unused FIFO (u_list) */
+    fhc_link_t h_link;          /* peer's held list (h_list) */
 } fhc_fh_t;
 
 /* A move request in flight.  The buckets of [lo, hi) that were missing when
@@ -109,15 +110,16 @@ typedef struct fhc_peer {
     /* initiator: our firehoses on the peer.  I2: held + reserved <= F. */
     size_t held, reserved, unused_bytes;
     uint32_t nheld, npending;
-    fhc_fh_t *u_head, *u_tail;
-    fhc_fh_t *h_head;
+    fhc_list_t u_list;          /* unused firehoses, oldest first */
+    fhc_list_t h_list;          /* every firehose we hold (and revoked ones
+                                   still in use) */
     fhc_op_t *q_head, *q_tail;  /* ops waiting for budget, FIFO */
     uint64_t next_token;
     /* target: the peer's firehoses on us.  t_held <= F. */
     size_t t_held;
     uint32_t t_nheld;
-    fhc_hold_t *t_head;
-    fhc_hold_t *rv_head;        /* REVOKEs to this peer awaiting ack */
+    fhc_list_t t_list;          /* its holds on our regions */
+    fhc_list_t rv_list;         /* REVOKEs to this peer awaiting ack */
     uint64_t rv_next;           /* id of the next REVOKE to this peer */
     fhc_peer_stats_t st;
 } fhc_peer_t;
@@ -132,8 +134,8 @@ struct fhc {
     /* target */
     fhc_map_t tbucket;          /* (0, bucket no) -> fhc_region_t */
     fhc_map_t holds;            /* (peer, region base) -> fhc_hold_t */
-    fhc_region_t *all_head;
-    fhc_region_t *fifo_head, *fifo_tail;
+    fhc_list_t all;             /* every region, newest first */
+    fhc_list_t fifo;            /* victims, oldest first */
     size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes, dead_bytes;
     uint32_t nregions, victim_len, revokes_pending;
     uint64_t registrations, evictions, moves_served, refused;

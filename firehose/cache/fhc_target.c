@@ -32,13 +32,7 @@ static void fifo_push(fhc_t *c, fhc_region_t *r)
 {
     assert(!r->in_fifo);
     r->in_fifo = 1;
-    r->fifo_next = NULL;
-    r->fifo_prev = c->fifo_tail;
-    if (c->fifo_tail)
-        c->fifo_tail->fifo_next = r;
-    else
-        c->fifo_head = r;
-    c->fifo_tail = r;
+    fhc_list_push_tail(&c->fifo, &r->fifo_link);
     c->victim_bytes += r->len;
     c->victim_len++;
 }
@@ -46,14 +40,7 @@ static void fifo_push(fhc_t *c, fhc_region_t *r)
 static void fifo_remove(fhc_t *c, fhc_region_t *r)
 {
     assert(r->in_fifo);
-    if (r->fifo_prev)
-        r->fifo_prev->fifo_next = r->fifo_next;
-    else
-        c->fifo_head = r->fifo_next;
-    if (r->fifo_next)
-        r->fifo_next->fifo_prev = r->fifo_prev;
-    else
-        c->fifo_tail = r->fifo_prev;
+    fhc_list_unlink(&c->fifo, &r->fifo_link);
     r->in_fifo = 0;
     c->victim_bytes -= r->len;
     c->victim_len--;
@@ -96,12 +83,7 @@ static void region_free(fhc_t *c, fhc_region_t *r)
     else
         for (uintptr_t a = r->base; a < r->base + r->len; a += c->p.bucket)
             fhc_map_del(&c->tbucket, 0, fhc_bno(c, a));
-    if (r->all_prev)
-        r->all_prev->all_next = r->all_next;
-    else
-        c->all_head = r->all_next;
-    if (r->all_next)
-        r->all_next->all_prev = r->all_prev;
+    fhc_list_unlink(&c->all, &r->all_link);
     c->pinned_bytes -= r->len;
     c->nregions--;
     free(r);
@@ -116,7 +98,7 @@ static void region_settle(fhc_t *c, fhc_region_t *r)
 
 static int evict_oldest(fhc_t *c)
 {
-    fhc_region_t *r = c->fifo_head;
+    fhc_region_t *r = fhc_entry(c->fifo.head, fhc_region_t, fifo_link);
     if (!r)
         return 0;
     fifo_remove(c, r);
@@ -130,7 +112,7 @@ static int evict_oldest(fhc_t *c)
 /* Lazy deregistration: the victim FIFO shrinks only when it must. */
 static void trim_victims(fhc_t *c)
 {
-    while (c->fifo_head && c->local_bytes + c->victim_bytes > c->p.maxvictim)
+    while (c->fifo.head && c->local_bytes + c->victim_bytes > c->p.maxvictim)
         evict_oldest(c);
 }
 
@@ -155,10 +137,7 @@ static fhc_region_t *region_new(fhc_t *c, uintptr_t base, size_t len, int expose
     r->exposed = exposed;
     for (uintptr_t a = base; a < base + len; a += c->p.bucket)
         fhc_map_put(&c->tbucket, 0, fhc_bno(c, a), r);
-    r->all_next = c->all_head;
-    if (c->all_head)
-        c->all_head->all_prev = r;
-    c->all_head = r;
+    fhc_list_push_head(&c->all, &r->all_link);
     c->pinned_bytes += len;
     c->nregions++;
     return r;
@@ -195,11 +174,7 @@ static fhc_hold_t *hold_add(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     h->peer = peer;
     r->last_peer = peer;
     fhc_map_put(&c->holds, peer, r->base, h);
-    h->prev = NULL;
-    h->next = P->t_head;
-    if (P->t_head)
-        P->t_head->prev = h;
-    P->t_head = h;
+    fhc_list_push_head(&P->t_list, &h->link);
     cat_leave(c, r);
     r->remote_ref++;
     cat_enter(c, r);
@@ -213,12 +188,7 @@ static void hold_remove(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
 {
     fhc_region_t *r = h->reg;
     fhc_map_del(&c->holds, h->peer, r->base);
-    if (h->prev)
-        h->prev->next = h->next;
-    else
-        P->t_head = h->next;
-    if (h->next)
-        h->next->prev = h->prev;
+    fhc_list_unlink(&P->t_list, &h->link);
     assert(r->remote_ref > 0 && P->t_held >= r->len && P->t_nheld > 0);
     cat_leave(c, r);
     r->remote_ref--;
@@ -232,17 +202,19 @@ static void hold_remove(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
 
 static int revoked_base(const fhc_peer_t *P, uintptr_t base)
 {
-    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
-        if (h->rv_base == base)
+    for (fhc_link_t *l = P->rv_list.head; l; l = l->next)
+        if (fhc_entry(l, const fhc_hold_t, link)->rv_base == base)
             return 1;
     return 0;
 }
 
 static int revoked_overlap(const fhc_peer_t *P, uintptr_t lo, uintptr_t hi)
 {
-    for (const fhc_hold_t *h = P->rv_head; h; h = h->next)
+    for (fhc_link_t *l = P->rv_list.head; l; l = l->next) {
+        const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         if (h->rv_base < hi && lo < h->rv_end)
             return 1;
+    }
     return 0;
 }
 
@@ -492,7 +464,7 @@ int fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out)
     size_t gaps = 0;
     for (uintptr_t a = lo; a < hi; a += c->p.bucket)
         gaps += region_at(c, a) ? 0 : c->p.bucket;
-    while (c->fifo_head && c->local_bytes + c->victim_bytes + gaps > c->p.maxvictim)
+    while (c->fifo.head && c->local_bytes + c->victim_bytes + gaps > c->p.maxvictim)
         evict_oldest(c);
     /* Gaps: one region per run of buckets that are all exposed or all not,
      * so a region handed to a peer never covers unexposed memory. */
@@ -557,21 +529,14 @@ static void hold_revoke(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
     fhc_region_t *r = h->reg;
     assert(r->dead && r->remote_ref > 0);
     fhc_map_del(&c->holds, h->peer, r->base);
-    if (h->prev)
-        h->prev->next = h->next;
-    else
-        P->t_head = h->next;
-    if (h->next)
-        h->next->prev = h->prev;
+    fhc_list_unlink(&P->t_list, &h->link);
     P->t_held -= r->len;
     P->t_nheld--;
     r->remote_ref--;
     h->rv_id = ++P->rv_next;
     h->rv_base = r->base;
     h->rv_end = r->base + r->len;
-    h->prev = NULL;
-    h->next = P->rv_head;
-    P->rv_head = h;
+    fhc_list_push_head(&P->rv_list, &h->link);
     r->revoking++;
     c->revokes_pending++;
     c->revokes_sent++;
@@ -610,8 +575,9 @@ unsigned fhc_invalidate(fhc_t *c, uintptr_t addr, size_t len)
     unsigned n = 0;
     if ((end - lo) / c->p.bucket > (uintptr_t)c->nregions * 4) {
         /* A large range: walk the regions rather than the buckets. */
-        for (fhc_region_t *r = c->all_head, *next; r; r = next) {
-            next = r->all_next;
+        for (fhc_link_t *l = c->all.head, *next; l; l = next) {
+            next = l->next;
+            fhc_region_t *r = fhc_entry(l, fhc_region_t, all_link);
             if (!r->dead && r->base < end && addr < r->base + r->len) {
                 region_kill(c, r);
                 n++;
@@ -639,16 +605,16 @@ void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t l
         fhc_logf(c, "fhc: malformed revoke ack from rank %u dropped", peer);
         return;
     }
-    fhc_hold_t **pp = P ? &P->rv_head : NULL;
-    while (pp && *pp && (*pp)->rv_id != a.id)
-        pp = &(*pp)->next;
-    if (!pp || !*pp) {
+    fhc_link_t *l = P ? P->rv_list.head : NULL;
+    while (l && fhc_entry(l, fhc_hold_t, link)->rv_id != a.id)
+        l = l->next;
+    if (!l) {
         fhc_logf(c, "fhc: revoke ack from rank %u for unknown revoke %llu dropped",
                  peer, (unsigned long long)a.id);
         return;
     }
-    fhc_hold_t *h = *pp;
-    *pp = h->next;
+    fhc_hold_t *h = fhc_entry(l, fhc_hold_t, link);
+    fhc_list_unlink(&P->rv_list, &h->link);
     fhc_region_t *r = h->reg;
     free(h);
     assert(r->revoking > 0 && c->revokes_pending > 0);
@@ -661,18 +627,18 @@ void fhc_target_destroy(fhc_t *c)
 {
     for (uint32_t i = 0; i < c->p.nranks; i++) {
         fhc_peer_t *P = c->peer[i];
-        while (P && P->t_head)
-            hold_remove(c, P, P->t_head);
-        while (P && P->rv_head) {
-            fhc_hold_t *h = P->rv_head;
-            P->rv_head = h->next;
+        while (P && P->t_list.head)
+            hold_remove(c, P, fhc_entry(P->t_list.head, fhc_hold_t, link));
+        while (P && P->rv_list.head) {
+            fhc_hold_t *h = fhc_entry(P->rv_list.head, fhc_hold_t, link);
+            fhc_list_unlink(&P->rv_list, &h->link);
             h->reg->revoking--;
             c->revokes_pending--;
             free(h);
         }
     }
-    while (c->all_head) {
-        fhc_region_t *r = c->all_head;
+    while (c->all.head) {
+        fhc_region_t *r = fhc_entry(c->all.head, fhc_region_t, all_link);
         cat_leave(c, r);
         r->local_ref = 0;
         region_free(c, r);

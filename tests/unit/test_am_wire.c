@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "am_wire.h"
+#include "check_main.h"
 
 #define NR 4
 #define NP 3
@@ -150,9 +151,5 @@ int main(void)
     tcase_add_test(tc, rejects_malformed);
     tcase_add_test(tc, encode_refuses_bad_input);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fh_check_run(s);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "config.h"
 #include "firehose.h"
 
@@ -336,6 +337,28 @@ START_TEST(range_limits_accepted)
 }
 END_TEST
 
+/* FH_WAIT_SPIN: -1 (never yield), 0 (yield at once) .. FH_WAIT_SPIN_MAX; no
+ * other spelling of "never" is accepted. */
+START_TEST(wait_spin_encoding)
+{
+    static const struct { const char *v; long want; } good[] = {
+        {"-1", -1}, {"0", 0}, {"32", 32}, {"1000000000", FH_WAIT_SPIN_MAX}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("FH_WAIT_SPIN", good[i].v, 1);
+        fh_config_t cfg;
+        char err[256] = "";
+        int rc = fh_config_load(&cfg, err, sizeof err);
+        ck_assert_msg(rc == 0, "FH_WAIT_SPIN=%s should be accepted, got %d: %s",
+                      good[i].v, rc, err);
+        ck_assert_int_eq(cfg.wait_spin, good[i].want);
+    }
+    unsetenv("FH_WAIT_SPIN");
+    static const char *bad[] = {"-2", "1000000001", "inf", "never", "", "32x", "1.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_range_error("FH_WAIT_SPIN", bad[i]);
+}
+END_TEST
+
 /* ------------------------------------------------------------- printing */
 
 START_TEST(print_lists_every_variable)
@@ -395,6 +418,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, am_credits_zero_rejected);
     tcase_add_test(tc, other_ranges_rejected);
     tcase_add_test(tc, range_limits_accepted);
+    tcase_add_test(tc, wait_spin_encoding);
     suite_add_tcase(s, tc);
 
     return s;
@@ -402,9 +426,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fh_check_run(config_suite());
 }

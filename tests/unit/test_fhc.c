@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "fhc.h"
 #include "fhc_wire.h"
 
@@ -806,9 +807,5 @@ int main(void)
     tcase_add_test(tc, a_revoke_that_overtakes_the_grant_stops_its_install);
     tcase_add_test(tc, a_release_of_a_revoked_region_is_accepted);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fh_check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "check_main.h"
 #include "handle.h"
 
 START_TEST(alloc_lookup_free)
@@ -112,9 +113,5 @@ int main(void)
     tcase_add_test(tc, grows_past_a_chunk_and_slots_do_not_move);
     tcase_add_test(tc, counter_keeps_first_error);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fh_check_run(s);
 }

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "memmon.h"
 
 static fh_memmon_t *m;
@@ -183,6 +184,19 @@ START_TEST(a_file_mapping_cannot_be_watched)
 }
 END_TEST
 
+/* The same tests run in each userfaultfd mode; only the fixture differs. */
+static TCase *mode_tcase(const char *name, void (*setup_fn)(void))
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, setup_fn, teardown);
+    tcase_add_test(tc, munmap_of_watched_memory_is_reported_before_munmap_returns);
+    tcase_add_test(tc, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
+    tcase_add_test(tc, unwatched_memory_is_not_reported);
+    tcase_add_test(tc, watching_changes_nothing_the_program_sees);
+    tcase_add_test(tc, a_file_mapping_cannot_be_watched);
+    return tc;
+}
+
 int main(void)
 {
     fh_memmon_t *probe;
@@ -194,31 +208,13 @@ int main(void)
     printf("test_memmon: userfaultfd in %s mode\n", fh_memmon_mode(probe));
     fh_memmon_destroy(probe);
     Suite *s = suite_create("memmon");
-    TCase *tc = tcase_create("uffd");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, munmap_of_watched_memory_is_reported_before_munmap_returns);
-    tcase_add_test(tc, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
-    tcase_add_test(tc, unwatched_memory_is_not_reported);
-    tcase_add_test(tc, watching_changes_nothing_the_program_sees);
-    tcase_add_test(tc, a_file_mapping_cannot_be_watched);
-    suite_add_tcase(s, tc);
+    suite_add_tcase(s, mode_tcase("uffd", setup));
     fh_memmon_t *mp;
     if (fh_memmon_create_missing(&mp, why, sizeof why) == 0) {
         fh_memmon_destroy(mp);
-        TCase *tm = tcase_create("uffd-missing");
-        tcase_add_checked_fixture(tm, setup_missing, teardown);
-        tcase_add_test(tm, munmap_of_watched_memory_is_reported_before_munmap_returns);
-        tcase_add_test(tm, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
-        tcase_add_test(tm, unwatched_memory_is_not_reported);
-        tcase_add_test(tm, watching_changes_nothing_the_program_sees);
-        tcase_add_test(tm, a_file_mapping_cannot_be_watched);
-        suite_add_tcase(s, tm);
+        suite_add_tcase(s, mode_tcase("uffd-missing", setup_missing));
     } else {
         printf("test_memmon: missing mode not testable here: %s\n", why);
     }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fh_check_run(s);
 }

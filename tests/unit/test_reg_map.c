@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "check_main.h"
 #include "reg_map.h"
 
 START_TEST(put_get_del)
@@ -99,9 +100,5 @@ int main(void)
     tcase_add_test(tc, refuses_past_three_quarters);
     tcase_add_test(tc, random_against_model);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fh_check_run(s);
 }
