@@ -320,8 +320,8 @@ int fhb_apps(const fhb_opts_t *o)
     if (fh_rank() == 0)
         printf("strategy %s, %d ranks\n", fhb_strategy(), fh_nranks());
     int bad = 0;
-    bad |= o->quick ? cannon(csv, 4, 32) : cannon(csv, 4, 128);
-    bad |= o->quick ? bitonic(csv, 16, 1024) : bitonic(csv, 64, 16384);
+    bad |= o->quick ? cannon(csv, 4, 64) : cannon(csv, 4, 128);
+    bad |= o->quick ? bitonic(csv, 32, 4096) : bitonic(csv, 64, 16384);
     fhb_csv_close(csv);
     return bad;
 }

@@ -68,8 +68,8 @@ int fhb_sweep(const fhb_opts_t *o)
     if (fh_rank() == 0) {
         char *src = mine;                 /* registered: our own segment */
         memset(src, 0x11, BW_SIZE < max_ws ? BW_SIZE : max_ws);
-        long lit = fhb_iters(o, 3000, 150);
-        long bit = o->quick ? 40 : 400;
+        long lit = fhb_iters(o, 3000, 600);
+        long bit = o->quick ? 100 : 400;
         double *t = malloc(sizeof(double) * (size_t)lit);
         if (!t)
             fh_abort(1, "fhbench: out of memory");
