@@ -10,8 +10,9 @@
  *     timed (median, p99);
  *   - bandwidth: 64 KiB puts at random 64 KiB aligned offsets, issued with
  *     fh_put_nbi in windows of BW_WINDOW, MB/s over the whole phase;
- * and the firehose hit rate of each phase from fh_stats_peer (reg_hits,
- * reg_misses; empty for strategies that do not count them).
+ * and the firehose hit rate of each phase from rank 0's fh_stats_peer
+ * (reg_hits, reg_misses; empty for strategies that do not count them on the
+ * initiator: the rendezvous forms count them at the target).
  *
  * One process runs one FH_REG_STRATEGY (it is fixed at fh_init and equal on
  * all ranks); bench/run-all.sh runs one series per strategy.

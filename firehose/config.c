@@ -46,8 +46,9 @@ const fh_cfg_entry_t fh_config_table[] = {
      "pin-everything|firehose|rendezvous|rendezvous-cache|bounce", F(reg_strategy), 1,
      "Memory registration strategy: firehose registers on demand through the "
      "registration cache; pin-everything registers whole segments; for comparison, "
-     "rendezvous registers at the target per operation, rendezvous-cache never "
-     "deregisters, bounce copies through AMs (docs/firehose-cache.md).", 0},
+     "rendezvous registers at the target per operation, rendezvous-cache asks the "
+     "target per operation too but the target never deregisters, bounce copies "
+     "through AMs (docs/firehose-cache.md).", 0},
     {"FH_BUCKET_SIZE", FH_CFG_SIZE, "64k", NULL, F(bucket_size), 1,
      "Firehose cache bucket (lookup unit; power of two, >= page size).", 0},
     {"FH_REGION_MAX", FH_CFG_SIZE, "1m", NULL, F(region_max), 1,

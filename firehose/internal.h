@@ -409,9 +409,9 @@ void fh_strat_fini(fh_rt_t *rt);
  * rank != us.  Blocking: returns once the data is in place. */
 int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                    uint64_t remote, size_t n);
-/* Segment piece [base, base+size) of rank is being destroyed (after the
- * destroy barrier): drop cached keys of it, deregister ours inside it. */
-void fh_strat_seg_destroy(fh_rt_t *rt, int rank, uintptr_t base, size_t size);
+/* Our segment piece [base, base+size) is being destroyed (after the
+ * destroy barrier): deregister what we registered inside it for peers. */
+void fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size);
 /* Adds the strategy's counters for peer (or all peers if peer == our rank). */
 void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 

@@ -1,6 +1,11 @@
 /*
  * reg_rdv.c -- FH_REG_STRATEGY=rendezvous and rendezvous-cache (strategy.h).
  *
+ * Both are the firehose paper's rendezvous comparison strategies: every
+ * chunk of every operation costs a round trip to the target before its
+ * RDMA ("rendezvous" with unpin, and "rendezvous without unpin", which
+ * caches registrations forever at the target only).
+ *
  * One message format both ways, on the service path:
  *   RDV_REGISTER   initiator -> target: register [addr, addr+len); the
  *                  target answers with an RDV_REPLY (always, also on error).
@@ -12,17 +17,26 @@
  * Target rules (each refusal: error reply + one log line, nothing
  * registered): the message has exactly the expected size and a known op;
  * the range is non-empty, does not wrap, lies inside one of our segment
- * pieces and is at most R = FH_REGION_MAX bytes.  rendezvous-cache
- * registers the R-aligned frame around the range clipped to the segment
- * piece (so the key covers only segment memory) and keeps it until the
+ * pieces and is at most R = FH_REGION_MAX bytes.  Plain rendezvous
+ * registers exactly the range, per request.  rendezvous-cache serves the
+ * request from its frame cache: the R-aligned frame around the range
+ * clipped to the segment piece (so the key covers only segment memory) is
+ * registered the first time any peer asks for it and kept until the
  * segment is destroyed; the range must not cross that frame.  A handle to
  * deregister must name a registration made for the same peer.
  *
+ * Statistics (strategy.h, strat_peer_t): the target counts, in the
+ * requesting peer's row, a hit for a request served by a registration it
+ * already had (rendezvous-cache: the frame was registered) and a miss for
+ * one that needed a new registration (plain rendezvous: every request).
+ * The initiator counts its messages (requests).
+ *
  * Initiator: a transfer is cut into chunks (plain: R bytes; cache: the part
- * inside one frame).  Up to RDV_DEPTH chunks have their registration
- * requested ahead, so the target registers chunk i+1.. while chunk i's RDMA
- * runs; chunks complete in order.  rendezvous-cache first looks the frame
- * up in its own key cache (imap) and sends nothing on a hit.
+ * inside one frame).  Every chunk is requested from the target -- there is
+ * no initiator-side key cache, so even a rendezvous-cache "hit" is a round
+ * trip.  Up to RDV_DEPTH chunks have their registration requested ahead,
+ * so the target serves chunk i+1.. while chunk i's RDMA runs; chunks
+ * complete in order.  Only plain rendezvous sends RDV_UNREGISTER.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -136,6 +150,8 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
         hi = fhi;
         pthread_mutex_lock(&s->lock);
         e = fhc_map_get(&s->tmap, 0, lo);
+        if (e != NULL)
+            s->peer[src].hits++;   /* frame already registered (by any peer) */
         pthread_mutex_unlock(&s->lock);
     }
     if (e == NULL) {
@@ -163,6 +179,7 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
             fhc_map_put(&s->tmap, s->kind == FH_REG_RENDEZVOUS ? (uint64_t)src : 0,
                         s->kind == FH_REG_RENDEZVOUS ? e->handle : lo, e);
             strat_list_push(&s->tlist, e);
+            s->peer[src].misses++;
             s->peer[src].registrations++;
             s->peer[src].pinned_remote += e->len;
         }
@@ -224,14 +241,11 @@ void strat_rdv_register_handlers(void)
 
 /* ------------------------------------------------------------ initiator */
 
-enum { SLOT_REQUESTED = 1, SLOT_HIT = 2 };
-
 typedef struct rdv_slot {
     strat_wait_t w;
     uint64_t token;
     uint64_t raddr;
     size_t off, len;
-    int state;
     uint64_t key[2];
 } rdv_slot_t;
 
@@ -243,29 +257,13 @@ static int send_msg(fh_tls_t *t, struct fh_strat *s, int rank, const rdv_msg_t *
     return fh_am_send_request_on(t, &fh_rt->paths[0], rank, FH_H_RDV_REQ, m, sizeof *m);
 }
 
-/* Looks the chunk up in the key cache (rendezvous-cache), else asks the
- * target.  Fills sl; returns FH_OK or an error (nothing pending then). */
-static int issue(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uintptr_t flo)
+/* Asks the target for the chunk's registration (both forms, every chunk).
+ * Returns FH_OK (a reply is pending on sl->w) or an error (nothing is). */
+static int issue(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl)
 {
-    if (s->kind == FH_REG_RENDEZVOUS_CACHE) {
-        pthread_mutex_lock(&s->lock);
-        strat_entry_t *e = fhc_map_get(&s->imap, (uint64_t)rank, flo);
-        if (e != NULL && e->base <= sl->raddr && sl->raddr + sl->len <= e->base + e->len) {
-            sl->state = SLOT_HIT;
-            sl->key[0] = e->key[0];
-            sl->key[1] = e->key[1];
-            s->peer[rank].hits++;
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (sl->state == SLOT_HIT)
-            return FH_OK;
-    }
     sl->token = strat_wait_begin(s, rank, &sl->w, 1);
     if (sl->token == 0)
         return FH_ERR_NO_MEMORY;
-    pthread_mutex_lock(&s->lock);
-    s->peer[rank].misses++;
-    pthread_mutex_unlock(&s->lock);
     rdv_msg_t m = {.op = RDV_REGISTER, .token = sl->token, .addr = sl->raddr,
                    .len = sl->len};
     int rc = send_msg(t, s, rank, &m);
@@ -273,15 +271,12 @@ static int issue(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uint
         strat_wait_end(s, rank, sl->token);
         return rc;
     }
-    sl->state = SLOT_REQUESTED;
     return FH_OK;
 }
 
-/* Waits for sl's reply (if any), checks it, caches the key (cache mode). */
-static int settle(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uintptr_t flo)
+/* Waits for sl's reply and checks that it covers the chunk. */
+static int settle(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl)
 {
-    if (sl->state == SLOT_HIT)
-        return FH_OK;
     strat_wait_poll(t, &sl->w);
     strat_wait_end(s, rank, sl->token);
     const strat_wait_t *w = &sl->w;
@@ -294,20 +289,6 @@ static int settle(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl, uin
     }
     sl->key[0] = w->key[0];
     sl->key[1] = w->key[1];
-    if (s->kind == FH_REG_RENDEZVOUS_CACHE && w->base == flo) {
-        strat_entry_t *e = calloc(1, sizeof *e);
-        pthread_mutex_lock(&s->lock);
-        if (e != NULL && fhc_map_get(&s->imap, (uint64_t)rank, flo) == NULL &&
-            fhc_map_reserve(&s->imap, 1) == 0) {
-            *e = (strat_entry_t){.peer = (uint32_t)rank, .base = w->base, .len = w->len,
-                                 .key = {w->key[0], w->key[1]}};
-            fhc_map_put(&s->imap, (uint64_t)rank, flo, e);
-            strat_list_push(&s->ilist, e);
-            e = NULL;
-        }
-        pthread_mutex_unlock(&s->lock);
-        free(e);   /* another thread cached it first, or no memory: fine */
-    }
     return FH_OK;
 }
 
@@ -322,7 +303,6 @@ int strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr
         return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
                             what, rank);
     rdv_slot_t slot[RDV_DEPTH];
-    uintptr_t flo[RDV_DEPTH];
     size_t issued = 0;
     unsigned head = 0, tail = 0;
     int rc = FH_OK;
@@ -342,8 +322,7 @@ int strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr
                 len = hi - (uintptr_t)sl->raddr;
             assert(len > 0 && len <= s->R);
             sl->len = len;
-            flo[head % RDV_DEPTH] = lo;
-            rc = issue(t, s, rank, sl, lo);
+            rc = issue(t, s, rank, sl);
             if (rc != FH_OK) {
                 rc = fh_set_error(rc, "%s to rank %d: cannot send a rendezvous request: %s",
                                   what, rank, fh_strerror(rc));
@@ -355,12 +334,11 @@ int strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr
         if (tail == head)
             break;
         rdv_slot_t *sl = &slot[tail % RDV_DEPTH];
-        int st = settle(t, s, rank, sl, flo[tail % RDV_DEPTH]);
+        int st = settle(t, s, rank, sl);
         if (st == FH_OK && rc == FH_OK)
             st = strat_rdma(t, is_put, rank, local + sl->off, lmr, sl->raddr, sl->len,
                             sl->key);
-        if (s->kind == FH_REG_RENDEZVOUS && sl->state == SLOT_REQUESTED &&
-            sl->w.status == FH_OK) {
+        if (s->kind == FH_REG_RENDEZVOUS && sl->w.status == FH_OK) {
             rdv_msg_t m = {.op = RDV_UNREGISTER, .handle = sl->w.handle};
             int urc = send_msg(t, s, rank, &m);
             if (st == FH_OK)

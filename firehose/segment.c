@@ -17,8 +17,8 @@
  * cached registrations may still cover them.
  * Strategies rendezvous, rendezvous-cache and bounce (strategy.c): pieces
  * are page-aligned and not registered (rkey {0, 0}); at destroy the
- * strategy forgets what it registered or cached for them (after the
- * barrier), then the memory is unmapped.
+ * strategy deregisters what it registered in our piece for peers (after
+ * the barrier), then the memory is unmapped.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -348,9 +348,8 @@ int fh_segment_destroy(fh_seg_t seg)
     if ((rc = fh_barrier_internal(t)) != FH_OK)
         return rc;
     pthread_mutex_lock(&fh_rt->seg_lock);
-    for (int r = 0; r < fh_rt->nranks; r++)
-        fh_strat_seg_destroy(fh_rt, r, (uintptr_t)sg->pieces[r].base,
-                             (size_t)sg->pieces[r].size);
+    fh_strat_seg_destroy(fh_rt, (uintptr_t)sg->pieces[fh_rt->rank].base,
+                         (size_t)sg->pieces[fh_rt->rank].size);
     sg->live = 0;
     rc = publish(fh_rt);
     seg_release_local(fh_rt, sg);

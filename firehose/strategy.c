@@ -38,7 +38,6 @@ int fh_strat_init(fh_rt_t *rt)
     s->next_handle = 1;
     fhc_map_init(&s->waits);
     fhc_map_init(&s->tmap);
-    fhc_map_init(&s->imap);
     rt->strat = s;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "registration strategy %s: max registration %zu, bounce chunk %zu",
@@ -67,10 +66,8 @@ void fh_strat_fini(fh_rt_t *rt)
     pthread_mutex_lock(&s->lock);
     rt->strat = NULL;
     drop_list(rt, &s->tlist);
-    drop_list(rt, &s->ilist);
     fhc_map_fini(&s->waits);
     fhc_map_fini(&s->tmap);
-    fhc_map_fini(&s->imap);
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
     free(s->peer);
@@ -93,39 +90,33 @@ int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr 
     return FH_OK;
 }
 
-/* Entries of l of `peer` (any peer if peer < 0) inside [base, base+size). */
-static void forget_range(fh_rt_t *rt, struct fh_strat *s, strat_list_t *l, fhc_map_t *m,
-                         int peer, uintptr_t base, size_t size, bool target)
+/* rendezvous-cache: deregisters our frames inside [base, base+size). */
+static void forget_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, size_t size)
 {
-    for (strat_entry_t *e = l->head, *nx; e != NULL; e = nx) {
+    for (strat_entry_t *e = s->tlist.head, *nx; e != NULL; e = nx) {
         nx = e->next;
-        if ((peer >= 0 && e->peer != (uint32_t)peer) || e->base < base ||
-            e->base + e->len > base + size)
+        if (e->base < base || e->base + e->len > base + size)
             continue;
-        strat_list_remove(l, e);
-        fhc_map_del(m, target ? 0 : e->peer, e->base);
-        if (e->mr != NULL) {
-            rt->cops->mr_dereg(rt->conduit, e->mr);
-            s->peer[e->peer].unregistrations++;
-            s->peer[e->peer].pinned_remote -= e->len;
-        }
+        strat_list_remove(&s->tlist, e);
+        fhc_map_del(&s->tmap, 0, e->base);
+        rt->cops->mr_dereg(rt->conduit, e->mr);
+        s->peer[e->peer].unregistrations++;
+        s->peer[e->peer].pinned_remote -= e->len;
         free(e);
     }
 }
 
-void fh_strat_seg_destroy(fh_rt_t *rt, int rank, uintptr_t base, size_t size)
+void fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size)
 {
     struct fh_strat *s = rt->strat;
     if (s == NULL || s->kind != FH_REG_RENDEZVOUS_CACHE || size == 0)
         return;
     /* Plain rendezvous registrations die with their operation; bounce has
-     * none.  The cache's live as long as the segment: every rank passed the
-     * destroy barrier, so nobody uses them any more. */
+     * none; initiators cache nothing.  The cache's frames live as long as
+     * our segment: every rank passed the destroy barrier, so nobody uses
+     * them any more. */
     pthread_mutex_lock(&s->lock);
-    if (rank == rt->rank)
-        forget_range(rt, s, &s->tlist, &s->tmap, -1, base, size, true);
-    else
-        forget_range(rt, s, &s->ilist, &s->imap, rank, base, size, false);
+    forget_range(rt, s, base, size);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -10,11 +10,15 @@
  *                     gets the key in the reply, does the RDMA, then tells
  *                     the target to deregister (fire and forget).  Chunks
  *                     of one transfer are pipelined, RDV_DEPTH deep.
- *   rendezvous-cache  the same request, but the target registers the whole
- *                     R-aligned frame (clipped to its segment piece) and
- *                     keeps it until the segment is destroyed; the
- *                     initiator caches the key per (peer, frame), so a
- *                     repeat costs no message.  Unbounded by design.
+ *   rendezvous-cache  the paper's "rendezvous without unpin": the same
+ *                     request for every chunk (a chunk stays inside one
+ *                     R-aligned frame), but the target serves it from its
+ *                     frame cache: it registers the whole frame (clipped to
+ *                     its segment piece) the first time anyone asks and
+ *                     keeps it until the segment is destroyed; no
+ *                     deregistration message.  The initiator caches
+ *                     nothing, so every chunk costs a round trip.
+ *                     Unbounded pinning by design.
  *   bounce            nothing is registered: a put is a series of medium AMs
  *                     whose handler copies the payload into the segment and
  *                     acknowledges; a get is a series of short requests
@@ -58,8 +62,9 @@ _Static_assert(sizeof(rdv_msg_t) == 56, "rdv_msg_t has no padding");
 #define RDV_DEPTH 4
 
 typedef struct strat_peer {
-    uint64_t hits;             /* rendezvous-cache: key found locally */
-    uint64_t misses;           /* chunks that needed a request */
+    /* Target side, per request of the peer (reg_rdv.c): */
+    uint64_t hits;             /* rendezvous-cache: frame already registered */
+    uint64_t misses;           /* a registration was made for it */
     uint64_t requests;         /* strategy messages we sent to the peer */
     uint64_t registrations;    /* registrations we made for the peer */
     uint64_t unregistrations;  /* ... and released */
@@ -67,11 +72,10 @@ typedef struct strat_peer {
     uint64_t pinned_remote;    /* bytes registered here for it now */
 } strat_peer_t;
 
-/* One registration: ours for a peer (target side: mr set), or a key of a
- * peer's memory we cache (initiator side, rendezvous-cache: mr NULL). */
+/* One registration we made for a peer's request (target side). */
 typedef struct strat_entry {
     struct strat_entry *prev, *next;
-    uint32_t peer;             /* target: who asked; initiator: the owner */
+    uint32_t peer;             /* who asked (cache: who asked first) */
     uint64_t handle;           /* plain rendezvous: name used to deregister */
     uintptr_t base;
     size_t len;
@@ -104,10 +108,8 @@ struct fh_strat {
     size_t chunk;              /* bounce: payload bytes per AM */
     uint64_t next_token, next_handle;
     fhc_map_t waits;           /* (peer, token) -> strat_wait_t */
-    fhc_map_t tmap;            /* target: (peer, handle) or (0, base) -> entry */
+    fhc_map_t tmap;            /* target: (peer, handle) or (0, frame) -> entry */
     strat_list_t tlist;
-    fhc_map_t imap;            /* initiator cache: (peer, frame base) -> entry */
-    strat_list_t ilist;
     strat_peer_t *peer;        /* [nranks] */
 };
 

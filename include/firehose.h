@@ -315,10 +315,14 @@ int fh_allgather(const void *in, void *out, size_t len);
  * the row of a peer, "we" are this rank; the row of our own rank is the sum
  * over peers plus what belongs to no peer.  The reg_* fields describe the
  * registration strategy (FH_REG_STRATEGY; all zero for pin-everything):
- *   reg_hits, reg_misses   operations (chunks) towards the peer that found
- *                          their registration at once / had to ask for it
- *                          (firehose cache; rendezvous-cache key cache;
- *                          every rendezvous chunk is a miss)
+ *   reg_hits, reg_misses   firehose: operations (chunks) towards the peer
+ *                          that found their registration at once / had to
+ *                          ask for it.  rendezvous, rendezvous-cache
+ *                          (counted by the target, which always gets asked):
+ *                          the peer's requests we served with a
+ *                          registration we already had (rendezvous-cache:
+ *                          the frame was registered) / that needed a new
+ *                          one (rendezvous: every request)
  *   reg_moves              strategy messages we sent to the peer (firehose
  *                          moves, rendezvous (de)registration requests,
  *                          bounce data AMs); not counted in am_sent
@@ -338,7 +342,9 @@ int fh_allgather(const void *in, void *out, size_t len);
  *   reg_unregistrations    requests, and released (firehose: regions
  *                          created by its moves / evictions; own row also
  *                          counts invalidated regions deregistered;
- *                          rendezvous: one of each per chunk)
+ *                          rendezvous: one of each per chunk;
+ *                          rendezvous-cache: one per frame, released when
+ *                          the segment is destroyed)
  *   reg_refused            the peer's requests we refused (outside our
  *                          segments, malformed, over its budget)
  *   reg_invalidations      firehose: our regions dropped because the

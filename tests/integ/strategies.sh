@@ -29,17 +29,28 @@ for p in $(providers); do
             unset FH_STATS
             if [ "$fail" -eq "$before" ]; then
                 last=$((n - 1))   # rank 0's memory is swept by rank n-1
+                # rendezvous forms: hits/misses are counted by the target,
+                # in the row of the peer that asked; every chunk is a
+                # request (moves) from the initiator
                 case $s in
                 firehose)
                     expect_stat total moves -gt 0
                     expect_stat "->$last" registrations -gt 0 ;;
                 rendezvous)
-                    expect_stat total reg_misses -gt 0
+                    expect_stat total moves -gt 0
+                    expect_stat "->$last" reg_misses -gt 0
+                    expect_stat "->$last" reg_hits -eq 0
+                    expect_stat "->$last" reg_misses -eq \
+                        "$(stats_field "->$last" registrations)"
                     expect_stat "->$last" registrations -gt 0
                     expect_stat "->$last" unregistrations -gt 0
                     expect_stat "->$last" pinned_remote -eq 0 ;;
                 rendezvous-cache)
-                    expect_stat total reg_hits -gt 0
+                    expect_stat total moves -gt 0
+                    expect_stat "->$last" reg_hits -gt 0
+                    expect_stat "->$last" reg_misses -gt 0
+                    expect_stat "->$last" reg_misses -eq \
+                        "$(stats_field "->$last" registrations)"
                     expect_stat "->$last" registrations -gt 0
                     # frames stay until the segment is destroyed (before
                     # the stats are printed)
