@@ -294,8 +294,8 @@ int fh_reg_init(fh_rt_t *rt)
         g->bshift++;
     g->nranks = rt->nranks;
     g->check = rt->cfg.reg_check;
-    g->swept = calloc((size_t)rt->nranks, 1);
-    if (g->swept == NULL) {
+    g->hpeer = calloc((size_t)rt->nranks, sizeof *g->hpeer);
+    if (g->hpeer == NULL) {
         free(g);
         return FH_ERR_NO_MEMORY;
     }
@@ -308,7 +308,7 @@ int fh_reg_init(fh_rt_t *rt)
     uint64_t *all = calloc((size_t)rt->nranks, sizeof mine);
     if (all == NULL || rt->boot->ops->allgather(rt->boot, mine, all, sizeof mine) != FH_OK) {
         free(all);
-        free(g->swept);
+        free(g->hpeer);
         free(g);
         return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: firehose cache size exchange failed");
     }
@@ -337,7 +337,7 @@ int fh_reg_init(fh_rt_t *rt)
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {
         size_t b = g->bucket;
-        free(g->swept);
+        free(g->hpeer);
         free(g);
         return fh_set_error(rc == FHC_ERR_CONFIG ? FH_ERR_CONFIG : rc,
                             "fh_init: FH_REG_STRATEGY=firehose: %s (M=%zu, N=%d, "
@@ -348,7 +348,7 @@ int fh_reg_init(fh_rt_t *rt)
     if ((rc = fh_mm_init(rt)) != FH_OK) {
         rt->reg = NULL;
         fhc_destroy(g->c);
-        free(g->swept);
+        free(g->hpeer);
         free(g);
         return rc;
     }
@@ -382,7 +382,7 @@ void fh_reg_fini(fh_rt_t *rt)
         munmap((void *)g->retired[i].base, g->retired[i].end - g->retired[i].base);
     free(g->retired);
     free(g->spans);
-    free(g->swept);
+    free(g->hpeer);
     rt->reg = NULL;
     free(g);
 }
@@ -485,6 +485,7 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
             out->reg_victims += s.unused_regions;
         }
         out->reg_revoked += s.revoked;
+        out->reg_revoked_busy += g->hpeer[r].revoked_busy;
     }
     if (peer == rt->rank) {
         fhc_stats_t s;

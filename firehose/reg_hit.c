@@ -24,7 +24,7 @@
  * WANTED so it takes no new hits and the decrement that empties it returns
  * it the same way (reg_hit_unref).  Entries for a peer are installed only
  * while its queue is empty, so after one sweep every entry of the peer is
- * DEAD or WANTED until the queue empties (g->swept[peer] remembers the
+ * DEAD or WANTED until the queue empties (g->hpeer[peer].swept remembers the
  * sweep; an install clears it).  Hence a waiting operation gets back every
  * reference the hit layer holds on its peer as soon as the RDMA using it
  * completes: no starvation, and fhc's invariants are unchanged (an entry
@@ -210,9 +210,9 @@ void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h)
 void reg_hit_budget(struct fh_reg *g, uint32_t peer)
 {
     reg_check(g, peer);
-    if (g->swept[peer] || !fhc_budget_waiting(g->c, peer))
+    if (g->hpeer[peer].swept || !fhc_budget_waiting(g->c, peer))
         return;
-    g->swept[peer] = 1;
+    g->hpeer[peer].swept = 1;
     for (reg_tc_t *tc = g->tcs; tc != NULL; tc = tc->next) {
         for (uint32_t i = 0; i < TC_ENTRIES; i++) {
             reg_ent_t *e = &tc->ent[i];
@@ -252,6 +252,8 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer)
             if (s == 0) {      /* idle: fhc drops it and queues the ack now */
                 ent_return(g, e);
                 atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_release);
+            } else {           /* RDMA in flight: its last release acks */
+                g->hpeer[peer].revoked_busy++;
             }
         }
     }
@@ -340,7 +342,7 @@ void reg_hit_install(struct fh_reg *g, fh_tls_t *t, reg_xop_t *x)
     atomic_store_explicit(&e->state, 1, memory_order_release);
     fhc_release(g->c, &x->op);     /* the entry holds the firehose now */
     x->ent = e;
-    g->swept[peer] = 0;
+    g->hpeer[peer].swept = 0;
 }
 
 /* ------------------------------------------------------------ life cycle */

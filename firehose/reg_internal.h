@@ -58,7 +58,10 @@ struct fh_reg {
 
     /* Hit layer (reg_hit.c), under lock. */
     struct reg_tc *tcs;            /* every thread cache ever made */
-    uint8_t *swept;                /* [nranks]: see reg_hit_budget() */
+    struct reg_hpeer {
+        uint8_t swept;             /* see reg_hit_budget() */
+        uint64_t revoked_busy;     /* REVOKEs that found a busy entry */
+    } *hpeer;                      /* [nranks] */
 };
 
 /* ---- hit layer entries (reg_hit.c) */

@@ -352,7 +352,10 @@ int fh_allgather(const void *in, void *out, size_t len);
  *   reg_revokes_sent       firehose: REVOKEs we sent to holders of such
  *                          regions (own row)
  *   reg_revoked            firehose: our firehoses on the peer that it
- *                          revoked (own row: the sum) */
+ *                          revoked (own row: the sum)
+ *   reg_revoked_busy       firehose: of those, cached references with RDMA
+ *                          in flight when the REVOKE arrived (the ack left
+ *                          after that RDMA completed) */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
@@ -365,6 +368,7 @@ typedef struct fh_peer_stats {
     uint64_t reg_registrations, reg_unregistrations;
     uint64_t reg_refused;
     uint64_t reg_invalidations, reg_revokes_sent, reg_revoked;
+    uint64_t reg_revoked_busy;
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,

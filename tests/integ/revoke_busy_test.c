@@ -1,0 +1,264 @@
+/*
+ * revoke_busy_test.c -- a REVOKE that arrives while RDMA through the
+ * revoked firehose is still in flight (docs/firehose-cache.md, "The hit
+ * layer" and "Memory that is freed or reused").
+ *
+ * Meant for FH_REG_STRATEGY=firehose FH_SEGMENT=everything
+ * FH_BUCKET_SIZE=4k (revoke_busy_test.sh), where a frame -- the largest
+ * region, R -- is 16 buckets = 64 KiB.  Ranks pair up as in churn_test:
+ * even rank 2k initiates, 2k+1 is the target.  The target's area is one
+ * frame: S (all but the last bucket), which stays mapped, and A (the last
+ * bucket), which is freed every cycle.  The initiator's source holds
+ * pattern K0 for S and pattern c for A in cycle c.  Each cycle c:
+ *   initiator  (main thread, streamer paused) puts the source over the
+ *              frame (the first time: one region covering S and A), lets
+ *              its streamer thread go -- NBI puts into A, two in flight,
+ *              hits in the streamer's own hit-layer cache on the region
+ *              holding A, so that entry is busy most of the time -- and
+ *              sends GO;
+ *   target     on GO, maps fresh pages over A (mmap MAP_FIXED), fills them
+ *              with 0xee and publishes A by AM.  The AM's runtime entry
+ *              turns the monitor's event into a REVOKE of A's region and
+ *              waits for the ack, which the initiator may only send once
+ *              the streamer's RDMA through that region completed (its entry
+ *              goes WANTED; the last release returns it).  The streamer's
+ *              next puts miss, and their move is answered only after the
+ *              ack, with a region on the NEW A;
+ *   initiator  (main thread, polling for PUBLISH, handles the REVOKE) stops
+ *              the streamer, puts the source over the frame once more,
+ *              sends DONE;
+ *   target     checks S (K0) and A (pattern c) and says so (CHECKED: the
+ *              next cycle's put must not race with the check).
+ * Two initiator threads: the main thread handles the REVOKE (it polls for
+ * PUBLISH) while the streamer's RDMA is in flight on its own path.  The
+ * streamer
+ * writes A because the regions do not stay as first made: after the first
+ * REVOKE, S and A are re-registered as separate regions, and only A's is
+ * revoked from then on.
+ * At the end the initiator's reg_revoked_busy (REVOKEs that found a cached
+ * reference busy) must be > 0 -- the interleaving this test is for
+ * happened -- and no byte may differ.  On a pinning NIC (ibv on Soft-RoCE,
+ * check-rxe) a stale registration would leave A's new pages without the
+ * pattern.
+ *
+ * Usage: revoke_busy_test [--cycles N]
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+#include "testutil.h"
+
+#define H_GO      (FH_AM_USER_FIRST + 0)
+#define H_PUBLISH (FH_AM_USER_FIRST + 1)
+#define H_DONE    (FH_AM_USER_FIRST + 2)
+#define H_CHECKED (FH_AM_USER_FIRST + 3)
+
+/* One frame R: with FH_BUCKET_SIZE=4k, R = 16 buckets (FHC_MAX_PIECES) */
+#define BUCKET  ((size_t)4096)      /* = FH_BUCKET_SIZE */
+#define FRAME   (16 * BUCKET)
+
+static volatile uint64_t go_cycle = UINT64_MAX, pub_cycle = UINT64_MAX,
+                         done_cycle = UINT64_MAX, checked_cycle = UINT64_MAX,
+                         area_addr;
+
+static void h_go(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)b; (void)n;
+    CHECK(na == 1, "GO", "1 arg, saw %u", na);
+    __atomic_store_n(&go_cycle, a[0], __ATOMIC_RELEASE);
+}
+
+static void h_publish(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)b; (void)n;
+    CHECK(na == 2, "PUBLISH", "2 args, saw %u", na);
+    area_addr = a[1];
+    __atomic_store_n(&pub_cycle, a[0], __ATOMIC_RELEASE);
+}
+
+static void h_done(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)b; (void)n;
+    CHECK(na == 1, "DONE", "1 arg, saw %u", na);
+    __atomic_store_n(&done_cycle, a[0], __ATOMIC_RELEASE);
+}
+
+static void h_checked(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)t; (void)b; (void)n;
+    CHECK(na == 1, "CHECKED", "1 arg, saw %u", na);
+    __atomic_store_n(&checked_cycle, a[0], __ATOMIC_RELEASE);
+}
+
+static void wait_for(volatile uint64_t *v, uint64_t want)
+{
+    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) != want)
+        CHECK_OK(fh_poll());
+}
+
+/* The streamer: while `go` is set, NBI puts into A (two in flight);
+ * `idle` says it has stopped and its puts completed. */
+typedef struct streamer {
+    int peer;
+    char *remote, *src;
+    size_t len;
+    atomic_int go, idle, quit;
+    long puts;
+} streamer_t;
+
+static void *stream_main(void *arg)
+{
+    streamer_t *w = arg;
+    while (!atomic_load(&w->quit)) {
+        if (!atomic_load(&w->go)) {
+            CHECK_OK(fh_poll());
+            continue;
+        }
+        atomic_store(&w->idle, 0);
+        while (atomic_load(&w->go)) {
+            CHECK_OK(fh_put_nbi(w->peer, w->remote, w->src, w->len));
+            if (++w->puts % 2 == 0)
+                CHECK_OK(fh_wait_nbi());
+        }
+        CHECK_OK(fh_wait_nbi());
+        atomic_store(&w->idle, 1);
+    }
+    return NULL;
+}
+
+static void stream_stop(streamer_t *w)
+{
+    atomic_store(&w->go, 0);
+    while (!atomic_load(&w->idle))
+        CHECK_OK(fh_poll());
+}
+
+/* A FRAME-aligned area of FRAME bytes. */
+static char *reserve_frame(void)
+{
+    char *raw = mmap(NULL, 2 * FRAME, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(raw != MAP_FAILED, "mmap", "2 frames, saw MAP_FAILED");
+    char *al = (char *)(((uintptr_t)raw + FRAME - 1) & ~(uintptr_t)(FRAME - 1));
+    if (al > raw)
+        munmap(raw, (size_t)(al - raw));
+    munmap(al + FRAME, (size_t)(raw + FRAME - al));
+    return al;
+}
+
+int main(int argc, char **argv)
+{
+    long cycles = 300;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc)
+            cycles = atol(argv[++i]);
+    CHECK_OK(fh_am_register(H_GO, h_go, "rb-go"));
+    CHECK_OK(fh_am_register(H_PUBLISH, h_publish, "rb-publish"));
+    CHECK_OK(fh_am_register(H_DONE, h_done, "rb-done"));
+    CHECK_OK(fh_am_register(H_CHECKED, h_checked, "rb-checked"));
+    CHECK_OK(fh_init(&argc, &argv));
+    tu_init_rank("revoke_busy_test");
+    int me = fh_rank(), N = fh_nranks();
+    uint64_t seed = tu_seed_init();
+    int initiator = me % 2 == 0 && me + 1 < N, target = me % 2 == 1;
+    int peer = initiator ? me + 1 : me - 1;
+    const size_t slen = FRAME - BUCKET;              /* S = [0, slen), A after */
+
+    char *area = NULL, *src = NULL;
+    if (target) {
+        area = reserve_frame();
+        memset(area, 0xee, FRAME);
+    } else if (initiator) {
+        src = malloc(FRAME);
+        CHECK(src != NULL, "malloc", "a frame, saw NULL");
+    }
+    CHECK_OK(fh_barrier());
+    if (target) {                                     /* where the frame is */
+        uint64_t a[2] = {UINT64_MAX - 1, (uint64_t)(uintptr_t)area};
+        CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
+    } else if (initiator) {
+        wait_for(&pub_cycle, UINT64_MAX - 1);
+    }
+
+    uint64_t bad = 0;
+    uint64_t k0 = seed ^ ((uint64_t)(me & ~1) << 40) ^ 0xabcdefull;
+    streamer_t w = {.peer = peer, .len = BUCKET};
+    pthread_t wt;
+    if (initiator) {
+        w.remote = (char *)(uintptr_t)area_addr + slen;   /* A */
+        w.src = src + slen;
+        atomic_store(&w.idle, 1);
+        tu_fill(src, slen, k0, 0);
+        CHECK(pthread_create(&wt, NULL, stream_main, &w) == 0, "pthread_create", "0");
+    }
+    for (long c = 0; c < cycles && (initiator || target); c++) {
+        uint64_t key = seed ^ ((uint64_t)(me & ~1) << 40) ^ (uint64_t)c;
+        if (initiator) {
+            char *remote = (char *)(uintptr_t)area_addr;
+            tu_fill(src + slen, BUCKET, key, slen);
+            CHECK_OK(fh_put(peer, remote, src, FRAME));   /* one region: S + A */
+            atomic_store(&w.go, 1);
+            uint64_t g[1] = {(uint64_t)c};
+            CHECK_OK(fh_am_request_short(peer, H_GO, g, 1));
+            wait_for(&pub_cycle, (uint64_t)c);            /* the REVOKE comes first */
+            stream_stop(&w);
+            /* The whole frame again, not just A: one new region over S and
+             * A, so the next cycle's REVOKE covers what the streamer uses. */
+            CHECK_OK(fh_put(peer, remote, src, FRAME));
+            uint64_t d[1] = {(uint64_t)c};
+            CHECK_OK(fh_am_request_short(peer, H_DONE, d, 1));
+            wait_for(&checked_cycle, (uint64_t)c);     /* before the next fill */
+        } else {
+            wait_for(&go_cycle, (uint64_t)c);
+            char *A = area + slen;
+            char *q = mmap(A, BUCKET, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            CHECK(q == A, "mmap MAP_FIXED", "%p, saw %p", (void *)A, (void *)q);
+            memset(A, 0xee, BUCKET);
+            uint64_t a[2] = {(uint64_t)c, (uint64_t)(uintptr_t)area};
+            CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
+            wait_for(&done_cycle, (uint64_t)c);
+            for (size_t k = 0; k < slen; k++)
+                bad += (uint8_t)area[k] != tu_pat(k0, k);
+            for (size_t k = slen; k < FRAME; k++)
+                bad += (uint8_t)area[k] != tu_pat(key, k);
+            uint64_t d[1] = {(uint64_t)c};
+            CHECK_OK(fh_am_request_short(peer, H_CHECKED, d, 1));
+        }
+    }
+    long streamed = w.puts;
+    if (initiator) {
+        atomic_store(&w.quit, 1);
+        CHECK(pthread_join(wt, NULL) == 0, "pthread_join", "0");
+    }
+
+    fh_peer_stats_t st;
+    CHECK_OK(fh_stats_peer(me, &st));
+    if (initiator || target)
+        TU_LOG("revoke_busy: role=%s cycles=%ld nbi_puts=%ld corrupted_bytes=%llu "
+               "revoked=%llu revoked_busy=%llu revokes_sent=%llu\n",
+               target ? "target" : "initiator", cycles, streamed, (unsigned long long)bad,
+               (unsigned long long)st.reg_revoked, (unsigned long long)st.reg_revoked_busy,
+               (unsigned long long)st.reg_revokes_sent);
+    uint64_t *all = calloc((size_t)N, sizeof *all);
+    CHECK(all != NULL, "calloc", "memory, saw NULL");
+    CHECK_OK(fh_allgather(&bad, all, sizeof bad));
+    uint64_t total = 0;
+    for (int r = 0; r < N; r++)
+        total += all[r];
+    free(all);
+    CHECK(total == 0, "revoke_busy", "0 corrupted bytes, saw %llu",
+          (unsigned long long)total);
+    if (initiator && cycles > 0) {
+        CHECK(st.reg_revoked > 0, "revocations", "> 0 on the initiator, saw 0");
+        CHECK(st.reg_revoked_busy > 0, "busy revocations",
+              "> 0 (a REVOKE finding RDMA in flight) after %ld cycles and %ld NBI "
+              "puts, saw 0", cycles, streamed);
+    }
+    CHECK_OK(fh_barrier());
+    free(src);
+    CHECK_OK(fh_finalize());
+    TU_SAY("PASS revoke_busy_test\n");
+    return 0;
+}
