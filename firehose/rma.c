@@ -94,6 +94,7 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
     fh_path_t *p = t->path;
     size_t chunk = chunk_limit(rt);
     int rc = FH_OK;
+    unsigned idle = 0;
     pthread_mutex_lock(&p->lock);
     for (size_t off = 0; off < n;) {
         size_t len = n - off < chunk ? n - off : chunk;
@@ -104,7 +105,11 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
         else
             rc = rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + off, rkey, ctr, flags);
         if (rc == FH_ERR_AGAIN) {
+            /* Out of send resources: what frees them may need the target's
+             * CPU (libfabric tcp and shm), so yield like every wait does
+             * (FH_WAIT_SPIN) instead of spinning the core away from it. */
             fh_progress_locked(p);
+            fh_wait_idle(&idle);
             continue;
         }
         if (rc != FH_OK)
