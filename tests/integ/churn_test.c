@@ -47,8 +47,6 @@
  * Usage: churn_test [--cycles N] [--size BYTES] [--bucket BYTES]
  *                   [--expect-corruption] [--monitor]
  */
-#include <sys/mman.h>
-
 #include "testutil.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -75,25 +73,6 @@ static void h_done(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsig
     __atomic_store_n(&done_cycle, a[0], __ATOMIC_RELEASE);
 }
 
-static void wait_for(volatile uint64_t *v, uint64_t want)
-{
-    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) != want)
-        CHECK_OK(fh_poll());
-}
-
-/* A bucket-aligned area of `len` bytes. */
-static char *reserve(size_t len, size_t align)
-{
-    char *raw = mmap(NULL, len + align, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(raw != MAP_FAILED, "mmap", "an area of %zu bytes, saw MAP_FAILED", len + align);
-    char *al = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-    if (al > raw)
-        munmap(raw, (size_t)(al - raw));
-    munmap(al + len, (size_t)(raw + align - al));
-    return al;
-}
-
 typedef struct churn_buf {
     char *p;            /* current address (what is published / used) */
     char *home;         /* the reserved, aligned address */
@@ -114,7 +93,7 @@ static void remap_home(churn_buf_t *b)
     } else {
         if (q != MAP_FAILED)
             munmap(q, b->len);
-        b->home = reserve(b->len, b->align);
+        b->home = tu_reserve(b->len, b->align);
         b->moved++;
     }
     b->p = b->home;
@@ -194,12 +173,12 @@ int main(int argc, char **argv)
     churn_buf_t tb = {0}, src = {0}, dst = {0};
     churn_buf_t *mine[2] = {&tb, NULL};
     if (target) {
-        tb.home = tb.p = reserve(size, bucket);
+        tb.home = tb.p = tu_reserve(size, bucket);
         tb.len = size;
         tb.align = bucket;
     } else if (initiator) {
-        src.home = src.p = reserve(size, bucket);
-        dst.home = dst.p = reserve(size, bucket);
+        src.home = src.p = tu_reserve(size, bucket);
+        dst.home = dst.p = tu_reserve(size, bucket);
         src.len = dst.len = size;
         src.align = dst.align = bucket;
         mine[0] = &src;
@@ -217,7 +196,7 @@ int main(int argc, char **argv)
             memset(tb.p, 0xee, size);            /* the program's new data */
             uint64_t a[2] = {(uint64_t)(uintptr_t)tb.p, (uint64_t)c};
             CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
-            wait_for(&done_cycle, (uint64_t)c);
+            tu_wait_for(&done_cycle, (uint64_t)c);
             uint64_t pkey = seed ^ ((uint64_t)peer << 40) ^ (uint64_t)c;
             for (size_t k = 0; k < size; k++)
                 bad_remote += (uint8_t)tb.p[k] != tu_pat(pkey, k);
@@ -226,7 +205,7 @@ int main(int argc, char **argv)
             churn(&dst, (how + 1) % 4);
             tu_fill(src.p, size, key, 0);
             memset(dst.p, 0x11, size);
-            wait_for(&pub_cycle, (uint64_t)c);
+            tu_wait_for(&pub_cycle, (uint64_t)c);
             char *remote = (char *)(uintptr_t)pub_addr;
             /* two puts (two chunks when size > R) and one get back */
             size_t half = size / 2;
@@ -244,13 +223,13 @@ int main(int argc, char **argv)
      * registered).  Only with the monitor: with FH_MEMMON=off the initiator
      * still holds a (stale) firehose there and its put would hit. */
     if (cycles > 0 && target && monitor) {
-        char *gone = reserve(size, bucket);     /* (tb.p may be malloc's) */
+        char *gone = tu_reserve(size, bucket);     /* (tb.p may be malloc's) */
         CHECK(munmap(gone, size) == 0, "munmap", "0, saw an error");
         uint64_t a[2] = {(uint64_t)(uintptr_t)gone, (uint64_t)cycles};
         CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
-        wait_for(&done_cycle, (uint64_t)cycles);
+        tu_wait_for(&done_cycle, (uint64_t)cycles);
     } else if (cycles > 0 && initiator && monitor) {
-        wait_for(&pub_cycle, (uint64_t)cycles);
+        tu_wait_for(&pub_cycle, (uint64_t)cycles);
         int rc = fh_put(peer, (char *)(uintptr_t)pub_addr, src.p, size);
         CHECK(rc == FH_ERR_OUT_OF_SEGMENT, "put to unmapped memory",
               "FH_ERR_OUT_OF_SEGMENT, saw %s", tu_errname(rc));
@@ -274,13 +253,7 @@ int main(int argc, char **argv)
            (unsigned long long)st.reg_revokes_sent, (unsigned long long)st.reg_revoked);
 
     /* Everyone's verdict: the job's total of corrupted bytes. */
-    uint64_t *all = calloc((size_t)N, sizeof *all);
-    CHECK(all != NULL, "calloc", "memory, saw NULL");
-    CHECK_OK(fh_allgather(&bad, all, sizeof bad));
-    uint64_t total = 0;
-    for (int r = 0; r < N; r++)
-        total += all[r];
-    free(all);
+    uint64_t total = tu_job_sum(bad);
     TU_SAY("churn: job total corrupted_bytes=%llu over %ld cycles (%s)\n",
            (unsigned long long)total, cycles,
            expect_corruption ? "negative control: corruption expected" : "must be 0");

@@ -45,56 +45,36 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/mman.h>
 
 #include "testutil.h"
 
-#define H_GO      (FH_AM_USER_FIRST + 0)
-#define H_PUBLISH (FH_AM_USER_FIRST + 1)
-#define H_DONE    (FH_AM_USER_FIRST + 2)
-#define H_CHECKED (FH_AM_USER_FIRST + 3)
+/* One AM handler for the four protocol steps: args {step, cycle, addr}. */
+#define H_STEP (FH_AM_USER_FIRST + 0)
+enum { GO, PUBLISH, DONE, CHECKED, NSTEPS };
 
 /* One frame R: with FH_BUCKET_SIZE=4k, R = 16 buckets (FHC_MAX_PIECES) */
 #define BUCKET  ((size_t)4096)      /* = FH_BUCKET_SIZE */
 #define FRAME   (16 * BUCKET)
 
-static volatile uint64_t go_cycle = UINT64_MAX, pub_cycle = UINT64_MAX,
-                         done_cycle = UINT64_MAX, checked_cycle = UINT64_MAX,
-                         area_addr;
+static volatile uint64_t step_cycle[NSTEPS] = {UINT64_MAX, UINT64_MAX, UINT64_MAX,
+                                               UINT64_MAX};
+static volatile uint64_t area_addr;     /* the target's frame (PUBLISH) */
 
-static void h_go(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+static void h_step(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
 {
     (void)t; (void)b; (void)n;
-    CHECK(na == 1, "GO", "1 arg, saw %u", na);
-    __atomic_store_n(&go_cycle, a[0], __ATOMIC_RELEASE);
+    CHECK(na == 3 && a[0] < NSTEPS, "step message", "3 args, step < %d; saw %u args",
+          NSTEPS, na);
+    if (a[0] == PUBLISH)
+        area_addr = a[2];
+    __atomic_store_n(&step_cycle[a[0]], a[1], __ATOMIC_RELEASE);
 }
 
-static void h_publish(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+/* Sends step `step` of cycle c to peer. */
+static void step(int peer, int step, uint64_t c, uint64_t addr)
 {
-    (void)t; (void)b; (void)n;
-    CHECK(na == 2, "PUBLISH", "2 args, saw %u", na);
-    area_addr = a[1];
-    __atomic_store_n(&pub_cycle, a[0], __ATOMIC_RELEASE);
-}
-
-static void h_done(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
-{
-    (void)t; (void)b; (void)n;
-    CHECK(na == 1, "DONE", "1 arg, saw %u", na);
-    __atomic_store_n(&done_cycle, a[0], __ATOMIC_RELEASE);
-}
-
-static void h_checked(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
-{
-    (void)t; (void)b; (void)n;
-    CHECK(na == 1, "CHECKED", "1 arg, saw %u", na);
-    __atomic_store_n(&checked_cycle, a[0], __ATOMIC_RELEASE);
-}
-
-static void wait_for(volatile uint64_t *v, uint64_t want)
-{
-    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) != want)
-        CHECK_OK(fh_poll());
+    uint64_t a[3] = {(uint64_t)step, c, addr};
+    CHECK_OK(fh_am_request_short(peer, H_STEP, a, 3));
 }
 
 /* The streamer: while `go` is set, NBI puts into A (two in flight);
@@ -134,29 +114,13 @@ static void stream_stop(streamer_t *w)
         CHECK_OK(fh_poll());
 }
 
-/* A FRAME-aligned area of FRAME bytes. */
-static char *reserve_frame(void)
-{
-    char *raw = mmap(NULL, 2 * FRAME, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(raw != MAP_FAILED, "mmap", "2 frames, saw MAP_FAILED");
-    char *al = (char *)(((uintptr_t)raw + FRAME - 1) & ~(uintptr_t)(FRAME - 1));
-    if (al > raw)
-        munmap(raw, (size_t)(al - raw));
-    munmap(al + FRAME, (size_t)(raw + FRAME - al));
-    return al;
-}
-
 int main(int argc, char **argv)
 {
     long cycles = 300;
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc)
             cycles = atol(argv[++i]);
-    CHECK_OK(fh_am_register(H_GO, h_go, "rb-go"));
-    CHECK_OK(fh_am_register(H_PUBLISH, h_publish, "rb-publish"));
-    CHECK_OK(fh_am_register(H_DONE, h_done, "rb-done"));
-    CHECK_OK(fh_am_register(H_CHECKED, h_checked, "rb-checked"));
+    CHECK_OK(fh_am_register(H_STEP, h_step, "revoke-busy-step"));
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("revoke_busy_test");
     int me = fh_rank(), N = fh_nranks();
@@ -167,7 +131,7 @@ int main(int argc, char **argv)
 
     char *area = NULL, *src = NULL;
     if (target) {
-        area = reserve_frame();
+        area = tu_reserve(FRAME, FRAME);
         memset(area, 0xee, FRAME);
     } else if (initiator) {
         src = malloc(FRAME);
@@ -175,10 +139,9 @@ int main(int argc, char **argv)
     }
     CHECK_OK(fh_barrier());
     if (target) {                                     /* where the frame is */
-        uint64_t a[2] = {UINT64_MAX - 1, (uint64_t)(uintptr_t)area};
-        CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
+        step(peer, PUBLISH, UINT64_MAX - 1, (uint64_t)(uintptr_t)area);
     } else if (initiator) {
-        wait_for(&pub_cycle, UINT64_MAX - 1);
+        tu_wait_for(&step_cycle[PUBLISH], UINT64_MAX - 1);
     }
 
     uint64_t bad = 0;
@@ -197,34 +160,28 @@ int main(int argc, char **argv)
         if (initiator) {
             char *remote = (char *)(uintptr_t)area_addr;
             tu_fill(src + slen, BUCKET, key, slen);
-            CHECK_OK(fh_put(peer, remote, src, FRAME));   /* one region: S + A */
+            CHECK_OK(fh_put(peer, remote, src, FRAME));   /* A's region exists */
             atomic_store(&w.go, 1);
-            uint64_t g[1] = {(uint64_t)c};
-            CHECK_OK(fh_am_request_short(peer, H_GO, g, 1));
-            wait_for(&pub_cycle, (uint64_t)c);            /* the REVOKE comes first */
+            step(peer, GO, (uint64_t)c, 0);
+            tu_wait_for(&step_cycle[PUBLISH], (uint64_t)c);   /* the REVOKE comes first */
             stream_stop(&w);
-            /* The whole frame again, not just A: one new region over S and
-             * A, so the next cycle's REVOKE covers what the streamer uses. */
-            CHECK_OK(fh_put(peer, remote, src, FRAME));
-            uint64_t d[1] = {(uint64_t)c};
-            CHECK_OK(fh_am_request_short(peer, H_DONE, d, 1));
-            wait_for(&checked_cycle, (uint64_t)c);     /* before the next fill */
+            CHECK_OK(fh_put(peer, remote, src, FRAME));   /* what the target checks */
+            step(peer, DONE, (uint64_t)c, 0);
+            tu_wait_for(&step_cycle[CHECKED], (uint64_t)c);   /* before the next fill */
         } else {
-            wait_for(&go_cycle, (uint64_t)c);
+            tu_wait_for(&step_cycle[GO], (uint64_t)c);
             char *A = area + slen;
             char *q = mmap(A, BUCKET, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
             CHECK(q == A, "mmap MAP_FIXED", "%p, saw %p", (void *)A, (void *)q);
             memset(A, 0xee, BUCKET);
-            uint64_t a[2] = {(uint64_t)c, (uint64_t)(uintptr_t)area};
-            CHECK_OK(fh_am_request_short(peer, H_PUBLISH, a, 2));
-            wait_for(&done_cycle, (uint64_t)c);
+            step(peer, PUBLISH, (uint64_t)c, (uint64_t)(uintptr_t)area);
+            tu_wait_for(&step_cycle[DONE], (uint64_t)c);
             for (size_t k = 0; k < slen; k++)
                 bad += (uint8_t)area[k] != tu_pat(k0, k);
             for (size_t k = slen; k < FRAME; k++)
                 bad += (uint8_t)area[k] != tu_pat(key, k);
-            uint64_t d[1] = {(uint64_t)c};
-            CHECK_OK(fh_am_request_short(peer, H_CHECKED, d, 1));
+            step(peer, CHECKED, (uint64_t)c, 0);
         }
     }
     long streamed = w.puts;
@@ -241,13 +198,7 @@ int main(int argc, char **argv)
                target ? "target" : "initiator", cycles, streamed, (unsigned long long)bad,
                (unsigned long long)st.reg_revoked, (unsigned long long)st.reg_revoked_busy,
                (unsigned long long)st.reg_revokes_sent);
-    uint64_t *all = calloc((size_t)N, sizeof *all);
-    CHECK(all != NULL, "calloc", "memory, saw NULL");
-    CHECK_OK(fh_allgather(&bad, all, sizeof bad));
-    uint64_t total = 0;
-    for (int r = 0; r < N; r++)
-        total += all[r];
-    free(all);
+    uint64_t total = tu_job_sum(bad);
     CHECK(total == 0, "revoke_busy", "0 corrupted bytes, saw %llu",
           (unsigned long long)total);
     if (initiator && cycles > 0) {

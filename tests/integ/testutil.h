@@ -16,6 +16,11 @@
  *   tu_pat / tu_fill / tu_verify deterministic byte patterns keyed by
  *                                (a, b, c) = e.g. (src rank, iteration, op);
  *                                byte k of a pattern depends on key and k.
+ *   tu_wait_for(v, want)         polls (fh_poll) until *v == want; v is set
+ *                                by an AM handler (release store).
+ *   tu_reserve(len, align)       an mmap'd area of len bytes at an address
+ *                                aligned to align (a power of two).
+ *   tu_job_sum(v)                the sum of v over all ranks (fh_allgather).
  *
  * Everything is static inline so each test is one translation unit.
  */
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "firehose.h"
@@ -279,6 +285,36 @@ static inline long tu_scale(long n)
     double s = e && *e ? strtod(e, NULL) : 1.0;
     long v = (long)(n * s);
     return v < 1 ? 1 : v;
+}
+
+static inline void tu_wait_for(volatile uint64_t *v, uint64_t want)
+{
+    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) != want)
+        CHECK_OK(fh_poll());
+}
+
+static inline char *tu_reserve(size_t len, size_t align)
+{
+    char *raw = mmap(NULL, len + align, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(raw != MAP_FAILED, "mmap", "an area of %zu bytes, saw MAP_FAILED", len + align);
+    char *al = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (al > raw)
+        munmap(raw, (size_t)(al - raw));
+    munmap(al + len, (size_t)(raw + align - al));
+    return al;
+}
+
+static inline uint64_t tu_job_sum(uint64_t v)
+{
+    int n = fh_nranks();
+    uint64_t *all = calloc((size_t)n, sizeof *all), total = 0;
+    CHECK(all != NULL, "calloc", "memory, saw NULL");
+    CHECK_OK(fh_allgather(&v, all, sizeof v));
+    for (int r = 0; r < n; r++)
+        total += all[r];
+    free(all);
+    return total;
 }
 
 #endif /* FH_TESTUTIL_H */
