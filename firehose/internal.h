@@ -110,7 +110,9 @@ typedef struct fh_path {
     _Atomic(struct reg_xop *) reg_ready;
     struct reg_xop *reg_retry, **reg_retry_tail;  /* drained, not all posted */
     int reg_draining;
-} fh_path_t;
+    struct reg_xop *reg_free;      /* finished chunk records kept for reuse */
+    unsigned reg_nfree;            /* (~2 KiB each: malloc'd per chunk, they */
+} fh_path_t;                       /*  cost more than a hit; p->lock) */
 
 typedef struct fh_handler_entry {
     fh_am_handler_t fn;
@@ -321,6 +323,8 @@ void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status);
 /* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
  * held; called at the end of every poll of p. */
 void fh_reg_drain_locked(fh_path_t *p);
+/* Frees p's recycled chunk records (path teardown). */
+void fh_reg_path_fini(fh_path_t *p);
 /* Progress duties of every thread (no lock held): sends queued moves. */
 void fh_reg_progress(fh_tls_t *t);
 /* Trylock-polls the other thread paths (no lock held): lets a waiting

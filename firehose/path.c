@@ -60,6 +60,7 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
         p->backlog = b->next;
         free(b);
     }
+    fh_reg_path_fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
     free(p->owed);

@@ -74,14 +74,49 @@ void reg_xop_ready(fhc_op_t *op, int status)
                                                     memory_order_relaxed));
 }
 
+/* Chunk records are recycled per path (p->lock held): a blocking 8-byte
+ * put on a hit would otherwise malloc and free ~2 KiB every time. */
+#define XOP_KEEP 64
+
+static reg_xop_t *xop_alloc(fh_path_t *p)
+{
+    reg_xop_t *x = p->reg_free;
+    if (x == NULL)
+        return malloc(sizeof *x);
+    p->reg_free = x->next;
+    p->reg_nfree--;
+    return x;
+}
+
+static void xop_free(fh_path_t *p, reg_xop_t *x)
+{
+    if (p->reg_nfree >= XOP_KEEP) {
+        free(x);
+        return;
+    }
+    x->next = p->reg_free;
+    p->reg_free = x;
+    p->reg_nfree++;
+}
+
+void fh_reg_path_fini(fh_path_t *p)
+{
+    while (p->reg_free != NULL) {
+        reg_xop_t *x = p->reg_free;
+        p->reg_free = x->next;
+        free(x);
+    }
+    p->reg_nfree = 0;
+}
+
 /* The chunk is over: count it in the caller's counter.  p->lock held. */
 static void chunk_done(fh_path_t *p, reg_xop_t *x, int status)
 {
-    assert(x->pc.pending == 0);
+    assert(x->pc.pending == 0 && x->path == p);
     fh_ctr_complete(x->uctr, status);
     assert(p->inflight > 0);
     p->inflight--;
-    free(x);
+    xop_free(p, x);
 }
 
 /* Every piece of a HIT chunk completed: release, then finish. */
@@ -219,11 +254,12 @@ void fh_reg_drain_locked(fh_path_t *p)
     p->reg_draining = 0;
 }
 
-/* A new record for [raddr, raddr+len) of rank, counted in ctr. */
+/* A new record for [raddr, raddr+len) of rank, counted in ctr.  The
+ * thread's path lock is held. */
 static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
                           struct fh_mr *lmr, uintptr_t raddr, size_t len, fh_ctr_t *ctr)
 {
-    reg_xop_t *x = malloc(sizeof *x);
+    reg_xop_t *x = xop_alloc(t->path);
     if (x == NULL)
         return NULL;
     assert(((uintptr_t)x & FH_OPCTX_REG) == 0);   /* the tag bit is free */
@@ -314,7 +350,7 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
         }
         int a = submit(t, x);
         if (a < 0) {
-            free(x);
+            xop_free(p, x);
             rc = fh_set_error(a, "%s to rank %d: the firehose cache could not map "
                               "[0x%llx, +%zu): %s", is_put ? "put" : "get", rank,
                               (unsigned long long)raddr, len, fh_strerror(a));
@@ -351,20 +387,22 @@ int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
         /* An acquisition without RDMA: installs the entry on an fhc hit,
          * or waits for the move and releases (the next round hits fhc). */
         fh_ctr_t ctr = {0, FH_OK};
-        reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);
-        if (x == NULL)
-            return FH_ERR_NO_MEMORY;
-        x->noxfer = true;
         fh_path_t *p = t->path;
         pthread_mutex_lock(&p->lock);
+        reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);
+        if (x == NULL) {
+            pthread_mutex_unlock(&p->lock);
+            return FH_ERR_NO_MEMORY;
+        }
+        x->noxfer = true;
         int a = submit(t, x);
         if (a == FH_OK)
             fh_reg_drain_locked(p);
+        else
+            xop_free(p, x);
         pthread_mutex_unlock(&p->lock);
-        if (a < 0) {
-            free(x);
+        if (a < 0)
             return a;
-        }
         fh_reg_flush(t);
         int rc = fh_wait_ctr(t, &ctr);
         if (rc != FH_OK)
