@@ -67,15 +67,20 @@ for n in 8 1024 65536 1048576 4194304; do
 done
 echo
 
+# sweep_table FILE...: one markdown table of sweep CSV rows (bench_sweep.c).
+sweep_table() {
+    printf '| strategy | working set | 8 B put median us | p99 us | hit rate | 64 KiB put MB/s | hit rate |\n'
+    echo "|---|---|---|---|---|---|---|"
+    for f in "$@"; do
+        [ -f "$f" ] || continue
+        awk -F, '/^#/ { next } !h { h = 1; next }
+            { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $6, ($7 == "" ? "-" : $7), $9, ($10 == "" ? "-" : $10) }' "$f"
+    done
+}
+
 echo "### Sweep (tcp, random targets; M = $(csv_meta "$d/sweep-tcp-firehose.csv" M) bytes)"
 echo
-printf '| strategy | working set | 8 B put median us | p99 us | hit rate | 64 KiB put MB/s | hit rate |\n'
-echo "|---|---|---|---|---|---|---|"
-for f in "$d"/sweep-tcp-*.csv; do
-    [ -f "$f" ] || continue
-    awk -F, '/^#/ { next } !h { h = 1; next }
-        { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $6, ($7 == "" ? "-" : $7), $9, ($10 == "" ? "-" : $10) }' "$f"
-done
+sweep_table "$d"/sweep-tcp-*.csv
 echo
 
 if ls "$d"/sweep-ibv-*.csv > /dev/null 2>&1; then
@@ -83,12 +88,7 @@ if ls "$d"/sweep-ibv-*.csv > /dev/null 2>&1; then
     echo
     echo "Sweep, random targets, M = $(csv_meta "$d/sweep-ibv-firehose.csv" M) bytes:"
     echo
-    printf '| strategy | working set | 8 B put median us | p99 us | hit rate | 64 KiB put MB/s | hit rate |\n'
-    echo "|---|---|---|---|---|---|---|"
-    for f in "$d"/sweep-ibv-*.csv; do
-        awk -F, '/^#/ { next } !h { h = 1; next }
-            { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $6, ($7 == "" ? "-" : $7), $9, ($10 == "" ? "-" : $10) }' "$f"
-    done
+    sweep_table "$d"/sweep-ibv-*.csv
     echo
     echo "Blocking put latency by strategy (median us; raw = verbs):"
     echo

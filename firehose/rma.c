@@ -109,7 +109,9 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
              * CPU (libfabric tcp and shm), so yield like every wait does
              * (FH_WAIT_SPIN) instead of spinning the core away from it. */
             fh_progress_locked(p);
+            pthread_mutex_unlock(&p->lock);   /* never yield holding the path */
             fh_wait_idle(&idle);
+            pthread_mutex_lock(&p->lock);
             continue;
         }
         if (rc != FH_OK)
