@@ -34,6 +34,17 @@
  *     upcall.  The runtime guarantees (by credits) that no more than
  *     path_attr.rx_msgs messages are outstanding towards one path, so a
  *     conduit that pre-posts that much receive space never drops or blocks.
+ *
+ * What the conduit guarantees about received bytes (docs/security.md)
+ *   - on_am names the sender (rank, path) as the *transport* knows it (the
+ *     libfabric source address of the message, the verbs queue pair it
+ *     arrived on), never as the bytes claim it.  A message whose source is
+ *     not an endpoint of this job is not delivered.
+ *   - len <= am_max_packet on every on_am: a longer, shorter-than-our-own-
+ *     header, out-of-sequence or otherwise malformed message is not
+ *     delivered either.  Such a message is reported through on_drop (the
+ *     runtime counts and logs it) and never ends the process: whatever a
+ *     peer or a stranger sends, the receiver keeps running.
  *   - A message or RMA to or from a peer that died or became unreachable ends
  *     with status FH_ERR_PEER_DEAD (or FH_ERR_TRANSPORT) and a log line
  *     naming the peer; it never hangs.
@@ -59,7 +70,10 @@ typedef struct fh_conduit_config {
     int npaths;              /* paths per rank, the same on every rank */
     size_t am_max_packet;    /* largest am_send (header + payload) */
     const char *provider;    /* ofi: FH_OFI_PROVIDER ("tcp", "shm", ...) */
-    const char *domain;      /* ofi: FH_OFI_DOMAIN, NULL/"" = first usable */
+    const char *domain;      /* ofi: FH_OFI_DOMAIN, NULL/"" = first usable
+                                (a loopback one when all_local) */
+    int all_local;           /* every rank shares this host's network
+                                namespace: endpoints may listen on loopback */
     const char *ibv_device;  /* ibv: FH_IBV_DEVICE, NULL/"" = first active */
     int ibv_port;            /* ibv: FH_IBV_PORT, 0 = first active */
     int ibv_gid_index;       /* ibv: FH_IBV_GID_INDEX, -1 = automatic */
@@ -87,13 +101,23 @@ typedef struct fh_path_attr {
 
 /* Upcalls made from inside poll(), on the polling thread. */
 typedef struct fh_conduit_upcalls {
-    /* An AM packet arrived on the path.  buf is valid during the call. */
-    void (*on_am)(void *upcall_arg, const void *buf, size_t len);
+    /* An AM packet from (src_rank, src_path), both verified by the transport
+     * and in range, arrived on the path.  buf is valid during the call;
+     * len <= am_max_packet. */
+    void (*on_am)(void *upcall_arg, int src_rank, int src_path,
+                  const void *buf, size_t len);
+    /* A received message was dropped: src_rank is the verified sender, or -1
+     * when the message came from outside the job (or its source could not be
+     * told); why is a short static reason for the log. */
+    void (*on_drop)(void *upcall_arg, int src_rank, const char *why);
     /* A put/get posted with op_ctx finished; status FH_OK or an error. */
     void (*on_complete)(void *upcall_arg, void *op_ctx, int status);
 } fh_conduit_upcalls_t;
 
-/* Remote access key: what a peer needs to address registered memory. */
+/* Remote access key: what a peer needs to address registered memory.  The
+ * key is unguessable: the provider's own where it chooses keys, otherwise
+ * random (as many random bits as the provider's key size allows); the
+ * runtime hands it to job members only. */
 typedef struct fh_rkey {
     uint64_t key;
     uint64_t base;           /* registered base address (virtual) */

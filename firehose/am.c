@@ -3,12 +3,17 @@
  * replies, the receive-side dispatcher, and the backlog of replies/credits
  * that the conduit could not take at once.
  *
- * Receive side (fh_am_on_packet) trusts nothing that arrives: the header is
- * validated by fh_am_decode, the handler must be registered, and a long
- * payload's destination must lie inside one of our segments.  A rejected
- * packet is logged and dropped; if it was a request its credit is still
+ * Receive side (fh_am_on_packet) trusts nothing that arrives: the sender is
+ * the one the conduit verified (transport identity, conduit.h), the header
+ * is validated by fh_am_decode and must name that same sender, the handler
+ * must be registered, and a long payload's destination must lie inside one
+ * of our segments.  A rejected packet is counted (am_dropped), logged
+ * (rate-limited: fh_am_drop) and dropped -- never fatal; if it was a
+ * well-formed request for a missing handler or segment its credit is still
  * returned so a confused peer cannot wedge its own flow control.
  */
+#include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,17 +482,51 @@ static void owe_credit(fh_path_t *p, int rank, int rpath)
         send_credits(p, rank, rpath);
 }
 
-void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len)
+void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 {
     fh_rt_t *rt = p->rt;
+    int row = src_rank >= 0 && src_rank < rt->nranks ? src_rank : rt->rank;
+    FH_STAT_ADD(p->stats[row].am_dropped, 1);
+    uint64_t n = ++p->ndropped;
+    if (n > 10 && n % 1000 != 0)
+        return;    /* a flood must not turn into a flood of log lines */
+    char why[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    char from[48];
+    if (src_rank >= 0)
+        snprintf(from, sizeof from, "rank %d", src_rank);
+    else
+        snprintf(from, sizeof from, "outside the job");
+    fh_log_error("dropped a packet from %s on path %d: %s (%llu dropped on this path%s)",
+                 from, p->index, why, (unsigned long long)n,
+                 n == 10 ? "; logging every 1000th from now on" : "");
+}
+
+void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, size_t len)
+{
+    fh_rt_t *rt = p->rt;
+    assert(src_rank >= 0 && src_rank < rt->nranks && src_path >= 0 && src_path < rt->npaths);
     fh_am_msg_t m;
     char why[160];
-    if (fh_am_decode(buf, len, (uint32_t)rt->nranks, (uint32_t)rt->npaths, &m, why,
-                     sizeof why) != FH_OK) {
-        fh_log_error("dropped a malformed AM packet on path %d: %s", p->index, why);
+    const fh_am_bounds_t bounds = {.nranks = (uint32_t)rt->nranks,
+                                   .npaths = (uint32_t)rt->npaths,
+                                   .max_medium = rt->am_max_medium,
+                                   .max_long = FH_MAX_XFER};
+    if (fh_am_decode(buf, len, &bounds, &m, why, sizeof why) != FH_OK) {
+        fh_am_drop(p, src_rank, "malformed: %s", why);
         return;
     }
-    int src = (int)m.src_rank;
+    /* The sender is who the transport says; a header that claims otherwise
+     * is forged (or broken) and its credits and handler are not honoured. */
+    if ((int)m.src_rank != src_rank || (int)m.src_path != src_path) {
+        fh_am_drop(p, src_rank, "header claims rank %u path %u, the transport says "
+                   "path %d", m.src_rank, m.src_path, src_path);
+        return;
+    }
+    int src = src_rank;
     if (m.credits) {
         p->credits[src] += m.credits;
         if (p->credits[src] > (uint32_t)rt->cfg.am_credits) {
@@ -501,14 +540,12 @@ void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len)
     if (!is_move_handler(m.handler))
         FH_STAT_ADD(p->stats[src].am_received, 1);
     if (is_req && p->index != 0) {
-        fh_log_error("dropped an AM request from rank %d that arrived on thread path %d",
-                     src, p->index);
+        fh_am_drop(p, src, "a request on thread path %d (requests go to path 0)", p->index);
         return;
     }
     fh_am_handler_t fn = get_handler(m.handler);
     if (fn == NULL) {
-        fh_log_error("dropped an AM from rank %d for unregistered handler %u", src,
-                     m.handler);
+        fh_am_drop(p, src, "handler %u is not registered", m.handler);
         if (is_req)
             owe_credit(p, src, m.src_path);
         return;
@@ -518,8 +555,8 @@ void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len)
         fh_seg_range_t r;
         if (m.payload_len &&
             fh_seg_find(rt, rt->rank, (uintptr_t)m.long_dst, m.payload_len, &r) != FH_OK) {
-            fh_log_error("dropped a long AM from rank %d: destination 0x%llx+%u is outside "
-                         "our segments", src, (unsigned long long)m.long_dst, m.payload_len);
+            fh_am_drop(p, src, "long destination 0x%llx+%u is outside our segments",
+                       (unsigned long long)m.long_dst, m.payload_len);
             if (is_req)
                 owe_credit(p, src, m.src_path);
             return;

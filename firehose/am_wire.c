@@ -37,8 +37,8 @@ size_t fh_am_encode(const fh_am_msg_t *m, void *buf, size_t cap)
 
 #define REJECT(...) do { snprintf(why, whylen, __VA_ARGS__); return FH_ERR_INVALID; } while (0)
 
-int fh_am_decode(const void *buf, size_t len, uint32_t nranks, uint32_t npaths,
-                 fh_am_msg_t *m, char *why, size_t whylen)
+int fh_am_decode(const void *buf, size_t len, const fh_am_bounds_t *b, fh_am_msg_t *m,
+                 char *why, size_t whylen)
 {
     const uint8_t *p = buf;
     if (buf == NULL || len < FH_AM_HDR_BYTES)
@@ -59,10 +59,15 @@ int fh_am_decode(const void *buf, size_t len, uint32_t nranks, uint32_t npaths,
         REJECT("unknown kind %u", m->kind);
     if (m->nargs > FH_AM_MAX_ARGS)
         REJECT("%u arguments (max %u)", m->nargs, FH_AM_MAX_ARGS);
-    if (m->src_rank >= nranks)
-        REJECT("source rank %u outside the job of %u", m->src_rank, nranks);
-    if (m->src_path >= npaths)
-        REJECT("source path %u outside [0,%u)", m->src_path, npaths);
+    if (m->src_rank >= b->nranks)
+        REJECT("source rank %u outside the job of %u", m->src_rank, b->nranks);
+    if (m->src_path >= b->npaths)
+        REJECT("source path %u outside [0,%u)", m->src_path, b->npaths);
+    uint64_t max_payload = (fh_am_kind_is_request(m->kind) && fh_am_kind_is_long(m->kind))
+                               ? b->max_long : b->max_medium;
+    if (m->payload_len > max_payload)
+        REJECT("payload of %u bytes over the %llu allowed for kind %u", m->payload_len,
+               (unsigned long long)max_payload, m->kind);
     size_t hdr = FH_AM_HDR_BYTES + 8u * m->nargs;
     if (len < hdr)
         REJECT("packet of %zu bytes too short for %u arguments", len, m->nargs);

@@ -21,9 +21,12 @@
  *
  * fh_am_decode() trusts nothing: it checks the magic, the kind, argument and
  * length arithmetic against the received length, source rank/path against
- * the job's size, and that long_dst + payload_len does not overflow.  Whether
- * the handler is registered and whether long_dst lies inside our segment are
- * checked by the caller (they need runtime state).  It is fuzzed by
+ * the job's size, payload lengths against the API maxima (a medium payload
+ * and every reply's at most fh_am_max_medium(), a long request's at most
+ * fh_am_max_long()), and that long_dst + payload_len does not overflow.
+ * Whether src_rank/src_path are the transport's sender, whether the handler
+ * is registered and whether long_dst lies inside our segment are checked by
+ * the caller (they need runtime state).  It is fuzzed by
  * tests/fuzz/am_wire_fuzz.c.
  */
 #ifndef FH_AM_WIRE_H
@@ -85,9 +88,16 @@ static inline int fh_am_kind_has_inline(unsigned k)
  * the header (m->payload_len bytes). */
 size_t fh_am_encode(const fh_am_msg_t *m, void *buf, size_t cap);
 
+/* What a received header may claim. */
+typedef struct fh_am_bounds {
+    uint32_t nranks, npaths;  /* src_rank < nranks, src_path < npaths */
+    uint64_t max_medium;      /* MEDIUM payloads and every reply's */
+    uint64_t max_long;        /* LONG / LONG_RDMA request payloads */
+} fh_am_bounds_t;
+
 /* Parses a received packet.  Returns FH_OK and fills *m, or a negative error
- * with a reason in why[0..whylen).  nranks/npaths bound src_rank/src_path. */
-int fh_am_decode(const void *buf, size_t len, uint32_t nranks, uint32_t npaths,
-                 fh_am_msg_t *m, char *why, size_t whylen);
+ * with a reason in why[0..whylen). */
+int fh_am_decode(const void *buf, size_t len, const fh_am_bounds_t *b, fh_am_msg_t *m,
+                 char *why, size_t whylen);
 
 #endif /* FH_AM_WIRE_H */

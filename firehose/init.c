@@ -221,6 +221,7 @@ int fh_init(int *argc, char ***argv)
         .rank = rt->rank, .nranks = rt->nranks, .npaths = rt->npaths,
         .am_max_packet = rt->am_max_packet,
         .provider = rt->cfg.ofi_provider, .domain = rt->cfg.ofi_domain,
+        .all_local = rt->boot->local_nranks == rt->boot->nranks,
         .ibv_device = rt->cfg.ibv_device, .ibv_port = (int)rt->cfg.ibv_port,
         .ibv_gid_index = (int)rt->cfg.ibv_gid_index, .ibv_td = rt->cfg.ibv_td,
         .verbose = (int)rt->cfg.verbose,

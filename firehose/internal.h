@@ -103,6 +103,7 @@ typedef struct fh_path {
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     fh_peer_stats_t *stats;   /* [nranks], written under the path lock */
     int polling;              /* re-entrancy guard for poll on this path */
+    uint64_t ndropped;        /* packets dropped here (log rate limit) */
 
     /* FH_REG_STRATEGY=firehose (reg_xfer.c): chunks whose firehoses became
      * ready, pushed by any thread under the cache lock (lock-free stack);
@@ -198,7 +199,13 @@ void fh_progress_locked(fh_path_t *p);
 extern const fh_conduit_upcalls_t fh_upcalls;
 
 /* ---- am.c */
-void fh_am_on_packet(fh_path_t *p, const void *buf, size_t len);
+/* A packet from (src_rank, src_path) as the conduit verified them. */
+void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf,
+                     size_t len);
+/* Counts a dropped packet in src_rank's am_dropped (-1: from outside the job,
+ * counted in our own row) and logs it, rate-limited per path. */
+void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Sends a request from the calling thread's path; blocks only for credits. */
 int  fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                         const void *payload, size_t len, uint64_t long_dst,

@@ -71,9 +71,14 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
     pthread_mutex_destroy(&p->lock);
 }
 
-static void up_on_am(void *arg, const void *buf, size_t len)
+static void up_on_am(void *arg, int src_rank, int src_path, const void *buf, size_t len)
 {
-    fh_am_on_packet(arg, buf, len);
+    fh_am_on_packet(arg, src_rank, src_path, buf, len);
+}
+
+static void up_on_drop(void *arg, int src_rank, const char *why)
+{
+    fh_am_drop(arg, src_rank, "%s", why);
 }
 
 static void up_on_complete(void *arg, void *op_ctx, int status)
@@ -93,6 +98,7 @@ static void up_on_complete(void *arg, void *op_ctx, int status)
 
 const fh_conduit_upcalls_t fh_upcalls = {
     .on_am = up_on_am,
+    .on_drop = up_on_drop,
     .on_complete = up_on_complete,
 };
 

@@ -355,7 +355,13 @@ int fh_allgather(const void *in, void *out, size_t len);
  *                          revoked (own row: the sum)
  *   reg_revoked_busy       firehose: of those, cached references with RDMA
  *                          in flight when the REVOKE arrived (the ack left
- *                          after that RDMA completed) */
+ *                          after that RDMA completed)
+ *   am_dropped             packets from the peer we dropped: malformed,
+ *                          oversized, runt, a header claiming another
+ *                          sender, an unregistered handler, a long payload
+ *                          outside our segments (docs/security.md); the
+ *                          own row (total) also counts packets that came
+ *                          from outside the job */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
@@ -369,6 +375,7 @@ typedef struct fh_peer_stats {
     uint64_t reg_refused;
     uint64_t reg_invalidations, reg_revokes_sent, reg_revoked;
     uint64_t reg_revoked_busy;
+    uint64_t am_dropped;
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,

@@ -267,7 +267,8 @@ static int ibv_open(const fh_conduit_config_t *cfg,
     int ret;
     if (!cfg || !up || !out || !limits || cfg->npaths < 1 ||
         cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-        cfg->am_max_packet == 0 || !up->on_am || !up->on_complete)
+        cfg->am_max_packet == 0 || !up->on_am || !up->on_drop ||
+        !up->on_complete)
         return fh_set_error(FH_ERR_INVALID, "ibv: invalid open arguments");
 
     struct fh_conduit *c = calloc(1, sizeof *c);

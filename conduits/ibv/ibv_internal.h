@@ -131,6 +131,11 @@ struct fh_cpath {
     /* Connections (see the header comment). */
     struct ibv_conn *conns;
     size_t nconns;
+    /* qp_num -> conns index + 1 (0 = empty), open addressing: a receive
+     * completion names its sender by the QP it arrived on (qp_num), the
+     * only sender identity we believe (docs/security.md). */
+    uint32_t *qpn_tab;
+    uint32_t qpn_mask;
     uint32_t sq_depth, sig_every;
 
     /* Open doorbell batch: ibv_wr_start done on open->qpx. */

@@ -174,6 +174,27 @@ int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
     return FH_OK;
 }
 
+static uint32_t ibv_qpn_hash(uint32_t qpn);
+
+/* Fills p->qpn_tab (see ibv_internal.h): at most half full. */
+static int ibv_qpn_index(struct fh_cpath *p)
+{
+    size_t size = 4;
+    while (size < 2 * p->nconns)
+        size *= 2;
+    p->qpn_tab = calloc(size, sizeof *p->qpn_tab);
+    if (!p->qpn_tab)
+        return FH_ERR_NO_MEMORY;
+    p->qpn_mask = (uint32_t)(size - 1);
+    for (size_t k = 0; k < p->nconns; k++) {
+        uint32_t h = ibv_qpn_hash(p->conns[k].qp->qp_num) & p->qpn_mask;
+        while (p->qpn_tab[h] != 0)
+            h = (h + 1) & p->qpn_mask;
+        p->qpn_tab[h] = (uint32_t)k + 1;
+    }
+    return FH_OK;
+}
+
 int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                     struct fh_cpath **out)
 {
@@ -311,6 +332,8 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         if ((ret = ibv_conn_create(p, cn)) != FH_OK)
             goto fail;
     }
+    if ((ret = ibv_qpn_index(p)) != FH_OK)
+        goto fail;
     fh_log_verbose(2, "ibv: path %d: %zu RC QPs (send depth %u, signal every "
                    "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
                    "CQ %d entries%s, %s", p->index, p->nconns, p->sq_depth,
@@ -354,6 +377,7 @@ void ibv_path_destroy(struct fh_cpath *p)
         if (p->td[i])
             ibv_dealloc_td(p->td[i]);
     free(p->conns);
+    free(p->qpn_tab);
     free(p->ops);
     free(p->slots);
     free(p->recvs);
@@ -434,12 +458,20 @@ again:
 
 /* ------------------------------------------------------------ polling */
 
+static uint32_t ibv_qpn_hash(uint32_t qpn)
+{
+    return qpn * 0x9E3779B1u;     /* QP numbers are often consecutive */
+}
+
 static struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
 {
-    for (size_t k = 0; k < p->nconns; k++)
-        if (p->conns[k].qp && p->conns[k].qp->qp_num == qpn)
-            return &p->conns[k];
-    return NULL;
+    for (uint32_t h = ibv_qpn_hash(qpn) & p->qpn_mask;; h = (h + 1) & p->qpn_mask) {
+        uint32_t v = p->qpn_tab[h];
+        if (v == 0)
+            return NULL;
+        if (p->conns[v - 1].qp->qp_num == qpn)
+            return &p->conns[v - 1];
+    }
 }
 
 /* Copies up to want completions into p->ev (one ibv_poll_cq call). */
@@ -619,10 +651,18 @@ int ibv_poll(struct fh_cpath *p, int max)
             continue;
         }
         switch (op->kind) {
-        case IBV_OP_RECV:
-            c->up.on_am(p->upcall_arg, op->buf, v.len);
+        case IBV_OP_RECV: {
+            /* The sender is the QP's peer, whatever the bytes say. */
+            const struct ibv_conn *k = ibv_conn_by_qpn(p, v.qp_num);
+            if (!k)
+                c->up.on_drop(p->upcall_arg, -1, "a message on a QP of no connection");
+            else if (v.len > c->am_max_packet)
+                c->up.on_drop(p->upcall_arg, k->rank, "message longer than an AM packet");
+            else
+                c->up.on_am(p->upcall_arg, k->rank, k->rpath, op->buf, v.len);
             ibv_repost(p, op);
             break;
+        }
         case IBV_OP_PUT:
         case IBV_OP_GET:
         case IBV_OP_SEND:

@@ -25,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
 
 #include "ofi_internal.h"
 #include "bootstrap.h"
@@ -32,6 +35,23 @@
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
 #define OFI_MAX_MSG_CAP ((size_t)1 << 30)   /* 1 GiB */
+
+int ofi_random(void *buf, size_t len)
+{
+    char *b = buf;
+    while (len) {
+        ssize_t n = getrandom(b, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return fh_set_error(FH_ERR_TRANSPORT, "ofi: getrandom: %s",
+                                strerror(errno));
+        }
+        b += n;
+        len -= (size_t)n;
+    }
+    return FH_OK;
+}
 
 int ofi_err_to_fh(int e)
 {
@@ -68,7 +88,9 @@ static struct fi_info *ofi_hints(const fh_conduit_config_t *cfg,
         return NULL;
     const char *prov = (cfg->provider && cfg->provider[0]) ? cfg->provider
                                                            : "tcp";
-    h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV;
+    /* FI_SOURCE: every receive completion names the sender's AV entry, the
+     * only sender identity we believe (ofi_path.c). */
+    h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV | FI_SOURCE;
     /* We always put a struct fi_context2 at the start of our contexts. */
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->ep_attr->type = FI_EP_RDM;
@@ -91,6 +113,64 @@ static struct fi_info *ofi_hints(const fh_conduit_config_t *cfg,
     return h;
 }
 
+static int ofi_is_loopback(const struct fi_info *i)
+{
+    if (!i->src_addr)
+        return 0;
+    if (i->addr_format == FI_SOCKADDR_IN &&
+        i->src_addrlen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = i->src_addr;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (i->addr_format == FI_SOCKADDR_IN6 &&
+        i->src_addrlen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = i->src_addr;
+        return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+    }
+    return 0;
+}
+
+/* Which of the provider's answers we take:
+ *   FH_OFI_DOMAIN set   the first whose domain has that name (providers do
+ *                       not all filter on hints->domain_attr->name:
+ *                       tcp;ofi_rxm 1.17 ignores it), else none;
+ *   all ranks local     the first listening on a loopback address, when the
+ *                       provider offers one and the user did not choose an
+ *                       interface (FI_TCP_IFACE): nothing of the job is
+ *                       reachable from another host (docs/security.md);
+ *   otherwise           the provider's first. */
+static struct fi_info *ofi_choose(const fh_conduit_config_t *cfg, struct fi_info *list)
+{
+    if (cfg->domain && cfg->domain[0]) {
+        for (struct fi_info *i = list; i; i = i->next)
+            if (i->domain_attr->name && strcmp(i->domain_attr->name, cfg->domain) == 0)
+                return i;
+        return NULL;
+    }
+    if (cfg->all_local && !getenv("FI_TCP_IFACE"))
+        for (struct fi_info *i = list; i; i = i->next)
+            if (ofi_is_loopback(i))
+                return i;
+    return list;
+}
+
+/* The domains a provider offers, for the error message of a wrong
+ * FH_OFI_DOMAIN. */
+static void ofi_domain_names(const struct fi_info *list, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (const struct fi_info *i = list; i && off + 1 < len; i = i->next) {
+        const char *n = i->domain_attr->name ? i->domain_attr->name : "?";
+        if (strstr(buf, n))
+            continue;      /* one line per name is enough (rough, for a message) */
+        int w = snprintf(buf + off, len - off, "%s%s", off ? ", " : "", n);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
 static int ofi_getinfo(const fh_conduit_config_t *cfg, struct fi_info **out)
 {
     static const enum fi_threading levels[] = {FI_THREAD_COMPLETION,
@@ -100,23 +180,32 @@ static int ofi_getinfo(const fh_conduit_config_t *cfg, struct fi_info **out)
         struct fi_info *h = ofi_hints(cfg, levels[i]);
         if (!h)
             return -FI_ENOMEM;
-        struct fi_info *info = NULL;
-        ret = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &info);
+        /* The domain is chosen below, among all the provider offers. */
+        free(h->domain_attr->name);
+        h->domain_attr->name = NULL;
+        struct fi_info *list = NULL;
+        ret = fi_getinfo(OFI_API_VERSION, NULL, NULL, 0, h, &list);
         fi_freeinfo(h);
         if (ret)
             continue;
+        struct fi_info *pick = ofi_choose(cfg, list);
+        if (!pick) {
+            char names[256];
+            ofi_domain_names(list, names, sizeof names);
+            fh_log_error("ofi: FH_OFI_DOMAIN=%s: provider %s has no such domain "
+                         "(it offers: %s)", cfg->domain,
+                         list->fabric_attr->prov_name, names);
+            fi_freeinfo(list);
+            return -FI_ENODATA;
+        }
         if (levels[i] != FI_THREAD_SAFE &&
-            (info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
-            fi_freeinfo(info);     /* mr_reg would touch foreign EPs */
+            (pick->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
+            fi_freeinfo(list);     /* mr_reg would touch foreign EPs */
             continue;
         }
-        /* Keep only the first (preferred) match. */
-        struct fi_info *rest = info->next;
-        info->next = NULL;
-        if (rest)
-            fi_freeinfo(rest);
-        *out = info;
-        return 0;
+        *out = fi_dupinfo(pick);
+        fi_freeinfo(list);
+        return *out ? 0 : -FI_ENOMEM;
     }
     return ret;
 }
@@ -142,12 +231,14 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     int ret;
     if (!cfg || !up || !out || !limits || cfg->npaths < 1 ||
         cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-        cfg->am_max_packet == 0 || !up->on_am || !up->on_complete)
+        cfg->am_max_packet == 0 || !up->on_am || !up->on_drop ||
+        !up->on_complete)
         return fh_set_error(FH_ERR_INVALID, "ofi: invalid open arguments");
 
     struct fh_conduit *c = calloc(1, sizeof *c);
     if (!c)
         return FH_ERR_NO_MEMORY;
+    pthread_mutex_init(&c->key_lock, NULL);
     c->cfg = *cfg;
     c->cfg.provider = NULL;   /* not owned; only used during open */
     c->cfg.domain = NULL;
@@ -202,7 +293,10 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     c->mr_local = !!(c->mr_mode & FI_MR_LOCAL);
     c->mr_endpoint = !!(c->mr_mode & FI_MR_ENDPOINT);
     c->mr_key_size = info->domain_attr->mr_key_size;
-    atomic_init(&c->next_key, 1);
+    if (ofi_random(&c->token, sizeof c->token) != FH_OK) {
+        ofi_close(c);
+        return FH_ERR_TRANSPORT;
+    }
 
     c->inject_size = info->tx_attr->inject_size;
     c->tx_size = info->tx_attr->size;
@@ -269,13 +363,18 @@ static void ofi_close(struct fh_conduit *c)
         fi_close(&c->fabric->fid);
     if (c->info)
         fi_freeinfo(c->info);
+    pthread_mutex_destroy(&c->key_lock);
+    free(c->tokens);
     free(c->addrs);
     free(c->paths);
     free(c);
 }
 
 /* Collective.  Two allgathers: the longest endpoint name (names may differ
- * in length in principle), then every rank's npaths names padded to it. */
+ * in length in principle), then every rank's npaths names padded to it,
+ * followed by its token (struct ofi_amh).  The bootstrap is private to the
+ * job (fhrun's authenticated socket, the PMIx server), so only job members
+ * learn the tokens. */
 static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
 {
     const int np = c->cfg.npaths, nr = c->cfg.nranks;
@@ -321,16 +420,21 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
             L = (size_t)lens[r];
     free(lens);
 
-    char *mine = calloc((size_t)np, L);
-    char *all = calloc((size_t)nr * (size_t)np, L);
+    const size_t R = (size_t)np * L + sizeof(uint64_t);   /* one rank's part */
+    char *mine = calloc(1, R);
+    char *all = calloc((size_t)nr, R);
     c->addrs = calloc((size_t)nr * (size_t)np, sizeof *c->addrs);
-    if (!mine || !all || !c->addrs) {
+    c->tokens = calloc((size_t)nr, sizeof *c->tokens);
+    if (!mine || !all || !c->addrs || !c->tokens) {
         free(mine);
         free(all);
         free(c->addrs);
+        free(c->tokens);
         c->addrs = NULL;
+        c->tokens = NULL;
         return FH_ERR_NO_MEMORY;
     }
+    memcpy(mine + (size_t)np * L, &c->token, sizeof c->token);
     for (int i = 0; i < np; i++) {
         size_t len = L;
         ret = fi_getname(&c->paths[i]->ep->fid, mine + (size_t)i * L, &len);
@@ -340,7 +444,7 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
             goto out;
         }
     }
-    ret = boot->ops->allgather(boot, mine, all, (size_t)np * L);
+    ret = boot->ops->allgather(boot, mine, all, R);
     if (ret) {
         fh_log_error("ofi: address allgather failed (%d)", ret);
         ret = FH_ERR_BOOTSTRAP;
@@ -349,7 +453,8 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
     /* One insert per address: padded entries are not necessarily packed
      * the way a multi-address fi_av_insert expects. */
     for (size_t k = 0; k < (size_t)nr * (size_t)np; k++) {
-        int n = fi_av_insert(c->av, all + k * L, 1, &c->addrs[k], 0, NULL);
+        const char *name = all + (k / (size_t)np) * R + (k % (size_t)np) * L;
+        int n = fi_av_insert(c->av, name, 1, &c->addrs[k], 0, NULL);
         if (n != 1) {
             fh_log_error("ofi: fi_av_insert(rank %zu path %zu): %s",
                          k / (size_t)np, k % (size_t)np,
@@ -357,9 +462,24 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
             ret = FH_ERR_TRANSPORT;
             goto out;
         }
+        /* FI_AV_TABLE hands out 0, 1, 2, ... in insertion order; receive
+         * completions name their source by this index (ofi_path.c). */
+        if (c->addrs[k] != (fi_addr_t)k) {
+            fh_log_error("ofi: provider %s numbered AV entry %zu as %llu "
+                         "(FI_AV_TABLE promises %zu)",
+                         c->info->fabric_attr->prov_name, k,
+                         (unsigned long long)c->addrs[k], k);
+            ret = FH_ERR_TRANSPORT;
+            goto out;
+        }
     }
-    for (int i = 0; i < np; i++)
+    for (int r = 0; r < nr; r++)
+        memcpy(&c->tokens[r], all + (size_t)r * R + (size_t)np * L,
+               sizeof c->tokens[r]);
+    for (int i = 0; i < np; i++) {
         c->paths[i]->addrs = c->addrs;
+        c->paths[i]->tokens = c->tokens;
+    }
     c->connected = 1;
     fh_log_verbose(2, "ofi: connected %d ranks x %d paths (address %zu bytes)",
                    nr, np, L);

@@ -14,6 +14,7 @@
 #ifndef FH_OFI_INTERNAL_H
 #define FH_OFI_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,14 +53,24 @@ struct ofi_op {
 };
 
 /* Every AM carries this conduit header in front of the runtime's bytes.
+ *
+ * Who sent it is not in here: the receiver asks the transport (FI_SOURCE,
+ * fi_cq_readfrom) and drops what does not come from an endpoint of the job.
+ * The token is the receiving rank's random 64-bit secret, handed to the
+ * job's ranks only, through the bootstrap's address exchange: it makes a
+ * message from a stranger who found the port, or who talked the provider
+ * into taking it for a job member's (tcp;ofi_rxm trusts the listening port
+ * a connecting peer announces), a dropped message (docs/security.md).
+ *
  * FI_ORDER_SAS orders the *transmission* of sends, but providers report
  * comp_order FI_ORDER_NONE: tcp;ofi_rxm completes a large (rendezvous)
  * message after a later eager one.  The receiver therefore delivers by
  * per-source sequence number, holding early arrivals in their receive
  * buffer until the gap is filled. */
 struct ofi_amh {
-    uint32_t src;              /* sender rank * npaths + sender path */
+    uint64_t token;            /* the receiving rank's token */
     uint32_t seq;              /* per (sender path, destination path) */
+    uint32_t rsvd;             /* 0 */
 };
 #define OFI_AMH ((size_t)sizeof(struct ofi_amh))
 
@@ -127,8 +138,10 @@ struct fh_cpath {
     struct ofi_held *held;
     size_t nheld, held_cap;
 
-    /* Flat copy of the conduit's address table (read-only after connect). */
+    /* Flat copy of the conduit's address table and tokens (read-only after
+     * connect). */
     const fi_addr_t *addrs;
+    const uint64_t *tokens;
 };
 
 struct fh_conduit {
@@ -147,14 +160,22 @@ struct fh_conduit {
     int mr_local;          /* FI_MR_LOCAL */
     int mr_endpoint;       /* FI_MR_ENDPOINT */
     size_t mr_key_size;
-    _Atomic uint64_t next_key;   /* requested keys when !FI_MR_PROV_KEY */
+    /* Requested keys when !FI_MR_PROV_KEY: random, drawn from a pool that
+     * getrandom refills (registration runs on any thread). */
+    pthread_mutex_t key_lock;
+    uint64_t key_pool[32];
+    unsigned key_left;
 
     size_t am_max_packet;
     size_t inject_size;
     size_t tx_size, rx_size;
 
     struct fh_cpath **paths;      /* [npaths], set by path_create */
-    fi_addr_t *addrs;             /* [rank * npaths + path], after connect */
+    fi_addr_t *addrs;             /* [rank * npaths + path], after connect;
+                                     FI_AV_TABLE: addrs[k] == k, so a source
+                                     fi_addr is the sender's index */
+    uint64_t token;               /* ours: what senders must present */
+    uint64_t *tokens;             /* [rank]: what we present to each rank */
     int connected;
 };
 
@@ -182,6 +203,8 @@ int  ofi_poll(struct fh_cpath *p, int max);
 
 /* Helpers shared by the files. */
 int  ofi_err_to_fh(int fi_errno);   /* positive FI_E* -> fh_err_t */
+/* Random bytes from the kernel (getrandom); FH_OK or FH_ERR_TRANSPORT. */
+int  ofi_random(void *buf, size_t len);
 static inline void *ofi_path_desc(struct fh_cpath *p, struct fh_mr *mr)
 {
     if (!mr)

@@ -3,7 +3,7 @@
  * poll.
  *
  * Receive space.  Each path posts NRBUF = 2 FI_MULTI_RECV buffers of
- * (rx_msgs + 1) * P bytes (P = am_max_packet + our 8-byte header) and sets
+ * (rx_msgs + 1) * P bytes (P = am_max_packet + our 16-byte header) and sets
  * FI_OPT_MIN_MULTI_RECV to P, so a buffer is retired by the provider when less than P bytes remain
  * and a message never has to be split.  Why that is enough: when buffer A is
  * retired, the other buffer B takes the following messages; B can only run
@@ -21,6 +21,7 @@
  * could not name the peer.  No slot or -FI_EAGAIN -> FH_ERR_AGAIN; the
  * runtime then polls this path, which drives the provider's progress.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,11 +294,7 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     if (!s)
         return FH_ERR_AGAIN;
     const size_t dst = (size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath;
-    struct ofi_amh h = {
-        .src = (uint32_t)c->cfg.rank * (uint32_t)c->cfg.npaths +
-               (uint32_t)p->index,
-        .seq = p->tx_seq[dst],
-    };
+    struct ofi_amh h = {.token = p->tokens[rank], .seq = p->tx_seq[dst]};
     memcpy(s->buf, &h, OFI_AMH);
     if (hdr_len)
         memcpy(s->buf + OFI_AMH, hdr, hdr_len);
@@ -326,12 +323,15 @@ static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
         fh_fatal("ofi: path %d: cannot repost receive buffer", p->index);
 }
 
-/* One on_am upcall with a buffer aligned to OFI_ALIGN.  The receive buffer
- * stays busy (not reposted) during the call. */
-static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, const char *buf,
-                       size_t len)
+/* One on_am upcall from src (rank * npaths + path) with a buffer aligned to
+ * OFI_ALIGN.  The receive buffer stays busy (not reposted) during the call.
+ * len <= am_max_packet (ofi_deliver checked it), the size of a bounce
+ * buffer. */
+static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, uint32_t src,
+                       const char *buf, size_t len)
 {
     struct fh_conduit *c = p->c;
+    assert(len <= c->am_max_packet);
     char *tmp = NULL;
     if (((uintptr_t)buf & (OFI_ALIGN - 1)) && len) {
         int d = p->depth;
@@ -348,9 +348,10 @@ static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, const char *buf,
         memcpy(b, buf, len);
         buf = b;
     }
+    const uint32_t np = (uint32_t)c->cfg.npaths;
     p->depth++;
     rb->busy++;
-    c->up.on_am(p->upcall_arg, buf, len);
+    c->up.on_am(p->upcall_arg, (int)(src / np), (int)(src % np), buf, len);
     rb->busy--;
     p->depth--;
     free(tmp);
@@ -368,52 +369,76 @@ static void ofi_drain_held(struct fh_cpath *p, uint32_t src)
             return;
         struct ofi_held h = p->held[i];
         p->held[i] = p->held[--p->nheld];
-        ofi_upcall(p, h.rb, h.buf, h.len);
+        ofi_upcall(p, h.rb, src, h.buf, h.len);
         p->rx_expect[src]++;
         h.rb->busy--;                       /* taken when it was held */
         ofi_maybe_repost(p, h.rb);
     }
 }
 
-/* A receive completion: deliver in per-source order, then repost the buffer
- * once the provider released it and nothing uses it any more. */
+/* Reports a dropped message to the runtime (which counts and logs it). */
+static void ofi_drop(struct fh_cpath *p, int64_t src, const char *why)
+{
+    struct fh_conduit *c = p->c;
+    int rank = src < 0 ? -1 : (int)(src / c->cfg.npaths);
+    c->up.on_drop(p->upcall_arg, rank, why);
+}
+
+/* A receive completion: check it, deliver in per-source order, then repost
+ * the buffer once the provider released it and nothing uses it any more.
+ * from is the source fi_addr the provider reported (FI_SOURCE).  Nothing
+ * here trusts the bytes: the sender is `from`, which must be an endpoint of
+ * the job; the length must hold our header and at most one packet; the
+ * token must be ours; the sequence number must be in the window the
+ * runtime's credits allow. */
 static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
-                        const struct fi_cq_data_entry *e)
+                        const struct fi_cq_data_entry *e, fi_addr_t from)
 {
     struct fh_conduit *c = p->c;
     const size_t nsrc = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
     int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
     if (e->flags & FI_MULTI_RECV)
         rb->repost = 1;
-    if (is_msg) {
-        const char *buf = e->buf ? (const char *)e->buf : rb->buf;
-        struct ofi_amh h;
-        if (e->len < OFI_AMH)
-            fh_fatal("ofi: path %d: runt message of %zu bytes", p->index,
-                     (size_t)e->len);
-        memcpy(&h, buf, OFI_AMH);
-        if (h.src >= nsrc)
-            fh_fatal("ofi: path %d: message from unknown source %u",
-                     p->index, h.src);
-        if (h.seq == p->rx_expect[h.src]) {
-            ofi_upcall(p, rb, buf + OFI_AMH, e->len - OFI_AMH);
-            p->rx_expect[h.src]++;
-            if (p->nheld)
-                ofi_drain_held(p, h.src);
-        } else if ((int32_t)(h.seq - p->rx_expect[h.src]) > 0) {
-            if (p->nheld == p->held_cap)
-                fh_fatal("ofi: path %d: more than %zu messages out of order "
-                         "(more than rx_msgs=%u outstanding?)", p->index,
-                         p->held_cap, p->rx_msgs);
-            p->held[p->nheld++] = (struct ofi_held){
-                h.src, h.seq, buf + OFI_AMH, e->len - OFI_AMH, rb};
-            rb->busy++;
-        } else {
-            fh_fatal("ofi: path %d: duplicate message %u from rank %u path "
-                     "%u", p->index, h.seq, h.src / (uint32_t)c->cfg.npaths,
-                     h.src % (uint32_t)c->cfg.npaths);
-        }
+    if (!is_msg)
+        goto out;
+    if (from == FI_ADDR_NOTAVAIL || from >= (fi_addr_t)nsrc) {
+        ofi_drop(p, -1, "the sender is not an endpoint of this job");
+        goto out;
     }
+    const uint32_t src = (uint32_t)from;
+    const char *buf = e->buf ? (const char *)e->buf : rb->buf;
+    struct ofi_amh h;
+    if (e->len < OFI_AMH) {
+        ofi_drop(p, src, "runt message");
+        goto out;
+    }
+    if (e->len - OFI_AMH > c->am_max_packet) {
+        ofi_drop(p, src, "message longer than an AM packet");
+        goto out;
+    }
+    memcpy(&h, buf, OFI_AMH);
+    if (h.token != c->token || h.rsvd != 0) {
+        ofi_drop(p, src, "message without this job's token");
+        goto out;
+    }
+    const int32_t ahead = (int32_t)(h.seq - p->rx_expect[src]);
+    if (ahead == 0) {
+        ofi_upcall(p, rb, src, buf + OFI_AMH, e->len - OFI_AMH);
+        p->rx_expect[src]++;
+        if (p->nheld)
+            ofi_drain_held(p, src);
+    } else if (ahead > 0 && (uint32_t)ahead <= p->rx_msgs &&
+               p->nheld < p->held_cap) {
+        /* Early: a message the provider completed before an earlier one
+         * (see struct ofi_amh).  At most rx_msgs can be outstanding. */
+        p->held[p->nheld++] = (struct ofi_held){
+            src, h.seq, buf + OFI_AMH, e->len - OFI_AMH, rb};
+        rb->busy++;
+    } else {
+        ofi_drop(p, src, ahead < 0 ? "duplicate message (old sequence number)"
+                                   : "sequence number beyond the credit window");
+    }
+out:
     ofi_maybe_repost(p, rb);
 }
 
@@ -482,11 +507,11 @@ static void ofi_handle_error(struct fh_cpath *p)
         if (e.err == FI_ECANCELED)
             break;              /* endpoint shutting down */
         if (e.err == FI_ETRUNC)
-            fh_fatal("ofi: path %d: active message truncated (%zu bytes "
-                     "over am_max_packet %zu?): %s", p->index, e.olen,
-                     c->am_max_packet, detail);
-        fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
-                     fi_strerror(e.err), detail);
+            ofi_drop(p, -1, "message truncated by the provider (longer than "
+                     "the receive space)");
+        else
+            fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
+                         fi_strerror(e.err), detail);
         if (e.flags & FI_MULTI_RECV) {
             op->repost = 1;
             if (op->busy == 0 && ofi_post_rbuf(p, op))
@@ -504,6 +529,7 @@ int ofi_poll(struct fh_cpath *p, int max)
 {
     struct fh_conduit *c = p->c;
     struct fi_cq_data_entry ent[OFI_CQ_BATCH];
+    fi_addr_t from[OFI_CQ_BATCH];
     int done = 0;
 
     if (p->repost_pending)
@@ -512,7 +538,7 @@ int ofi_poll(struct fh_cpath *p, int max)
         size_t want = (size_t)(max - done);
         if (want > OFI_CQ_BATCH)
             want = OFI_CQ_BATCH;
-        ssize_t n = fi_cq_read(p->cq, ent, want);
+        ssize_t n = fi_cq_readfrom(p->cq, ent, want, from);
         if (n == -FI_EAGAIN)
             break;
         if (n == -FI_EAVAIL) {
@@ -543,7 +569,7 @@ int ofi_poll(struct fh_cpath *p, int max)
                 p->slot_free = op;
                 break;
             case OFI_OP_RECV:
-                ofi_deliver(p, op, &ent[i]);
+                ofi_deliver(p, op, &ent[i], from[i]);
                 break;
             default:
                 fh_log_error("ofi: path %d: completion with unknown context",

@@ -3,7 +3,10 @@
  *
  * Remote keys.  mr_reg (on the target) fills fh_rkey_t with
  *   key  = fi_mr_key() of the registration (provider key with FI_MR_PROV_KEY,
- *          else a key we requested from a per-conduit counter),
+ *          else a random key we requested: mr_key_size random bytes, so
+ *          that knowing the protocol and the port does not give a stranger
+ *          a key -- docs/security.md; a collision with a live key, which
+ *          the provider refuses with -FI_ENOKEY, draws again),
  *   base = the registered virtual start address (as conduit.h defines it).
  * The rkey travels to the initiator, whose conduit was opened with the same
  * provider and therefore the same mr_mode.  The initiator's put/get with
@@ -36,20 +39,41 @@
 #include "ofi_internal.h"
 #include "log.h"
 
+/* A random key of mr_key_size bytes (never 0, which some providers treat
+ * as "no key"). */
+static int ofi_draw_key(struct fh_conduit *c, uint64_t *key)
+{
+    pthread_mutex_lock(&c->key_lock);
+    int rc = FH_OK;
+    do {
+        if (c->key_left == 0) {
+            rc = ofi_random(c->key_pool, sizeof c->key_pool);
+            if (rc != FH_OK)
+                break;
+            c->key_left = sizeof c->key_pool / sizeof c->key_pool[0];
+        }
+        *key = c->key_pool[--c->key_left];
+        if (c->mr_key_size < 8)
+            *key &= ((uint64_t)1 << (8 * c->mr_key_size)) - 1;
+    } while (*key == 0);
+    pthread_mutex_unlock(&c->key_lock);
+    return rc;
+}
+
 static int ofi_reg_one(struct fh_conduit *c, struct fid_ep *ep, void *addr,
                        size_t len, uint64_t fi_access, struct fid_mr **out)
 {
     uint64_t key = 0;
-    if (!c->prov_key) {
-        key = atomic_fetch_add(&c->next_key, 1);
-        if (c->mr_key_size < 8 && key >> (8 * c->mr_key_size))
-            return fh_set_error(FH_ERR_LIMIT,
-                                "ofi: requested memory keys exhausted "
-                                "(%zu-byte keys)", c->mr_key_size);
-    }
+    if (!c->prov_key && ofi_draw_key(c, &key) != FH_OK)
+        return FH_ERR_TRANSPORT;
     struct fid_mr *mr = NULL;
     int ret = fi_mr_reg(c->domain, addr, len, fi_access, 0, key, 0, &mr,
                         NULL);
+    for (int tries = 0; ret == -FI_ENOKEY && !c->prov_key && tries < 8; tries++) {
+        if (ofi_draw_key(c, &key) != FH_OK)
+            return FH_ERR_TRANSPORT;
+        ret = fi_mr_reg(c->domain, addr, len, fi_access, 0, key, 0, &mr, NULL);
+    }
     if (ret == -FI_EFAULT)   /* not (all) mapped or accessible: see conduit.h */
         return fh_set_error(FH_ERR_INVALID, "ofi: cannot register %p (+%zu "
                             "bytes): not mapped or not accessible", addr, len);

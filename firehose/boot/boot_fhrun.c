@@ -417,8 +417,10 @@ static int parse_int_env(const char *name, long lo, long hi, long *out)
     return 0;
 }
 
-/* Host identity for local_rank/local_nranks: same kernel boot = same node
- * (network namespaces on one host share memory). */
+/* Host identity for local_rank/local_nranks: same kernel boot and same
+ * network namespace.  Ranks in different namespaces of one host (the netns
+ * tests, containers) share memory but not loopback, and the conduit lets
+ * "local" jobs listen on loopback only (conduit.h all_local). */
 #define HOSTID_BYTES 128
 static void host_id(char id[HOSTID_BYTES])
 {
@@ -431,8 +433,12 @@ static void host_id(char id[HOSTID_BYTES])
     }
     if (n <= 0) {
         n = 0;
-        gethostname(id, HOSTID_BYTES - 1);
+        gethostname(id, 64);
+        n = (ssize_t)strlen(id);
     }
+    /* "net:[4026531992]": the namespace's inode. */
+    ssize_t m = readlink("/proc/self/ns/net", id + n, (size_t)(HOSTID_BYTES - 1 - n));
+    (void)m;
     id[HOSTID_BYTES - 1] = '\0';
 }
 

@@ -187,8 +187,11 @@ static void pq_flush(struct test *t)
 
 /* ------------------------------------------------------------ upcalls */
 
-static void on_am(void *arg, const void *buf, size_t len)
+static void on_am(void *arg, int src_rank, int src_path, const void *buf,
+                  size_t len)
 {
+    (void)src_rank;
+    (void)src_path;
     struct tpath *tp = arg;
     struct test *t = tp->t;
     if (((uintptr_t)buf & 7) != 0)
@@ -277,7 +280,16 @@ static void on_complete(void *arg, void *op_ctx, int status)
     tp->rma_pending--;
 }
 
-const fh_conduit_upcalls_t st_upcalls = {on_am, on_complete};
+/* A selftest's peers never send anything malformed: a drop is a failure. */
+static void on_drop(void *arg, int src_rank, const char *why)
+{
+    const struct tpath *tp = arg;
+    CHECK(0, "path %d dropped a message from rank %d: %s", tp->index, src_rank,
+          why);
+}
+
+const fh_conduit_upcalls_t st_upcalls = {.on_am = on_am, .on_drop = on_drop,
+                                         .on_complete = on_complete};
 
 /* ------------------------------------------------------------ helpers */
 
@@ -787,11 +799,21 @@ static void on_complete_dead(void *arg, void *op_ctx, int status)
     else if (!dead_status)
         dead_status = status;
 }
-static void on_am_dead(void *arg, const void *buf, size_t len)
+static void on_am_dead(void *arg, int src_rank, int src_path,
+                       const void *buf, size_t len)
 {
     (void)arg;
+    (void)src_rank;
+    (void)src_path;
     (void)buf;
     (void)len;
+}
+
+static void on_drop_dead(void *arg, int src_rank, const char *why)
+{
+    (void)arg;
+    (void)src_rank;
+    (void)why;
 }
 
 int st_run_dead(const char *provider, const char *dev0, const char *dev1)
@@ -805,7 +827,9 @@ int st_run_dead(const char *provider, const char *dev0, const char *dev1)
     fh_log_set_rank(rank);
     if (rank ? dev1 : dev0)
         setenv("FH_IBV_DEVICE", rank ? dev1 : dev0, 1);
-    static const fh_conduit_upcalls_t up = {on_am_dead, on_complete_dead};
+    static const fh_conduit_upcalls_t up = {.on_am = on_am_dead,
+                                            .on_drop = on_drop_dead,
+                                            .on_complete = on_complete_dead};
     struct fh_conduit *c;
     fh_conduit_limits_t lim;
     CHECK(CD.open(&cfg, &up, &c, &lim) == FH_OK, "open");

@@ -12,6 +12,10 @@
 
 #define NR 4
 #define NP 3
+#define MAX_MEDIUM 64
+#define MAX_LONG 4096
+static const fh_am_bounds_t BOUNDS = {.nranks = NR, .npaths = NP, .max_medium = MAX_MEDIUM,
+                                      .max_long = MAX_LONG};
 
 static size_t build(fh_am_msg_t *m, unsigned char *buf, const void *payload)
 {
@@ -41,7 +45,7 @@ START_TEST(round_trip_every_kind)
         size_t len = build(&m, buf, payload);
         fh_am_msg_t d;
         char why[128];
-        ck_assert_msg(fh_am_decode(buf, len, NR, NP, &d, why, sizeof why) == FH_OK,
+        ck_assert_msg(fh_am_decode(buf, len, &BOUNDS, &d, why, sizeof why) == FH_OK,
                       "kind %u rejected: %s", k, why);
         ck_assert_uint_eq(d.kind, k);
         ck_assert_uint_eq(d.handler, m.handler);
@@ -66,7 +70,7 @@ static void expect_reject(const unsigned char *buf, size_t len, const char *need
 {
     fh_am_msg_t d;
     char why[128] = "";
-    int rc = fh_am_decode(buf, len, NR, NP, &d, why, sizeof why);
+    int rc = fh_am_decode(buf, len, &BOUNDS, &d, why, sizeof why);
     ck_assert_msg(rc == FH_ERR_INVALID, "expected rejection (%s), got %d", needle, rc);
     ck_assert_msg(strstr(why, needle) != NULL, "reason '%s' lacks '%s'", why, needle);
 }
@@ -103,7 +107,35 @@ START_TEST(rejects_malformed)
     expect_reject(b, len, "source path");
     memcpy(b, buf, len);
     b[12] = 0xff; b[13] = 0xff; b[14] = 0xff; b[15] = 0xff; /* payload_len huge */
-    expect_reject(b, len, "implies");
+    expect_reject(b, len, "over the");
+
+    /* A medium payload one byte over the API maximum, in a packet whose
+     * length matches it: handlers must never see more than the maximum. */
+    static const char big[MAX_LONG + 1];
+    fh_am_msg_t mm = {.kind = FH_AM_REQ_MEDIUM, .handler = 130, .payload_len = MAX_MEDIUM + 1};
+    unsigned char mb[FH_AM_HDR_BYTES + MAX_LONG + 1];
+    size_t hl = fh_am_encode(&mm, mb, sizeof mb);
+    memcpy(mb + hl, big, MAX_MEDIUM + 1);
+    expect_reject(mb, hl + MAX_MEDIUM + 1, "over the 64 allowed");
+    mm.payload_len = MAX_MEDIUM;                 /* exactly the maximum: fine */
+    fh_am_msg_t ok;
+    char why[128];
+    hl = fh_am_encode(&mm, mb, sizeof mb);
+    ck_assert_int_eq(fh_am_decode(mb, hl + MAX_MEDIUM, &BOUNDS, &ok, why, sizeof why),
+                     FH_OK);
+    /* Replies are bounded by the medium maximum too, long requests by the
+     * long one. */
+    fh_am_msg_t rl = {.kind = FH_AM_REP_LONG, .handler = 130, .payload_len = MAX_MEDIUM + 1,
+                      .long_dst = 4096};
+    hl = fh_am_encode(&rl, mb, sizeof mb);
+    expect_reject(mb, hl + MAX_MEDIUM + 1, "over the 64 allowed");
+    fh_am_msg_t ql = {.kind = FH_AM_REQ_LONG_RDMA, .handler = 130, .payload_len = MAX_LONG + 1,
+                      .long_dst = 4096};
+    hl = fh_am_encode(&ql, mb, sizeof mb);
+    expect_reject(mb, hl, "over the 4096 allowed");
+    ql.payload_len = MAX_LONG;
+    hl = fh_am_encode(&ql, mb, sizeof mb);
+    ck_assert_int_eq(fh_am_decode(mb, hl, &BOUNDS, &ok, why, sizeof why), FH_OK);
 
     fh_am_msg_t s = {.kind = FH_AM_REQ_SHORT, .handler = 130, .src_rank = 0};
     len = build(&s, buf, NULL);
