@@ -5,6 +5,8 @@
  *   ofi_conduit.c  open / close / connect / limits (fabric, domain, AV)
  *   ofi_path.c     one path = RDM endpoint + CQ, AM send pool, multi-recv
  *                  receive buffers, poll
+ *   ofi_rx.c       the checks and reordering of received AMs (pure logic,
+ *                  fuzzed)
  *   ofi_rma.c      put / get / mr_reg / mr_dereg
  *
  * Nothing here is global: every object hangs off struct fh_conduit or
@@ -27,6 +29,7 @@
 #include <rdma/fi_rma.h>
 
 #include "conduit.h"
+#include "ofi_rx.h"
 
 /* What an fi_context points at.  Every context we hand to libfabric starts
  * with a struct fi_context2 (scratch space for providers that ask for
@@ -50,36 +53,6 @@ struct ofi_op {
     int busy;                  /* RECV: upcalls running on this buffer */
     int repost;                /* RECV: released by the provider, repost */
     struct ofi_op *next;       /* freelist link */
-};
-
-/* Every AM carries this conduit header in front of the runtime's bytes.
- *
- * Who sent it is not in here: the receiver asks the transport (FI_SOURCE,
- * fi_cq_readfrom) and drops what does not come from an endpoint of the job.
- * The token is the receiving rank's random 64-bit secret, handed to the
- * job's ranks only, through the bootstrap's address exchange: it makes a
- * message from a stranger who found the port, or who talked the provider
- * into taking it for a job member's (tcp;ofi_rxm trusts the listening port
- * a connecting peer announces), a dropped message (docs/security.md).
- *
- * FI_ORDER_SAS orders the *transmission* of sends, but providers report
- * comp_order FI_ORDER_NONE: tcp;ofi_rxm completes a large (rendezvous)
- * message after a later eager one.  The receiver therefore delivers by
- * per-source sequence number, holding early arrivals in their receive
- * buffer until the gap is filled. */
-struct ofi_amh {
-    uint64_t token;            /* the receiving rank's token */
-    uint32_t seq;              /* per (sender path, destination path) */
-    uint32_t rsvd;             /* 0 */
-};
-#define OFI_AMH ((size_t)sizeof(struct ofi_amh))
-
-/* A message received ahead of its turn (its buffer is kept busy). */
-struct ofi_held {
-    uint32_t src, seq;
-    const char *buf;           /* runtime bytes (after struct ofi_amh) */
-    size_t len;
-    struct ofi_op *rb;
 };
 
 /* One registration.  With FI_MR_ENDPOINT a registration is bound to a single
@@ -131,12 +104,11 @@ struct fh_cpath {
     char *bounce[OFI_BOUNCE_DEPTH];
     int depth;
 
-    /* AM ordering: next sequence number to send to / expect from each
-     * (rank, path), indexed rank * npaths + path; early arrivals. */
+    /* AM ordering: next sequence number to send to each (rank, path),
+     * indexed rank * npaths + path; what we believe of received messages
+     * (ofi_rx.h). */
     uint32_t *tx_seq;
-    uint32_t *rx_expect;
-    struct ofi_held *held;
-    size_t nheld, held_cap;
+    struct ofi_rx rx;
 
     /* Flat copy of the conduit's address table and tokens (read-only after
      * connect). */

@@ -182,9 +182,8 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->ops = calloc(p->nops, sizeof *p->ops);
     /* AM ordering state. */
     p->tx_seq = calloc(nsrc, sizeof *p->tx_seq);
-    p->rx_expect = calloc(nsrc, sizeof *p->rx_expect);
-    p->held_cap = (size_t)p->rx_msgs + 64;
-    p->held = calloc(p->held_cap, sizeof *p->held);
+    int rx_ok = ofi_rx_init(&p->rx, c->token, (uint32_t)nsrc, p->rx_msgs,
+                            c->am_max_packet) == FH_OK;
     /* AM send slots. */
     p->slots = calloc(p->nslots, sizeof *p->slots);
     p->slot_mem = ofi_alloc_aligned(p->nslots * P);
@@ -192,7 +191,7 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->rbufs = calloc(p->nrbufs, sizeof *p->rbufs);
     p->rbuf_mem = ofi_alloc_aligned(p->nrbufs * p->rbuf_size);
     if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs || !p->rbuf_mem ||
-        !p->tx_seq || !p->rx_expect || !p->held) {
+        !p->tx_seq || !rx_ok) {
         ret = FH_ERR_NO_MEMORY;
         fh_log_error("ofi: path %d: out of memory for %zu x %zu receive "
                      "bytes", p->index, p->nrbufs, p->rbuf_size);
@@ -263,8 +262,7 @@ void ofi_path_destroy(struct fh_cpath *p)
         free(p->bounce[i]);
     free(p->ops);
     free(p->tx_seq);
-    free(p->rx_expect);
-    free(p->held);
+    ofi_rx_fini(&p->rx);
     free(p->slots);
     free(p->slot_mem);
     free(p->rbufs);
@@ -325,13 +323,14 @@ static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 
 /* One on_am upcall from src (rank * npaths + path) with a buffer aligned to
  * OFI_ALIGN.  The receive buffer stays busy (not reposted) during the call.
- * len <= am_max_packet (ofi_deliver checked it), the size of a bounce
- * buffer. */
-static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, uint32_t src,
-                       const char *buf, size_t len)
+ * len <= am_max_packet (ofi_rx.c checked it), the size of a bounce buffer. */
+static void ofi_upcall(void *arg, void *rbv, uint32_t src, const char *buf,
+                       size_t len)
 {
+    struct fh_cpath *p = arg;
+    struct ofi_op *rb = rbv;
     struct fh_conduit *c = p->c;
-    assert(len <= c->am_max_packet);
+    assert(len <= c->am_max_packet && src < p->rx.nsrc);
     char *tmp = NULL;
     if (((uintptr_t)buf & (OFI_ALIGN - 1)) && len) {
         int d = p->depth;
@@ -357,88 +356,39 @@ static void ofi_upcall(struct fh_cpath *p, struct ofi_op *rb, uint32_t src,
     free(tmp);
 }
 
-/* Delivers held messages of src that are now in turn. */
-static void ofi_drain_held(struct fh_cpath *p, uint32_t src)
+/* A dropped message: the runtime counts and logs it. */
+static void ofi_drop(void *arg, int64_t src, const char *why)
 {
-    for (;;) {
-        size_t i;
-        for (i = 0; i < p->nheld; i++)
-            if (p->held[i].src == src && p->held[i].seq == p->rx_expect[src])
-                break;
-        if (i == p->nheld)
-            return;
-        struct ofi_held h = p->held[i];
-        p->held[i] = p->held[--p->nheld];
-        ofi_upcall(p, h.rb, src, h.buf, h.len);
-        p->rx_expect[src]++;
-        h.rb->busy--;                       /* taken when it was held */
-        ofi_maybe_repost(p, h.rb);
-    }
-}
-
-/* Reports a dropped message to the runtime (which counts and logs it). */
-static void ofi_drop(struct fh_cpath *p, int64_t src, const char *why)
-{
+    struct fh_cpath *p = arg;
     struct fh_conduit *c = p->c;
     int rank = src < 0 ? -1 : (int)(src / c->cfg.npaths);
     c->up.on_drop(p->upcall_arg, rank, why);
 }
 
-/* A receive completion: check it, deliver in per-source order, then repost
- * the buffer once the provider released it and nothing uses it any more.
- * from is the source fi_addr the provider reported (FI_SOURCE).  Nothing
- * here trusts the bytes: the sender is `from`, which must be an endpoint of
- * the job; the length must hold our header and at most one packet; the
- * token must be ours; the sequence number must be in the window the
- * runtime's credits allow. */
+/* A held message keeps its receive buffer from being reposted. */
+static void ofi_keep(void *arg, void *rbv, int delta)
+{
+    struct fh_cpath *p = arg;
+    struct ofi_op *rb = rbv;
+    rb->busy += delta;
+    if (delta < 0)
+        ofi_maybe_repost(p, rb);
+}
+
+/* A receive completion (from: the source the provider reported): hand the
+ * message to ofi_rx.c, then repost the buffer once the provider released
+ * it and nothing uses it any more. */
 static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
                         const struct fi_cq_data_entry *e, fi_addr_t from)
 {
-    struct fh_conduit *c = p->c;
-    const size_t nsrc = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
     int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
     if (e->flags & FI_MULTI_RECV)
         rb->repost = 1;
-    if (!is_msg)
-        goto out;
-    if (from == FI_ADDR_NOTAVAIL || from >= (fi_addr_t)nsrc) {
-        ofi_drop(p, -1, "the sender is not an endpoint of this job");
-        goto out;
+    if (is_msg) {
+        const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+        const char *buf = e->buf ? (const char *)e->buf : rb->buf;
+        ofi_rx_message(&p->rx, from, buf, e->len, rb, &sink);
     }
-    const uint32_t src = (uint32_t)from;
-    const char *buf = e->buf ? (const char *)e->buf : rb->buf;
-    struct ofi_amh h;
-    if (e->len < OFI_AMH) {
-        ofi_drop(p, src, "runt message");
-        goto out;
-    }
-    if (e->len - OFI_AMH > c->am_max_packet) {
-        ofi_drop(p, src, "message longer than an AM packet");
-        goto out;
-    }
-    memcpy(&h, buf, OFI_AMH);
-    if (h.token != c->token || h.rsvd != 0) {
-        ofi_drop(p, src, "message without this job's token");
-        goto out;
-    }
-    const int32_t ahead = (int32_t)(h.seq - p->rx_expect[src]);
-    if (ahead == 0) {
-        ofi_upcall(p, rb, src, buf + OFI_AMH, e->len - OFI_AMH);
-        p->rx_expect[src]++;
-        if (p->nheld)
-            ofi_drain_held(p, src);
-    } else if (ahead > 0 && (uint32_t)ahead <= p->rx_msgs &&
-               p->nheld < p->held_cap) {
-        /* Early: a message the provider completed before an earlier one
-         * (see struct ofi_amh).  At most rx_msgs can be outstanding. */
-        p->held[p->nheld++] = (struct ofi_held){
-            src, h.seq, buf + OFI_AMH, e->len - OFI_AMH, rb};
-        rb->busy++;
-    } else {
-        ofi_drop(p, src, ahead < 0 ? "duplicate message (old sequence number)"
-                                   : "sequence number beyond the credit window");
-    }
-out:
     ofi_maybe_repost(p, rb);
 }
 
