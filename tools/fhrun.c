@@ -4,7 +4,9 @@
  *   fhrun -n N [options] prog [args...]
  *
  * Serves the fhrun bootstrap (firehose/boot/bootstrap.h, boot_wire.h) on a
- * private socket authenticated by a random per-job key, forwards output
+ * private socket; each rank and the launcher prove to each other that they
+ * know a random per-job key (HMAC challenge-response: the key itself never
+ * crosses the socket, which matters for --listen over TCP), forwards output
  * (optionally tagged with the rank), turns a dead rank into a clean end of
  * the job, and propagates the exit status.  See fhrun.1.
  *
@@ -104,12 +106,18 @@ typedef struct rank {
     size_t line_len[2];
 } rank_t;
 
+/* A connection in its handshake (bootstrap.h): reading the hello, then,
+ * once our challenge is sent, the rank's proof. */
 typedef struct pend {
     int fd;
+    int got_hello;           /* 0: reading the hello; 1: reading the proof */
     size_t have;
     double deadline;
-    unsigned char buf[FH_BOOT_HELLO_BYTES];
+    unsigned char nonce_r[FH_BOOT_NONCE_BYTES], nonce_l[FH_BOOT_NONCE_BYTES];
+    unsigned char buf[FH_BOOT_PROOF_BYTES];  /* the hello, then the proof */
 } pend_t;
+_Static_assert(FH_BOOT_PROOF_BYTES >= FH_BOOT_HELLO_BYTES,
+               "pend_t.buf holds the hello too");
 
 static int nranks;
 static rank_t *ranks;
@@ -312,14 +320,6 @@ static void enqueue(rank_t *r, shbuf_t *b)
         r->oq = it;
     r->oq_tail = it;
     flush_rank(r);
-}
-
-static void send_u32(rank_t *r, uint32_t v)
-{
-    shbuf_t *b = shbuf_new(4);
-    fh_put_u32(b->data, v);
-    enqueue(r, b);
-    shbuf_unref(b);
 }
 
 static void send_death(rank_t *r)
@@ -646,9 +646,18 @@ static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
     fh_put_u32(st, why);
     ssize_t w = send(p->fd, st, 4, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
+    /* Discard what the peer sent beyond the message we judged (a rank of
+     * the old protocol sends a longer hello): closing a socket with unread
+     * input resets the connection, and the peer could lose the status. */
+    unsigned char junk[256];
+    for (int i = 0; i < 16; i++)
+        if (recv(p->fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
+            break;
 }
 
-static void accept_rank(int rn, int fd, uint32_t pid)
+/* mac: the launcher's proof for this rank (sent after status 0). */
+static void accept_rank(int rn, int fd, uint32_t pid,
+                        const unsigned char mac[FH_BOOT_MAC_BYTES])
 {
     rank_t *r = &ranks[rn];
     r->fd = fd;
@@ -664,7 +673,11 @@ static void accept_rank(int rn, int fd, uint32_t pid)
         if (fh_now() > connect_deadline)
             connect_deadline = fh_now() + boot_timeout;
     }
-    send_u32(r, 0);
+    shbuf_t *b = shbuf_new(FH_BOOT_ACCEPT_BYTES);
+    fh_put_u32(b->data, 0);
+    memcpy(b->data + 4, mac, FH_BOOT_MAC_BYTES);
+    enqueue(r, b);
+    shbuf_unref(b);
     if (failed) {
         send_death(r);
     } else if (latent_rank >= 0) {
@@ -674,11 +687,74 @@ static void accept_rank(int rn, int fd, uint32_t pid)
     }
 }
 
+/* Sends our challenge once the hello (magic, nonce_R) is in.  Returns 0, or
+ * -1 if the connection is to be closed (refusal already sent and logged). */
+static int send_challenge(pend_t *p)
+{
+    if (fh_get_u32(p->buf) != FH_BOOT_MAGIC) {
+        /* Not this protocol: an older rank (it would have sent its key),
+         * a stray client.  Reported as a key failure, as before. */
+        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
+        return -1;
+    }
+    memcpy(p->nonce_r, p->buf + 4, FH_BOOT_NONCE_BYTES);
+    if (fh_boot_nonce(p->nonce_l) < 0) {
+        msg("refused a connection: getrandom: %s", strerror(errno));
+        return -1;
+    }
+    unsigned char ch[FH_BOOT_CHALLENGE_BYTES];
+    fh_put_u32(ch, FH_BOOT_MAGIC);
+    memcpy(ch + 4, p->nonce_l, FH_BOOT_NONCE_BYTES);
+    /* The peer has sent nothing since its hello and waits for this: the
+     * socket's send buffer is empty, 36 bytes always fit. */
+    ssize_t w = send(p->fd, ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w != (ssize_t)sizeof ch) {
+        vlog(1, "dropped a connection during the handshake: %s",
+             w < 0 ? strerror(errno) : "short send");
+        return -1;
+    }
+    p->got_hello = 1;
+    p->have = 0;
+    return 0;
+}
+
+/* The proof (rank, pid, MAC) is in.  Returns 1 if the rank was accepted
+ * (fd handed over), 0 if refused (refusal sent and logged). */
+static int check_proof(pend_t *p)
+{
+    uint32_t rn = fh_get_u32(p->buf);
+    uint32_t pid = fh_get_u32(p->buf + 4);
+    unsigned char want[FH_BOOT_MAC_BYTES], mine[FH_BOOT_MAC_BYTES];
+    /* Nothing the peer sent is acted on before its MAC checks out: rn and
+     * pid are only MAC input until then. */
+    if (fh_boot_mac(job_key, FH_BOOT_LABEL_RANK, p->nonce_r, p->nonce_l, rn,
+                    pid, want) < 0 ||
+        !fh_boot_mac_equal(p->buf + 8, want))
+        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
+    else if (rn >= (uint32_t)nranks)
+        refuse(p, FH_BOOT_REFUSED_RANK, "rank %u out of range (job has "
+               "%d ranks)", rn, nranks);
+    else if (ranks[rn].ever_connected)
+        refuse(p, FH_BOOT_REFUSED_DUP, "rank %u is already connected "
+               "(duplicate rank)", rn);
+    else if (fh_boot_mac(job_key, FH_BOOT_LABEL_LAUNCHER, p->nonce_r,
+                         p->nonce_l, rn, pid, mine) < 0)
+        refuse(p, FH_BOOT_REFUSED_KEY, "cannot compute the handshake MAC "
+               "(libcrypto)");
+    else {
+        accept_rank((int)rn, p->fd, pid, mine);
+        return 1;
+    }
+    return 0;
+}
+
 /* Returns 1 if the pending entry is finished (fd closed or handed over). */
 static int read_pend(pend_t *p)
 {
+    int complete = 0;  /* the peer sent all we asked for (vs EOF/error) */
     for (;;) {
-        ssize_t n = read(p->fd, p->buf + p->have, sizeof p->buf - p->have);
+        size_t want = p->got_hello ? FH_BOOT_PROOF_BYTES : FH_BOOT_HELLO_BYTES;
+        ssize_t n = read(p->fd, p->buf + p->have, want - p->have);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -689,27 +765,20 @@ static int read_pend(pend_t *p)
         if (n == 0)
             break;
         p->have += (size_t)n;
-        if (p->have < sizeof p->buf)
+        if (p->have < want)
             continue;
-        uint32_t magic = fh_get_u32(p->buf);
-        uint32_t rn = fh_get_u32(p->buf + 4 + FH_KEY_BYTES);
-        uint32_t pid = fh_get_u32(p->buf + 8 + FH_KEY_BYTES);
-        int key_ok = fh_ct_equal(p->buf + 4, job_key, FH_KEY_BYTES);
-        if (magic != FH_BOOT_MAGIC || !key_ok)
-            refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
-        else if (rn >= (uint32_t)nranks)
-            refuse(p, FH_BOOT_REFUSED_RANK, "rank %u out of range (job has "
-                   "%d ranks)", rn, nranks);
-        else if (ranks[rn].ever_connected)
-            refuse(p, FH_BOOT_REFUSED_DUP, "rank %u is already connected "
-                   "(duplicate rank)", rn);
-        else {
-            accept_rank((int)rn, p->fd, pid);
-            return 1;
+        complete = 1;
+        if (!p->got_hello) {
+            if (send_challenge(p) < 0)
+                break;
+            complete = 0;
+            continue;  /* the proof may be in already (it cannot be valid) */
         }
+        if (check_proof(p))
+            return 1;
         break;
     }
-    if (p->have < sizeof p->buf)
+    if (!complete)
         vlog(1, "dropped a connection that closed during the handshake");
     close(p->fd);
     return 1;
@@ -730,6 +799,7 @@ static void accept_all(void)
             continue;
         }
         pend[npend].fd = fd;
+        pend[npend].got_hello = 0;
         pend[npend].have = 0;
         pend[npend].deadline = fh_now() + boot_timeout;
         npend++;

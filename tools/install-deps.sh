@@ -14,7 +14,7 @@ set -eu
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libfabric-dev libfabric-bin rdma-core libibverbs-dev librdmacm-dev \
 ibverbs-providers uthash-dev check libpmix-dev openmpi-bin libopenmpi-dev \
-iproute2 procps clang libclang-rt-14-dev python3 libucx-dev"
+iproute2 procps clang libclang-rt-14-dev python3 libucx-dev libssl-dev"
 case "${1:-}" in
     --bench) PACKAGES="$PACKAGES gnuplot-nox ucx-utils" ;;
     "") ;;

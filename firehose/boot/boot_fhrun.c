@@ -1,8 +1,11 @@
 /*
  * boot_fhrun.c -- the bootstrap used under tools/fhrun.
  *
- * One stream socket to the launcher (FH_BOOT_ADDR), authenticated with the
- * per-job key (FH_JOB_KEY).  After the handshake a watchdog thread owns all
+ * One stream socket to the launcher (FH_BOOT_ADDR).  The handshake proves to
+ * both sides that the other knows the per-job key (FH_JOB_KEY) without
+ * sending it: over --listen TCP anyone on the path would otherwise learn it,
+ * and a rank that took any answer for its launcher would run with whoever
+ * answers.  After the handshake a watchdog thread owns all
  * reads from the socket: it hands allgather results to the waiting caller
  * (mutex + condvar) and ends the process with FH_EXIT_PEER_DEAD when the
  * launcher reports a dead rank or disappears.  The caller's thread only
@@ -442,6 +445,119 @@ static void host_id(char id[HOSTID_BYTES])
     id[HOSTID_BYTES - 1] = '\0';
 }
 
+/* Logs why a handshake read or write failed. */
+static void handshake_io_error(const char *addr, long rank, int timeout_s,
+                               int e)
+{
+    if (e == ETIMEDOUT)
+        fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
+                     "waiting for the launcher at %s to accept rank %ld",
+                     timeout_s, addr, rank);
+    else
+        fh_log_error("bootstrap: handshake with the launcher at %s failed: "
+                     "%s", addr, e ? strerror(e) : "connection closed");
+}
+
+static void refused(const char *addr, long rank, uint32_t status)
+{
+    if (status == FH_BOOT_REFUSED_KEY)
+        fh_log_error("bootstrap: FH_JOB_KEY rejected by the launcher at %s",
+                     addr);
+    else if (status == FH_BOOT_REFUSED_RANK)
+        fh_log_error("bootstrap: the launcher at %s refused rank %ld (out "
+                     "of range)", addr, rank);
+    else if (status == FH_BOOT_REFUSED_DUP)
+        fh_log_error("bootstrap: the launcher at %s refused rank %ld: "
+                     "already connected (duplicate rank)", addr, rank);
+    else
+        fh_log_error("bootstrap: the launcher at %s refused rank %ld "
+                     "(status %u)", addr, rank, status);
+}
+
+static void launcher_unproven(const char *addr, const char *why)
+{
+    fh_log_error("bootstrap: the launcher at %s did not prove it knows the "
+                 "job key (%s); refusing to run with it", addr, why);
+}
+
+/* The handshake of bootstrap.h, rank side.  Returns 0 once both sides have
+ * proven they know the key, or -1 (logged).  Refusal codes from the
+ * launcher are reported as such although they are not authenticated: any
+ * answer other than a valid proof ends this rank anyway. */
+static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
+                     uint32_t rank, const char *addr, double deadline,
+                     int timeout_s)
+{
+    unsigned char nonce_r[FH_BOOT_NONCE_BYTES], nonce_l[FH_BOOT_NONCE_BYTES];
+    unsigned char hello[FH_BOOT_HELLO_BYTES], ch[FH_BOOT_CHALLENGE_BYTES];
+    unsigned char proof[FH_BOOT_PROOF_BYTES], acc[FH_BOOT_ACCEPT_BYTES];
+    unsigned char want[FH_BOOT_MAC_BYTES];
+    uint32_t pid = (uint32_t)getpid();
+
+    if (fh_boot_nonce(nonce_r) < 0) {
+        fh_log_error("bootstrap: getrandom: %s", strerror(errno));
+        return -1;
+    }
+    fh_put_u32(hello, FH_BOOT_MAGIC);
+    memcpy(hello + 4, nonce_r, FH_BOOT_NONCE_BYTES);
+    if (fh_write_full(fd, hello, sizeof hello, deadline) < 0 ||
+        fh_read_full(fd, ch, 4, deadline) < 0) {
+        handshake_io_error(addr, rank, timeout_s, errno);
+        return -1;
+    }
+    uint32_t w = fh_get_u32(ch);
+    if (w != FH_BOOT_MAGIC) {
+        if (w == FH_BOOT_REFUSED_KEY || w == FH_BOOT_REFUSED_RANK ||
+            w == FH_BOOT_REFUSED_DUP)
+            refused(addr, rank, w);
+        else
+            launcher_unproven(addr, "it does not answer with a fhrun "
+                              "challenge");
+        return -1;
+    }
+    if (fh_read_full(fd, ch + 4, FH_BOOT_NONCE_BYTES, deadline) < 0) {
+        handshake_io_error(addr, rank, timeout_s, errno);
+        return -1;
+    }
+    memcpy(nonce_l, ch + 4, FH_BOOT_NONCE_BYTES);
+
+    fh_put_u32(proof, rank);
+    fh_put_u32(proof + 4, pid);
+    if (fh_boot_mac(key, FH_BOOT_LABEL_RANK, nonce_r, nonce_l, rank, pid,
+                    proof + 8) < 0 ||
+        fh_boot_mac(key, FH_BOOT_LABEL_LAUNCHER, nonce_r, nonce_l, rank, pid,
+                    want) < 0) {
+        fh_log_error("bootstrap: cannot compute the handshake MAC "
+                     "(libcrypto HMAC-SHA256 failed)");
+        return -1;
+    }
+    if (fh_write_full(fd, proof, sizeof proof, deadline) < 0 ||
+        fh_read_full(fd, acc, 4, deadline) < 0) {
+        handshake_io_error(addr, rank, timeout_s, errno);
+        return -1;
+    }
+    uint32_t status = fh_get_u32(acc);
+    if (status != 0) {
+        refused(addr, rank, status);
+        return -1;
+    }
+    if (fh_read_full(fd, acc + 4, FH_BOOT_MAC_BYTES, deadline) < 0) {
+        int e = errno;
+        if (e == ETIMEDOUT)
+            handshake_io_error(addr, rank, timeout_s, e);
+        else
+            launcher_unproven(addr, e ? strerror(e) : "it closed the "
+                              "connection instead");
+        return -1;
+    }
+    if (!fh_boot_mac_equal(acc + 4, want)) {
+        launcher_unproven(addr, "wrong proof: a different job's launcher, "
+                          "or not a launcher");
+        return -1;
+    }
+    return 0;
+}
+
 int fh_boot_fhrun_open(fh_boot_t **out, int timeout_s)
 {
     const char *addr = getenv("FH_BOOT_ADDR");
@@ -491,39 +607,8 @@ int fh_boot_fhrun_open(fh_boot_t **out, int timeout_s)
             delay_ms *= 2;
     }
 
-    unsigned char hello[FH_BOOT_HELLO_BYTES], st[4];
-    fh_put_u32(hello, FH_BOOT_MAGIC);
-    memcpy(hello + 4, key, FH_KEY_BYTES);
-    fh_put_u32(hello + 4 + FH_KEY_BYTES, (uint32_t)rank);
-    fh_put_u32(hello + 8 + FH_KEY_BYTES, (uint32_t)getpid());
-    if (fh_write_full(fd, hello, sizeof hello, deadline) < 0 ||
-        fh_read_full(fd, st, 4, deadline) < 0) {
-        int e = errno;
+    if (handshake(fd, key, (uint32_t)rank, addr, deadline, timeout_s) < 0) {
         close(fd);
-        if (e == ETIMEDOUT)
-            fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
-                         "waiting for the launcher at %s to accept rank %ld",
-                         timeout_s, addr, rank);
-        else
-            fh_log_error("bootstrap: handshake with the launcher at %s failed: "
-                         "%s", addr, e ? strerror(e) : "connection closed");
-        return FH_ERR_BOOTSTRAP;
-    }
-    uint32_t status = fh_get_u32(st);
-    if (status != 0) {
-        close(fd);
-        if (status == FH_BOOT_REFUSED_KEY)
-            fh_log_error("bootstrap: FH_JOB_KEY rejected by the launcher at %s",
-                         addr);
-        else if (status == FH_BOOT_REFUSED_RANK)
-            fh_log_error("bootstrap: the launcher at %s refused rank %ld (out "
-                         "of range)", addr, rank);
-        else if (status == FH_BOOT_REFUSED_DUP)
-            fh_log_error("bootstrap: the launcher at %s refused rank %ld: "
-                         "already connected (duplicate rank)", addr, rank);
-        else
-            fh_log_error("bootstrap: the launcher at %s refused rank %ld "
-                         "(status %u)", addr, rank, status);
         return FH_ERR_BOOTSTRAP;
     }
 

@@ -12,6 +12,14 @@
  *     msg is "<pid> <reason>" (reason e.g. "killed by signal 9 (Killed)").
  *     A dead rank of FH_BOOT_RANK_LAUNCHER means the launcher itself aborted
  *     the job (msg is then just the reason).
+ *
+ * The handshake's MACs (see bootstrap.h for the messages) are HMAC-SHA256
+ * from OpenSSL's libcrypto, keyed with the 32-byte job key, over
+ *     label || nonce_R || nonce_L || rank || pid      (rank, pid: u32 LE)
+ * where label is "fhrun-rank" or "fhrun-launcher" with its terminating NUL.
+ * Both sides' fresh nonces are in both MACs, so an old proof never verifies
+ * again; the label differs by direction, so a proof cannot be reflected back
+ * to the side that made it.
  */
 #ifndef FH_BOOT_WIRE_H
 #define FH_BOOT_WIRE_H
@@ -22,13 +30,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "bootstrap.h"
 
-#define FH_BOOT_HELLO_BYTES     (4 + FH_KEY_BYTES + 4 + 4)
+#define FH_BOOT_HELLO_BYTES     (4 + FH_BOOT_NONCE_BYTES)
+#define FH_BOOT_CHALLENGE_BYTES (4 + FH_BOOT_NONCE_BYTES)
+#define FH_BOOT_PROOF_BYTES     (4 + 4 + FH_BOOT_MAC_BYTES)
+#define FH_BOOT_ACCEPT_BYTES    (4 + FH_BOOT_MAC_BYTES)
+#define FH_BOOT_LABEL_RANK      "fhrun-rank"
+#define FH_BOOT_LABEL_LAUNCHER  "fhrun-launcher"
 #define FH_BOOT_REFUSED_KEY     1u   /* bad magic or job key */
 #define FH_BOOT_REFUSED_RANK    2u   /* rank out of range */
 #define FH_BOOT_REFUSED_DUP     3u   /* rank already connected / finished */
@@ -88,14 +106,63 @@ static inline int fh_unhex(const char *s, unsigned char *out, size_t n)
     return 0;
 }
 
-/* Constant-time comparison (the job key). */
-static inline int fh_ct_equal(const unsigned char *a, const unsigned char *b,
-                              size_t n)
+/* A fresh handshake nonce from the kernel's CSPRNG (as the job key is).
+ * Returns 0, or -1 with errno set. */
+static inline int fh_boot_nonce(unsigned char out[FH_BOOT_NONCE_BYTES])
 {
-    volatile unsigned char acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= (unsigned char)(a[i] ^ b[i]);
-    return acc == 0;
+    size_t have = 0;
+    while (have < FH_BOOT_NONCE_BYTES) {
+        ssize_t r = getrandom(out + have, FH_BOOT_NONCE_BYTES - have, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        have += (size_t)r;
+    }
+    return 0;
+}
+
+/* One handshake MAC (the construction is in the comment at the top).
+ * Returns 0, or -1 if libcrypto failed: the caller must then end the
+ * handshake (out is zeroed, which an attacker could also send). */
+static inline int fh_boot_mac(const unsigned char key[FH_KEY_BYTES],
+                              const char *label,
+                              const unsigned char nonce_r[FH_BOOT_NONCE_BYTES],
+                              const unsigned char nonce_l[FH_BOOT_NONCE_BYTES],
+                              uint32_t rank, uint32_t pid,
+                              unsigned char out[FH_BOOT_MAC_BYTES])
+{
+    unsigned char msg[32 + 2 * FH_BOOT_NONCE_BYTES + 8];
+    size_t ll = strlen(label) + 1, n = 0;
+    if (ll > 32) {
+        memset(out, 0, FH_BOOT_MAC_BYTES);
+        return -1;
+    }
+    memcpy(msg, label, ll);
+    n += ll;
+    memcpy(msg + n, nonce_r, FH_BOOT_NONCE_BYTES);
+    n += FH_BOOT_NONCE_BYTES;
+    memcpy(msg + n, nonce_l, FH_BOOT_NONCE_BYTES);
+    n += FH_BOOT_NONCE_BYTES;
+    fh_put_u32(msg + n, rank);
+    fh_put_u32(msg + n + 4, pid);
+    n += 8;
+    unsigned int outlen = 0;
+    if (!HMAC(EVP_sha256(), key, FH_KEY_BYTES, msg, n, out, &outlen) ||
+        outlen != FH_BOOT_MAC_BYTES) {
+        memset(out, 0, FH_BOOT_MAC_BYTES);
+        return -1;
+    }
+    return 0;
+}
+
+/* Constant-time comparison of two MACs: the time taken does not tell a
+ * forger how many leading bytes of a guess were right. */
+static inline int fh_boot_mac_equal(const unsigned char *a,
+                                    const unsigned char *b)
+{
+    return CRYPTO_memcmp(a, b, FH_BOOT_MAC_BYTES) == 0;
 }
 
 /* Splits "unix:/path" or "tcp:host:port" / "tcp:[v6addr]:port".  Returns 'u'

@@ -4,8 +4,9 @@
  * Three implementations, chosen by fh_boot_open() from the environment:
  *   fhrun      FH_BOOT_ADDR + FH_JOB_KEY + FH_RANK + FH_NRANKS are set by
  *              tools/fhrun: a connection to the launcher's private socket
- *              ("unix:/path" or "tcp:host:port"), authenticated with the
- *              per-job key.  A watchdog thread blocks on that socket: when the
+ *              ("unix:/path" or "tcp:host:port"); rank and launcher prove
+ *              to each other that they know the per-job key, which is never
+ *              sent.  A watchdog thread blocks on that socket: when the
  *              launcher reports a dead rank (or disappears), this process
  *              prints a message naming the dead rank and exits non-zero.
  *   pmix       PMIX_NAMESPACE + PMIX_RANK are set (mpirun, srun, prun):
@@ -51,9 +52,27 @@ int fh_boot_open(fh_boot_t **out);
 
 /* Wire protocol between tools/fhrun and boot_fhrun.c (shared definitions).
  * All integers little-endian uint32 unless noted.
- *   rank -> launcher, first:  "FHB1" magic, key (FH_KEY_BYTES raw bytes),
- *                             rank, pid.
- *   launcher -> rank:         one status word: 0 = accepted (else closed).
+ *
+ * Handshake: mutual challenge-response; the job key never crosses the wire
+ * (the same on the unix socket and over TCP, --listen).  MAC = HMAC-SHA256
+ * keyed with the job key, one label per direction (boot_wire.h).
+ *   1. rank -> launcher, hello:   "FHB2" magic, nonce_R (FH_BOOT_NONCE_BYTES
+ *                                 fresh random bytes).
+ *   2. launcher -> rank, challenge: "FHB2" magic, nonce_L (fresh random);
+ *                                 or, on a bad magic, a non-zero status word
+ *                                 and the launcher closes.
+ *   3. rank -> launcher, proof:   rank, pid,
+ *                                 MAC("fhrun-rank", nonce_R, nonce_L, rank, pid).
+ *   4. launcher -> rank:          a status word: non-zero = refused (wrong
+ *                                 MAC, i.e. wrong key; out-of-range or
+ *                                 duplicate rank) and the launcher closes;
+ *                                 0 = accepted, followed by
+ *                                 MAC("fhrun-launcher", nonce_R, nonce_L,
+ *                                 rank, pid), which the rank checks before it
+ *                                 trusts anything from this launcher.
+ * The launcher looks at rank and pid only once the rank's MAC is verified.
+ * After the handshake the stream is neither encrypted nor authenticated
+ * message by message (it carries endpoint addresses, nothing secret):
  *   rank -> launcher:         op word + payload:
  *        FH_BOOT_OP_ALLGATHER  len, then len bytes
  *        FH_BOOT_OP_ABORT      code, msglen, msg
@@ -62,9 +81,12 @@ int fh_boot_open(fh_boot_t **out);
  *                             FH_BOOT_MSG_DEAD      dead rank, status, msglen, msg
  * A barrier is an allgather of zero bytes.  A rank that presents a wrong key
  * or an out-of-range or duplicate rank is refused and logged by the
- * launcher; the job goes on. */
-#define FH_BOOT_MAGIC          0x31424846u  /* "FHB1" */
+ * launcher; the job goes on.  A rank whose launcher fails to prove it knows
+ * the key refuses to run. */
+#define FH_BOOT_MAGIC          0x32424846u  /* "FHB2" (2: no key on the wire) */
 #define FH_KEY_BYTES           32
+#define FH_BOOT_NONCE_BYTES    32
+#define FH_BOOT_MAC_BYTES      32           /* HMAC-SHA256 */
 #define FH_BOOT_OP_ALLGATHER   1u
 #define FH_BOOT_OP_ABORT       2u
 #define FH_BOOT_OP_FINALIZE    3u

@@ -11,14 +11,16 @@ cd "$ROOT"
 CFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -Iinclude -Ifirehose -Ifirehose/boot"
 BOOT="firehose/boot/boot.c firehose/boot/boot_fhrun.c firehose/boot/boot_pmix.c firehose/boot/boot_single.c firehose/log.c"
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+# OpenSSL libcrypto: the handshake's HMAC (boot_wire.h).
+CRYPTO=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 set -x
-gcc $CFLAGS -O2 -o "$BUILD/fhrun" tools/fhrun.c
-gcc $CFLAGS -O2 -pthread -o "$BUILD/boot_test" tests/boot/boot_test.c $BOOT
-gcc $CFLAGS $SAN -o "$BUILD/fhrun.asan" tools/fhrun.c
-gcc $CFLAGS $SAN -pthread -o "$BUILD/boot_test.asan" tests/boot/boot_test.c $BOOT
+gcc $CFLAGS -O2 -o "$BUILD/fhrun" tools/fhrun.c $CRYPTO
+gcc $CFLAGS -O2 -pthread -o "$BUILD/boot_test" tests/boot/boot_test.c $BOOT $CRYPTO
+gcc $CFLAGS $SAN -o "$BUILD/fhrun.asan" tools/fhrun.c $CRYPTO
+gcc $CFLAGS $SAN -pthread -o "$BUILD/boot_test.asan" tests/boot/boot_test.c $BOOT $CRYPTO
 if pkg-config --exists pmix; then
     gcc $CFLAGS -O2 -DFH_HAVE_PMIX $(pkg-config --cflags pmix) -pthread \
-        -o "$BUILD/boot_test.pmix" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix)
+        -o "$BUILD/boot_test.pmix" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix) $CRYPTO
     gcc $CFLAGS $SAN -DFH_HAVE_PMIX $(pkg-config --cflags pmix) -pthread \
-        -o "$BUILD/boot_test.pmix.asan" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix)
+        -o "$BUILD/boot_test.pmix.asan" tests/boot/boot_test.c $BOOT $(pkg-config --libs pmix) $CRYPTO
 fi

@@ -11,6 +11,9 @@ if [ ! -x "$FHRUN" ] || [ ! -x "$BOOT_TEST" ]; then
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Python helpers that speak the bootstrap protocol (fhwire.py); no
+# __pycache__ in the source tree (it may be read-only: distcheck).
+export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fhboot-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 FAILS=0

@@ -34,15 +34,21 @@ LAST=pmixenv; run pmixenv env PMIX_NAMESPACE=x PMIX_RANK=0 "$BOOT_TEST"
 expect_rc 1 "PMIx env without PMIx support"
 expect_grep "$TMP/pmixenv.err" "built without PMIx support" "clear PMIx message"
 
-# The launcher disappears (fake launcher that closes after the handshake).
+# The launcher disappears (fake launcher that closes after the handshake;
+# it knows the job key, all zeros, so the rank accepts it).
 python3 - "$TMP/fake.sock" "$TMP/fake.ready" >"$TMP/fake.out" 2>&1 <<'PY' &
 import os, socket, struct, sys
+import fhwire
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)
 open(sys.argv[2], "w").close()
 c, _ = s.accept()
-hello = b""
-while len(hello) < 44: hello += c.recv(44 - len(hello))
-c.sendall(struct.pack("<I", 0))
+hello = fhwire.recv_exact(c, 4 + fhwire.NONCE)
+nonce_l = os.urandom(fhwire.NONCE)
+c.sendall(fhwire.MAGIC + nonce_l)
+rank, pid = struct.unpack("<II", fhwire.recv_exact(c, 8))
+fhwire.recv_exact(c, fhwire.MACLEN)
+c.sendall(struct.pack("<I", 0) + fhwire.mac(bytes(32), fhwire.LABEL_LAUNCHER,
+                                            hello[4:], nonce_l, rank, pid))
 # serve the host-name exchange (1 rank: echo), then vanish mid-job
 hdr = b""
 while len(hdr) < 8: hdr += c.recv(8 - len(hdr))
