@@ -6,7 +6,9 @@
  * rank uses the same instructions directly; hence all atomics on a location
  * are mutually atomic whichever rank or thread issues them.  The initiator
  * waits on a handle slot of its path: the reply names the slot by its
- * handle, so a late or forged reply cannot touch a reused slot.
+ * handle, so a late reply cannot touch a reused slot, and it must come from
+ * the rank the request went to (the sender the transport verified), so
+ * another rank cannot complete it.
  */
 #include "internal.h"
 
@@ -61,9 +63,13 @@ static void atomic_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
     (void)buf;
     (void)n;
     fh_path_t *p = fh_token_path(tok);
+    int src = -1;
+    fh_token_source(tok, &src);
     fh_hslot_t *s = na == 3 ? fh_ht_lookup_any(&p->handles, a[0]) : NULL;
-    if (s == NULL || s->ctr.pending != 1) {
-        fh_log_error("dropped an atomic reply for an unknown handle");
+    if (s == NULL || s->ctr.pending != 1 || s->peer != src) {
+        fh_am_drop(p, src, "an atomic reply for a handle %s",
+                   s == NULL || s->ctr.pending != 1 ? "that is not waiting"
+                                                    : "waiting for another rank");
         return;
     }
     s->result = a[1];
@@ -106,8 +112,10 @@ int fh_atomic(int rank, uint64_t *target, fh_atomic_op_t op, uint64_t operand,
         fh_handle_t h;
         pthread_mutex_lock(&p->lock);
         fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &h);
-        if (s != NULL)
+        if (s != NULL) {
             s->ctr.pending = 1;
+            s->peer = rank;
+        }
         pthread_mutex_unlock(&p->lock);
         if (s == NULL)
             return fh_set_error(FH_ERR_LIMIT, "fh_atomic: too many outstanding operations");

@@ -19,14 +19,26 @@
 static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
                            unsigned na)
 {
-    (void)tok;
     (void)buf;
     (void)n;
+    int src = -1;
+    fh_token_source(tok, &src);
+    fh_rt_t *rt = fh_rt;
     if (na != 2 || a[0] >= 64) {
-        fh_log_error("dropped a malformed barrier message");
+        fh_am_drop(fh_token_path(tok), src, "a malformed barrier message");
         return;
     }
-    atomic_fetch_add(&fh_rt->barrier_arrived[a[0]][a[1] & 1], 1);
+    /* In round k only (me - 2^k) mod N notifies us: anyone else's arrival
+     * would let us leave the barrier early. */
+    uint64_t dist = (uint64_t)1 << a[0];
+    if (dist >= (uint64_t)rt->nranks ||
+        (uint64_t)src != ((uint64_t)rt->rank + (uint64_t)rt->nranks - dist % (uint64_t)rt->nranks) %
+                             (uint64_t)rt->nranks) {
+        fh_am_drop(fh_token_path(tok), src, "a barrier arrival for round %llu, which is not "
+                   "this rank's to send", (unsigned long long)a[0]);
+        return;
+    }
+    atomic_fetch_add(&rt->barrier_arrived[a[0]][a[1] & 1], 1);
 }
 
 void fh_coll_init(void)

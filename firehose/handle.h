@@ -43,6 +43,7 @@ typedef struct fh_hslot {
     uint8_t  live;
     uint64_t result;    /* value delivered by a reply (atomics) */
     int      result_ready;
+    int      peer;      /* atomics: the only rank whose reply counts */
 } fh_hslot_t;
 
 #define FH_HT_CHUNK      1024u

@@ -41,7 +41,8 @@ fi
 fh_bin() {
     first_exe "${FH_TEST_BINDIR:+$FH_TEST_BINDIR/$1}" \
         "${top_builddir:+$top_builddir/tests/integ/$1}" \
-        "./tests/integ/$1" "./$1" "$here/$1"
+        "${top_builddir:+$top_builddir/tests/security/$1}" \
+        "./tests/integ/$1" "./tests/security/$1" "./$1" "$here/$1"
 }
 
 NP_LIST=${FH_TEST_NP:-"2 3 4 8"}

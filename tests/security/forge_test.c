@@ -1,0 +1,256 @@
+/*
+ * forge_test.c -- a hostile member of the job cannot act as another member,
+ * and nothing it puts on the wire crashes a rank (docs/security.md).
+ *
+ * Three ranks: 0 is the forger, 1 the victim, 2 the member the forger
+ * pretends to be.  The forger links runtime internals and sends hand-made
+ * messages through its real endpoint, exactly what a hostile or broken
+ * member could send:
+ *
+ *   header    an AM whose header claims to come from rank 2 (path 0) for a
+ *             user handler: the victim's handler must not run for rank 2,
+ *             and the packet is dropped and counted against rank 0.
+ *   barrier   a barrier arrival for round 1, which only rank 2 may send to
+ *             rank 1 (dissemination: (1 - 2) mod 3 = 2): dropped; after two
+ *             more barriers no arrival is left over on the victim.
+ *   atomic    while the victim waits for an fh_atomic reply from rank 2
+ *             (rank 2 sleeps 2 s before polling), the forger sends atomic
+ *             replies for every handle the victim's path can have handed
+ *             out (generations 1..4, slots 0..15): the victim's atomic must
+ *             return rank 2's real value, never the forged one.
+ *   raw (ofi) straight onto the victim's service endpoint, bypassing the
+ *             conduit's own sender: a runt (3 bytes), a message with a
+ *             wrong token of odd length, a 60,001-byte message (landing at
+ *             an odd offset of the multi-receive buffer), and a replay of
+ *             a sequence number already delivered.
+ *
+ * Then a put/get round trip and a legitimate AM from every rank must still
+ * work.  The victim prints "DROPPED n" (its am_dropped total) and
+ * forge_test.sh checks its log holds the reason of every kind above.
+ */
+#include "../integ/testutil.h"
+
+#include <sched.h>
+
+#include "am_wire.h"
+#include "internal.h"
+#include "ofi/ofi_internal.h"
+
+#define H_USER   FH_AM_USER_FIRST
+#define ATOM_VAL 0x2222222222222222ull
+#define FORGED   0xbadbadbadbadbad0ull
+
+static int me, N;
+static _Atomic int user_calls[3];   /* victim: handler runs per claimed source */
+
+static void user_handler(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
+                         unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    int src = -1;
+    fh_token_source(tok, &src);
+    if (src >= 0 && src < 3)
+        atomic_fetch_add(&user_calls[src], 1);
+}
+
+/* Sends one AM with a hand-made runtime header through the forger's path. */
+static void send_raw_am(int to, int to_path, const fh_am_msg_t *m)
+{
+    fh_path_t *p = fh_tls()->path;
+    unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
+    size_t hl = fh_am_encode(m, hdr, sizeof hdr);
+    CHECK(hl > 0, "encode", "a forged header");
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int rc = fh_rt->cops->am_send(p->cp, to, to_path, hdr, hl, NULL, 0);
+        if (rc == FH_ERR_AGAIN)
+            fh_path_poll_locked(p);
+        pthread_mutex_unlock(&p->lock);
+        if (rc == FH_OK)
+            return;
+        CHECK(rc == FH_ERR_AGAIN, "am_send", "FH_OK or FH_ERR_AGAIN, saw %s", fh_strerror(rc));
+        sched_yield();
+    }
+}
+
+/* ofi: bytes straight onto the victim's service endpoint, with a send slot's
+ * context so that the completion returns the slot. */
+static void send_ofi_bytes(const void *bytes, size_t len)
+{
+    fh_path_t *p = fh_tls()->path;
+    struct fh_cpath *cp = p->cp;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        struct ofi_op *s = cp->slot_free;
+        ssize_t r = -FI_EAGAIN;
+        if (s != NULL) {
+            r = fi_send(cp->ep, bytes, len, NULL, cp->addrs[(size_t)1 * (size_t)fh_rt->npaths],
+                        &s->fctx);
+            if (r == 0)
+                cp->slot_free = s->next;
+        }
+        if (r == -FI_EAGAIN)
+            fh_path_poll_locked(p);
+        pthread_mutex_unlock(&p->lock);
+        if (r == 0)
+            break;
+        CHECK(r == -FI_EAGAIN, "fi_send", "0 or -FI_EAGAIN, saw %zd", r);
+        sched_yield();
+    }
+    /* Let it leave before anything else is sent. */
+    for (int i = 0; i < 200; i++)
+        fh_poll();
+}
+
+static void forge_raw_ofi(void)
+{
+    struct fh_cpath *cp = fh_tls()->path->cp;
+    const size_t dst = (size_t)1 * (size_t)fh_rt->npaths;   /* (victim, path 0) */
+    char runt[3] = {1, 2, 3};
+    send_ofi_bytes(runt, sizeof runt);
+
+    char odd[37];
+    memset(odd, 0x5a, sizeof odd);                           /* wrong token */
+    send_ofi_bytes(odd, sizeof odd);
+
+    size_t big = 60001;
+    char *b = calloc(1, big);
+    CHECK(b != NULL, "calloc", "%zu bytes", big);
+    struct ofi_amh h = {.token = cp->tokens[1], .seq = cp->tx_seq[dst]};
+    memcpy(b, &h, sizeof h);                                 /* right token, too long */
+    send_ofi_bytes(b, big);
+    free(b);
+
+    /* A replay: the sequence number of the last message actually delivered
+     * from this path (tx_seq was never advanced by the raw sends). */
+    unsigned char msg[sizeof(struct ofi_amh) + FH_AM_HDR_BYTES];
+    fh_am_msg_t m = {.kind = FH_AM_REQ_SHORT, .handler = H_USER, .src_rank = 0,
+                     .src_path = (uint16_t)fh_tls()->path->index};
+    struct ofi_amh old = {.token = cp->tokens[1], .seq = cp->tx_seq[dst] - 1};
+    memcpy(msg, &old, sizeof old);
+    fh_am_encode(&m, msg + sizeof old, FH_AM_HDR_BYTES);
+    send_ofi_bytes(msg, sizeof msg);
+}
+
+static void victim_atomic(uint64_t *target)
+{
+    uint64_t got = 0;
+    CHECK_RC(fh_atomic(2, target, FH_AOP_FETCH, 0, 0, &got), FH_OK);
+    CHECK(got == ATOM_VAL, "atomic reply", "0x%llx (rank 2's value), saw 0x%llx%s",
+          (unsigned long long)ATOM_VAL, (unsigned long long)got,
+          got == FORGED ? ": the forged reply completed it" : "");
+}
+
+int main(int argc, char **argv)
+{
+    CHECK_RC(fh_init(&argc, &argv), FH_OK);
+    tu_init_rank("forge_test");
+    me = fh_rank();
+    N = fh_nranks();
+    CHECK(N == 3, "job size", "3 ranks, saw %d", N);
+    CHECK_RC(fh_am_register(H_USER, user_handler, "user"), FH_OK);
+    fh_seg_t seg;
+    uint64_t *mine;
+    CHECK_RC(fh_segment_create(4096, &seg, (void **)&mine), FH_OK);
+    mine[0] = me == 2 ? ATOM_VAL : 0;
+    uint64_t *r2;
+    CHECK_RC(fh_segment_query(seg, 2, (void **)&r2, NULL), FH_OK);
+    const int ofi = fh_rt->cops == &fh_conduit_ofi;
+    CHECK_RC(fh_barrier(), FH_OK);
+
+    /* header + barrier + raw */
+    if (me == 0) {
+        const uint16_t mypath = (uint16_t)fh_tls()->path->index;
+        fh_am_msg_t m = {.kind = FH_AM_REQ_SHORT, .handler = H_USER, .src_rank = 2,
+                         .src_path = mypath, .credits = 0};
+        send_raw_am(1, 0, &m);
+        /* Honest about who sends it, but round 1 is rank 2's to send.  The
+         * epoch is the next barrier's. */
+        fh_am_msg_t bm = {.kind = FH_AM_REQ_SHORT, .handler = FH_H_BARRIER, .nargs = 2,
+                          .src_rank = 0, .src_path = mypath};
+        bm.args[0] = 1;
+        bm.args[1] = fh_rt->barrier_epoch + 1;
+        send_raw_am(1, 0, &bm);
+        if (ofi)
+            forge_raw_ofi();
+        else
+            TU_LOG("NOTE raw ofi forgeries skipped: the conduit is %s\n", fh_rt->cops->name);
+    }
+    /* Two barriers: the forged arrival is for the first (parity p); had it
+     * counted, rank 2's real round-1 arrival of the first would still be
+     * waiting in slot [1][p] after the second (parity !p). */
+    CHECK_RC(fh_barrier(), FH_OK);
+    CHECK_RC(fh_barrier(), FH_OK);
+    if (me == 1) {
+        CHECK(atomic_load(&user_calls[2]) == 0, "forged header",
+              "no handler run for rank 2, saw %d", atomic_load(&user_calls[2]));
+        /* Round 1 only: rank 0 may already be in the next barrier and
+         * have notified us for its round 0, but round 1 of the next barrier
+         * needs our own round-0 notification first. */
+        for (int e = 0; e < 2; e++)
+            CHECK(atomic_load(&fh_rt->barrier_arrived[1][e]) == 0, "forged barrier",
+                  "no round-1 arrival left over after the barriers, saw %u (parity %d)",
+                  atomic_load(&fh_rt->barrier_arrived[1][e]), e);
+    }
+
+    /* atomic: rank 2 does not poll for 2 s; rank 1 waits for its reply on
+     * its main thread's path, which the forger learns (a path nobody polls
+     * would not take the forger's messages at all over tcp). */
+    int mypath = fh_tls()->path->index, paths[3];
+    CHECK_RC(fh_allgather(&mypath, paths, sizeof mypath), FH_OK);
+    CHECK_RC(fh_barrier(), FH_OK);
+    if (me == 1) {
+        victim_atomic(r2);
+    } else if (me == 2) {
+        sleep(2);
+    } else {
+        usleep(200 * 1000);        /* the victim's request is out */
+        for (uint32_t gen = 1; gen <= 4; gen++)
+            for (uint32_t idx = 0; idx < 16; idx++)
+                for (int path = paths[1]; path == paths[1]; path++) {
+                    fh_am_msg_t m = {.kind = FH_AM_REP_SHORT, .handler = FH_H_ATOMIC_REP,
+                                     .nargs = 3, .src_rank = 0,
+                                     .src_path = (uint16_t)fh_tls()->path->index};
+                    m.args[0] = ((uint64_t)gen << 32) | ((uint64_t)idx << 8) | (uint64_t)path;
+                    m.args[1] = FORGED;
+                    m.args[2] = FH_OK;
+                    send_raw_am(1, path, &m);
+                }
+    }
+    CHECK_RC(fh_barrier(), FH_OK);
+
+    /* Still working: a round trip and one AM from every rank. */
+    uint64_t *right;
+    int peer = (me + 1) % N;
+    CHECK_RC(fh_segment_query(seg, peer, (void **)&right, NULL), FH_OK);
+    uint64_t v = 0x1000 + (uint64_t)me, back = 0;
+    CHECK_RC(fh_put(peer, right + 1, &v, sizeof v), FH_OK);
+    CHECK_RC(fh_get(&back, peer, right + 1, sizeof back), FH_OK);
+    CHECK(back == v, "round trip", "0x%llx, saw 0x%llx", (unsigned long long)v,
+          (unsigned long long)back);
+    if (me != 1)
+        CHECK_RC(fh_am_request_short(1, H_USER, NULL, 0), FH_OK);
+    CHECK_RC(fh_barrier(), FH_OK);
+    if (me == 1) {
+        for (int i = 0; i < 100000 && (atomic_load(&user_calls[0]) < 1 ||
+                                       atomic_load(&user_calls[2]) < 1); i++)
+            fh_poll();
+        CHECK(atomic_load(&user_calls[0]) == 1 && atomic_load(&user_calls[2]) == 1,
+              "legitimate AMs", "one from rank 0 and one from rank 2, saw %d and %d",
+              atomic_load(&user_calls[0]), atomic_load(&user_calls[2]));
+        fh_peer_stats_t s0, st;
+        CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
+        CHECK_RC(fh_stats_peer(1, &st), FH_OK);
+        /* header 1 + barrier 1 + raw 4 (ofi) + at least one atomic reply. */
+        unsigned want = 2 + (ofi ? 4 : 0) + 1;
+        CHECK(st.am_dropped >= want, "drop count", "at least %u dropped packets, saw %llu",
+              want, (unsigned long long)st.am_dropped);
+        TU_LOG("DROPPED %llu (from rank 0: %llu)\n", (unsigned long long)st.am_dropped,
+               (unsigned long long)s0.am_dropped);
+    }
+    CHECK_RC(fh_barrier(), FH_OK);
+    CHECK_RC(fh_segment_destroy(seg), FH_OK);
+    TU_SAY("PASS forge_test\n");
+    CHECK_RC(fh_finalize(), FH_OK);
+    return 0;
+}
