@@ -52,5 +52,8 @@ if [ "$fail" -eq 0 ] && [ "$ran" -gt 0 ] && [ "$nskip" -eq "$ran" ]; then
     echo "all $ran runs skipped"
     exit 77
 fi
-[ "$nskip" -eq 0 ] || echo "($nskip of $ran runs skipped: their provider cannot refuse stale keys)"
+if [ "$nskip" -ne 0 ]; then
+    echo "$nskip of $ran runs SKIPPED (their provider cannot refuse stale keys)"
+    ran=$((ran - nskip))
+fi
 finish
