@@ -13,7 +13,9 @@
  *                            service path, as the strategy does) and
  *                            captures the reply (key, registered range,
  *                            handle) with its own reply handler; it never
- *                            sends RDV_UNREGISTER (a hostile or buggy peer);
+ *                            sends RDV_UNREGISTER (a hostile or buggy peer).
+ *                            Plain rendezvous: it also takes revoked_cap + 3
+ *                            more small registrations, all kept;
  *        pin-everything      it reads rank 1's piece key from its segment
  *                            table (fh_seg_find).
  *      Positive control: a raw get with the key returns the target's bytes
@@ -32,8 +34,9 @@
  *      unregistrations and bytes_pinned_remote are back to their values
  *      before step 1 (rendezvous forms: exactly one registration was made).
  *   5. rendezvous only: the attacker now sends the late RDV_UNREGISTER of
- *      the revoked handle (what a slow honest peer may do); the target must
- *      take it quietly -- not count it again, not as a refusal.
+ *      every revoked handle (what a slow honest peer may do); the target
+ *      must take those it remembers (revoked_cap per peer) quietly -- not
+ *      count them again, not as refusals -- and refuse only the 3 beyond.
  *   6. The job is still healthy: a new segment, an honest put/get round
  *      trip.
  *
@@ -118,6 +121,27 @@ static void send_rdv(const rdv_msg_t *m)
     int rc = fh_am_send_request_on(fh_tls(), &fh_rt->paths[0], 1, FH_H_RDV_REQ, m,
                                    sizeof *m);
     CHECK(rc == FH_OK, "send a rendezvous message", "FH_OK, saw %s", tu_errname(rc));
+}
+
+/* Sends RDV_REGISTER for [addr, +len) and returns the granted reply. */
+static rdv_msg_t rdv_register(uint64_t addr, uint64_t len)
+{
+    static uint64_t token = 700;
+    fh_am_handler_t saved = fh_handlers[FH_H_RDV_REP].fn;
+    const char *saved_name = fh_handlers[FH_H_RDV_REP].name;
+    fh_am_register_internal(FH_H_RDV_REP, cap_rdv_rep, "stale_key capture");
+    rdv_msg_t q = {.op = RDV_REGISTER, .token = ++token, .addr = addr, .len = len};
+    send_rdv(&q);
+    await_reply("RDV_REGISTER");
+    fh_am_register_internal(FH_H_RDV_REP, saved, saved_name);
+    CHECK(got_msg.op == RDV_REPLY && got_msg.status == FH_OK && got_msg.token == token,
+          "RDV_REGISTER granted", "an FH_OK reply, saw op %u status %s", got_msg.op,
+          tu_errname(got_msg.status));
+    CHECK(got_msg.addr <= addr && addr + len <= got_msg.addr + got_msg.len,
+          "RDV_REGISTER covers the range", "[0x%llx, +%llu), saw [0x%llx, +%llu)",
+          (unsigned long long)addr, (unsigned long long)len,
+          (unsigned long long)got_msg.addr, (unsigned long long)got_msg.len);
+    return got_msg;
 }
 
 /* ---- raw RMA with a given key (attacker) */
@@ -304,35 +328,28 @@ int main(int argc, char **argv)
         CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
     CHECK_RC(fh_barrier(), FH_OK);
 
-    /* 1. the attacker gets a key */
+    /* 1. the attacker gets a key.  Plain rendezvous: and more registrations
+     * it never gives back, beyond the number of revoked handles the target
+     * remembers per peer (revoked_cap; the same configuration everywhere),
+     * so that both kinds of revocation are exercised (step 5). */
     fh_rkey_t key = {0, 0};
-    uint64_t handle = 0;
+    uint32_t nkeys = kind == FH_REG_RENDEZVOUS ? fh_rt->strat->revoked_cap + 3 : 1;
+    uint64_t *handle = calloc(nkeys, sizeof *handle);
+    CHECK(handle != NULL, "calloc", "memory");
     if (me == 0) {
         if (kind == FH_REG_PIN_EVERYTHING) {
             fh_seg_range_t r;
             CHECK_RC(fh_seg_find(fh_rt, 1, a, LEN, &r), FH_OK);
             key = r.rkey;
         } else {
-            fh_am_handler_t saved = fh_handlers[FH_H_RDV_REP].fn;
-            const char *saved_name = fh_handlers[FH_H_RDV_REP].name;
-            fh_am_register_internal(FH_H_RDV_REP, cap_rdv_rep, "stale_key capture");
-            rdv_msg_t q = {.op = RDV_REGISTER, .token = 777, .addr = a, .len = LEN};
-            send_rdv(&q);
-            await_reply("RDV_REGISTER");
-            fh_am_register_internal(FH_H_RDV_REP, saved, saved_name);
-            CHECK(got_msg.op == RDV_REPLY && got_msg.status == FH_OK && got_msg.token == 777,
-                  "RDV_REGISTER granted", "an FH_OK reply, saw op %u status %s",
-                  got_msg.op, tu_errname(got_msg.status));
-            CHECK(got_msg.addr <= a && a + LEN <= got_msg.addr + got_msg.len,
-                  "RDV_REGISTER covers the range", "[0x%llx, +%zu), saw [0x%llx, +%llu)",
-                  (unsigned long long)a, LEN, (unsigned long long)got_msg.addr,
-                  (unsigned long long)got_msg.len);
-            key = (fh_rkey_t){got_msg.key0, got_msg.key1};
-            handle = got_msg.handle;
+            rdv_msg_t m = rdv_register(a, LEN);
+            key = (fh_rkey_t){m.key0, m.key1};
+            handle[0] = m.handle;
+            for (uint32_t i = 1; i < nkeys; i++)
+                handle[i] = rdv_register(a + (i % (LEN / 64)) * 64, 64).handle;
         }
-        TU_LOG("key 0x%llx for [0x%llx, +%zu) of rank 1 (handle %llu)\n",
-               (unsigned long long)key.key, (unsigned long long)a, LEN,
-               (unsigned long long)handle);
+        TU_LOG("key 0x%llx for [0x%llx, +%zu) of rank 1 (%u registration(s) held)\n",
+               (unsigned long long)key.key, (unsigned long long)a, LEN, nkeys);
         /* positive control: the key works now */
         static uint8_t buf[LEN];
         memset(buf, 0, sizeof buf);
@@ -425,7 +442,7 @@ int main(int argc, char **argv)
                (unsigned long long)(s1.reg_unregistrations - s0.reg_unregistrations),
                (unsigned long long)s1.bytes_pinned_remote,
                (unsigned long long)s0.bytes_pinned_remote);
-        uint64_t want_regs = kind == FH_REG_PIN_EVERYTHING ? 0 : 1;
+        uint64_t want_regs = kind == FH_REG_PIN_EVERYTHING ? 0 : nkeys;
         CHECK(s1.reg_registrations - s0.reg_registrations == want_regs,
               "registrations made for rank 0", "%llu, saw %llu",
               (unsigned long long)want_regs,
@@ -441,21 +458,25 @@ int main(int argc, char **argv)
               (unsigned long long)s1.bytes_pinned_remote);
     }
 
-    /* 5. the late deregistration of a revoked handle is taken quietly */
+    /* 5. late deregistrations of revoked handles are taken quietly -- those
+     * the target remembers (revoked_cap); the rest count as refused like
+     * any unknown handle */
     fh_peer_stats_t s2;
     if (me == 1)
         CHECK_RC(fh_stats_peer(0, &s2), FH_OK);
     CHECK_RC(fh_barrier(), FH_OK);
     if (me == 0 && kind == FH_REG_RENDEZVOUS) {
-        rdv_msg_t un = {.op = RDV_UNREGISTER, .handle = handle};
-        send_rdv(&un);
+        for (uint32_t i = 0; i < nkeys; i++) {
+            rdv_msg_t un = {.op = RDV_UNREGISTER, .handle = handle[i]};
+            send_rdv(&un);
+        }
         /* No reply by design: an unknown operation on the same path (in
          * order) is answered, so once its reply is here the target has
-         * handled the deregistration. */
+         * handled the deregistrations. */
         fh_am_handler_t saved = fh_handlers[FH_H_RDV_REP].fn;
         const char *saved_name = fh_handlers[FH_H_RDV_REP].name;
         fh_am_register_internal(FH_H_RDV_REP, cap_rdv_rep, "stale_key capture");
-        rdv_msg_t q = {.op = 77, .token = 778};
+        rdv_msg_t q = {.op = 77, .token = 99};
         send_rdv(&q);
         await_reply("marker request");
         fh_am_register_internal(FH_H_RDV_REP, saved, saved_name);
@@ -464,12 +485,20 @@ int main(int argc, char **argv)
     if (me == 1 && kind == FH_REG_RENDEZVOUS) {
         fh_peer_stats_t s3;
         CHECK_RC(fh_stats_peer(0, &s3), FH_OK);
+        uint64_t forgotten = nkeys - fh_rt->strat->revoked_cap;
+        TU_LOG("%u late deregistrations: %llu more released, %llu more refused (the "
+               "marker and %llu beyond what is remembered)\n", nkeys,
+               (unsigned long long)(s3.reg_unregistrations - s2.reg_unregistrations),
+               (unsigned long long)(s3.reg_refused - s2.reg_refused),
+               (unsigned long long)forgotten);
         CHECK(s3.reg_unregistrations == s2.reg_unregistrations,
-              "late deregistration not counted twice", "%llu, saw %llu",
+              "late deregistrations not counted twice", "%llu, saw %llu",
               (unsigned long long)s2.reg_unregistrations,
               (unsigned long long)s3.reg_unregistrations);
-        CHECK(s3.reg_refused - s2.reg_refused == 1, "late deregistration not refused",
-              "1 refusal (the marker), saw %llu",
+        CHECK(s3.reg_refused - s2.reg_refused == 1 + forgotten,
+              "late deregistrations of remembered handles not refused",
+              "%llu refusals (the marker, the forgotten), saw %llu",
+              (unsigned long long)(1 + forgotten),
               (unsigned long long)(s3.reg_refused - s2.reg_refused));
     }
 
@@ -490,6 +519,7 @@ int main(int argc, char **argv)
     CHECK_RC(fh_segment_destroy(seg), FH_OK);
     free(rs);
     free(aws);
+    free(handle);
     if (enforced)
         TU_SAY("PASS stale_key\n");
     else

@@ -33,7 +33,7 @@ for p in $(providers); do
         t1=$(date +%s)
         if [ $rc -eq 0 ] && grep -q '^PASS stale_key' "$log"; then
             echo "ok   $desc ($((t1 - t0)) s)"
-            grep -E '^\[[0-9]+\] (NOTE|stale key|rank 0)' "$log" | head -5
+            grep -E '^\[[0-9]+\] (NOTE|stale key|rank 0|[0-9]+ late)' "$log" | head -5
         elif [ $rc -eq 0 ] && grep -q '^SKIP stale_key' "$log"; then
             nskip=$((nskip + 1))
             echo "SKIP $desc ($((t1 - t0)) s):"
