@@ -312,8 +312,10 @@ int fh_finalize(void)
     if (rt->cfg.stats)
         fh_stats_at_finalize(rt);
     atomic_store(&rt_state, 2);
-    fh_strat_fini(rt);   /* deregisters; before the segments are unmapped */
-    fh_seg_fini(rt);
+    /* Keys die before their memory: every registration for peers is
+     * deregistered before any segment is unmapped. */
+    unsigned undead = fh_strat_fini(rt);
+    fh_seg_fini(rt, undead != 0);
     fh_reg_fini(rt);   /* unpins everything; before the conduit closes */
     for (int i = 0; i < rt->npaths; i++)
         fh_path_teardown(rt, &rt->paths[i]);

@@ -296,7 +296,11 @@ typedef struct fh_seg_range {
 int  fh_seg_find(fh_rt_t *rt, int rank, uintptr_t addr, size_t n,
                  fh_seg_range_t *out);
 int  fh_seg_init(fh_rt_t *rt);
-void fh_seg_fini(fh_rt_t *rt);
+/* At finalize, after fh_strat_fini (every registration for peers is gone):
+ * deregisters pin-everything pieces and unmaps the segments -- unless
+ * keep_mapped (a deregistration failed: the memory must never be reused
+ * while a key may still name it). */
+void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
 
 /* ---- reg.c (FH_REG_STRATEGY=firehose) */
 /* Creates rt->reg (collective: agrees on the derived M/MAXVICTIM through the
@@ -414,15 +418,20 @@ int  fh_mm_mapped(uintptr_t addr, size_t len);
 /* ---- strategy.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
 /* Creates rt->strat for those strategies (no-op otherwise); after connect. */
 int  fh_strat_init(fh_rt_t *rt);
-/* Deregisters everything it registered; before the segments are unmapped. */
-void fh_strat_fini(fh_rt_t *rt);
+/* Deregisters everything it registered; before the segments are unmapped.
+ * Returns the number of deregistrations that failed (the segments must then
+ * stay mapped: fh_seg_fini). */
+unsigned fh_strat_fini(fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
  * rank != us.  Blocking: returns once the data is in place. */
 int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                    uint64_t remote, size_t n);
 /* Our segment piece [base, base+size) is being destroyed (after the
- * destroy barrier): deregister what we registered inside it for peers. */
-void fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size);
+ * destroy barrier, unpublished, no handler still using it): deregisters
+ * everything registered inside it for peers, released or not -- before it
+ * is unmapped.  Returns the number of deregistrations that failed (the
+ * piece must then stay mapped). */
+unsigned fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size);
 /* Adds the strategy's counters for peer (or all peers if peer == our rank). */
 void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 

@@ -10,7 +10,8 @@
  *   RDV_REGISTER   initiator -> target: register [addr, addr+len); the
  *                  target answers with an RDV_REPLY (always, also on error).
  *   RDV_UNREGISTER initiator -> target (plain rendezvous, after the RDMA
- *                  completed): deregister `handle`.  No reply.
+ *                  completed): deregister `handle`.  No reply.  The
+ *                  target does not depend on it: see "Key lifetime".
  *   RDV_REPLY      status, and on success base/len/key of the registration
  *                  covering the range and the handle naming it.
  *
@@ -24,6 +25,15 @@
  * registered the first time any peer asks for it and kept until the
  * segment is destroyed; the range must not cross that frame.  A handle to
  * deregister must name a registration made for the same peer.
+ *
+ * Key lifetime (strategy.h): a registration lives at most as long as its
+ * segment.  Destroying the segment deregisters the cache's frames and,
+ * for plain rendezvous, every registration whose RDV_UNREGISTER has not
+ * arrived -- a peer that never sends it (buggy, hostile, or just slower
+ * than the destroy) cannot keep a key to memory that is unmapped and
+ * maybe mapped again.  Such a revoked registration keeps its handle
+ * (strategy.h: s->revoked) so that a late RDV_UNREGISTER is taken quietly:
+ * freed, counted neither again nor as refused.
  *
  * Statistics (strategy.h, strat_peer_t): the target counts, in the
  * requesting peer's row, a hit for a request served by a registration it
@@ -77,10 +87,19 @@ static void unregister(struct fh_strat *s, int src, uint64_t handle)
     strat_entry_t *e = s->kind == FH_REG_RENDEZVOUS
                            ? fhc_map_get(&s->tmap, (uint64_t)src, handle) : NULL;
     if (e != NULL) {
+        assert(e->peer == (uint32_t)src);
         fhc_map_del(&s->tmap, (uint64_t)src, handle);
-        strat_list_remove(&s->tlist, e);
-        s->peer[src].unregistrations++;
-        s->peer[src].pinned_remote -= e->len;
+        if (e->revoked) {
+            /* Its segment was destroyed first: already deregistered and
+             * counted released; this is only the late message. */
+            assert(e->mr == NULL && s->peer[src].revoked_kept > 0);
+            strat_list_remove(&s->revoked, e);
+            s->peer[src].revoked_kept--;
+        } else {
+            strat_list_remove(&s->tlist, e);
+            s->peer[src].unregistrations++;
+            s->peer[src].pinned_remote -= e->len;
+        }
     } else {
         s->peer[src].refused++;
     }
@@ -90,7 +109,8 @@ static void unregister(struct fh_strat *s, int src, uint64_t handle)
                      "%llu is not one of its registrations", src, (unsigned long long)handle);
         return;
     }
-    rt->cops->mr_dereg(rt->conduit, e->mr);
+    if (e->mr != NULL)
+        rt->cops->mr_dereg(rt->conduit, e->mr);
     free(e);
 }
 
@@ -139,6 +159,7 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
     }
     uintptr_t lo = (uintptr_t)q.addr, hi = lo + (size_t)q.len;
     strat_entry_t *e = NULL;
+    rdv_msg_t rep = {.op = RDV_REPLY, .status = FH_OK, .token = q.token};
     if (s->kind == FH_REG_RENDEZVOUS_CACHE) {
         uintptr_t flo, fhi;
         frame_clip(s->R, lo, r.base, r.end, &flo, &fhi);
@@ -150,8 +171,13 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
         hi = fhi;
         pthread_mutex_lock(&s->lock);
         e = fhc_map_get(&s->tmap, 0, lo);
-        if (e != NULL)
+        if (e != NULL) {
             s->peer[src].hits++;   /* frame already registered (by any peer) */
+            rep.addr = e->base;    /* copied under the lock: only a destroy */
+            rep.len = e->len;      /* removes frames, and it fences the service */
+            rep.key0 = e->key[0];  /* path first (segment.c), but the reply */
+            rep.key1 = e->key[1];  /* needs no pointer into the table */
+        }
         pthread_mutex_unlock(&s->lock);
     }
     if (e == NULL) {
@@ -182,6 +208,11 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
             s->peer[src].misses++;
             s->peer[src].registrations++;
             s->peer[src].pinned_remote += e->len;
+            rep.addr = e->base;
+            rep.len = e->len;
+            rep.handle = e->handle;
+            rep.key0 = e->key[0];
+            rep.key1 = e->key[1];
         }
         pthread_mutex_unlock(&s->lock);
         if (!ok) {
@@ -190,12 +221,11 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
             refuse(tok, s, src, &q, FH_ERR_NO_MEMORY, "out of memory");
             return;
         }
+        /* The reply was filled in under the lock, so nothing below needs
+         * e.  Nor can the segment be unmapped under this handler: its
+         * destroy fences the service path, whose lock we hold, before it
+         * revokes and unmaps (segment.c). */
     }
-    /* e stays valid: only the service path (us) or a segment destroy, after
-     * every rank's operations on the segment completed, removes entries. */
-    rdv_msg_t rep = {.op = RDV_REPLY, .status = FH_OK, .token = q.token, .addr = e->base,
-                     .len = e->len, .handle = e->handle, .key0 = e->key[0],
-                     .key1 = e->key[1]};
     fh_am_reply_medium_internal(tok, FH_H_RDV_REP, &rep, sizeof rep);
 }
 

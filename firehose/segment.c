@@ -14,12 +14,26 @@
  * Strategy firehose: pieces are bucket-aligned whole buckets, not registered
  * (rkey {0, 0}); they are announced to the cache (fh_reg_expose), which
  * registers on demand, and at destroy stay mapped until fh_finalize because
- * cached registrations may still cover them.
+ * cached registrations may still cover them (fh_reg_fini deregisters every
+ * region, then unmaps them).
  * Strategies rendezvous, rendezvous-cache and bounce (strategy.c): pieces
- * are page-aligned and not registered (rkey {0, 0}); at destroy the
- * strategy deregisters what it registered in our piece for peers (after
- * the barrier), then the memory is unmapped.
+ * are page-aligned and not registered (rkey {0, 0}); the rendezvous forms
+ * register parts of them per peer request.
+ *
+ * Key lifetime: a key must never outlive its memory -- a peer still holding
+ * one would read and write whatever gets mapped at that address next.  So
+ * fh_segment_destroy, after its barrier, (1) unpublishes the segment (peer
+ * requests for it are refused from then on), (2) waits until no service-
+ * path handler can still be using the previous table (fence_handlers), (3)
+ * deregisters every registration made inside our piece for peers
+ * (fh_strat_seg_destroy: all of them, given back by the peer or not) and
+ * the piece's own (pin-everything), and only then (4) unmaps it.  A
+ * deregistration that fails leaves the memory mapped (leaked) rather than
+ * reusable.  fh_finalize deregisters everything (fh_strat_fini, then here
+ * and in fh_reg_fini) before unmapping.  A late use of an old key then
+ * completes with an error at the initiator.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,6 +43,7 @@
 
 typedef struct fh_segment {
     int live;
+    int dying;               /* unpublished, not yet released: slot not free */
     void *base;              /* our piece (NULL if size 0) */
     size_t size, mapped;
     struct fh_mr *mr;
@@ -142,24 +157,32 @@ int fh_seg_init(fh_rt_t *rt)
     return publish(rt);
 }
 
-static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg)
+/* Releases our piece: its own registration (pin-everything) first, then
+ * the memory, which is unmapped only if no registration of it can be left
+ * -- with keep_mapped (the caller could not deregister something inside
+ * it) or when this deregistration fails, it stays mapped (leaked) so that
+ * nothing else is ever mapped under a live key. */
+static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped)
 {
-    if (sg->mr != NULL)
-        rt->cops->mr_dereg(rt->conduit, sg->mr);
+    if (sg->mr != NULL && rt->cops->mr_dereg(rt->conduit, sg->mr) != FH_OK)
+        keep_mapped = true;
+    sg->mr = NULL;
     if (sg->base != NULL && rt->reg != NULL)
         fh_reg_unexpose_and_retire(rt, sg->base, sg->mapped);   /* unmapped at fini */
-    else if (sg->base != NULL)
+    else if (sg->base != NULL && !keep_mapped)
         munmap(sg->base, sg->mapped);
-    sg->mr = NULL;
+    else if (sg->base != NULL)
+        fh_log_error("segment memory %p (+%zu bytes) stays mapped: a registration of it "
+                     "could not be deregistered", sg->base, sg->mapped);
     sg->base = NULL;
 }
 
-void fh_seg_fini(fh_rt_t *rt)
+void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
 {
     for (long s = 0; s < rt->cfg.max_segments; s++) {
         fh_segment_t *sg = &rt->segs[s];
         if (sg->live)
-            seg_release_local(rt, sg);
+            seg_release_local(rt, sg, keep_mapped);
         free(sg->pieces);
     }
     free(rt->segs);
@@ -193,7 +216,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
 
     pthread_mutex_lock(&rt->seg_lock);
     long id = 0;
-    while (id < rt->cfg.max_segments && rt->segs[id].live)
+    while (id < rt->cfg.max_segments && (rt->segs[id].live || rt->segs[id].dying))
         id++;
     /* Every rank reaches the same slot: creation is collective and ordered. */
     struct seg_wire mine = {0};
@@ -260,7 +283,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         free(all);
         free(pieces);
         if (sg)
-            seg_release_local(rt, sg);
+            seg_release_local(rt, sg, false);
         pthread_mutex_unlock(&rt->seg_lock);
         /* Peers are waiting in the exchange; we cannot leave them there. */
         fh_fatal("fh_segment_create: out of memory");
@@ -276,7 +299,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         }
     if (rc != FH_OK) {
         if (sg)
-            seg_release_local(rt, sg);
+            seg_release_local(rt, sg, false);
         pthread_mutex_unlock(&rt->seg_lock);
         free(all);
         free(pieces);
@@ -333,28 +356,52 @@ int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size)
     return sg ? FH_OK : rc;
 }
 
+/* Returns once no handler that may have looked up a segment table older
+ * than the current one is still running.  Peers' requests -- rendezvous
+ * registrations, bounce copies, atomics, firehose moves -- are all handled
+ * on the service path under its lock (internal.h), and a handler looks up
+ * the table after that lock was taken; so once we have held the lock, the
+ * handlers that might have seen an old table have returned, and later ones
+ * see the table we published.  Called without seg_lock: a handler may take
+ * it (fh_segment_query is handler-safe). */
+static void fence_handlers(fh_rt_t *rt)
+{
+    pthread_mutex_lock(&rt->paths[0].lock);
+    pthread_mutex_unlock(&rt->paths[0].lock);
+}
+
 int fh_segment_destroy(fh_seg_t seg)
 {
     int rc;
     fh_tls_t *t = fh_enter("fh_segment_destroy", &rc);
     if (t == NULL)
         return rc;
-    pthread_mutex_lock(&fh_rt->seg_lock);
+    fh_rt_t *rt = fh_rt;
+    pthread_mutex_lock(&rt->seg_lock);
     fh_segment_t *sg = live_seg("fh_segment_destroy", seg, &rc);
-    pthread_mutex_unlock(&fh_rt->seg_lock);
+    pthread_mutex_unlock(&rt->seg_lock);
     if (sg == NULL)
         return rc;
     /* Everyone's operations on it are complete once all have arrived. */
     if ((rc = fh_barrier_internal(t)) != FH_OK)
         return rc;
-    pthread_mutex_lock(&fh_rt->seg_lock);
-    fh_strat_seg_destroy(fh_rt, (uintptr_t)sg->pieces[fh_rt->rank].base,
-                         (size_t)sg->pieces[fh_rt->rank].size);
+    /* The order below is the key-lifetime rule (top of file). */
+    pthread_mutex_lock(&rt->seg_lock);
     sg->live = 0;
-    rc = publish(fh_rt);
-    seg_release_local(fh_rt, sg);
+    sg->dying = 1;
+    rc = publish(rt);
+    pthread_mutex_unlock(&rt->seg_lock);
+    if (rc != FH_OK)   /* lookups would still find memory we are about to unmap */
+        fh_fatal("fh_segment_destroy: out of memory publishing the segment table");
+    fence_handlers(rt);
+    pthread_mutex_lock(&rt->seg_lock);
+    assert(sg->dying && !sg->live);
+    unsigned undead = sg->base != NULL
+                          ? fh_strat_seg_destroy(rt, (uintptr_t)sg->base, sg->mapped) : 0;
+    seg_release_local(rt, sg, undead != 0);
     free(sg->pieces);
     sg->pieces = NULL;
-    pthread_mutex_unlock(&fh_rt->seg_lock);
-    return rc;
+    sg->dying = 0;
+    pthread_mutex_unlock(&rt->seg_lock);
+    return FH_OK;
 }

@@ -5,7 +5,15 @@
  * Segments under these strategies are mmap'ed and not registered (rkey
  * {0, 0}, see segment.c); the transfer code in reg_rdv.c / reg_bounce.c
  * decides what, if anything, gets registered.
+ *
+ * Key lifetime (strategy.h, "Security"): whatever the rendezvous forms
+ * registered for peers inside a segment piece is deregistered by
+ * fh_strat_seg_destroy before the piece is unmapped -- the cache's frames
+ * by design, plain rendezvous registrations whose RDV_UNREGISTER has not
+ * come (yet, or ever) as revocations; fh_strat_fini deregisters everything
+ * left before fh_finalize unmaps the segments.  Bounce registers nothing.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +44,7 @@ int fh_strat_init(fh_rt_t *rt)
     s->chunk = rt->am_max_medium;
     s->next_token = 1;
     s->next_handle = 1;
+    s->revoked_cap = 2 * (uint32_t)rt->cfg.am_credits;
     fhc_map_init(&s->waits);
     fhc_map_init(&s->tmap);
     rt->strat = s;
@@ -47,31 +56,39 @@ int fh_strat_init(fh_rt_t *rt)
     return FH_OK;
 }
 
-static void drop_list(fh_rt_t *rt, strat_list_t *l)
+/* Frees every entry of l, deregistering those still registered; returns
+ * the number of deregistrations that failed. */
+static unsigned drop_list(fh_rt_t *rt, strat_list_t *l)
 {
+    unsigned failed = 0;
     while (l->head != NULL) {
         strat_entry_t *e = l->head;
         strat_list_remove(l, e);
-        if (e->mr != NULL)
-            rt->cops->mr_dereg(rt->conduit, e->mr);
+        if (e->mr != NULL && rt->cops->mr_dereg(rt->conduit, e->mr) != FH_OK)
+            failed++;
         free(e);
     }
+    return failed;
 }
 
-void fh_strat_fini(fh_rt_t *rt)
+unsigned fh_strat_fini(fh_rt_t *rt)
 {
     struct fh_strat *s = rt->strat;
     if (s == NULL)
-        return;
+        return 0;
     pthread_mutex_lock(&s->lock);
     rt->strat = NULL;
-    drop_list(rt, &s->tlist);
+    /* Registrations of segments still alive at finalize, and any a peer
+     * never gave back: deregistered before fh_seg_fini unmaps. */
+    unsigned failed = drop_list(rt, &s->tlist);
+    drop_list(rt, &s->revoked);   /* no registration left */
     fhc_map_fini(&s->waits);
     fhc_map_fini(&s->tmap);
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_destroy(&s->lock);
     free(s->peer);
     free(s);
+    return failed;
 }
 
 int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
@@ -90,34 +107,70 @@ int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr 
     return FH_OK;
 }
 
-/* rendezvous-cache: deregisters our frames inside [base, base+size). */
-static void forget_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, size_t size)
+/* Deregisters every registration we made for peers inside [base,
+ * base+size) (s->lock held) and counts it released in its peer's row: the
+ * cache's frames, and plain rendezvous registrations whose RDV_UNREGISTER
+ * did not come.  Those keep their handle on s->revoked (up to revoked_cap
+ * per peer, see strategy.h).  Returns the number of deregistrations that
+ * failed; revoked[peer] counts plain rendezvous revocations per peer. */
+static unsigned revoke_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, size_t size,
+                             uint32_t *revoked)
 {
+    unsigned failed = 0;
     for (strat_entry_t *e = s->tlist.head, *nx; e != NULL; e = nx) {
         nx = e->next;
-        if (e->base < base || e->base + e->len > base + size)
+        if (e->base >= base + size || e->base + e->len <= base)
             continue;
+        /* Requests are honoured only inside one segment piece. */
+        assert(e->base >= base && e->base + e->len <= base + size);
+        assert(!e->revoked && e->mr != NULL);
         strat_list_remove(&s->tlist, e);
-        fhc_map_del(&s->tmap, 0, e->base);
-        rt->cops->mr_dereg(rt->conduit, e->mr);
+        if (rt->cops->mr_dereg(rt->conduit, e->mr) != FH_OK)
+            failed++;
+        e->mr = NULL;
         s->peer[e->peer].unregistrations++;
         s->peer[e->peer].pinned_remote -= e->len;
-        free(e);
+        if (s->kind == FH_REG_RENDEZVOUS_CACHE) {
+            fhc_map_del(&s->tmap, 0, e->base);
+            free(e);
+            continue;
+        }
+        revoked[e->peer]++;
+        if (s->peer[e->peer].revoked_kept < s->revoked_cap) {
+            e->revoked = true;
+            s->peer[e->peer].revoked_kept++;
+            strat_list_push(&s->revoked, e);
+        } else {
+            fhc_map_del(&s->tmap, e->peer, e->handle);
+            free(e);
+        }
     }
+    return failed;
 }
 
-void fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size)
+unsigned fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size)
 {
     struct fh_strat *s = rt->strat;
-    if (s == NULL || s->kind != FH_REG_RENDEZVOUS_CACHE || size == 0)
-        return;
-    /* Plain rendezvous registrations die with their operation; bounce has
-     * none; initiators cache nothing.  The cache's frames live as long as
-     * our segment: every rank passed the destroy barrier, so nobody uses
-     * them any more. */
+    if (s == NULL || s->kind == FH_REG_BOUNCE || size == 0)
+        return 0;   /* bounce registers nothing; initiators cache nothing */
+    uint32_t *revoked = calloc((size_t)rt->nranks, sizeof *revoked);
+    if (revoked == NULL)
+        fh_fatal("fh_segment_destroy: out of memory revoking registrations");
+    /* Every rank passed the destroy barrier, so honest peers are done with
+     * the piece; segment.c made sure no handler still sees it. */
     pthread_mutex_lock(&s->lock);
-    forget_range(rt, s, base, size);
+    unsigned failed = revoke_range(rt, s, base, size, revoked);
     pthread_mutex_unlock(&s->lock);
+    for (int r = 0; r < rt->nranks; r++)
+        if (revoked[r] != 0)
+            fh_log_verbose(1, "rendezvous: segment at %p destroyed: revoked %u "
+                           "registration(s) rank %d had not released", (void *)base,
+                           revoked[r], r);
+    free(revoked);
+    if (failed != 0)
+        fh_log_error("rendezvous: segment at %p destroyed: %u registration(s) for peers "
+                     "could not be deregistered", (void *)base, failed);
+    return failed;
 }
 
 /* ------------------------------------------------------------ helpers */

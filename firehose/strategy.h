@@ -9,7 +9,10 @@
  *                     path) to register exactly the chunk's remote range,
  *                     gets the key in the reply, does the RDMA, then tells
  *                     the target to deregister (fire and forget).  Chunks
- *                     of one transfer are pipelined, RDV_DEPTH deep.
+ *                     of one transfer are pipelined, RDV_DEPTH deep.  A
+ *                     registration whose deregistration never came (a
+ *                     buggy or hostile peer) is revoked when its segment
+ *                     is destroyed, like the cache's frames.
  *   rendezvous-cache  the paper's "rendezvous without unpin": the same
  *                     request for every chunk (a chunk stays inside one
  *                     R-aligned frame), but the target serves it from its
@@ -28,7 +31,15 @@
  * whole range lies inside one of our declared segment pieces (fh_seg_find
  * on our own rank) and the message is well formed; otherwise the requester
  * gets an error reply, we log one line, and nothing is registered or
- * written.
+ * written.  Key lifetime: no key we handed out outlives the memory it
+ * names.  fh_segment_destroy (segment.c) first unpublishes the piece and
+ * waits until no service-path handler can still be using the old segment
+ * table, then fh_strat_seg_destroy deregisters every registration we made
+ * for peers inside the piece -- whether or not the peer gave it back --
+ * and only then is the memory unmapped; fh_strat_fini deregisters the
+ * rest before fh_finalize unmaps anything.  A peer that uses such a key
+ * afterwards gets an error completion (the registration no longer exists
+ * at the NIC / provider), never the memory mapped there next.
  *
  * Locking: s->lock protects every table and counter below.  Lock order:
  * a path lock (handlers run under one) may be held when s->lock is taken,
@@ -70,17 +81,22 @@ typedef struct strat_peer {
     uint64_t unregistrations;  /* ... and released */
     uint64_t refused;          /* its requests we refused */
     uint64_t pinned_remote;    /* bytes registered here for it now */
+    uint32_t revoked_kept;     /* its entries on s->revoked */
 } strat_peer_t;
 
-/* One registration we made for a peer's request (target side). */
+/* One registration we made for a peer's request (target side).  On
+ * s->tlist while registered; a plain rendezvous entry revoked at segment
+ * destroy moves to s->revoked (mr NULL, still in tmap under its handle) so
+ * that the peer's late RDV_UNREGISTER is recognized rather than refused. */
 typedef struct strat_entry {
     struct strat_entry *prev, *next;
     uint32_t peer;             /* who asked (cache: who asked first) */
+    bool revoked;              /* deregistered by a segment destroy */
     uint64_t handle;           /* plain rendezvous: name used to deregister */
     uintptr_t base;
     size_t len;
     uint64_t key[2];
-    struct fh_mr *mr;
+    struct fh_mr *mr;          /* NULL once revoked */
 } strat_entry_t;
 
 /* An operation waiting for replies from `peer`, found by (peer, token). */
@@ -109,7 +125,19 @@ struct fh_strat {
     uint64_t next_token, next_handle;
     fhc_map_t waits;           /* (peer, token) -> strat_wait_t */
     fhc_map_t tmap;            /* target: (peer, handle) or (0, frame) -> entry */
-    strat_list_t tlist;
+    strat_list_t tlist;        /* registered entries */
+    /* Plain rendezvous entries revoked by a segment destroy before their
+     * RDV_UNREGISTER came.  An honest peer sends it before it enters the
+     * destroy's barrier, but from its service path while the barrier
+     * travels on its thread path, so it can arrive after we revoked; it is
+     * then taken quietly.  An honest peer has at most FH_AM_CREDITS
+     * requests in flight to us from its service path, so we keep at most
+     * revoked_cap = 2 * FH_AM_CREDITS per peer; beyond that (a peer that
+     * keeps registrations on purpose) a revoked entry is freed at once and
+     * a late deregistration of it is refused and logged like any unknown
+     * handle. */
+    strat_list_t revoked;
+    uint32_t revoked_cap;
     strat_peer_t *peer;        /* [nranks] */
 };
 

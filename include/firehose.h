@@ -128,7 +128,12 @@ int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
 
 /* Collective, blocking, not handler-safe.  Every rank must have completed its
  * operations targeting the segment before calling (the call contains a
- * barrier before the memory is unmapped). */
+ * barrier before the memory is unmapped).  Every remote key to this rank's
+ * piece is revoked before its memory is unmapped (any registration strategy;
+ * FH_REG_STRATEGY=firehose keeps the memory mapped until fh_finalize
+ * instead): a peer that still uses one gets an error, never the memory
+ * mapped there later (where the transport checks keys at all; see
+ * docs/firehose-cache.md, "Key lifetime"). */
 int fh_segment_destroy(fh_seg_t seg);
 
 /* -------------------------------------------------------- active messages */
@@ -342,7 +347,9 @@ int fh_allgather(const void *in, void *out, size_t len);
  *   reg_unregistrations    requests, and released (firehose: regions
  *                          created by its moves / evictions; own row also
  *                          counts invalidated regions deregistered;
- *                          rendezvous: one of each per chunk;
+ *                          rendezvous: one of each per chunk (one
+ *                          not released by the peer is released when
+ *                          its segment is destroyed);
  *                          rendezvous-cache: one per frame, released when
  *                          the segment is destroyed)
  *   reg_refused            the peer's requests we refused (outside our
