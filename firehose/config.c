@@ -20,7 +20,10 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_OFI_PROVIDER", FH_CFG_STRING, "tcp", NULL, F(ofi_provider), 1,
      "libfabric provider for the ofi conduit (tcp, shm, verbs, cxi, efa, ...).", 0},
     {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(ofi_domain), 0,
-     "libfabric domain (interface) name, e.g. lo or eth0; empty = provider's first.", 0},
+     "libfabric domain (for tcp: the interface, e.g. eth0 or ib0) the endpoints listen on; "
+     "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
+     "every rank shares this host's network namespace (and FI_TCP_IFACE is unset), else the "
+     "provider's first (docs/security.md).", 0},
     {"FH_IBV_DEVICE", FH_CFG_STRING, "", NULL, F(ibv_device), 0,
      "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port.", 0},
     {"FH_IBV_PORT", FH_CFG_INT, "0", NULL, F(ibv_port), 0,
