@@ -15,7 +15,8 @@
  * Its listening TCP ports are read from /proc/<pid>/fd (socket inodes) and
  * /proc/net/tcp; /proc/net/tcp is world-readable, so a stranger who cannot
  * read /proc/<pid>/fd sees the same ports (it gets them from --ports, or
- * tries every listening port of the target's uid).  tcp;ofi_rxm endpoint
+ * with --scan-uid tries every listening port >= 1024 of the target's uid;
+ * off by default: on a shared host that hits other people's jobs).  tcp;ofi_rxm endpoint
  * names are struct sockaddr_in, so each port becomes an AV entry.
  * With --provider shm: firehose names shm endpoints
  * "fh_<pid>_<path>_<64 random bits>" (conduits/ofi/ofi_path.c), which
@@ -93,6 +94,7 @@
 static int target_pid = -1;
 static const char *ports_opt;
 static int list_ports_only;
+static int scan_uid;
 static uint64_t seg_addr, seg_len = SEC_SEG_BYTES, pat_seed;
 static int have_seg, have_seed;
 static const char *attacks = "rma,am,runt,big,badsrc,garbage";
@@ -122,7 +124,7 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int has_attack(const char *name)
@@ -308,11 +310,17 @@ static size_t find_targets(struct target **out)
             "--ports %s and checking that /proc/net/tcp (world-readable) "
             "shows them\n", target_pid, (unsigned)getuid(), strerror(fd_err),
             ports_opt);
-    else
+    else if (scan_uid)
         say("discovery: /proc/%d/fd not readable by uid %u (%s); trying "
             "every LISTEN port >= 1024 of uid %u in /proc/net/tcp\n",
             target_pid, (unsigned)getuid(), strerror(fd_err),
             have_uid ? (unsigned)st.st_uid : 0u);
+    else {
+        say("discovery: /proc/%d/fd not readable by uid %u (%s); give "
+            "--ports or --scan-uid\n", target_pid, (unsigned)getuid(),
+            strerror(fd_err));
+        nl = 0;
+    }
 
     for (size_t i = 0; i < nl; i++) {
         int take = 0;
@@ -955,7 +963,7 @@ static void attack_garbage(struct target *t, size_t nt)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: outsider --pid PID [--ports P1,P2,...] --seg ADDR "
+            "usage: outsider --pid PID [--ports P1,P2,...|--scan-uid] --seg ADDR "
             "[--len N] [--seed S]\n"
             "                [--attack rma,am,runt,big,badsrc,garbage|all] "
             "[--npaths N]\n"
@@ -972,6 +980,7 @@ int main(int argc, char **argv)
         {"pid", required_argument, NULL, 'p'},
         {"ports", required_argument, NULL, 'P'},
         {"list-ports", no_argument, NULL, 'L'},
+        {"scan-uid", no_argument, NULL, 'U'},
         {"seg", required_argument, NULL, 's'},
         {"len", required_argument, NULL, 'l'},
         {"seed", required_argument, NULL, 'S'},
@@ -988,6 +997,7 @@ int main(int argc, char **argv)
         case 'p': target_pid = atoi(optarg); break;
         case 'P': ports_opt = optarg; break;
         case 'L': list_ports_only = 1; break;
+        case 'U': scan_uid = 1; break;
         case 's': seg_addr = strtoull(optarg, NULL, 0); have_seg = 1; break;
         case 'l': seg_len = strtoull(optarg, NULL, 0); break;
         case 'S': pat_seed = strtoull(optarg, NULL, 0); have_seed = 1; break;
