@@ -21,6 +21,10 @@
  *   tu_reserve(len, align)       an mmap'd area of len bytes at an address
  *                                aligned to align (a power of two).
  *   tu_job_sum(v)                the sum of v over all ranks (fh_allgather).
+ *   tu_round_trip(rank, remote)  an honest put + get of 3000 bytes at
+ *                                remote (inside rank's segment) must give
+ *                                the bytes back: the job is still in
+ *                                service after an attack.
  *
  * Everything is static inline so each test is one translation unit.
  */
@@ -315,6 +319,16 @@ static inline uint64_t tu_job_sum(uint64_t v)
         total += all[r];
     free(all);
     return total;
+}
+
+static inline void tu_round_trip(int rank, uint8_t *remote)
+{
+    uint8_t out[3000], in[3000];
+    tu_fill(out, sizeof out, 7, 0);
+    CHECK_RC(fh_put(rank, remote, out, sizeof out), FH_OK);
+    CHECK_RC(fh_get(in, rank, remote, sizeof in), FH_OK);
+    CHECK(memcmp(in, out, sizeof in) == 0, "round trip after the attack",
+          "the data put, saw different bytes");
 }
 
 #endif /* FH_TESTUTIL_H */

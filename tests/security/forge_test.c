@@ -53,10 +53,10 @@ static void user_handler(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
         atomic_fetch_add(&user_calls[src], 1);
 }
 
-/* Sends one AM with a hand-made runtime header through the forger's path. */
-static void send_raw_am(int to, int to_path, const fh_am_msg_t *m)
+/* Sends one AM with a hand-made runtime header through the forger's path p
+ * (replies to thread paths must leave from the service path: conduit.h). */
+static void send_raw_am(fh_path_t *p, int to, int to_path, const fh_am_msg_t *m)
 {
-    fh_path_t *p = fh_tls()->path;
     unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
     size_t hl = fh_am_encode(m, hdr, sizeof hdr);
     CHECK(hl > 0, "encode", "a forged header");
@@ -163,14 +163,14 @@ int main(int argc, char **argv)
         const uint16_t mypath = (uint16_t)fh_tls()->path->index;
         fh_am_msg_t m = {.kind = FH_AM_REQ_SHORT, .handler = H_USER, .src_rank = 2,
                          .src_path = mypath, .credits = 0};
-        send_raw_am(1, 0, &m);
+        send_raw_am(fh_tls()->path, 1, 0, &m);
         /* Honest about who sends it, but round 1 is rank 2's to send.  The
          * epoch is the next barrier's. */
         fh_am_msg_t bm = {.kind = FH_AM_REQ_SHORT, .handler = FH_H_BARRIER, .nargs = 2,
                           .src_rank = 0, .src_path = mypath};
         bm.args[0] = 1;
         bm.args[1] = fh_rt->barrier_epoch + 1;
-        send_raw_am(1, 0, &bm);
+        send_raw_am(fh_tls()->path, 1, 0, &bm);
         if (ofi)
             forge_raw_ofi();
         else
@@ -209,12 +209,11 @@ int main(int argc, char **argv)
             for (uint32_t idx = 0; idx < 16; idx++)
                 for (int path = paths[1]; path == paths[1]; path++) {
                     fh_am_msg_t m = {.kind = FH_AM_REP_SHORT, .handler = FH_H_ATOMIC_REP,
-                                     .nargs = 3, .src_rank = 0,
-                                     .src_path = (uint16_t)fh_tls()->path->index};
+                                     .nargs = 3, .src_rank = 0, .src_path = 0};
                     m.args[0] = ((uint64_t)gen << 32) | ((uint64_t)idx << 8) | (uint64_t)path;
                     m.args[1] = FORGED;
                     m.args[2] = FH_OK;
-                    send_raw_am(1, path, &m);
+                    send_raw_am(&fh_rt->paths[0], 1, path, &m);
                 }
     }
     CHECK_RC(fh_barrier(), FH_OK);
