@@ -73,15 +73,25 @@ static void send_raw_am(fh_path_t *p, int to, int to_path, const fh_am_msg_t *m)
     }
 }
 
+static int slot_is_free(const struct fh_cpath *cp, const struct ofi_op *s)
+{
+    for (const struct ofi_op *f = cp->slot_free; f != NULL; f = f->next)
+        if (f == s)
+            return 1;
+    return 0;
+}
+
 /* ofi: bytes straight onto the victim's service endpoint, with a send slot's
- * context so that the completion returns the slot. */
+ * context so that the completion returns the slot; returns once it has (the
+ * provider may read `bytes` until then). */
 static void send_ofi_bytes(const void *bytes, size_t len)
 {
     fh_path_t *p = fh_tls()->path;
     struct fh_cpath *cp = p->cp;
+    struct ofi_op *s = NULL;
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        struct ofi_op *s = cp->slot_free;
+        s = cp->slot_free;
         ssize_t r = -FI_EAGAIN;
         if (s != NULL) {
             r = fi_send(cp->ep, bytes, len, NULL, cp->addrs[(size_t)1 * (size_t)fh_rt->npaths],
@@ -97,9 +107,13 @@ static void send_ofi_bytes(const void *bytes, size_t len)
         CHECK(r == -FI_EAGAIN, "fi_send", "0 or -FI_EAGAIN, saw %zd", r);
         sched_yield();
     }
-    /* Let it leave before anything else is sent. */
-    for (int i = 0; i < 200; i++)
+    for (int done = 0, i = 0; !done; i++) {
+        CHECK(i < 10000000, "raw send", "its completion, saw none");
         fh_poll();
+        pthread_mutex_lock(&p->lock);
+        done = slot_is_free(cp, s);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 static void forge_raw_ofi(void)
