@@ -84,6 +84,13 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Idle polls a blocking call (fh_wait, fh_barrier, ...) makes before it yields "
      "the core between polls (sched_yield); 0 = yield at once, -1 = never yield "
      "(lowest latency when every rank has a core to itself).", -1},
+    {"FH_CAF_HEAP", FH_CFG_SIZE, "1g", NULL, F(caf_heap), 1,
+     "Coarray Fortran (libcaf_firehose): bytes per image for coarrays, allocated "
+     "identically on every image; reserved address space, touched pages only are "
+     "memory, and the registration cache pins only what transfers touch.", 0},
+    {"FH_CAF_LOCAL_HEAP", FH_CFG_SIZE, "256m", NULL, F(caf_local_heap), 1,
+     "Coarray Fortran: bytes per image for memory one image allocates alone that "
+     "others reach (allocatable components of coarrays of derived type).", 0},
 };
 const size_t fh_config_table_len =
     sizeof fh_config_table / sizeof fh_config_table[0];

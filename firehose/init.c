@@ -122,6 +122,24 @@ int fh_nranks(void)
     return fh_rt->nranks;
 }
 
+int fh_config_size(const char *name, size_t *value)
+{
+    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_config_size: firehose is not initialized");
+    if (name == NULL || value == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_config_size: NULL argument");
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        if (strcmp(e->name, name) != 0)
+            continue;
+        if (e->type != FH_CFG_SIZE)
+            return fh_set_error(FH_ERR_INVALID, "fh_config_size: %s is not a size", name);
+        memcpy(value, (const char *)&fh_rt->cfg + e->offset, sizeof *value);
+        return FH_OK;
+    }
+    return fh_set_error(FH_ERR_INVALID, "fh_config_size: no variable %s", name);
+}
+
 static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
                                             const fh_conduit_config_t *ccfg)
 {

@@ -313,6 +313,15 @@ int fh_poll(void);
  * clients for exchanging metadata (e.g. symmetric allocation). */
 int fh_allgather(const void *in, void *out, size_t len);
 
+/* ----------------------------------------------------------- tunables */
+
+/* The effective value (environment or default) of the FH_* size variable
+ * `name` of the runtime's table (`fhinfo` lists it; the libraries built on
+ * firehose keep their tunables there too, e.g. FH_CAF_HEAP), as parsed and
+ * checked by fh_init.  FH_ERR_INVALID for an unknown name or one that is
+ * not a size.  Thread-safe, handler-safe; valid after fh_init. */
+int fh_config_size(const char *name, size_t *value);
+
 /* ------------------------------------------------------------ statistics */
 
 /* Per-peer counters, cumulative since fh_init, over all threads, except

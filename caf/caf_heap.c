@@ -1,0 +1,348 @@
+/*
+ * caf_heap.c -- coarray memory: the segment, its two allocators, and
+ * register/deregister.
+ *
+ * The segment of each image is [0, FH_CAF_HEAP) symmetric + FH_CAF_LOCAL_HEAP
+ * image-local bytes.  Both parts use the same first-fit allocator (sorted
+ * free list, neighbours merged on free).  The symmetric part sees only
+ * collective requests, in the same order on every image (static coarrays
+ * at start-up, ALLOCATE/DEALLOCATE of coarrays, the library's own scratch),
+ * so it returns the same offsets everywhere: no exchange is needed.
+ *
+ * Memory handed out is zero: pages never used are zero from mmap, and
+ * reused ones are cleared below the allocator's high-water mark.
+ */
+#include "caf_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAP_ALIGN 64
+
+typedef struct blk {
+    size_t off, len;
+} blk_t;
+
+typedef struct arena {
+    size_t start, size;  /* [start, start+size) of the segment */
+    blk_t *free;         /* sorted by offset, disjoint, not adjacent */
+    size_t nfree, cap;
+    size_t high;         /* end of the highest byte ever handed out */
+} arena_t;
+
+static arena_t sym, loc;
+
+static int arena_init(arena_t *a, size_t start, size_t size)
+{
+    a->start = start;
+    a->size = size;
+    a->cap = 16;
+    a->free = malloc(a->cap * sizeof *a->free);
+    if (a->free == NULL)
+        return -1;
+    a->nfree = size ? 1 : 0;
+    a->free[0] = (blk_t){start, size};
+    a->high = start;
+    return 0;
+}
+
+static size_t round_up(size_t n)
+{
+    if (n == 0)
+        n = 1;
+    if (n > SIZE_MAX - HEAP_ALIGN)
+        return 0;
+    return (n + HEAP_ALIGN - 1) & ~(size_t)(HEAP_ALIGN - 1);
+}
+
+/* First fit; (size_t)-1 when nothing is large enough. */
+static size_t arena_alloc(arena_t *a, size_t n)
+{
+    n = round_up(n);
+    if (n == 0)
+        return (size_t)-1;
+    for (size_t i = 0; i < a->nfree; i++) {
+        blk_t *b = &a->free[i];
+        if (b->len < n)
+            continue;
+        size_t off = b->off;
+        b->off += n;
+        b->len -= n;
+        if (b->len == 0) {
+            memmove(b, b + 1, (a->nfree - i - 1) * sizeof *b);
+            a->nfree--;
+        }
+        /* Reused memory is cleared; memory past `high` is still zero. */
+        if (off < a->high) {
+            size_t dirty = (a->high < off + n ? a->high : off + n) - off;
+            memset(caf.bases[caf.rank] + off, 0, dirty);
+        }
+        if (off + n > a->high)
+            a->high = off + n;
+        return off;
+    }
+    return (size_t)-1;
+}
+
+static void arena_free(arena_t *a, size_t off, size_t n)
+{
+    n = round_up(n);
+    /* Position: first free block after off. */
+    size_t i = 0;
+    while (i < a->nfree && a->free[i].off < off)
+        i++;
+    bool merge_prev = i > 0 && a->free[i - 1].off + a->free[i - 1].len == off;
+    bool merge_next = i < a->nfree && off + n == a->free[i].off;
+    if (merge_prev && merge_next) {
+        a->free[i - 1].len += n + a->free[i].len;
+        memmove(&a->free[i], &a->free[i + 1], (a->nfree - i - 1) * sizeof *a->free);
+        a->nfree--;
+    } else if (merge_prev) {
+        a->free[i - 1].len += n;
+    } else if (merge_next) {
+        a->free[i].off = off;
+        a->free[i].len += n;
+    } else {
+        if (a->nfree == a->cap) {
+            blk_t *nb = realloc(a->free, 2 * a->cap * sizeof *nb);
+            if (nb == NULL)
+                caf_fatal("DEALLOCATE", "out of memory");
+            a->free = nb;
+            a->cap *= 2;
+        }
+        memmove(&a->free[i + 1], &a->free[i], (a->nfree - i) * sizeof *a->free);
+        a->free[i] = (blk_t){off, n};
+        a->nfree++;
+    }
+}
+
+int caf_heap_init(void)
+{
+    size_t symsz = 0, locsz = 0;
+    if (fh_config_size("FH_CAF_HEAP", &symsz) != FH_OK ||
+        fh_config_size("FH_CAF_LOCAL_HEAP", &locsz) != FH_OK)
+        return -1;
+    symsz = (symsz + 4095) & ~(size_t)4095;
+    caf.sym_size = symsz;
+    caf.local_size = locsz;
+    void *base;
+    int rc = fh_segment_create(symsz + locsz, &caf.seg, &base);
+    if (rc != FH_OK)
+        return -1;
+    caf.bases = calloc((size_t)caf.nranks, sizeof *caf.bases);
+    if (caf.bases == NULL)
+        return -1;
+    for (int r = 0; r < caf.nranks; r++) {
+        void *b;
+        size_t sz;
+        rc = fh_segment_query(caf.seg, r, &b, &sz);
+        if (rc != FH_OK)
+            return -1;
+        if (sz != symsz + locsz) {
+            caf_fatal("start-up", "image %d has a coarray heap of %zu bytes, "
+                      "this image %zu: set FH_CAF_HEAP and FH_CAF_LOCAL_HEAP "
+                      "the same for every image", r + 1, sz, symsz + locsz);
+        }
+        caf.bases[r] = b;
+    }
+    /* Offsets are relative to the segment base. */
+    if (arena_init(&sym, 0, symsz) != 0 || arena_init(&loc, symsz, locsz) != 0)
+        return -1;
+    return 0;
+}
+
+void caf_heap_fini(void)
+{
+    /* The segment goes with fh_finalize. */
+}
+
+size_t caf_sym_alloc(size_t size)
+{
+    return arena_alloc(&sym, size);
+}
+
+void caf_sym_free(size_t off, size_t size)
+{
+    arena_free(&sym, off, size);
+}
+
+void *caf_local_alloc(size_t size)
+{
+    size_t off = arena_alloc(&loc, size);
+    return off == (size_t)-1 ? NULL : caf.bases[caf.rank] + off;
+}
+
+void caf_local_free(void *p, size_t size)
+{
+    arena_free(&loc, (size_t)((char *)p - caf.bases[caf.rank]), size);
+}
+
+bool caf_in_segment(const void *p, size_t n)
+{
+    uintptr_t b = (uintptr_t)caf.bases[caf.rank];
+    uintptr_t q = (uintptr_t)p;
+    return q >= b && n <= caf.sym_size + caf.local_size &&
+           q - b <= caf.sym_size + caf.local_size - n;
+}
+
+caf_tok_t *caf_tok(caf_token_t token, const char *stmt)
+{
+    caf_tok_t *t = token;
+    if (t == NULL || t->magic != CAF_TOK_MAGIC)
+        caf_fatal(stmt, "invalid coarray token %p (not registered, or "
+                  "already deallocated)", token);
+    return t;
+}
+
+/* ------------------------------------------------------- register */
+
+static bool collective_type(caf_register_t type)
+{
+    return type != CAF_REGTYPE_COARRAY_ALLOC_REGISTER_ONLY &&
+           type != CAF_REGTYPE_COARRAY_ALLOC_ALLOCATE_ONLY;
+}
+
+static const char *reg_stmt(caf_register_t type)
+{
+    return type == CAF_REGTYPE_COARRAY_STATIC ? "coarray start-up" : "ALLOCATE";
+}
+
+void _gfortran_caf_register(size_t size, caf_register_t type,
+                            caf_token_t *token, gfc_descriptor_t *desc,
+                            int *stat, char *errmsg, size_t errmsg_len)
+{
+    const char *stmt = reg_stmt(type);
+    caf_start(NULL, NULL);
+    if (type > CAF_REGTYPE_COARRAY_ALLOC_ALLOCATE_ONLY)
+        caf_fatal(stmt, "unknown registration type %d", (int)type);
+    size_t bytes = size;
+    switch (type) {
+    case CAF_REGTYPE_LOCK_STATIC: case CAF_REGTYPE_LOCK_ALLOC:
+    case CAF_REGTYPE_CRITICAL:
+    case CAF_REGTYPE_EVENT_STATIC: case CAF_REGTYPE_EVENT_ALLOC:
+        /* size counts the variables; each is one 64-bit word here. */
+        if (size > SIZE_MAX / 8) {
+            caf_error(stat, errmsg, errmsg_len, 1, stmt, "%zu lock or event "
+                      "variables overflow the address space", size);
+            return;
+        }
+        bytes = (size ? size : 1) * 8;
+        break;
+    default:
+        break;
+    }
+
+    caf_tok_t *t = NULL;
+    if (type == CAF_REGTYPE_COARRAY_ALLOC_ALLOCATE_ONLY && *token != NULL) {
+        t = caf_tok(*token, stmt);
+        if (t->size != 0) {
+            caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                      "the component is already allocated");
+            return;
+        }
+    } else {
+        t = calloc(1, sizeof *t);
+        if (t == NULL) {
+            caf_error(stat, errmsg, errmsg_len, 1, stmt, "out of memory");
+            return;
+        }
+        t->magic = CAF_TOK_MAGIC;
+        t->type = type;
+    }
+
+    if (type == CAF_REGTYPE_COARRAY_ALLOC_REGISTER_ONLY) {
+        /* A token for a component that is allocated later. */
+        *token = t;
+        caf_ok(stat);
+        return;
+    }
+
+    if (collective_type(type)) {
+        size_t off = caf_sym_alloc(bytes);
+        if (off == (size_t)-1) {
+            free(t);
+            caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                      "coarray of %zu bytes does not fit in the coarray heap "
+                      "(FH_CAF_HEAP=%zu bytes; raise it)", bytes, caf.sym_size);
+            return;
+        }
+        t->off = off;
+        t->symmetric = true;
+    } else {
+        char *p = caf_local_alloc(bytes);
+        if (p == NULL) {
+            caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                      "allocatable component of %zu bytes does not fit in "
+                      "FH_CAF_LOCAL_HEAP=%zu bytes; raise it", bytes,
+                      caf.local_size);
+            if (*token != t)
+                free(t);
+            return;
+        }
+        t->off = (size_t)(p - caf.bases[caf.rank]);
+        t->symmetric = false;
+    }
+    t->size = bytes;
+    t->local = caf.bases[caf.rank] + t->off;
+    *token = t;
+    if (desc != NULL)
+        desc->base_addr = t->local;
+    /* ALLOCATE of a coarray synchronizes all images (F2018 9.7.1.2). */
+    if (type == CAF_REGTYPE_COARRAY_ALLOC || type == CAF_REGTYPE_LOCK_ALLOC ||
+        type == CAF_REGTYPE_EVENT_ALLOC) {
+        int st = caf_barrier();
+        if (st != 0) {
+            caf_error(stat, errmsg, errmsg_len, st, stmt, "%s",
+                      st == CAF_STAT_FAILED_IMAGE ? "an image has failed"
+                                                  : "an image has stopped");
+            return;
+        }
+    }
+    caf_ok(stat);
+}
+
+void _gfortran_caf_deregister(caf_token_t *token, caf_deregister_t type,
+                              int *stat, char *errmsg, size_t errmsg_len)
+{
+    const char *stmt = "DEALLOCATE";
+    if (token == NULL || *token == NULL) {
+        caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                  "the coarray is not allocated");
+        return;
+    }
+    caf_tok_t *t = caf_tok(*token, stmt);
+    if (t->size == 0 && type == CAF_DEREGTYPE_COARRAY_DEALLOCATE_ONLY) {
+        caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                  "the component is not allocated");
+        return;
+    }
+    int st = 0;
+    if (t->symmetric) {
+        /* DEALLOCATE of a coarray synchronizes all images first, so no
+         * image still reaches the memory. */
+        int rc = fh_quiet();
+        if (rc != FH_OK)
+            caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
+        st = caf_barrier();
+    }
+    if (t->size != 0) {
+        if (t->symmetric)
+            caf_sym_free(t->off, t->size);
+        else
+            caf_local_free(t->local, t->size);
+        t->size = 0;
+        t->local = NULL;
+    }
+    if (type == CAF_DEREGTYPE_COARRAY_DEREGISTER) {
+        t->magic = 0;
+        free(t);
+        *token = NULL;
+    }
+    if (st != 0) {
+        caf_error(stat, errmsg, errmsg_len, st, stmt, "%s",
+                  st == CAF_STAT_FAILED_IMAGE ? "an image has failed"
+                                              : "an image has stopped");
+        return;
+    }
+    caf_ok(stat);
+}

@@ -1,0 +1,369 @@
+/*
+ * caf_image.c -- start and end of a coarray program, image status, errors.
+ *
+ * Termination (Fortran 2018 5.3.7): an image that executes STOP or reaches
+ * the end of the program initiates normal termination: it tells every other
+ * image (CAF_H_STATUS), then keeps serving -- barriers in which it takes
+ * part passively (caf_sync_serve), RMA and atomics on its memory, which
+ * stays valid -- until every image has stopped or failed; then all call
+ * fh_finalize together and exit 0.  ERROR STOP ends every image at once
+ * through fh_abort with the stop code.  FAIL IMAGE makes this image a
+ * "failed image": it stops taking part in anything, and other images see
+ * CAF_STAT_FAILED_IMAGE (the process stays until the job ends, since a
+ * process that disappears is how firehose detects a dead rank).
+ */
+#include "caf_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+caf_state_t caf;
+
+static char caf_errbuf[512];
+
+void caf_set_errmsg(char *errmsg, size_t len, const char *msg)
+{
+    if (errmsg == NULL || len == 0)
+        return;
+    size_t n = strlen(msg);
+    if (n > len)
+        n = len;
+    memcpy(errmsg, msg, n);
+    memset(errmsg + n, ' ', len - n);
+}
+
+static int my_image(void)
+{
+    return caf.bases ? caf_team_this_image() : 0;
+}
+
+void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
+               const char *stmt, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(caf_errbuf, sizeof caf_errbuf, fmt, ap);
+    va_end(ap);
+    if (stat != NULL) {
+        *stat = code != 0 ? code : 1;
+        caf_set_errmsg(errmsg, errmsg_len, caf_errbuf);
+        return;
+    }
+    char msg[700];
+    snprintf(msg, sizeof msg, "caf: image %d: %s: %s", my_image(), stmt,
+             caf_errbuf);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    fh_abort(1, msg);
+}
+
+void caf_fatal(const char *stmt, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(caf_errbuf, sizeof caf_errbuf, fmt, ap);
+    va_end(ap);
+    caf_error(NULL, NULL, 0, 1, stmt, "%s", caf_errbuf);
+    abort(); /* not reached: caf_error without stat does not return */
+}
+
+void caf_poll(void)
+{
+    int rc = fh_poll();
+    if (rc != FH_OK)
+        caf_fatal("progress", "fh_poll: %s", fh_strerror(rc));
+}
+
+int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,
+               const char *stmt, bool stopped_is_error)
+{
+    int rank = caf_image_rank(image);
+    if (rank < 0) {
+        caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                  "image index %d is out of range [1, %d]", image,
+                  caf_team_num_images());
+        return -1;
+    }
+    unsigned char st = caf.status[rank];
+    if (st == CAF_IMG_FAILED) {
+        caf_error(stat, errmsg, errmsg_len, CAF_STAT_FAILED_IMAGE, stmt,
+                  "image %d has failed", image);
+        return -1;
+    }
+    if (st == CAF_IMG_STOPPED && stopped_is_error) {
+        caf_error(stat, errmsg, errmsg_len, CAF_STAT_STOPPED_IMAGE, stmt,
+                  "image %d has stopped", image);
+        return -1;
+    }
+    return rank;
+}
+
+/* ------------------------------------------------------ image status */
+
+/* args[0]: CAF_IMG_STOPPED or CAF_IMG_FAILED of the sending image. */
+static void status_handler(fh_token_t tok, void *buf, size_t n,
+                           const uint64_t *args, unsigned nargs)
+{
+    (void)buf;
+    (void)n;
+    int src;
+    if (fh_token_source(tok, &src) != FH_OK || nargs != 1 ||
+        (args[0] != CAF_IMG_STOPPED && args[0] != CAF_IMG_FAILED))
+        return;
+    if (caf.status[src] != CAF_IMG_RUNNING)
+        return; /* told once; a repeat changes nothing */
+    caf.status[src] = (unsigned char)args[0];
+    if (args[0] == CAF_IMG_STOPPED)
+        caf.nstopped++;
+    else
+        caf.nfailed++;
+}
+
+/* Marks this image and tells every other one. */
+static void announce(unsigned char st)
+{
+    if (caf.status[caf.rank] != CAF_IMG_RUNNING)
+        return;
+    caf.status[caf.rank] = st;
+    if (st == CAF_IMG_STOPPED)
+        caf.nstopped++;
+    else
+        caf.nfailed++;
+    uint64_t arg = st;
+    for (int r = 0; r < caf.nranks; r++) {
+        if (r == caf.rank)
+            continue;
+        int rc = fh_am_request_short(r, CAF_H_STATUS, &arg, 1);
+        if (rc != FH_OK)
+            caf_fatal("STOP", "telling image %d: %s", r + 1, fh_strerror(rc));
+    }
+}
+
+/* Normal termination: serve until every image has stopped or failed. */
+static void terminate_normally(void) __attribute__((noreturn));
+static void terminate_normally(void)
+{
+    caf.stopping = true;
+    fh_quiet();
+    announce(CAF_IMG_STOPPED);
+    while (caf.nstopped + caf.nfailed < caf.nranks)
+        caf_sync_serve();
+    caf_heap_fini();
+    int rc = fh_finalize();
+    if (rc != FH_OK) {
+        fprintf(stderr, "caf: image %d: fh_finalize: %s\n", caf.rank + 1,
+                fh_strerror(rc));
+        exit(1);
+    }
+    exit(0);
+}
+
+/* ---------------------------------------------------- the entry points */
+
+/* Static coarrays are registered by constructors the compiler emits
+ * (`_caf_init.N`), which run before main and so before caf_init: the first
+ * of register or init starts the library. */
+void caf_start(int *argc, char ***argv)
+{
+    if (caf.bases != NULL)
+        return;
+    int rc = fh_init(argc, argv);
+    if (rc != FH_OK) {
+        fprintf(stderr, "caf: fh_init: %s (%s)\n", fh_strerror(rc),
+                fh_last_error());
+        exit(1);
+    }
+    caf.rank = fh_rank();
+    caf.nranks = fh_nranks();
+    caf.status = calloc((size_t)caf.nranks, 1);
+    if (caf.status == NULL)
+        caf_fatal("start-up", "out of memory");
+    rc = fh_am_register(CAF_H_STATUS, status_handler, "caf image status");
+    if (rc != FH_OK)
+        caf_fatal("start-up", "fh_am_register: %s", fh_strerror(rc));
+    caf_sync_init();
+    if (caf_heap_init() != 0)
+        caf_fatal("start-up", "%s", fh_last_error());
+    /* Every image's handlers exist before anyone sends. */
+    rc = fh_barrier();
+    if (rc != FH_OK)
+        caf_fatal("start-up", "fh_barrier: %s", fh_strerror(rc));
+}
+
+void _gfortran_caf_init(int *argc, char ***argv)
+{
+    caf_start(argc, argv);
+}
+
+void _gfortran_caf_finalize(void)
+{
+    terminate_normally();
+}
+
+int _gfortran_caf_this_image(int distance)
+{
+    (void)distance;
+    return caf_team_this_image();
+}
+
+int _gfortran_caf_num_images(int distance, int failed)
+{
+    (void)distance;
+    int n = caf_team_num_images();
+    if (failed < 0)
+        return n;
+    int nf = 0;
+    int cnt;
+    const int *ranks = caf_team_ranks(&cnt);
+    for (int i = 0; i < cnt; i++)
+        nf += caf.status[ranks[i]] == CAF_IMG_FAILED;
+    return failed ? nf : n - nf;
+}
+
+static void print_stop(const char *what, const char *str, size_t len,
+                       bool quiet)
+{
+    if (quiet)
+        return;
+    fflush(stdout);
+    if (str != NULL)
+        fprintf(stderr, "%s %.*s\n", what, (int)len, str);
+    else
+        fprintf(stderr, "%s\n", what);
+    fflush(stderr);
+}
+
+void _gfortran_caf_stop_numeric(int code, bool quiet)
+{
+    if (!quiet) {
+        fflush(stdout);
+        fprintf(stderr, "STOP %d\n", code);
+    }
+    /* The exit status of a job that stops normally is 0 whatever the
+     * stop codes (images may disagree); the code is printed. */
+    terminate_normally();
+}
+
+void _gfortran_caf_stop_str(const char *str, size_t len, bool quiet)
+{
+    print_stop("STOP", str, len, quiet);
+    terminate_normally();
+}
+
+void _gfortran_caf_error_stop_str(const char *str, size_t len, bool quiet)
+{
+    print_stop("ERROR STOP", str, len, quiet);
+    char msg[300];
+    snprintf(msg, sizeof msg, "image %d executed ERROR STOP %.*s",
+             caf_team_this_image(), (int)(len > 200 ? 200 : len), str);
+    fh_abort(1, msg);
+}
+
+void _gfortran_caf_error_stop(int code, bool quiet)
+{
+    if (!quiet) {
+        fflush(stdout);
+        fprintf(stderr, "ERROR STOP %d\n", code);
+        fflush(stderr);
+    }
+    char msg[100];
+    snprintf(msg, sizeof msg, "image %d executed ERROR STOP %d",
+             caf_team_this_image(), code);
+    fh_abort(code != 0 ? code : 1, msg);
+}
+
+void _gfortran_caf_fail_image(void)
+{
+    fflush(stdout);
+    fh_quiet();
+    announce(CAF_IMG_FAILED);
+    /* A failed image does nothing more but keep its process (and so the
+     * job) alive until the others end; its memory stays reachable. */
+    caf.stopping = true;
+    while (caf.nstopped + caf.nfailed < caf.nranks)
+        caf_sync_serve();
+    caf_heap_fini();
+    fh_finalize();
+    exit(0);
+}
+
+int _gfortran_caf_image_status(int image, caf_team_t *team)
+{
+    (void)team;
+    int rank = caf_image_rank(image);
+    if (rank < 0)
+        caf_fatal("IMAGE_STATUS", "image index %d is out of range [1, %d]",
+                  image, caf_team_num_images());
+    caf_poll();
+    switch (caf.status[rank]) {
+    case CAF_IMG_STOPPED: return CAF_STAT_STOPPED_IMAGE;
+    case CAF_IMG_FAILED: return CAF_STAT_FAILED_IMAGE;
+    default: return 0;
+    }
+}
+
+/* Fills array (an unallocated rank-1 integer array of kind *kind) with the
+ * indices of the images of the current team whose status is `want`. */
+static void list_images(gfc_descriptor_t *array, int *kind, unsigned char want,
+                        const char *stmt)
+{
+    int k = kind ? *kind : 4;
+    if (k != 1 && k != 2 && k != 4 && k != 8)
+        caf_fatal(stmt, "unsupported integer kind %d", k);
+    caf_poll();
+    int n;
+    const int *ranks = caf_team_ranks(&n);
+    size_t cnt = 0;
+    for (int i = 0; i < n; i++)
+        cnt += caf.status[ranks[i]] == want;
+    char *mem = malloc(cnt ? cnt * (size_t)k : 1);
+    if (mem == NULL)
+        caf_fatal(stmt, "out of memory");
+    size_t j = 0;
+    for (int i = 0; i < n; i++) {
+        if (caf.status[ranks[i]] != want)
+            continue;
+        int64_t v = i + 1;
+        switch (k) {
+        case 1: ((int8_t *)mem)[j] = (int8_t)v; break;
+        case 2: ((int16_t *)mem)[j] = (int16_t)v; break;
+        case 4: ((int32_t *)mem)[j] = (int32_t)v; break;
+        default: ((int64_t *)mem)[j] = v; break;
+        }
+        j++;
+    }
+    array->base_addr = mem;
+    array->offset = (size_t)-1;
+    array->dtype.elem_len = (size_t)k;
+    array->dtype.rank = 1;
+    array->dtype.type = CAF_BT_INTEGER;
+    array->span = k;
+    array->dim[0].lbound = 1;
+    array->dim[0].ubound = (ptrdiff_t)cnt;
+    array->dim[0].stride = 1;
+}
+
+void _gfortran_caf_failed_images(gfc_descriptor_t *array, caf_team_t *team,
+                                 int *kind)
+{
+    (void)team;
+    list_images(array, kind, CAF_IMG_FAILED, "FAILED_IMAGES");
+}
+
+void _gfortran_caf_stopped_images(gfc_descriptor_t *array, caf_team_t *team,
+                                  int *kind)
+{
+    (void)team;
+    list_images(array, kind, CAF_IMG_STOPPED, "STOPPED_IMAGES");
+}
+
+/* libgfortran's RANDOM_INIT; its third argument is the image index. */
+extern void _gfortran_random_init(int repeatable, int image_distinct,
+                                  int this_image);
+
+void _gfortran_caf_random_init(bool repeatable, bool image_distinct)
+{
+    _gfortran_random_init(repeatable, image_distinct, caf_team_this_image());
+}

@@ -1,0 +1,239 @@
+/*
+ * caf_internal.h -- what the files of libcaf_firehose share.
+ *
+ * libcaf_firehose is gfortran's coarray library (caf_abi.h) on the public
+ * firehose API (firehose.h) alone.  One image = one firehose rank.  The
+ * layout of the library:
+ *
+ *   caf_image.c    start, end, STOP / ERROR STOP / FAIL IMAGE, image status
+ *   caf_sync.c     SYNC ALL, SYNC IMAGES, SYNC MEMORY (own AM protocol: an
+ *                  image that has stopped keeps answering, see there)
+ *   caf_heap.c     the coarray heap and register/deregister
+ *   caf_xfer.c     get/send/sendget: descriptors -> contiguous blocks ->
+ *                  fh_put/fh_get (one call) or NBI batches
+ *   caf_convert.c  type and kind conversion, packing
+ *   caf_ref.c      the *_by_ref calls and is_present (components)
+ *   caf_coll.c     co_sum/min/max/broadcast/reduce
+ *   caf_atomic.c   atomics, locks, events, CRITICAL
+ *   caf_team.c     teams
+ *
+ * Memory: one firehose segment per image, created at init, of
+ * FH_CAF_HEAP bytes for coarrays (allocated identically on every image:
+ * registration is collective and in the same order everywhere, and the
+ * allocator is deterministic) followed by FH_CAF_LOCAL_HEAP bytes for
+ * memory only this image allocates (allocatable components of coarrays of
+ * derived type), which other images reach through the descriptors they read.
+ * Remote address of a coarray byte = peer's segment base + the same offset.
+ *
+ * Threads: a coarray program calls the library from one thread; the
+ * library is not thread-safe beyond what firehose gives.
+ */
+#ifndef CAF_INTERNAL_H
+#define CAF_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "caf_abi.h"
+#include "firehose.h"
+
+/* AM handler indices of the library (firehose's client range). */
+enum {
+    CAF_H_STATUS = FH_AM_USER_FIRST, /* an image stopped or failed */
+    CAF_H_SYNC_ALL,                  /* barrier round message */
+    CAF_H_SYNC_IMAGES,               /* SYNC IMAGES notification */
+    CAF_H_COLL,                      /* collectives (caf_coll.c) */
+    CAF_H_COLL_2,
+    CAF_H_TEAM,                      /* teams (caf_team.c) */
+    CAF_H_TEAM_2,
+    CAF_H_EXTRA                      /* first free index */
+};
+
+/* ------------------------------------------------------------ images */
+
+enum { CAF_IMG_RUNNING = 0, CAF_IMG_STOPPED = 1, CAF_IMG_FAILED = 2 };
+
+typedef struct caf_team caf_team_s;
+
+typedef struct caf_state {
+    int rank;               /* firehose rank of this image */
+    int nranks;             /* images in the initial team */
+    fh_seg_t seg;
+    char **bases;           /* [rank] base of each image's segment */
+    size_t sym_size;        /* FH_CAF_HEAP */
+    size_t local_size;      /* FH_CAF_LOCAL_HEAP */
+    volatile unsigned char *status; /* [rank] CAF_IMG_*, set by CAF_H_STATUS */
+    int nstopped, nfailed;  /* images with that status (self included) */
+    caf_team_s *team;       /* current team (NULL = initial team) */
+    bool stopping;          /* this image is in normal termination */
+} caf_state_t;
+
+extern caf_state_t caf;
+
+/* Starts the library once (fh_init, heap, handlers). */
+void caf_start(int *argc, char ***argv);
+
+/* Rank of 1-based image index `image` of the current team, or -1. */
+int caf_image_rank(int image);
+/* This image's index and the image count in the current team. */
+int caf_team_this_image(void);
+int caf_team_num_images(void);
+/* Ranks of the current team, in image order (n entries). */
+const int *caf_team_ranks(int *n);
+/* Identifier of the current team, the same on its members (initial: 0). */
+uint64_t caf_team_id(void);
+
+/* ------------------------------------------------------------ errors */
+
+/* Reports an error of statement `stmt` (e.g. "SYNC ALL"): with stat, stores
+ * `code` in *stat and the message in errmsg (blank padded) and returns;
+ * without stat, prints "caf: image I: STMT: message" and ends every image
+ * (error termination, exit code 1).  code must be nonzero. */
+void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
+               const char *stmt, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* Clears STAT= (0) on success. */
+static inline void caf_ok(int *stat)
+{
+    if (stat)
+        *stat = 0;
+}
+/* Fatal internal or firehose error: message and error termination. */
+void caf_fatal(const char *stmt, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* Copies a message into a Fortran character (blank padded). */
+void caf_set_errmsg(char *errmsg, size_t len, const char *msg);
+
+/* Polls firehose once (for wait loops); a firehose error is fatal. */
+void caf_poll(void);
+
+/* Resolves image (1-based, current team) for statement stmt: returns the
+ * rank, or -1 after caf_error (stat given) with the STAT code of an image
+ * that is out of range, failed (CAF_STAT_FAILED_IMAGE) or -- when
+ * stopped_is_error -- stopped. */
+int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,
+               const char *stmt, bool stopped_is_error);
+
+/* ------------------------------------------------------------- memory */
+
+/* A token: what a registered coarray (or component) is. */
+typedef struct caf_tok {
+    uint32_t magic;         /* CAF_TOK_MAGIC while valid */
+    caf_register_t type;
+    size_t off;             /* offset in the segment (symmetric part: the
+                               same on every image) */
+    size_t size;            /* bytes (0: no memory yet) */
+    char *local;            /* this image's memory (bases[rank] + off) */
+    bool symmetric;         /* in the symmetric part */
+} caf_tok_t;
+#define CAF_TOK_MAGIC 0xcaf70ce5u
+
+/* Checks a token from the compiler; fatal if it is not one of ours. */
+caf_tok_t *caf_tok(caf_token_t token, const char *stmt);
+/* Remote address of local address `p` inside a symmetric token, on rank. */
+static inline char *caf_remote(const caf_tok_t *t, int rank, size_t offset)
+{
+    return caf.bases[rank] + t->off + offset;
+}
+
+/* Heap for init/finalize (caf_heap.c). */
+int caf_heap_init(void);
+void caf_heap_fini(void);
+/* Symmetric scratch memory for the library itself (collectives): collective,
+ * same order everywhere; returns the offset in the segment or (size_t)-1. */
+size_t caf_sym_alloc(size_t size);
+void caf_sym_free(size_t off, size_t size);
+/* Image-local memory other images can reach (NULL when full). */
+void *caf_local_alloc(size_t size);
+void caf_local_free(void *p, size_t size);
+/* True when [p, p+n) lies in this image's segment. */
+bool caf_in_segment(const void *p, size_t n);
+
+/* ---------------------------------------------------------- transfers */
+
+/* A strided array of elements of esz bytes: per dimension either a
+ * regular step (offs NULL) or explicit byte offsets (vector subscripts). */
+typedef struct caf_dimspec {
+    size_t n;
+    ptrdiff_t step;          /* bytes */
+    const ptrdiff_t *offs;   /* n byte offsets, or NULL */
+} caf_dimspec_t;
+
+typedef struct caf_layout {
+    char *base;
+    size_t esz;
+    int rank;
+    caf_dimspec_t dim[CAF_MAX_DIMENSIONS];
+} caf_layout_t;
+
+/* Element count (product of the dimension sizes). */
+size_t caf_layout_count(const caf_layout_t *l);
+/* Layout of a descriptor's array, starting at base (its own base_addr when
+ * base is NULL). */
+void caf_layout_desc(caf_layout_t *l, const gfc_descriptor_t *d, char *base);
+/* Contiguous layout of n elements. */
+void caf_layout_flat(caf_layout_t *l, char *base, size_t esz, size_t n);
+/* True when the layout is one contiguous block. */
+bool caf_layout_contiguous(const caf_layout_t *l);
+
+/* Element-by-element walk of a layout, first dimension fastest. */
+typedef struct caf_iter {
+    const caf_layout_t *l;
+    size_t idx[CAF_MAX_DIMENSIONS];
+    char *addr;              /* the current element */
+} caf_iter_t;
+
+void caf_iter_init(caf_iter_t *it, const caf_layout_t *l);
+static inline char *caf_iter_addr(const caf_iter_t *it)
+{
+    return it->addr;
+}
+void caf_iter_next(caf_iter_t *it);
+/* Elements from the current one on that are contiguous in memory along
+ * the first dimension (at least 1). */
+size_t caf_iter_run(const caf_iter_t *it);
+/* Advances k elements, k <= caf_iter_run(it). */
+void caf_iter_skip(caf_iter_t *it, size_t k);
+/* Lowest and highest byte offsets (from base) the layout touches:
+ * [*lo, *hi) covers every element.  Count must be nonzero. */
+void caf_layout_span(const caf_layout_t *l, ptrdiff_t *lo, ptrdiff_t *hi);
+
+/* Moves count elements between rank's memory (remote layout) and ours
+ * (local layout, same esz, same count): put when is_put, else get.
+ * Contiguous: one fh_put/fh_get; otherwise contiguous runs as NBI batches
+ * (a get of a dense-enough remote range reads the range once and scatters).
+ * Returns FH_OK or a firehose error. */
+int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
+            const caf_layout_t *local);
+
+/* ------------------------------------------------------- conversions */
+
+/* A value's type: CAF_BT_* and its byte size (character: len * kind). */
+typedef struct caf_type {
+    int bt;
+    int kind;
+    size_t size;
+} caf_type_t;
+
+/* True when converting between the two types is a byte copy. */
+bool caf_same_type(caf_type_t a, caf_type_t b);
+/* Converts one element src (type st) into dst (type dt) as Fortran
+ * intrinsic assignment does.  Returns false for an impossible pair. */
+bool caf_convert(void *dst, caf_type_t dt, const void *src, caf_type_t st);
+/* Copies/converts count elements between layouts (local memory only). */
+bool caf_copy_layout(const caf_layout_t *dst, caf_type_t dt,
+                     const caf_layout_t *src, caf_type_t st, size_t count);
+
+/* ----------------------------------------------------------- sync */
+void caf_sync_init(void);
+/* Barrier over the ranks of the current team that keeps working when
+ * images have stopped (they take part from their termination loop).
+ * Returns 0, or CAF_STAT_STOPPED_IMAGE / CAF_STAT_FAILED_IMAGE when such
+ * images exist (the barrier happened among the others). */
+int caf_barrier(void);
+/* Run by the termination loop of a stopped image: answers barriers. */
+void caf_sync_serve(void);
+
+#endif /* CAF_INTERNAL_H */

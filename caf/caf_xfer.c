@@ -1,0 +1,415 @@
+/*
+ * caf_xfer.c -- caf_get, caf_send, caf_sendget: coindexed array sections.
+ *
+ * A transfer is two layouts of the same element count: the remote one
+ * (the coarray's memory on the target image: its segment base + the
+ * token's offset + the ABI's byte offset + the section's element offsets,
+ * or a vector subscript's) and the local one (a descriptor of this image's
+ * memory).  When the types differ the data goes through a packed temporary
+ * of the remote type (caf_convert.c).  caf_rma moves the data:
+ *   - both sides contiguous: one fh_put / fh_get, zero-copy (the firehose
+ *     registration cache pins what is touched);
+ *   - otherwise: the runs contiguous on both sides become non-blocking
+ *     (NBI) transfers, completed together; a get whose remote range is
+ *     dense enough reads the range once and scatters it locally.
+ * Every remote block is checked to lie inside the coarray before anything
+ * is sent: an index out of bounds is an error, never a write into another
+ * coarray.
+ */
+#include "caf_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ iterators */
+
+static ptrdiff_t dim_off(const caf_dimspec_t *d, size_t i)
+{
+    return d->offs ? d->offs[i] : (ptrdiff_t)i * d->step;
+}
+
+void caf_iter_init(caf_iter_t *it, const caf_layout_t *l)
+{
+    it->l = l;
+    it->addr = l->base;
+    for (int d = 0; d < l->rank; d++) {
+        it->idx[d] = 0;
+        it->addr += dim_off(&l->dim[d], 0);
+    }
+}
+
+void caf_iter_next(caf_iter_t *it)
+{
+    const caf_layout_t *l = it->l;
+    for (int d = 0; d < l->rank; d++) {
+        const caf_dimspec_t *ds = &l->dim[d];
+        size_t i = it->idx[d];
+        if (i + 1 < ds->n) {
+            it->addr += dim_off(ds, i + 1) - dim_off(ds, i);
+            it->idx[d] = i + 1;
+            return;
+        }
+        it->addr -= dim_off(ds, i) - dim_off(ds, 0);
+        it->idx[d] = 0;
+    }
+}
+
+size_t caf_iter_run(const caf_iter_t *it)
+{
+    const caf_layout_t *l = it->l;
+    if (l->rank == 0)
+        return 1;
+    const caf_dimspec_t *d0 = &l->dim[0];
+    if (d0->offs != NULL || d0->step != (ptrdiff_t)l->esz)
+        return 1;
+    return d0->n - it->idx[0];
+}
+
+void caf_iter_skip(caf_iter_t *it, size_t k)
+{
+    if (k == 0)
+        return;
+    if (it->l->rank > 0 && k > 1) {
+        const caf_dimspec_t *d0 = &it->l->dim[0];
+        it->addr += (ptrdiff_t)(k - 1) * d0->step;
+        it->idx[0] += k - 1;
+    }
+    caf_iter_next(it);
+}
+
+void caf_layout_span(const caf_layout_t *l, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    ptrdiff_t a = 0, b = 0;
+    for (int d = 0; d < l->rank; d++) {
+        const caf_dimspec_t *ds = &l->dim[d];
+        ptrdiff_t mn = 0, mx = 0;
+        if (ds->offs) {
+            mn = mx = ds->offs[0];
+            for (size_t i = 1; i < ds->n; i++) {
+                if (ds->offs[i] < mn)
+                    mn = ds->offs[i];
+                if (ds->offs[i] > mx)
+                    mx = ds->offs[i];
+            }
+        } else if (ds->n > 0) {
+            ptrdiff_t last = (ptrdiff_t)(ds->n - 1) * ds->step;
+            mn = last < 0 ? last : 0;
+            mx = last > 0 ? last : 0;
+        }
+        a += mn;
+        b += mx;
+    }
+    *lo = a;
+    *hi = b + (ptrdiff_t)l->esz;
+}
+
+/* ----------------------------------------------------------------- RMA */
+
+/* Gets the remote range once and scatters it, when that reads at most a
+ * few times the bytes wanted. */
+static bool dense_get(int rank, const caf_layout_t *remote,
+                      const caf_layout_t *local, size_t bytes, int *rc)
+{
+    ptrdiff_t lo, hi;
+    caf_layout_span(remote, &lo, &hi);
+    size_t span = (size_t)(hi - lo);
+    if (span > ((size_t)64 << 20) || (span > 4 * bytes && span > ((size_t)64 << 10)))
+        return false;
+    char *tmp = malloc(span);
+    if (tmp == NULL)
+        return false;
+    *rc = fh_get(tmp, rank, remote->base + lo, span);
+    if (*rc == FH_OK) {
+        caf_layout_t t = *remote;
+        t.base = tmp - lo;
+        caf_type_t ty = {CAF_BT_DERIVED, 0, remote->esz};
+        caf_copy_layout(local, ty, &t, ty, caf_layout_count(local));
+    }
+    free(tmp);
+    return true;
+}
+
+int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
+            const caf_layout_t *local)
+{
+    size_t count = caf_layout_count(remote);
+    size_t esz = remote->esz;
+    if (count == 0 || esz == 0)
+        return FH_OK;
+    if (caf_layout_contiguous(remote) && caf_layout_contiguous(local)) {
+        size_t n = count * esz;
+        return is_put ? fh_put(rank, remote->base, local->base, n)
+                      : fh_get(local->base, rank, remote->base, n);
+    }
+    int rc = FH_OK;
+    if (!is_put && dense_get(rank, remote, local, count * esz, &rc))
+        return rc;
+    caf_iter_t ri, li;
+    caf_iter_init(&ri, remote);
+    caf_iter_init(&li, local);
+    char *pr = NULL, *pl = NULL; /* pending block */
+    size_t plen = 0;
+    size_t left = count;
+    while (left > 0 && rc == FH_OK) {
+        size_t k = caf_iter_run(&ri);
+        size_t k2 = caf_iter_run(&li);
+        if (k2 < k)
+            k = k2;
+        if (k > left)
+            k = left;
+        char *r = caf_iter_addr(&ri), *l = caf_iter_addr(&li);
+        if (plen && pr + plen == r && pl + plen == l) {
+            plen += k * esz;
+        } else {
+            if (plen)
+                rc = is_put ? fh_put_nbi(rank, pr, pl, plen)
+                            : fh_get_nbi(pl, rank, pr, plen);
+            pr = r;
+            pl = l;
+            plen = k * esz;
+        }
+        caf_iter_skip(&ri, k);
+        caf_iter_skip(&li, k);
+        left -= k;
+    }
+    if (plen && rc == FH_OK)
+        rc = is_put ? fh_put_nbi(rank, pr, pl, plen)
+                    : fh_get_nbi(pl, rank, pr, plen);
+    int rc2 = fh_wait_nbi();
+    return rc != FH_OK ? rc : rc2;
+}
+
+/* ------------------------------------------------------- the entry points */
+
+/* The remote side of a transfer: t's memory on `rank` at offset, shaped by
+ * desc and the vector subscripts.  offs (freed by the caller) holds the
+ * vector subscripts' offsets. */
+static bool remote_layout(caf_layout_t *l, caf_tok_t *t, int rank,
+                          size_t offset, const gfc_descriptor_t *desc,
+                          const caf_vector_t *vec, ptrdiff_t **offs,
+                          const char *stmt, int *stat)
+{
+    *offs = NULL;
+    if (!t->symmetric)
+        caf_fatal(stmt, "coindexed access through a non-coarray token");
+    caf_layout_desc(l, desc, caf_remote(t, rank, offset));
+    if (vec != NULL) {
+        size_t total = 0;
+        for (int d = 0; d < l->rank; d++)
+            total += vec[d].nvec;
+        ptrdiff_t *o = total ? malloc(total * sizeof *o) : NULL;
+        if (total && o == NULL)
+            caf_fatal(stmt, "out of memory");
+        *offs = o;
+        for (int d = 0; d < l->rank; d++) {
+            const caf_vector_t *v = &vec[d];
+            ptrdiff_t lb = desc->dim[d].lbound;
+            ptrdiff_t st = desc->dim[d].stride * (ptrdiff_t)l->esz;
+            if (v->nvec == 0) {
+                ptrdiff_t s = v->u.triplet.stride ? v->u.triplet.stride : 1;
+                ptrdiff_t n = (v->u.triplet.upper_bound - v->u.triplet.lower_bound) / s + 1;
+                l->dim[d].n = n > 0 ? (size_t)n : 0;
+                l->dim[d].step = s * st;
+                l->base += (v->u.triplet.lower_bound - lb) * st;
+                continue;
+            }
+            for (size_t i = 0; i < v->nvec; i++) {
+                int64_t x;
+                switch (v->u.v.kind) {
+                case 1: x = ((const int8_t *)v->u.v.vector)[i]; break;
+                case 2: x = ((const int16_t *)v->u.v.vector)[i]; break;
+                case 4: x = ((const int32_t *)v->u.v.vector)[i]; break;
+                case 8: x = ((const int64_t *)v->u.v.vector)[i]; break;
+                default:
+                    caf_fatal(stmt, "vector subscript of integer kind %d", v->u.v.kind);
+                }
+                o[i] = ((ptrdiff_t)x - lb) * st;
+            }
+            l->dim[d].n = v->nvec;
+            l->dim[d].offs = o;
+            l->dim[d].step = 0;
+            o += v->nvec;
+        }
+    }
+    /* Every element inside the coarray. */
+    if (caf_layout_count(l) > 0) {
+        ptrdiff_t lo, hi;
+        caf_layout_span(l, &lo, &hi);
+        char *b = caf_remote(t, rank, 0);
+        if (l->base + lo < b || l->base + hi > b + t->size) {
+            caf_error(stat, NULL, 0, 1, stmt, "subscript out of bounds: bytes "
+                      "[%td, %td) of a coarray of %zu bytes on image %d",
+                      l->base + lo - b, l->base + hi - b, t->size, rank + 1);
+            return false;
+        }
+    }
+    return true;
+}
+
+static caf_type_t desc_type(const gfc_descriptor_t *d, int kind)
+{
+    caf_type_t t = {d->dtype.type, kind, d->dtype.elem_len};
+    if (t.bt == CAF_BT_CHARACTER && kind != 1 && kind != 4)
+        t.kind = 1;
+    return t;
+}
+
+static bool report(int rc, int *stat, const char *stmt, int rank)
+{
+    if (rc == FH_OK)
+        return true;
+    caf_error(stat, NULL, 0, rc == FH_ERR_PEER_DEAD ? CAF_STAT_FAILED_IMAGE : 1,
+              stmt, "transfer with image %d: %s (%s)", rank + 1,
+              fh_strerror(rc), fh_last_error());
+    return false;
+}
+
+/* Local data (ll, type lt) -> remote layout rl of type rt on rank.  A local
+ * side of one element fills every remote element. */
+static bool put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+                       const caf_layout_t *ll, caf_type_t lt, bool may_tmp,
+                       int *stat, const char *stmt)
+{
+    size_t n = caf_layout_count(rl);
+    size_t ln = caf_layout_count(ll);
+    if (n == 0)
+        return true;
+    if (ln != n && ln != 1) {
+        caf_error(stat, NULL, 0, 1, stmt, "shapes differ: %zu elements "
+                  "assigned to %zu", ln, n);
+        return false;
+    }
+    if (rank == caf.rank && !may_tmp && caf_same_type(rt, lt) && ln == n) {
+        caf_copy_layout(rl, rt, ll, lt, n);
+        return true;
+    }
+    if (caf_same_type(rt, lt) && ln == n && rank != caf.rank)
+        return report(caf_rma(rank, true, rl, ll), stat, stmt, rank);
+    if (n > SIZE_MAX / (rt.size ? rt.size : 1))
+        caf_fatal(stmt, "transfer size overflows");
+    char *tmp = malloc(n * rt.size + 1);
+    if (tmp == NULL)
+        caf_fatal(stmt, "out of memory for a %zu-byte temporary", n * rt.size);
+    caf_layout_t fl;
+    caf_layout_flat(&fl, tmp, rt.size, n);
+    bool ok = caf_copy_layout(&fl, rt, ll, lt, n);
+    if (!ok) {
+        free(tmp);
+        caf_error(stat, NULL, 0, 1, stmt, "cannot convert type %d kind %d to "
+                  "type %d kind %d", lt.bt, lt.kind, rt.bt, rt.kind);
+        return false;
+    }
+    if (rank == caf.rank)
+        caf_copy_layout(rl, rt, &fl, rt, n);
+    else
+        ok = report(caf_rma(rank, true, rl, &fl), stat, stmt, rank);
+    free(tmp);
+    return ok;
+}
+
+/* Remote layout rl (type rt) on rank -> local layout ll (type lt). */
+static bool get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+                       const caf_layout_t *ll, caf_type_t lt, int *stat,
+                       const char *stmt)
+{
+    size_t n = caf_layout_count(rl);
+    if (caf_layout_count(ll) != n) {
+        caf_error(stat, NULL, 0, 1, stmt, "shapes differ: %zu elements "
+                  "assigned to %zu", n, caf_layout_count(ll));
+        return false;
+    }
+    if (n == 0)
+        return true;
+    if (caf_same_type(rt, lt) && rank != caf.rank)
+        return report(caf_rma(rank, false, rl, ll), stat, stmt, rank);
+    char *tmp = malloc(n * rt.size + 1);
+    if (tmp == NULL)
+        caf_fatal(stmt, "out of memory for a %zu-byte temporary", n * rt.size);
+    caf_layout_t fl;
+    caf_layout_flat(&fl, tmp, rt.size, n);
+    bool ok = true;
+    if (rank == caf.rank)
+        caf_copy_layout(&fl, rt, rl, rt, n);
+    else
+        ok = report(caf_rma(rank, false, rl, &fl), stat, stmt, rank);
+    if (ok && !caf_copy_layout(ll, lt, &fl, rt, n)) {
+        caf_error(stat, NULL, 0, 1, stmt, "cannot convert type %d kind %d to "
+                  "type %d kind %d", rt.bt, rt.kind, lt.bt, lt.kind);
+        ok = false;
+    }
+    free(tmp);
+    return ok;
+}
+
+void _gfortran_caf_get(caf_token_t token, size_t offset, int image_index,
+                       gfc_descriptor_t *src, caf_vector_t *src_vector,
+                       gfc_descriptor_t *dest, int src_kind, int dst_kind,
+                       bool may_require_tmp, int *stat)
+{
+    const char *stmt = "coindexed read";
+    (void)may_require_tmp;
+    caf_tok_t *t = caf_tok(token, stmt);
+    int rank = caf_target(image_index, stat, NULL, 0, stmt, false);
+    if (rank < 0)
+        return;
+    caf_layout_t rl, ll;
+    ptrdiff_t *offs;
+    if (!remote_layout(&rl, t, rank, offset, src, src_vector, &offs, stmt, stat))
+        return;
+    caf_layout_desc(&ll, dest, NULL);
+    if (get_layout(rank, &rl, desc_type(src, src_kind), &ll,
+                   desc_type(dest, dst_kind), stat, stmt))
+        caf_ok(stat);
+    free(offs);
+}
+
+void _gfortran_caf_send(caf_token_t token, size_t offset, int image_index,
+                        gfc_descriptor_t *dest, caf_vector_t *dst_vector,
+                        gfc_descriptor_t *src, int dst_kind, int src_kind,
+                        bool may_require_tmp, int *stat)
+{
+    const char *stmt = "coindexed assignment";
+    caf_tok_t *t = caf_tok(token, stmt);
+    int rank = caf_target(image_index, stat, NULL, 0, stmt, false);
+    if (rank < 0)
+        return;
+    caf_layout_t rl, ll;
+    ptrdiff_t *offs;
+    if (!remote_layout(&rl, t, rank, offset, dest, dst_vector, &offs, stmt, stat))
+        return;
+    caf_layout_desc(&ll, src, NULL);
+    if (put_layout(rank, &rl, desc_type(dest, dst_kind), &ll,
+                   desc_type(src, src_kind), may_require_tmp, stat, stmt))
+        caf_ok(stat);
+    free(offs);
+}
+
+void _gfortran_caf_sendget(caf_token_t dst_token, size_t dst_offset,
+                           int dst_image_index, gfc_descriptor_t *dest,
+                           caf_vector_t *dst_vector, caf_token_t src_token,
+                           size_t src_offset, int src_image_index,
+                           gfc_descriptor_t *src, caf_vector_t *src_vector,
+                           int dst_kind, int src_kind, bool may_require_tmp)
+{
+    const char *stmt = "coindexed assignment between images";
+    (void)may_require_tmp;
+    caf_tok_t *dt = caf_tok(dst_token, stmt);
+    caf_tok_t *st = caf_tok(src_token, stmt);
+    int drank = caf_target(dst_image_index, NULL, NULL, 0, stmt, false);
+    int srank = caf_target(src_image_index, NULL, NULL, 0, stmt, false);
+    caf_layout_t dl, sl, fl;
+    ptrdiff_t *doffs, *soffs;
+    remote_layout(&dl, dt, drank, dst_offset, dest, dst_vector, &doffs, stmt, NULL);
+    remote_layout(&sl, st, srank, src_offset, src, src_vector, &soffs, stmt, NULL);
+    caf_type_t sty = desc_type(src, src_kind);
+    size_t n = caf_layout_count(&sl);
+    char *tmp = malloc(n * sty.size + 1);
+    if (tmp == NULL)
+        caf_fatal(stmt, "out of memory");
+    caf_layout_flat(&fl, tmp, sty.size, n);
+    get_layout(srank, &sl, sty, &fl, sty, NULL, stmt);
+    put_layout(drank, &dl, desc_type(dest, dst_kind), &fl, sty, false, NULL, stmt);
+    free(tmp);
+    free(doffs);
+    free(soffs);
+}
