@@ -192,6 +192,13 @@ static bool remote_layout(caf_layout_t *l, caf_tok_t *t, int rank,
     *offs = NULL;
     if (!t->symmetric)
         caf_fatal(stmt, "coindexed access through a non-coarray token");
+    /* gfortran 12 bug: for a scalar complex coarray (`c[j] = v`) it points
+     * the descriptor at a stack copy of the value and computes `offset`
+     * from that copy.  A scalar transfer to a coarray exactly its size can
+     * only mean offset 0. */
+    if (desc->dtype.rank == 0 && t->size == desc->dtype.elem_len &&
+        offset >= t->size)
+        offset = 0;
     caf_layout_desc(l, desc, caf_remote(t, rank, offset));
     if (vec != NULL) {
         size_t total = 0;

@@ -8,15 +8,18 @@
 #                                   benchmark's UCX comparison, in the smoke
 #                                   test too)
 #   tools/install-deps.sh --bench   also what bench/run-all.sh uses: gnuplot
-#                                   (plots) and ucx-utils (ucx_perftest peer)
+#                                   (plots), ucx-utils (ucx_perftest peer) and
+#                                   OpenCoarrays (bench/caf's peer)
+# gfortran: the Co-Array Fortran wrapper caf and its tests (tests/caf).
 set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libfabric-dev libfabric-bin rdma-core libibverbs-dev librdmacm-dev \
 ibverbs-providers uthash-dev check libpmix-dev openmpi-bin libopenmpi-dev \
-iproute2 procps clang libclang-rt-14-dev python3 libucx-dev libssl-dev"
+iproute2 procps clang libclang-rt-14-dev python3 libucx-dev libssl-dev \
+gfortran"
 case "${1:-}" in
-    --bench) PACKAGES="$PACKAGES gnuplot-nox ucx-utils" ;;
+    --bench) PACKAGES="$PACKAGES gnuplot-nox ucx-utils libcoarrays-openmpi-dev" ;;
     "") ;;
     *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
 esac

@@ -2,7 +2,9 @@
 # run-demo.sh -- from a fresh checkout to the 2-rank demo in one command:
 # installs the Debian packages, builds out of tree in _build/, and runs
 # bench/fhdemo on two local ranks with tools/fhrun (libfabric over
-# loopback), which prints put latencies.
+# loopback), which prints put latencies and the registration cache's
+# counters; then compiles the coarray hello (caf/examples/hello.f90) with
+# caf and runs it on two images with cafrun.
 #
 # Environment: BUILD_DIR (default _build), FH_* variables are passed to the
 # ranks (e.g. FH_OFI_PROVIDER=shm ./tools/run-demo.sh).
@@ -33,4 +35,9 @@ export FH_REG_STRATEGY="${FH_REG_STRATEGY:-firehose}"
 
 echo
 echo "run-demo.sh: FH_REG_STRATEGY=$FH_REG_STRATEGY tools/fhrun -n 2 bench/fhdemo  (in $build)"
-exec ./tools/fhrun -n 2 ./bench/fhdemo "$@"
+./tools/fhrun -n 2 ./bench/fhdemo "$@"
+
+echo
+echo "run-demo.sh: caf $top/caf/examples/hello.f90 -o hello && cafrun -n 2 ./hello  (in $build/caf)"
+./caf/caf "$top/caf/examples/hello.f90" -o caf/hello
+exec ./caf/cafrun -n 2 ./caf/hello
