@@ -19,6 +19,7 @@ program caf_lock_lib
     total[1] = v + 1
     unlock(lk[1])
   end do
+  sync all  ! part 2 updates total[1] under another lock
   ! 2. an element of a lock array on another image
   do i = 1, iters
     lock(lks(2)[1 + mod(me, n)])
