@@ -72,7 +72,7 @@ typedef void *caf_team_t;
 
 /* Fortran 2008 STAT= values (ISO_FORTRAN_ENV). */
 enum {
-    CAF_STAT_UNLOCKED = 0,
+    CAF_STAT_UNLOCKED = 0,           /* sic: libgfortran's value in GCC 12 */
     CAF_STAT_LOCKED = 1,
     CAF_STAT_LOCKED_OTHER_IMAGE = 2,
     CAF_STAT_STOPPED_IMAGE = 6000,
@@ -247,7 +247,8 @@ void _gfortran_caf_atomic_ref(caf_token_t token, size_t offset,
 void _gfortran_caf_atomic_cas(caf_token_t token, size_t offset,
                               int image_index, void *old, void *compare,
                               void *new_val, int *stat, int type, int kind);
-/* op: GFC_CAF_ATOMIC_ADD 1, AND 2, OR 3, XOR 5; old NULL = no fetch. */
+/* op: GFC_CAF_ATOMIC_ADD 1, AND 2, OR 3, XOR 4 (gfortran 12's
+ * -fdump-tree-original); old NULL = no fetch. */
 void _gfortran_caf_atomic_op(int op, caf_token_t token, size_t offset,
                              int image_index, void *value, void *old,
                              int *stat, int type, int kind);

@@ -257,6 +257,17 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
         return;
     }
 
+    if (collective_type(type) && type != CAF_REGTYPE_COARRAY_STATIC &&
+        type != CAF_REGTYPE_LOCK_STATIC && type != CAF_REGTYPE_EVENT_STATIC &&
+        type != CAF_REGTYPE_CRITICAL && caf_in_child_team()) {
+        /* Registration would be collective over the team only, and the
+         * symmetric allocators of sibling teams would diverge. */
+        if (*token != t)
+            free(t);
+        caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                  "ALLOCATE of a coarray inside CHANGE TEAM is not supported");
+        return;
+    }
     if (collective_type(type)) {
         size_t off = caf_sym_alloc(bytes);
         if (off == (size_t)-1) {
@@ -317,6 +328,14 @@ void _gfortran_caf_deregister(caf_token_t *token, caf_deregister_t type,
         return;
     }
     int st = 0;
+    if (t->symmetric && t->size != 0 && caf_in_child_team()) {
+        /* Allocated outside (ALLOCATE inside is refused): F2018 forbids
+         * deallocating it in another team; the heaps would diverge. */
+        caf_error(stat, errmsg, errmsg_len, 1, stmt,
+                  "DEALLOCATE inside CHANGE TEAM of a coarray allocated "
+                  "outside it is not supported");
+        return;
+    }
     if (t->symmetric) {
         /* DEALLOCATE of a coarray synchronizes all images first, so no
          * image still reaches the memory. */

@@ -184,6 +184,7 @@ void caf_start(int *argc, char ***argv)
     if (rc != FH_OK)
         caf_fatal("start-up", "fh_am_register: %s", fh_strerror(rc));
     caf_sync_init();
+    caf_team_init();
     if (caf_heap_init() != 0)
         caf_fatal("start-up", "%s", fh_last_error());
     /* Every image's handlers exist before anyone sends. */

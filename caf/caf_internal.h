@@ -84,6 +84,9 @@ int caf_team_num_images(void);
 const int *caf_team_ranks(int *n);
 /* Identifier of the current team, the same on its members (initial: 0). */
 uint64_t caf_team_id(void);
+/* True inside CHANGE TEAM (the current team is not the initial team). */
+bool caf_in_child_team(void);
+void caf_team_init(void);
 
 /* ------------------------------------------------------------ errors */
 
@@ -233,6 +236,9 @@ void caf_sync_init(void);
  * Returns 0, or CAF_STAT_STOPPED_IMAGE / CAF_STAT_FAILED_IMAGE when such
  * images exist (the barrier happened among the others). */
 int caf_barrier(void);
+/* The same over an explicit group: id (same on every member), its ranks
+ * in image order, our index there. */
+int caf_barrier_group(uint64_t id, const int *ranks, int n, int me);
 /* Run by the termination loop of a stopped image: answers barriers. */
 void caf_sync_serve(void);
 

@@ -173,8 +173,12 @@ int caf_barrier(void)
 {
     int n;
     const int *ranks = caf_team_ranks(&n);
-    int me = caf_team_this_image() - 1;
-    uint64_t id = caf_team_id();
+    return caf_barrier_group(caf_team_id(), ranks, n,
+                             caf_team_this_image() - 1);
+}
+
+int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
+{
     int flags = group_barrier(id, ranks, n, me, NULL);
     if (flags & BAR_FLAG_FAILED)
         return CAF_STAT_FAILED_IMAGE;
