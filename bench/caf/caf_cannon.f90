@@ -174,7 +174,8 @@ contains
         want = gi * s1 - dn * real(gi, real64) * gj + s2 - gj * s1
         if (c(i, j) /= want) then
           nfail = nfail + 1
-          write (*, '(a,i0,a,i0,a,i0)') '# FAIL cannon: image ', me, ' C(', gi, ',', gj
+          write (*, '(a,i0,a,i0,a,i0,a)') '# FAIL cannon: image ', me, ' C(', gi, ',', gj, &
+            ') wrong'
           return
         end if
       end do
