@@ -845,9 +845,43 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
 
 /* ------------------------------------------------------- entry points */
 
+/* gfortran 12 passes ERRMSG= of the co_* calls BY VALUE (the dump shows
+ * `em`, not `&em`): the character is an aggregate argument -- in one
+ * integer register when its length is at most 8, two when at most 16, on
+ * the stack when longer -- and the later arguments move accordingly.  So
+ * with this compiler a non-NULL `errmsg` is never the address of the
+ * caller's variable (its bytes, or a later argument), ERRMSG= cannot be
+ * set (the library only ever sees a copy), and a_len / errmsg_len are
+ * unreliable.  We then drop ERRMSG= (STAT= is before it and works) and
+ * take a_len from wherever it can be: it is one of the three registers
+ * and must match the descriptor, elem_len = a_len * kind (kind 1 first).
+ * Without ERRMSG= the arguments are right. */
+static void fix_args(gfc_descriptor_t *a, char **errmsg, size_t *errmsg_len,
+                     int *a_len)
+{
+    if (*errmsg == NULL)
+        return;
+    if (a_len && a && a->dtype.type == CAF_BT_CHARACTER) {
+        uint64_t cand[3] = {(uint32_t)(uintptr_t)*errmsg, (uint32_t)*a_len,
+                            (uint32_t)*errmsg_len};
+        size_t el = a->dtype.elem_len;
+        int found = -1;
+        for (int i = 0; i < 3 && found < 0; i++)
+            if (cand[i] == el)
+                found = (int)cand[i];
+        for (int i = 0; i < 3 && found < 0; i++)
+            if (cand[i] * 4 == el)
+                found = (int)cand[i];
+        *a_len = found >= 0 ? found : (int)el;
+    }
+    *errmsg = NULL;
+    *errmsg_len = 0;
+}
+
 void _gfortran_caf_co_broadcast(gfc_descriptor_t *a, int source_image,
                                 int *stat, char *errmsg, size_t errmsg_len)
 {
+    fix_args(a, &errmsg, &errmsg_len, NULL);
     coll_t c = {.stmt = "CO_BROADCAST", .op = OP_BCAST, .stat = stat,
                 .errmsg = errmsg, .errmsg_len = errmsg_len};
     if (a && a->dtype.type == CAF_BT_CHARACTER)
@@ -858,6 +892,7 @@ void _gfortran_caf_co_broadcast(gfc_descriptor_t *a, int source_image,
 void _gfortran_caf_co_sum(gfc_descriptor_t *a, int result_image, int *stat,
                           char *errmsg, size_t errmsg_len)
 {
+    fix_args(a, &errmsg, &errmsg_len, NULL);
     coll_t c = {.stmt = "CO_SUM", .op = OP_SUM, .stat = stat,
                 .errmsg = errmsg, .errmsg_len = errmsg_len};
     run(&c, a, result_image);
@@ -866,6 +901,7 @@ void _gfortran_caf_co_sum(gfc_descriptor_t *a, int result_image, int *stat,
 void _gfortran_caf_co_min(gfc_descriptor_t *a, int result_image, int *stat,
                           char *errmsg, int a_len, size_t errmsg_len)
 {
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
     coll_t c = {.stmt = "CO_MIN", .op = OP_MIN, .stat = stat,
                 .errmsg = errmsg, .errmsg_len = errmsg_len,
                 .a_len = a_len > 0 ? (size_t)a_len : 0};
@@ -875,6 +911,7 @@ void _gfortran_caf_co_min(gfc_descriptor_t *a, int result_image, int *stat,
 void _gfortran_caf_co_max(gfc_descriptor_t *a, int result_image, int *stat,
                           char *errmsg, int a_len, size_t errmsg_len)
 {
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
     coll_t c = {.stmt = "CO_MAX", .op = OP_MAX, .stat = stat,
                 .errmsg = errmsg, .errmsg_len = errmsg_len,
                 .a_len = a_len > 0 ? (size_t)a_len : 0};
@@ -885,6 +922,7 @@ void _gfortran_caf_co_reduce(gfc_descriptor_t *a, void *(*opr)(void *, void *),
                              int opr_flags, int result_image, int *stat,
                              char *errmsg, int a_len, size_t errmsg_len)
 {
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
     coll_t c = {.stmt = "CO_REDUCE", .op = OP_REDUCE, .stat = stat,
                 .errmsg = errmsg, .errmsg_len = errmsg_len,
                 .a_len = a_len > 0 ? (size_t)a_len : 0, .opr = opr,
