@@ -69,6 +69,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #define COLL_CHUNK ((size_t)256 << 10)
@@ -296,7 +297,7 @@ static double now_s(void)
 static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
 {
     double ended_at = 0;
-    for (;;) {
+    for (unsigned spin = 0;; spin++) {
         coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
         if (m)
             return m;
@@ -324,6 +325,9 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
             }
         }
         caf_poll();
+        /* More images than cores: let the one we wait for run. */
+        if (spin >= 64)
+            sched_yield();
     }
 }
 
