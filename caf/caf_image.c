@@ -187,6 +187,7 @@ void caf_start(int *argc, char ***argv)
     caf_team_init();
     if (caf_heap_init() != 0)
         caf_fatal("start-up", "%s", fh_last_error());
+    caf_coll_init();
     /* Every image's handlers exist before anyone sends. */
     rc = fh_barrier();
     if (rc != FH_OK)

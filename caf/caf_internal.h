@@ -229,6 +229,9 @@ bool caf_convert(void *dst, caf_type_t dt, const void *src, caf_type_t st);
 bool caf_copy_layout(const caf_layout_t *dst, caf_type_t dt,
                      const caf_layout_t *src, caf_type_t st, size_t count);
 
+/* Collectives' scratch memory (caf_coll.c); called by caf_start. */
+void caf_coll_init(void);
+
 /* ----------------------------------------------------------- sync */
 void caf_sync_init(void);
 /* Barrier over the ranks of the current team that keeps working when

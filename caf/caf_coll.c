@@ -1,0 +1,932 @@
+/*
+ * caf_coll.c -- CO_SUM, CO_MIN, CO_MAX, CO_REDUCE, CO_BROADCAST.
+ *
+ * Every collective runs over the images of the current team on one
+ * binomial tree.  Images are renumbered relative to the root (v = image -
+ * root mod n); the parent of v is v with its lowest set bit cleared and its
+ * children are v + 2^k for every 2^k below that bit.  A reduction goes up
+ * the tree to the root (RESULT_IMAGE, or image 1 when every image wants
+ * the result), then, when every image wants it, the result goes down the
+ * same tree rooted at image 1: 2 log2(n) steps of latency.  CO_BROADCAST
+ * is the downward half from SOURCE_IMAGE.
+ *
+ * Order: a node combines acc = op(acc, child) over its children in
+ * increasing k; acc then covers images v..v+2^k-1 and the child the next
+ * ones, so the result is the reduction in image order relative to the root
+ * (exactly image order when the root is image 1): the same bits on every
+ * run, and an associative but non-commutative CO_REDUCE operation gets the
+ * order the standard's "A1 op A2 op ... op An" suggests.
+ *
+ * Pipelining: the array (packed into a contiguous buffer when the actual
+ * argument is not contiguous; reduced in place when it is) is cut into
+ * chunks of coll_chunk bytes (COLL_CHUNK = 256 KiB, less when firehose's
+ * long AM is smaller) rounded down to whole elements; chunk c moves up (or
+ * down) while chunk c+1 is being combined below.
+ *
+ * Transport of one chunk from a sender to a receiver:
+ *   - at most COLL_EAGER bytes (and fh_am_max_medium()): eager -- a medium
+ *     AM (CAF_H_COLL) whose handler copies the payload into a queue entry;
+ *     no slot, no handshake, so a small collective costs one message per
+ *     tree edge;
+ *   - larger: rendezvous -- the receiver grants a slot of its symmetric
+ *     scratch with a "clear to send" short AM (CAF_H_COLL_2) carrying the
+ *     slot's offset; the sender then writes the chunk straight into the slot
+ *     with a long AM (CAF_H_COLL) whose handler runs once the payload is
+ *     visible.  The receiver combines from the slot (no copy) and grants
+ *     the slot again only after it has consumed it.
+ * Every message carries (team id, per-team collective sequence number,
+ * phase, chunk) and is matched on those and its source rank, so messages of
+ * a later collective (an image that is not a result image may run ahead by
+ * any number of collectives) wait in the queue and never mix with the
+ * current one; a slot is granted only by its owner and only while the
+ * owner is in the collective that consumes it, so it cannot be overwritten
+ * before it is read.
+ *
+ * Scratch: COLL_LEVELS(n) = ceil(log2 nranks) child levels plus one for the
+ * parent of the broadcast, two chunk slots each (double buffering:
+ * chunk c uses slot c % 2), i.e. 2 * (ceil(log2 nranks) + 1) * coll_chunk
+ * bytes of the symmetric heap (2 MiB on 8 images), allocated collectively by
+ * the first collective of the program, which therefore must be executed by
+ * every image of the initial team (a collective in a team before any in the
+ * initial team is refused).  It is never freed.
+ *
+ * Stopped and failed images: an image that waits for a message from an
+ * image that has stopped or failed without sending it (after a grace of
+ * 0.2 s for messages still on their way) gives STAT_STOPPED_IMAGE /
+ * STAT_FAILED_IMAGE and sends ABORT to its tree neighbours, which give up
+ * too and pass it on; so every image of the collective returns, with the
+ * error, except those that had finished their part.  An image that stopped
+ * after contributing is no error: only a missing contribution is.
+ *
+ * Types: integer 1/2/4/8/16 (sums wrap around), real 4/8/16, complex
+ * 4/8/16, character (CO_MIN/CO_MAX compare the a_len characters, kind 1 or
+ * 4), anything for CO_BROADCAST (bytes) and CO_REDUCE (the user's
+ * function).  REAL(10) and REAL(16) both arrive as type REAL with elem_len
+ * 16 (gfortran 12 passes no kind): they cannot be told apart, and 16-byte
+ * reals are taken as REAL(16); CO_BROADCAST of REAL(10) is fine.
+ */
+#include "caf_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#define COLL_CHUNK ((size_t)256 << 10)
+#define COLL_EAGER ((size_t)2048)
+
+typedef __int128 i128_t;
+typedef unsigned __int128 u128_t;
+typedef __float128 f128_t;
+typedef _Complex float __attribute__((mode(TC))) c128_t;
+
+/* ------------------------------------------------------ message queue */
+
+enum { MSG_DATA = 1, MSG_CTS = 2, MSG_ABORT = 3 };
+/* chunk argument of a CAF_H_COLL_2 message that abandons a collective */
+#define CHUNK_ABORT UINT64_MAX
+
+typedef struct coll_msg {
+    struct coll_msg *next;
+    uint64_t team, seq, chunk;
+    int src, kind;
+    uint64_t off;     /* CTS: offset of the granted slot */
+    void *data;       /* DATA: payload (owned when eager) */
+    bool owned;
+} coll_msg_t;
+
+static coll_msg_t *q_head, *q_tail;
+
+static void q_add(coll_msg_t *m)
+{
+    m->next = NULL;
+    if (q_tail)
+        q_tail->next = m;
+    else
+        q_head = m;
+    q_tail = m;
+}
+
+static coll_msg_t *q_take(int kind, int src, uint64_t team, uint64_t seq,
+                          uint64_t chunk)
+{
+    coll_msg_t *prev = NULL;
+    for (coll_msg_t *m = q_head; m; prev = m, m = m->next) {
+        if (m->kind != kind || m->src != src || m->team != team ||
+            m->seq != seq || m->chunk != chunk)
+            continue;
+        if (prev)
+            prev->next = m->next;
+        else
+            q_head = m->next;
+        if (q_tail == m)
+            q_tail = prev;
+        return m;
+    }
+    return NULL;
+}
+
+static void msg_free(coll_msg_t *m)
+{
+    if (m->owned)
+        free(m->data);
+    free(m);
+}
+
+/* DATA: args team, seq, chunk, long (1: buf is the slot). */
+static void data_handler(fh_token_t tok, void *buf, size_t n,
+                         const uint64_t *a, unsigned na)
+{
+    int src;
+    if (na != 4 || fh_token_source(tok, &src) != FH_OK)
+        return;
+    coll_msg_t *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        fh_abort(1, "caf: collective: out of memory");
+    m->kind = MSG_DATA;
+    m->src = src;
+    m->team = a[0];
+    m->seq = a[1];
+    m->chunk = a[2];
+    if (a[3]) {
+        m->data = buf;
+    } else {
+        m->data = malloc(n ? n : 1);
+        if (m->data == NULL)
+            fh_abort(1, "caf: collective: out of memory");
+        memcpy(m->data, buf, n);
+        m->owned = true;
+    }
+    q_add(m);
+}
+
+/* CTS: args team, seq, chunk, slot offset. */
+static void cts_handler(fh_token_t tok, void *buf, size_t n,
+                        const uint64_t *a, unsigned na)
+{
+    (void)buf;
+    (void)n;
+    int src;
+    if (na != 4 || fh_token_source(tok, &src) != FH_OK)
+        return;
+    coll_msg_t *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        fh_abort(1, "caf: collective: out of memory");
+    m->kind = a[2] == CHUNK_ABORT ? MSG_ABORT : MSG_CTS;
+    m->src = src;
+    m->team = a[0];
+    m->seq = a[1];
+    m->chunk = a[2] == CHUNK_ABORT ? 0 : a[2];
+    m->off = a[3];
+    q_add(m);
+}
+
+/* Handlers exist on every image before fh_init's exchange is over (a
+ * handler may be registered before fh_init). */
+__attribute__((constructor)) static void coll_register(void)
+{
+    if (fh_am_register(CAF_H_COLL, data_handler, "caf collective data") != FH_OK ||
+        fh_am_register(CAF_H_COLL_2, cts_handler, "caf collective cts") != FH_OK)
+        abort();
+}
+
+/* ------------------------------------------------------------ scratch */
+
+static size_t scratch_off = (size_t)-1;
+static size_t coll_chunk;    /* bytes per slot */
+static size_t coll_eager;    /* largest eager chunk */
+static int coll_levels;      /* child levels; slot level coll_levels: bcast */
+
+static size_t slot_off(int level, uint64_t chunk)
+{
+    return scratch_off + ((size_t)level * 2 + (size_t)(chunk & 1)) * coll_chunk;
+}
+
+/* Called once by caf_start, in the initial team, before any coarray is
+ * registered: the same offset on every image, whichever team later runs
+ * the first collective. */
+void caf_coll_init(void)
+{
+    const char *stmt = "start-up";
+    coll_chunk = COLL_CHUNK;
+    size_t ml = fh_am_max_long();
+    if (ml < coll_chunk)
+        coll_chunk = ml & ~(size_t)63;
+    coll_eager = COLL_EAGER;
+    if (fh_am_max_medium() < coll_eager)
+        coll_eager = fh_am_max_medium();
+    coll_levels = 0;
+    while ((1 << coll_levels) < caf.nranks)
+        coll_levels++;
+    size_t sz = 2 * ((size_t)coll_levels + 1) * coll_chunk;
+    scratch_off = caf_sym_alloc(sz);
+    if (scratch_off == (size_t)-1)
+        caf_fatal(stmt, "no room for %zu bytes of collective scratch in the "
+                  "coarray heap (FH_CAF_HEAP)", sz);
+}
+
+/* Sequence numbers per team. */
+typedef struct { uint64_t id, seq; } tseq_t;
+static tseq_t *tseqs;
+static size_t ntseqs;
+
+static uint64_t next_seq(uint64_t team)
+{
+    for (size_t i = 0; i < ntseqs; i++)
+        if (tseqs[i].id == team)
+            return ++tseqs[i].seq;
+    tseq_t *t = realloc(tseqs, (ntseqs + 1) * sizeof *t);
+    if (t == NULL)
+        caf_fatal("collective", "out of memory");
+    tseqs = t;
+    tseqs[ntseqs] = (tseq_t){team, 1};
+    return tseqs[ntseqs++].seq;
+}
+
+/* ------------------------------------------------- one collective call */
+
+enum { OP_SUM, OP_MIN, OP_MAX, OP_REDUCE, OP_BCAST };
+
+typedef struct coll {
+    const char *stmt;
+    int op;
+    int bt, kind;          /* element type; kind of the (real) parts */
+    size_t esz;            /* bytes per element */
+    size_t a_len;          /* characters per element (character) */
+    void *(*opr)(void *, void *);
+    int opr_flags;
+    void *tmp;             /* CO_REDUCE: one element */
+    /* team */
+    const int *ranks;
+    int n, me, root;
+    uint64_t team, seq;
+    int *stat;
+    char *errmsg;
+    size_t errmsg_len;
+    int err, err_image;    /* why the collective was abandoned */
+} coll_t;
+
+typedef struct kid {
+    int rank, level;
+} kid_t;
+
+static int vrank_rank(const coll_t *c, int v)
+{
+    return c->ranks[(v + c->root) % c->n];
+}
+
+static void report_ended(const coll_t *c, int st, int who)
+{
+    caf_error(c->stat, c->errmsg, c->errmsg_len, st, c->stmt,
+              "image %d has %s", who,
+              st == CAF_STAT_FAILED_IMAGE ? "failed" : "stopped");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for a message of kind from src.  NULL when it will not come: src
+ * has stopped or failed without sending it, or src abandoned this
+ * collective (an ABORT message); c->err/c->err_image say why. */
+static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
+{
+    double ended_at = 0;
+    for (unsigned spin = 0;; spin++) {
+        coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
+        if (m)
+            return m;
+        m = q_take(MSG_ABORT, src, c->team, c->seq, 0);
+        if (m) {
+            c->err = (int)(m->off & 0xffffffffu);
+            c->err_image = (int)(m->off >> 32);
+            msg_free(m);
+            return NULL;
+        }
+        unsigned char st = caf.status[src];
+        if (st != CAF_IMG_RUNNING) {
+            /* Its messages sent before it stopped may still be on their
+             * way (a long AM is not ordered with the status message):
+             * give them a moment. */
+            if (ended_at == 0) {
+                ended_at = now_s();
+            } else if (now_s() - ended_at > 0.2) {
+                c->err = st == CAF_IMG_FAILED ? CAF_STAT_FAILED_IMAGE
+                                              : CAF_STAT_STOPPED_IMAGE;
+                for (int i = 0; i < c->n; i++)
+                    if (c->ranks[i] == src)
+                        c->err_image = i + 1;
+                return NULL;
+            }
+        }
+        caf_poll();
+        /* More images than cores: let the one we wait for run. */
+        if (spin >= 64)
+            sched_yield();
+    }
+}
+
+/* After an error: tells the tree neighbours that are still running to give
+ * up this collective too (they pass it on). */
+static void poison(const coll_t *c, int parent, const kid_t *kids, int nk)
+{
+    uint64_t a[4] = {c->team, c->seq, CHUNK_ABORT,
+                     (uint64_t)(uint32_t)c->err |
+                         ((uint64_t)(uint32_t)c->err_image << 32)};
+    int to[65], m = 0;
+    if (parent >= 0)
+        to[m++] = parent;
+    for (int i = 0; i < nk; i++)
+        to[m++] = kids[i].rank;
+    for (int i = 0; i < m; i++)
+        if (caf.status[to[i]] == CAF_IMG_RUNNING)
+            fh_am_request_short(to[i], CAF_H_COLL_2, a, 4);
+}
+
+static void check_rc(const coll_t *c, int rc, int rank, const char *what)
+{
+    if (rc != FH_OK)
+        caf_fatal(c->stmt, "%s image %d: %s", what, rank + 1, fh_strerror(rc));
+}
+
+/* Lets src send chunk `chunk` (len bytes) into our slot of `level`. */
+static void grant(const coll_t *c, int src, int level, uint64_t chunk, size_t len)
+{
+    if (len <= coll_eager)
+        return;
+    uint64_t a[4] = {c->team, c->seq, chunk, slot_off(level, chunk)};
+    check_rc(c, fh_am_request_short(src, CAF_H_COLL_2, a, 4), src, "granting");
+}
+
+/* Sends one chunk; false after reporting a stopped/failed member. */
+static bool send_chunk(coll_t *c, int dst, uint64_t chunk,
+                       const void *data, size_t len)
+{
+    uint64_t a[4] = {c->team, c->seq, chunk, 0};
+    if (len <= coll_eager) {
+        check_rc(c, fh_am_request_medium(dst, CAF_H_COLL, data, len, a, 4),
+                 dst, "sending to");
+        return true;
+    }
+    coll_msg_t *m = wait_msg(c, MSG_CTS, dst, chunk);
+    if (m == NULL)
+        return false;
+    a[3] = 1;
+    int rc = fh_am_request_long(dst, CAF_H_COLL, data, len,
+                                caf.bases[dst] + m->off, a, 4);
+    msg_free(m);
+    check_rc(c, rc, dst, "sending to");
+    return true;
+}
+
+/* ----------------------------------------------------------- operators */
+
+#define SUM_LOOP(T)                                         \
+    do {                                                    \
+        T *x = acc;                                         \
+        const T *y = in;                                    \
+        for (size_t i = 0; i < n; i++)                      \
+            x[i] = (T)(x[i] + y[i]);                        \
+    } while (0)
+
+/* min/max of integers and reals; a NaN loses against a number. */
+#define MINMAX_LOOP(T)                                              \
+    do {                                                            \
+        T *x = acc;                                                 \
+        const T *y = in;                                            \
+        for (size_t i = 0; i < n; i++) {                            \
+            bool take = is_min ? y[i] < x[i] : y[i] > x[i];         \
+            if (take || (x[i] != x[i] && y[i] == y[i]))             \
+                x[i] = y[i];                                        \
+        }                                                           \
+    } while (0)
+
+static void op_sum(const coll_t *c, void *acc, const void *in, size_t n)
+{
+    if (c->bt == CAF_BT_COMPLEX)
+        n *= 2;
+    if (c->bt == CAF_BT_INTEGER) {
+        switch (c->kind) {
+        case 1: SUM_LOOP(uint8_t); break;
+        case 2: SUM_LOOP(uint16_t); break;
+        case 4: SUM_LOOP(uint32_t); break;
+        case 8: SUM_LOOP(uint64_t); break;
+        default: SUM_LOOP(u128_t); break;
+        }
+    } else {
+        switch (c->kind) {
+        case 4: SUM_LOOP(float); break;
+        case 8: SUM_LOOP(double); break;
+        default: SUM_LOOP(f128_t); break;
+        }
+    }
+}
+
+static int char_cmp(const coll_t *c, const void *x, const void *y)
+{
+    if (c->kind == 1)
+        return memcmp(x, y, c->a_len);
+    const uint32_t *a = x, *b = y;
+    for (size_t i = 0; i < c->a_len; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
+static void op_minmax(const coll_t *c, void *acc, const void *in, size_t n)
+{
+    bool is_min = c->op == OP_MIN;
+    if (c->bt == CAF_BT_CHARACTER) {
+        for (size_t i = 0; i < n; i++) {
+            char *x = (char *)acc + i * c->esz;
+            const char *y = (const char *)in + i * c->esz;
+            int r = char_cmp(c, y, x);
+            if (is_min ? r < 0 : r > 0)
+                memcpy(x, y, c->esz);
+        }
+    } else if (c->bt == CAF_BT_INTEGER) {
+        switch (c->kind) {
+        case 1: MINMAX_LOOP(int8_t); break;
+        case 2: MINMAX_LOOP(int16_t); break;
+        case 4: MINMAX_LOOP(int32_t); break;
+        case 8: MINMAX_LOOP(int64_t); break;
+        default: MINMAX_LOOP(i128_t); break;
+        }
+    } else {
+        switch (c->kind) {
+        case 4: MINMAX_LOOP(float); break;
+        case 8: MINMAX_LOOP(double); break;
+        default: MINMAX_LOOP(f128_t); break;
+        }
+    }
+}
+
+/* --- CO_REDUCE: calling the user's function as gfortran 12 compiles it.
+ *
+ * gfortran passes opr_flags: BYREF when the function returns its result
+ * through a hidden first argument (character functions: result buffer and
+ * result length first), ARG_VALUE when the dummies have the VALUE
+ * attribute, HIDDENLEN / ARG_DESC (never seen from gfortran 12 for
+ * conforming operations).  A character function takes
+ *   (char *res, size_t res_len, const char *x, const char *y,
+ *    size_t x_len, size_t y_len)
+ * (lengths in characters), whatever HIDDENLEN says.  Otherwise the function
+ * takes x and y by reference (by value with ARG_VALUE) and returns the
+ * element by value: integer/logical/real/complex as the C type of that
+ * kind; a derived type as the C ABI returns a struct of its size -- on
+ * x86-64 in memory through a hidden pointer when larger than 16 bytes, in
+ * rax:rdx when its 8-byte halves hold integers.  (A derived type of at
+ * most 16 bytes made of reals only comes back in SSE registers; the
+ * library cannot know the components, so such a CO_REDUCE is wrong --
+ * gfortran 12 passes no type information.) */
+
+typedef void (*vfn_t)(void);
+typedef struct { uint64_t a, b; } two64_t;
+
+#define CALL_REF(T)                                                     \
+    do {                                                                \
+        T r = ((T(*)(const void *, const void *))(vfn_t)f)(x, y);       \
+        memcpy(res, &r, sizeof r);                                      \
+    } while (0)
+#define CALL_VAL(T)                                                     \
+    do {                                                                \
+        T xv, yv;                                                       \
+        memcpy(&xv, x, sizeof xv);                                      \
+        memcpy(&yv, y, sizeof yv);                                      \
+        T r = ((T(*)(T, T))(vfn_t)f)(xv, yv);                           \
+        memcpy(res, &r, sizeof r);                                      \
+    } while (0)
+#define CALL_ANY(T) do { if (byval) CALL_VAL(T); else CALL_REF(T); } while (0)
+
+/* res = opr(x, y); false for a convention we cannot make. */
+static bool call_opr(const coll_t *c, void *res, const void *x, const void *y)
+{
+    vfn_t f = (vfn_t)c->opr;
+    bool byval = (c->opr_flags & CAF_GFC_ARG_VALUE) != 0;
+    if (c->opr_flags & CAF_GFC_ARG_DESC)
+        return false;
+    if (c->bt == CAF_BT_CHARACTER) {
+        ((void (*)(void *, size_t, const void *, const void *, size_t,
+                   size_t))f)(res, c->a_len, x, y, c->a_len, c->a_len);
+        return true;
+    }
+    if (c->opr_flags & CAF_GFC_BYREF) {
+        ((void (*)(void *, const void *, const void *))f)(res, x, y);
+        return true;
+    }
+    switch (c->bt) {
+    case CAF_BT_INTEGER:
+    case CAF_BT_LOGICAL:
+        switch (c->esz) {
+        case 1: CALL_ANY(int8_t); return true;
+        case 2: CALL_ANY(int16_t); return true;
+        case 4: CALL_ANY(int32_t); return true;
+        case 8: CALL_ANY(int64_t); return true;
+        case 16: CALL_ANY(i128_t); return true;
+        }
+        return false;
+    case CAF_BT_REAL:
+        switch (c->esz) {
+        case 4: CALL_ANY(float); return true;
+        case 8: CALL_ANY(double); return true;
+        case 16: CALL_ANY(f128_t); return true;
+        }
+        return false;
+    case CAF_BT_COMPLEX:
+        switch (c->esz) {
+        case 8: CALL_ANY(_Complex float); return true;
+        case 16: CALL_ANY(_Complex double); return true;
+        case 32: CALL_ANY(c128_t); return true;
+        }
+        return false;
+    case CAF_BT_DERIVED:
+        if (byval)
+            return false;
+#if defined(__x86_64__)
+        if (c->esz > 16) {
+            ((void (*)(void *, const void *, const void *))f)(res, x, y);
+        } else if (c->esz > 8) {
+            two64_t r = ((two64_t(*)(const void *, const void *))f)(x, y);
+            memcpy(res, &r, c->esz);
+        } else {
+            uint64_t r = ((uint64_t(*)(const void *, const void *))f)(x, y);
+            memcpy(res, &r, c->esz);
+        }
+        return true;
+#else
+        return false;
+#endif
+    default:
+        return false;
+    }
+}
+
+/* Whether call_opr can call c->opr for this type (checked before any
+ * communication, so every image refuses alike). */
+static bool opr_supported(const coll_t *c)
+{
+    if (c->opr == NULL || (c->opr_flags & CAF_GFC_ARG_DESC))
+        return false;
+    if (c->bt == CAF_BT_CHARACTER || (c->opr_flags & CAF_GFC_BYREF))
+        return true;
+    switch (c->bt) {
+    case CAF_BT_INTEGER:
+    case CAF_BT_LOGICAL:
+        return c->esz == 1 || c->esz == 2 || c->esz == 4 || c->esz == 8 ||
+               c->esz == 16;
+    case CAF_BT_REAL:
+        return c->esz == 4 || c->esz == 8 || c->esz == 16;
+    case CAF_BT_COMPLEX:
+        return c->esz == 8 || c->esz == 16 || c->esz == 32;
+    case CAF_BT_DERIVED:
+#if defined(__x86_64__)
+        return !(c->opr_flags & CAF_GFC_ARG_VALUE);
+#else
+        return false;
+#endif
+    default:
+        return false;
+    }
+}
+
+static void op_reduce(const coll_t *c, void *acc, const void *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *x = (char *)acc + i * c->esz;
+        const char *y = (const char *)in + i * c->esz;
+        call_opr(c, c->tmp, x, y);
+        memcpy(x, c->tmp, c->esz);
+    }
+}
+
+static void combine(const coll_t *c, void *acc, const void *in, size_t n)
+{
+    switch (c->op) {
+    case OP_SUM: op_sum(c, acc, in, n); break;
+    case OP_MIN:
+    case OP_MAX: op_minmax(c, acc, in, n); break;
+    default: op_reduce(c, acc, in, n); break;
+    }
+}
+
+/* ------------------------------------------------------- tree phases */
+
+#define PHASE_UP 0
+#define PHASE_DOWN ((uint64_t)1 << 48)
+
+/* Parent rank (-1 for the root) and children (increasing level) of us. */
+static int tree(const coll_t *c, kid_t *kids, int *nkids)
+{
+    int v = (c->me - c->root + c->n) % c->n;
+    int parent = -1;
+    *nkids = 0;
+    for (int k = 0; (1 << k) < c->n; k++) {
+        int mask = 1 << k;
+        if (v & mask) {
+            parent = vrank_rank(c, v - mask);
+            break;
+        }
+        if (v + mask < c->n)
+            kids[(*nkids)++] = (kid_t){vrank_rank(c, v + mask), k};
+    }
+    return parent;
+}
+
+static size_t chunk_len(size_t nelem, size_t per, uint64_t ch)
+{
+    size_t first = (size_t)ch * per;
+    return (nelem - first < per ? nelem - first : per);
+}
+
+/* Reduction of buf (nelem elements) to c->root. */
+static bool reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
+                      uint64_t nch)
+{
+    kid_t kids[64];
+    int nk;
+    int parent = tree(c, kids, &nk);
+    for (int i = 0; i < nk; i++)
+        for (uint64_t ch = 0; ch < 2 && ch < nch; ch++)
+            grant(c, kids[i].rank, kids[i].level, PHASE_UP | ch,
+                  chunk_len(nelem, per, ch) * c->esz);
+    for (uint64_t ch = 0; ch < nch; ch++) {
+        size_t cnt = chunk_len(nelem, per, ch);
+        char *p = buf + (size_t)ch * per * c->esz;
+        for (int i = 0; i < nk; i++) {
+            coll_msg_t *m = wait_msg(c, MSG_DATA, kids[i].rank, PHASE_UP | ch);
+            if (m == NULL) {
+                poison(c, parent, kids, nk);
+                return false;
+            }
+            combine(c, p, m->data, cnt);
+            msg_free(m);
+            if (ch + 2 < nch)
+                grant(c, kids[i].rank, kids[i].level, PHASE_UP | (ch + 2),
+                      chunk_len(nelem, per, ch + 2) * c->esz);
+        }
+        if (parent >= 0 && !send_chunk(c, parent, PHASE_UP | ch, p, cnt * c->esz)) {
+            poison(c, parent, kids, nk);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Broadcast of buf from c->root. */
+static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
+                       uint64_t nch)
+{
+    kid_t kids[64];
+    int nk;
+    int parent = tree(c, kids, &nk);
+    if (parent >= 0)
+        for (uint64_t ch = 0; ch < 2 && ch < nch; ch++)
+            grant(c, parent, coll_levels, PHASE_DOWN | ch,
+                  chunk_len(nelem, per, ch) * c->esz);
+    for (uint64_t ch = 0; ch < nch; ch++) {
+        size_t len = chunk_len(nelem, per, ch) * c->esz;
+        char *p = buf + (size_t)ch * per * c->esz;
+        if (parent >= 0) {
+            coll_msg_t *m = wait_msg(c, MSG_DATA, parent, PHASE_DOWN | ch);
+            if (m == NULL) {
+                poison(c, parent, kids, nk);
+                return false;
+            }
+            memcpy(p, m->data, len);
+            msg_free(m);
+            if (ch + 2 < nch)
+                grant(c, parent, coll_levels, PHASE_DOWN | (ch + 2),
+                      chunk_len(nelem, per, ch + 2) * c->esz);
+        }
+        /* The largest subtree first: it has the longest way to go. */
+        for (int i = nk - 1; i >= 0; i--)
+            if (!send_chunk(c, kids[i].rank, PHASE_DOWN | ch, p, len)) {
+                poison(c, parent, kids, nk);
+                return false;
+            }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------- driver */
+
+/* Layout of the actual argument (descriptor strides times span). */
+static void arg_layout(caf_layout_t *l, const gfc_descriptor_t *d)
+{
+    l->base = d->base_addr;
+    l->esz = d->dtype.elem_len;
+    l->rank = d->dtype.rank;
+    ptrdiff_t span = d->span > 0 ? d->span : (ptrdiff_t)l->esz;
+    for (int i = 0; i < l->rank; i++) {
+        ptrdiff_t ext = d->dim[i].ubound - d->dim[i].lbound + 1;
+        l->dim[i].n = ext > 0 ? (size_t)ext : 0;
+        l->dim[i].step = d->dim[i].stride * span;
+        l->dim[i].offs = NULL;
+    }
+}
+
+static bool type_ok(coll_t *c)
+{
+    switch (c->op) {
+    case OP_BCAST:
+    case OP_REDUCE:
+        return true;
+    case OP_SUM:
+        if (c->bt != CAF_BT_INTEGER && c->bt != CAF_BT_REAL &&
+            c->bt != CAF_BT_COMPLEX)
+            return false;
+        break;
+    default:
+        if (c->bt == CAF_BT_CHARACTER)
+            return c->kind == 1 || c->kind == 4;
+        if (c->bt != CAF_BT_INTEGER && c->bt != CAF_BT_REAL)
+            return false;
+    }
+    size_t part = c->bt == CAF_BT_COMPLEX ? c->esz / 2 : c->esz;
+    if (c->bt == CAF_BT_INTEGER)
+        return part == 1 || part == 2 || part == 4 || part == 8 || part == 16;
+    return part == 4 || part == 8 || part == 16;
+}
+
+static void run(coll_t *c, gfc_descriptor_t *a, int image)
+{
+    caf_ok(c->stat);
+    int n;
+    c->ranks = caf_team_ranks(&n);
+    c->n = n;
+    c->me = caf_team_this_image() - 1;
+    if (image < (c->op == OP_BCAST ? 1 : 0) || image > n) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "%s %d is out of range [%d, %d]",
+                  c->op == OP_BCAST ? "SOURCE_IMAGE" : "RESULT_IMAGE", image,
+                  c->op == OP_BCAST ? 1 : 0, n);
+        return;
+    }
+    if (a == NULL || (a->base_addr == NULL && a->dtype.elem_len != 0)) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "the argument A has no memory");
+        return;
+    }
+    c->esz = a->dtype.elem_len;
+    c->bt = a->dtype.type;
+    if (c->bt == CAF_BT_CHARACTER)
+        c->kind = c->a_len ? (int)(c->esz / c->a_len) : 1;
+    else
+        c->kind = (int)(c->bt == CAF_BT_COMPLEX ? c->esz / 2 : c->esz);
+    if (!type_ok(c)) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "unsupported type (type code %d, %zu bytes)", c->bt, c->esz);
+        return;
+    }
+    if (c->op == OP_REDUCE && !opr_supported(c)) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "cannot call OPERATION (flags %d, type code %d, %zu bytes)",
+                  c->opr_flags, c->bt, c->esz);
+        return;
+    }
+    if (n == 1 && caf.nranks == 1)
+        return;
+    c->team = caf_team_id();
+    c->seq = next_seq(c->team);
+    if (n == 1)
+        return;
+
+    caf_layout_t ul, pl;
+    arg_layout(&ul, a);
+    size_t nelem = caf_layout_count(&ul);
+    if (nelem == 0 || c->esz == 0)
+        return;
+    if (c->esz > coll_chunk) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "elements of %zu bytes are larger than the collectives' "
+                  "%zu-byte chunk", c->esz, coll_chunk);
+        return;
+    }
+    size_t per = coll_chunk / c->esz;
+    uint64_t nch = (nelem + per - 1) / per;
+
+    bool contig = caf_layout_contiguous(&ul);
+    char *buf = ul.base;
+    caf_type_t ty = {c->bt, c->kind, c->esz};
+    int root = c->op == OP_BCAST ? image - 1 : (image ? image - 1 : 0);
+    bool mine = c->op == OP_BCAST || image == 0 || c->me == image - 1;
+    if (!contig) {
+        buf = malloc(nelem * c->esz);
+        if (buf == NULL)
+            caf_fatal(c->stmt, "out of memory");
+        caf_layout_flat(&pl, buf, c->esz, nelem);
+        if (c->op != OP_BCAST || c->me == root)
+            caf_copy_layout(&pl, ty, &ul, ty, nelem);
+    }
+    if (c->op == OP_REDUCE) {
+        c->tmp = malloc(c->esz);
+        if (c->tmp == NULL)
+            caf_fatal(c->stmt, "out of memory");
+    }
+    bool ok = true;
+    c->root = root;
+    if (c->op != OP_BCAST)
+        ok = reduce_up(c, buf, nelem, per, nch);
+    if (ok && (c->op == OP_BCAST || image == 0)) {
+        c->root = c->op == OP_BCAST ? image - 1 : 0;
+        ok = bcast_down(c, buf, nelem, per, nch);
+    }
+    if (!ok)
+        report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE, c->err_image);
+    if (!contig) {
+        if (ok && mine)
+            caf_copy_layout(&ul, ty, &pl, ty, nelem);
+        free(buf);
+    }
+    free(c->tmp);
+}
+
+/* ------------------------------------------------------- entry points */
+
+/* gfortran 12 passes ERRMSG= of the co_* calls BY VALUE (the dump shows
+ * `em`, not `&em`): the character is an aggregate argument -- in one
+ * integer register when its length is at most 8, two when at most 16, on
+ * the stack when longer -- and the later arguments move accordingly.  So
+ * with this compiler a non-NULL `errmsg` is never the address of the
+ * caller's variable (its bytes, or a later argument), ERRMSG= cannot be
+ * set (the library only ever sees a copy), and a_len / errmsg_len are
+ * unreliable.  We then drop ERRMSG= (STAT= is before it and works) and
+ * take a_len from wherever it can be: it is one of the three registers
+ * and must match the descriptor, elem_len = a_len * kind (kind 1 first).
+ * Without ERRMSG= the arguments are right. */
+static void fix_args(gfc_descriptor_t *a, char **errmsg, size_t *errmsg_len,
+                     int *a_len)
+{
+    if (*errmsg == NULL)
+        return;
+    if (a_len && a && a->dtype.type == CAF_BT_CHARACTER) {
+        uint64_t cand[3] = {(uint32_t)(uintptr_t)*errmsg, (uint32_t)*a_len,
+                            (uint32_t)*errmsg_len};
+        size_t el = a->dtype.elem_len;
+        int found = -1;
+        for (int i = 0; i < 3 && found < 0; i++)
+            if (cand[i] == el)
+                found = (int)cand[i];
+        for (int i = 0; i < 3 && found < 0; i++)
+            if (cand[i] * 4 == el)
+                found = (int)cand[i];
+        *a_len = found >= 0 ? found : (int)el;
+    }
+    *errmsg = NULL;
+    *errmsg_len = 0;
+}
+
+void _gfortran_caf_co_broadcast(gfc_descriptor_t *a, int source_image,
+                                int *stat, char *errmsg, size_t errmsg_len)
+{
+    fix_args(a, &errmsg, &errmsg_len, NULL);
+    coll_t c = {.stmt = "CO_BROADCAST", .op = OP_BCAST, .stat = stat,
+                .errmsg = errmsg, .errmsg_len = errmsg_len};
+    if (a && a->dtype.type == CAF_BT_CHARACTER)
+        c.a_len = a->dtype.elem_len;
+    run(&c, a, source_image);
+}
+
+void _gfortran_caf_co_sum(gfc_descriptor_t *a, int result_image, int *stat,
+                          char *errmsg, size_t errmsg_len)
+{
+    fix_args(a, &errmsg, &errmsg_len, NULL);
+    coll_t c = {.stmt = "CO_SUM", .op = OP_SUM, .stat = stat,
+                .errmsg = errmsg, .errmsg_len = errmsg_len};
+    run(&c, a, result_image);
+}
+
+void _gfortran_caf_co_min(gfc_descriptor_t *a, int result_image, int *stat,
+                          char *errmsg, int a_len, size_t errmsg_len)
+{
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
+    coll_t c = {.stmt = "CO_MIN", .op = OP_MIN, .stat = stat,
+                .errmsg = errmsg, .errmsg_len = errmsg_len,
+                .a_len = a_len > 0 ? (size_t)a_len : 0};
+    run(&c, a, result_image);
+}
+
+void _gfortran_caf_co_max(gfc_descriptor_t *a, int result_image, int *stat,
+                          char *errmsg, int a_len, size_t errmsg_len)
+{
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
+    coll_t c = {.stmt = "CO_MAX", .op = OP_MAX, .stat = stat,
+                .errmsg = errmsg, .errmsg_len = errmsg_len,
+                .a_len = a_len > 0 ? (size_t)a_len : 0};
+    run(&c, a, result_image);
+}
+
+void _gfortran_caf_co_reduce(gfc_descriptor_t *a, void *(*opr)(void *, void *),
+                             int opr_flags, int result_image, int *stat,
+                             char *errmsg, int a_len, size_t errmsg_len)
+{
+    fix_args(a, &errmsg, &errmsg_len, &a_len);
+    coll_t c = {.stmt = "CO_REDUCE", .op = OP_REDUCE, .stat = stat,
+                .errmsg = errmsg, .errmsg_len = errmsg_len,
+                .a_len = a_len > 0 ? (size_t)a_len : 0, .opr = opr,
+                .opr_flags = opr_flags};
+    run(&c, a, result_image);
+}
