@@ -281,7 +281,7 @@ void _gfortran_caf_lock(caf_token_t token, size_t index, int image_index,
         return;
     uint64_t *w = var_word(t, rank, index, stmt);
     uint64_t me = (uint64_t)caf.rank + 1, cur = 0;
-    unsigned backoff = 1;
+    unsigned backoff = 1, spins = 0;
     for (;;) {
         if (!amo(rank, w, FH_AOP_CSWAP, me, cur, &cur, stat, errmsg,
                  errmsg_len, stmt))
@@ -325,7 +325,7 @@ void _gfortran_caf_lock(caf_token_t token, size_t index, int image_index,
         /* Held by another image: poll (serving others) and retry, backing
          * off so waiters do not flood the owner with atomics. */
         for (unsigned i = 0; i < backoff; i++)
-            caf_poll();
+            caf_idle(&spins);
         if (backoff < 256)
             backoff <<= 1;
         if (rank != caf.rank && caf.status[rank] == CAF_IMG_FAILED) {
@@ -413,7 +413,7 @@ void _gfortran_caf_event_wait(caf_token_t token, size_t index,
     caf_tok_t *t = caf_tok(token, stmt);
     uint64_t *w = var_word(t, caf.rank, index, stmt);
     uint64_t need = until_count < 1 ? 1 : (uint64_t)until_count, cur;
-    unsigned backoff = 1;
+    unsigned backoff = 1, spins = 0;
     for (;;) {
         if (!amo(caf.rank, w, FH_AOP_FETCH, 0, 0, &cur, stat, errmsg,
                  errmsg_len, stmt))
@@ -421,7 +421,7 @@ void _gfortran_caf_event_wait(caf_token_t token, size_t index,
         if ((int64_t)cur >= (int64_t)need)
             break;
         for (unsigned i = 0; i < backoff; i++)
-            caf_poll();
+            caf_idle(&spins);
         if (backoff < 64)
             backoff <<= 1;
     }

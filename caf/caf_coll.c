@@ -295,7 +295,7 @@ static double now_s(void)
 static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
 {
     double ended_at = 0;
-    for (unsigned spin = 0;; spin++) {
+    for (unsigned spin = 0;;) {
         coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
         if (m)
             return m;
@@ -322,10 +322,7 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
                 return NULL;
             }
         }
-        caf_poll();
-        /* More images than cores: let the one we wait for run. */
-        if (spin >= 64)
-            sched_yield();
+        caf_idle(&spin);
     }
 }
 

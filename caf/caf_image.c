@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 caf_state_t caf;
@@ -74,6 +75,13 @@ void caf_poll(void)
     int rc = fh_poll();
     if (rc != FH_OK)
         caf_fatal("progress", "fh_poll: %s", fh_strerror(rc));
+}
+
+void caf_idle(unsigned *spins)
+{
+    caf_poll();
+    if (++*spins > CAF_IDLE_SPINS)
+        sched_yield();
 }
 
 int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,
@@ -141,6 +149,22 @@ static void announce(unsigned char st)
     }
 }
 
+/* The termination loop: answers barriers, AMs and firehose's requests
+ * until every image has stopped or failed.  It gives the core away more
+ * and more (yield, then 50 us naps): an image that ends early must not
+ * slow down the ones still computing when images outnumber cores. */
+static void serve_until_all_ended(void)
+{
+    unsigned spins = 0;
+    while (caf.nstopped + caf.nfailed < caf.nranks) {
+        caf_sync_serve();
+        if (++spins > 10000)
+            usleep(50);
+        else if (spins > CAF_IDLE_SPINS)
+            sched_yield();
+    }
+}
+
 /* Normal termination: serve until every image has stopped or failed. */
 static void terminate_normally(void) __attribute__((noreturn));
 static void terminate_normally(void)
@@ -148,8 +172,7 @@ static void terminate_normally(void)
     caf.stopping = true;
     fh_quiet();
     announce(CAF_IMG_STOPPED);
-    while (caf.nstopped + caf.nfailed < caf.nranks)
-        caf_sync_serve();
+    serve_until_all_ended();
     caf_heap_fini();
     int rc = fh_finalize();
     if (rc != FH_OK) {
@@ -284,8 +307,7 @@ void _gfortran_caf_fail_image(void)
     /* A failed image does nothing more but keep its process (and so the
      * job) alive until the others end; its memory stays reachable. */
     caf.stopping = true;
-    while (caf.nstopped + caf.nfailed < caf.nranks)
-        caf_sync_serve();
+    serve_until_all_ended();
     caf_heap_fini();
     fh_finalize();
     exit(0);

@@ -109,8 +109,13 @@ void caf_fatal(const char *stmt, const char *fmt, ...)
 /* Copies a message into a Fortran character (blank padded). */
 void caf_set_errmsg(char *errmsg, size_t len, const char *msg);
 
-/* Polls firehose once (for wait loops); a firehose error is fatal. */
+/* Polls firehose once; a firehose error is fatal. */
 void caf_poll(void);
+/* One turn of a wait loop (spins starts at 0): polls, and after
+ * CAF_IDLE_SPINS turns gives the core away between polls (sched_yield), so
+ * that with more images than cores the image we wait for gets to run. */
+#define CAF_IDLE_SPINS 64
+void caf_idle(unsigned *spins);
 
 /* Resolves image (1-based, current team) for statement stmt: returns the
  * rank, or -1 after caf_error (stat given) with the STAT code of an image

@@ -127,8 +127,9 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me,
         if (rc != FH_OK)
             caf_fatal("SYNC ALL", "notifying image %d: %s", to + 1,
                       fh_strerror(rc));
+        unsigned spins = 0;
         while (s->arrived[k] < e) {
-            caf_poll();
+            caf_idle(&spins);
             if (give_up && give_up())
                 return -1;
         }
@@ -263,8 +264,9 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
     int bad = 0, bad_rank = -1;
     for (int i = 0; i < m; i++) {
         int r = ranks[i];
+        unsigned spins = 0;
         while (sync_recv[r] < sync_sent[r] && caf.status[r] == CAF_IMG_RUNNING)
-            caf_poll();
+            caf_idle(&spins);
         if (sync_recv[r] < sync_sent[r] || caf.status[r] != CAF_IMG_RUNNING) {
             /* It ended before answering: its count will never catch up. */
             int st = caf.status[r] == CAF_IMG_FAILED ? CAF_STAT_FAILED_IMAGE

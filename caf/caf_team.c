@@ -184,6 +184,7 @@ void _gfortran_caf_form_team(int team_number, caf_team_t *team, int index)
     all[p->me] = (member_t){p->me, team_number, index};
     have[p->me] = true;
     int missing = p->n - 1;
+    unsigned spins = 0;
     while (missing > 0) {
         /* Take the oldest record of each member (see above). */
         size_t k = 0;
@@ -209,7 +210,7 @@ void _gfortran_caf_form_team(int team_number, caf_team_t *team, int index)
                           caf.status[p->ranks[i]] == CAF_IMG_FAILED
                               ? "failed" : "stopped");
         }
-        caf_poll();
+        caf_idle(&spins);
     }
     /* Members of our new team, in parent order, then by NEW_INDEX. */
     int n = 0;
