@@ -39,7 +39,8 @@
     case FH_AOP_FETCH_ADD: return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);            \
     case FH_AOP_SWAP: return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);                \
     case FH_AOP_CSWAP:                                                                   \
-        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST,                 \
+                                    __ATOMIC_SEQ_CST);                                   \
         return cmp; /* the old value either way */                                       \
     case FH_AOP_FETCH_AND: return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);            \
     case FH_AOP_FETCH_OR: return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);              \
@@ -58,9 +59,11 @@ static uint32_t apply32(uint32_t *p, fh_atomic_op_t op, uint32_t v, uint32_t cmp
     APPLY_BODY(p, op, v, cmp);
 }
 
+#define FH_INLINE static inline __attribute__((always_inline))
+
 /* Applies op on our own memory at the given width; returns the old value. */
-static inline uint64_t apply(void *p, unsigned width, fh_atomic_op_t op, uint64_t v,
-                             uint64_t cmp)
+FH_INLINE uint64_t apply(void *p, unsigned width, fh_atomic_op_t op, uint64_t v,
+                         uint64_t cmp)
 {
     if (width == 4)
         return apply32(p, op, (uint32_t)v, (uint32_t)cmp);
@@ -152,10 +155,12 @@ void fh_atomic_init(void)
     fh_am_register_internal(FH_H_ATOMIC_REP, atomic_rep, "atomic reply");
 }
 
-/* Every atomic entry point: blocking (nb false, h unused) or NB. */
-static inline int atomic_op(const char *fn, int rank, void *target, unsigned width,
-                            fh_atomic_op_t op, uint64_t operand, uint64_t compare,
-                            void *fetched, bool nb, fh_handle_t *h)
+/* Every atomic entry point: blocking (nb false, h unused) or NB.  Inlined
+ * into each public function with constant width and nb, so fh_atomic
+ * compiles to the same straight path it always had. */
+FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
+                        fh_atomic_op_t op, uint64_t operand, uint64_t compare,
+                        void *fetched, bool nb, fh_handle_t *h)
 {
     int rc;
     fh_tls_t *t = fh_enter(fn, &rc);
@@ -172,7 +177,7 @@ static inline int atomic_op(const char *fn, int rank, void *target, unsigned wid
         return fh_set_error(FH_ERR_INVALID, "%s: unknown operation %d", fn, (int)op);
     if (target == NULL)
         return fh_set_error(FH_ERR_INVALID, "%s: NULL target", fn);
-    if ((uintptr_t)target % width != 0)
+    if (((uintptr_t)target & (width - 1)) != 0)
         return fh_set_error(FH_ERR_ALIGN, "%s: target %p is not %u-byte aligned", fn,
                             target, width);
     fh_seg_range_t r;
@@ -245,7 +250,8 @@ int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op, uint32_t operand,
 int fh_atomic_nb(int rank, uint64_t *target, fh_atomic_op_t op, uint64_t operand,
                  uint64_t compare, uint64_t *fetched, fh_handle_t *h)
 {
-    return atomic_op("fh_atomic_nb", rank, target, 8, op, operand, compare, fetched, true, h);
+    return atomic_op("fh_atomic_nb", rank, target, 8, op, operand, compare, fetched, true,
+                     h);
 }
 
 int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op, uint32_t operand,
