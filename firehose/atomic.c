@@ -1,60 +1,118 @@
 /*
- * atomic.c -- remote 64-bit atomics, executed by the target over AMs.
+ * atomic.c -- remote 64- and 32-bit atomics, executed by the target over AMs.
  *
  * The target applies every operation with the CPU's atomic instructions
- * (__atomic builtins, sequentially consistent), and an operation on our own
- * rank uses the same instructions directly; hence all atomics on a location
- * are mutually atomic whichever rank or thread issues them.  The initiator
+ * (__atomic builtins, sequentially consistent) of the operation's width, and
+ * an operation on our own rank uses the same instructions directly; hence all
+ * atomics on a location are mutually atomic whichever rank or thread issues
+ * them.  A 32-bit operation touches exactly its 4 bytes.  The initiator
  * waits on a handle slot of its path: the reply names the slot by its
  * handle, so a late reply cannot touch a reused slot, and it must come from
  * the rank the request went to (the sender the transport verified), so
  * another rank cannot complete it.
+ *
+ * Wire format (short AMs):
+ *   request FH_H_ATOMIC_REQ  args: address, op, operand, compare, handle,
+ *                            width (4 or 8)
+ *   reply   FH_H_ATOMIC_REP  args: handle, old value, status
+ * The target refuses (error reply, log line, the sender's atomics_refused
+ * counter) a request with another argument count, an unknown op or width,
+ * a 32-bit operand or compare with high bits set, an address not aligned to
+ * the width, or [address, +width) outside its segments.  The initiator
+ * drops (am_dropped) a reply for a slot that is not waiting, or from another
+ * rank than the request went to; a 32-bit operation's reply whose old value
+ * does not fit in 32 bits is dropped too, and the operation fails
+ * (FH_ERR_TRANSPORT) rather than hang.
+ *
+ * Blocking atomics read the old value from their slot after the wait.  NB
+ * atomics keep the caller's fetched pointer in the slot: the reply handler
+ * writes it (under the path lock, before the slot's counter completes), and
+ * the slot counts in the path's inflight until then, so fh_quiet completes
+ * them like NB puts.
  */
 #include "internal.h"
 
-static uint64_t apply(uint64_t *p, fh_atomic_op_t op, uint64_t v, uint64_t cmp)
+#define APPLY_BODY(p, op, v, cmp)                                                        \
+    switch (op) {                                                                        \
+    case FH_AOP_FETCH: return __atomic_load_n(p, __ATOMIC_SEQ_CST);                      \
+    case FH_AOP_SET: __atomic_store_n(p, v, __ATOMIC_SEQ_CST); return 0;                 \
+    case FH_AOP_FETCH_ADD: return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);            \
+    case FH_AOP_SWAP: return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);                \
+    case FH_AOP_CSWAP:                                                                   \
+        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST,                 \
+                                    __ATOMIC_SEQ_CST);                                   \
+        return cmp; /* the old value either way */                                       \
+    case FH_AOP_FETCH_AND: return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);            \
+    case FH_AOP_FETCH_OR: return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);              \
+    case FH_AOP_FETCH_XOR: return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);            \
+    case FH_AOP__COUNT: break;                                                           \
+    }                                                                                    \
+    return 0
+
+static uint64_t apply64(uint64_t *p, fh_atomic_op_t op, uint64_t v, uint64_t cmp)
 {
-    switch (op) {
-    case FH_AOP_FETCH: return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    case FH_AOP_SET: __atomic_store_n(p, v, __ATOMIC_SEQ_CST); return 0;
-    case FH_AOP_FETCH_ADD: return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-    case FH_AOP_SWAP: return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
-    case FH_AOP_CSWAP:
-        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-        return cmp; /* the old value either way */
-    case FH_AOP_FETCH_AND: return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
-    case FH_AOP_FETCH_OR: return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
-    case FH_AOP_FETCH_XOR: return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
-    case FH_AOP__COUNT: break;
-    }
-    return 0;
+    APPLY_BODY(p, op, v, cmp);
 }
 
-/* args: target address, op, operand, compare, handle */
+static uint32_t apply32(uint32_t *p, fh_atomic_op_t op, uint32_t v, uint32_t cmp)
+{
+    APPLY_BODY(p, op, v, cmp);
+}
+
+#define FH_INLINE static inline __attribute__((always_inline))
+
+/* Applies op on our own memory at the given width; returns the old value. */
+FH_INLINE uint64_t apply(void *p, unsigned width, fh_atomic_op_t op, uint64_t v,
+                         uint64_t cmp)
+{
+    if (width == 4)
+        return apply32(p, op, (uint32_t)v, (uint32_t)cmp);
+    return apply64(p, op, v, cmp);
+}
+
+static inline void store_fetched(void *fetched, unsigned width, uint64_t old)
+{
+    if (width == 4)
+        *(uint32_t *)fetched = (uint32_t)old;
+    else
+        *(uint64_t *)fetched = old;
+}
+
+enum { REQ_ARGS = 6, REP_ARGS = 3 };
+
+/* args: target address, op, operand, compare, handle, width */
 static void atomic_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
     (void)buf;
     (void)n;
     int64_t status = FH_OK;
     uint64_t old = 0;
-    if (na != 5 || a[1] >= FH_AOP__COUNT) {
+    uint64_t w = na == REQ_ARGS ? a[5] : 0;
+    if (na != REQ_ARGS || a[1] >= FH_AOP__COUNT || (w != 4 && w != 8) ||
+        (w == 4 && (a[2] > UINT32_MAX || a[3] > UINT32_MAX))) {
         status = FH_ERR_INVALID;
-    } else if (a[0] % 8 != 0) {
+    } else if (a[0] % w != 0) {
         status = FH_ERR_ALIGN;
     } else {
         fh_seg_range_t r;
-        status = fh_seg_find(fh_rt, fh_rt->rank, (uintptr_t)a[0], 8, &r);
+        status = fh_seg_find(fh_rt, fh_rt->rank, (uintptr_t)a[0], (size_t)w, &r);
         if (status == FH_OK)
-            old = apply((uint64_t *)(uintptr_t)a[0], (fh_atomic_op_t)a[1], a[2], a[3]);
+            old = apply((void *)(uintptr_t)a[0], (unsigned)w, (fh_atomic_op_t)a[1], a[2],
+                        a[3]);
     }
     if (status != FH_OK) {
         int src = -1;
         fh_token_source(tok, &src);
-        fh_log_error("refused an atomic from rank %d on 0x%llx: %s", src,
-                     (unsigned long long)a[0], fh_strerror((int)status));
+        if (src >= 0 && src < fh_rt->nranks)   /* handler: under this path's lock */
+            FH_STAT_ADD(fh_token_path(tok)->stats[src].atomics_refused, 1);
+        fh_log_error("refused a %llu-byte atomic (op %llu, %u args) from rank %d on "
+                     "0x%llx: %s", (unsigned long long)(na >= 6 ? a[5] : 0),
+                     (unsigned long long)(na >= 2 ? a[1] : 0), na, src,
+                     (unsigned long long)(na >= 1 ? a[0] : 0), fh_strerror((int)status));
     }
-    uint64_t rep[3] = {na == 5 ? a[4] : 0, old, (uint64_t)status};
-    fh_am_reply_internal(tok, FH_H_ATOMIC_REP, rep, 3);
+    /* A malformed request still gets its answer when it names a handle. */
+    uint64_t rep[REP_ARGS] = {na >= 5 ? a[4] : 0, old, (uint64_t)status};
+    fh_am_reply_internal(tok, FH_H_ATOMIC_REP, rep, REP_ARGS);
 }
 
 /* args: handle, old value, status; runs on the initiator's path (lock held) */
@@ -65,16 +123,30 @@ static void atomic_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
     fh_path_t *p = fh_token_path(tok);
     int src = -1;
     fh_token_source(tok, &src);
-    fh_hslot_t *s = na == 3 ? fh_ht_lookup_any(&p->handles, a[0]) : NULL;
+    fh_hslot_t *s = na == REP_ARGS ? fh_ht_lookup_any(&p->handles, a[0]) : NULL;
     if (s == NULL || s->ctr.pending != 1 || s->peer != src) {
         fh_am_drop(p, src, "an atomic reply for a handle %s",
                    s == NULL || s->ctr.pending != 1 ? "that is not waiting"
                                                     : "waiting for another rank");
         return;
     }
+    int status = (int)(int64_t)a[2];
+    if (status == FH_OK && s->width == 4 && a[1] > UINT32_MAX) {
+        fh_am_drop(p, src, "an atomic reply with a 64-bit value for a 32-bit atomic");
+        status = FH_ERR_TRANSPORT;
+    }
     s->result = a[1];
     s->result_ready = 1;
-    fh_ctr_complete(&s->ctr, (int)(int64_t)a[2]);
+    if (status == FH_OK) {
+        if (s->fetched != NULL)
+            store_fetched(s->fetched, s->width, a[1]);
+        FH_STAT_ADD(p->stats[src].atomics, 1);
+    }
+    if (s->quiet) {
+        s->quiet = 0;
+        p->inflight--;
+    }
+    fh_ctr_complete(&s->ctr, status);
 }
 
 void fh_atomic_init(void)
@@ -83,56 +155,108 @@ void fh_atomic_init(void)
     fh_am_register_internal(FH_H_ATOMIC_REP, atomic_rep, "atomic reply");
 }
 
+/* Every atomic entry point: blocking (nb false, h unused) or NB.  Inlined
+ * into each public function with constant width and nb, so fh_atomic
+ * compiles to the same straight path it always had. */
+FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
+                        fh_atomic_op_t op, uint64_t operand, uint64_t compare,
+                        void *fetched, bool nb, fh_handle_t *h)
+{
+    int rc;
+    fh_tls_t *t = fh_enter(fn, &rc);
+    if (t == NULL)
+        return rc;
+    if (nb) {
+        if (h == NULL)
+            return fh_set_error(FH_ERR_INVALID, "%s: NULL handle pointer", fn);
+        *h = FH_HANDLE_DONE;
+    }
+    if ((rc = fh_check_rank(fn, rank)) != FH_OK)
+        return rc;
+    if ((unsigned)op >= FH_AOP__COUNT)
+        return fh_set_error(FH_ERR_INVALID, "%s: unknown operation %d", fn, (int)op);
+    if (target == NULL)
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL target", fn);
+    if (((uintptr_t)target & (width - 1)) != 0)
+        return fh_set_error(FH_ERR_ALIGN, "%s: target %p is not %u-byte aligned", fn,
+                            target, width);
+    fh_seg_range_t r;
+    if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &r)) != FH_OK)
+        return fh_set_error(rc, "%s: %p is not inside a segment of rank %d", fn, target,
+                            rank);
+    if (rank == fh_rt->rank) {
+        uint64_t old = apply(target, width, op, operand, compare);
+        fh_progress(t);   /* a spin on a local lock must let peers in */
+        if (fetched != NULL)
+            store_fetched(fetched, width, old);
+        return FH_OK;   /* NB: complete, *h is FH_HANDLE_DONE */
+    }
+    fh_path_t *p = t->path;
+    fh_handle_t hh;
+    pthread_mutex_lock(&p->lock);
+    fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &hh);
+    if (s != NULL) {
+        s->ctr.pending = 1;
+        s->peer = rank;
+        s->width = (uint8_t)width;
+        if (nb) {
+            s->fetched = fetched;
+            s->quiet = 1;
+            p->inflight++;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (s == NULL)
+        return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding operations", fn);
+    uint64_t args[REQ_ARGS] = {(uint64_t)(uintptr_t)target, (uint64_t)op, operand, compare,
+                               hh, width};
+    rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0, args,
+                            REQ_ARGS);
+    if (nb && rc == FH_OK) {
+        *h = hh;
+        return FH_OK;
+    }
+    if (rc == FH_OK)
+        rc = fh_wait_ctr(t, &s->ctr);
+    pthread_mutex_lock(&p->lock);
+    uint64_t old = s->result;
+    if (s->quiet) {        /* NB whose request could not be sent */
+        s->quiet = 0;
+        p->inflight--;
+    }
+    fh_ht_free(&p->handles, s);
+    pthread_mutex_unlock(&p->lock);
+    if (rc != FH_OK)
+        return fh_set_error(rc, "%s on rank %d failed: %s", fn, rank, fh_strerror(rc));
+    if (fetched != NULL)
+        store_fetched(fetched, width, old);
+    return FH_OK;
+}
+
 int fh_atomic(int rank, uint64_t *target, fh_atomic_op_t op, uint64_t operand,
               uint64_t compare, uint64_t *fetched)
 {
-    int rc;
-    fh_tls_t *t = fh_enter("fh_atomic", &rc);
-    if (t == NULL)
-        return rc;
-    if ((rc = fh_check_rank("fh_atomic", rank)) != FH_OK)
-        return rc;
-    if ((unsigned)op >= FH_AOP__COUNT)
-        return fh_set_error(FH_ERR_INVALID, "fh_atomic: unknown operation %d", (int)op);
-    if (target == NULL)
-        return fh_set_error(FH_ERR_INVALID, "fh_atomic: NULL target");
-    if ((uintptr_t)target % 8 != 0)
-        return fh_set_error(FH_ERR_ALIGN, "fh_atomic: target %p is not 8-byte aligned",
-                            (void *)target);
-    fh_seg_range_t r;
-    if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, 8, &r)) != FH_OK)
-        return fh_set_error(rc, "fh_atomic: %p is not inside a segment of rank %d",
-                            (void *)target, rank);
-    uint64_t old;
-    if (rank == fh_rt->rank) {
-        old = apply(target, op, operand, compare);
-        fh_progress(t);   /* a spin on a local lock must let peers in */
-    } else {
-        fh_path_t *p = t->path;
-        fh_handle_t h;
-        pthread_mutex_lock(&p->lock);
-        fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &h);
-        if (s != NULL) {
-            s->ctr.pending = 1;
-            s->peer = rank;
-        }
-        pthread_mutex_unlock(&p->lock);
-        if (s == NULL)
-            return fh_set_error(FH_ERR_LIMIT, "fh_atomic: too many outstanding operations");
-        uint64_t args[5] = {(uint64_t)(uintptr_t)target, (uint64_t)op, operand, compare, h};
-        rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0,
-                                args, 5);
-        if (rc == FH_OK)
-            rc = fh_wait_ctr(t, &s->ctr);
-        pthread_mutex_lock(&p->lock);
-        old = s->result;
-        fh_ht_free(&p->handles, s);
-        pthread_mutex_unlock(&p->lock);
-        if (rc != FH_OK)
-            return fh_set_error(rc, "fh_atomic on rank %d failed: %s", rank, fh_strerror(rc));
-        FH_STAT_ADD(p->stats[rank].atomics, 1);
-    }
-    if (fetched != NULL)
-        *fetched = old;
-    return FH_OK;
+    return atomic_op("fh_atomic", rank, target, 8, op, operand, compare, fetched, false,
+                     NULL);
+}
+
+int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op, uint32_t operand,
+                uint32_t compare, uint32_t *fetched)
+{
+    return atomic_op("fh_atomic32", rank, target, 4, op, operand, compare, fetched, false,
+                     NULL);
+}
+
+int fh_atomic_nb(int rank, uint64_t *target, fh_atomic_op_t op, uint64_t operand,
+                 uint64_t compare, uint64_t *fetched, fh_handle_t *h)
+{
+    return atomic_op("fh_atomic_nb", rank, target, 8, op, operand, compare, fetched, true,
+                     h);
+}
+
+int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op, uint32_t operand,
+                   uint32_t compare, uint32_t *fetched, fh_handle_t *h)
+{
+    return atomic_op("fh_atomic32_nb", rank, target, 4, op, operand, compare, fetched, true,
+                     h);
 }

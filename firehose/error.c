@@ -19,7 +19,7 @@ static const struct {
     [9]  = {"FH_ERR_HANDLE", "handle is stale, foreign to this thread, or corrupt"},
     [10] = {"FH_ERR_NO_MEMORY", "out of memory or memory registration failed"},
     [11] = {"FH_ERR_LIMIT", "a configured limit was reached"},
-    [12] = {"FH_ERR_ALIGN", "atomic target is not 8-byte aligned"},
+    [12] = {"FH_ERR_ALIGN", "atomic target is not aligned to its size"},
     [13] = {"FH_ERR_TRANSPORT", "the network reported an error"},
     [14] = {"FH_ERR_PEER_DEAD", "a peer rank exited or became unreachable"},
     [15] = {"FH_ERR_BOOTSTRAP", "job bootstrap (launcher or PMIx exchange) failed"},

@@ -44,6 +44,11 @@ typedef struct fh_hslot {
     uint64_t result;    /* value delivered by a reply (atomics) */
     int      result_ready;
     int      peer;      /* atomics: the only rank whose reply counts */
+    void    *fetched;   /* NB atomics: where the reply's old value goes
+                           (NULL: nowhere), written by the reply handler */
+    uint8_t  width;     /* NB atomics: 4 or 8 (the size of *fetched) */
+    uint8_t  quiet;     /* counted in the path's inflight until the reply
+                           arrives (NB atomics: fh_quiet waits for it) */
 } fh_hslot_t;
 
 #define FH_HT_CHUNK      1024u

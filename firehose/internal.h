@@ -98,7 +98,9 @@ typedef struct fh_path {
     fh_backlog_t *backlog, **backlog_tail;
 
     fh_htable_t handles;
-    uint64_t inflight;        /* all RMA ops posted and not completed */
+    uint64_t inflight;        /* all RMA ops posted and not completed, and
+                                 NB atomics waiting for their reply (what
+                                 fh_quiet waits for) */
 
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     fh_peer_stats_t *stats;   /* [nranks], written under the path lock */

@@ -360,7 +360,9 @@ int fh_quiet(void)
     if (t == NULL)
         return rc;
     fh_path_t *p = t->path;
-    for (;;) {
+    /* p->inflight counts RMA and the replies NB atomics wait for (atomic.c);
+     * the latter need the target's CPU, hence the wait policy. */
+    for (unsigned idle = 0;;) {
         pthread_mutex_lock(&p->lock);
         fh_path_poll_locked(p);
         int done = p->inflight == 0;
@@ -368,6 +370,7 @@ int fh_quiet(void)
         if (done)
             return FH_OK;
         fh_progress(t);
+        fh_wait_idle(&idle);
     }
 }
 

@@ -2,8 +2,8 @@
  * firehose.h -- the public API of the firehose PGAS communication runtime.
  *
  * firehose gives N processes ("ranks") one-sided remote memory access
- * (put/get), active messages, remote atomics and a barrier over RDMA-class
- * networks.  A UPC, Co-Array Fortran or OpenSHMEM runtime is built on this
+ * (put/get), active messages, remote 64- and 32-bit atomics and a barrier
+ * over RDMA-class networks.  A UPC, Co-Array Fortran or OpenSHMEM runtime is built on this
  * header alone; nothing below it (conduit, bootstrap, registration cache) is
  * visible here.
  *
@@ -55,7 +55,7 @@ typedef enum fh_err {
     FH_ERR_HANDLE          = -9,  /* stale, foreign or corrupt fh_handle_t */
     FH_ERR_NO_MEMORY       = -10, /* allocation or registration failed */
     FH_ERR_LIMIT           = -11, /* a configured limit was reached */
-    FH_ERR_ALIGN           = -12, /* atomic target not 8-byte aligned */
+    FH_ERR_ALIGN           = -12, /* atomic target not aligned to its size (8/4) */
     FH_ERR_TRANSPORT       = -13, /* the network reported an error */
     FH_ERR_PEER_DEAD       = -14, /* a peer exited or became unreachable */
     FH_ERR_BOOTSTRAP       = -15, /* launcher / PMIx exchange failed */
@@ -267,17 +267,38 @@ int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank,
                    const void *src, ptrdiff_t src_stride,
                    size_t blksize, size_t count);
 
-/* Blocking memory fence: every put/get (blocking, NB and NBI) this thread
- * issued before it is complete afterwards.  Not handler-safe. */
+/* Blocking memory fence: every put/get (blocking, NB and NBI) and every NB
+ * atomic (fh_atomic_nb, fh_atomic32_nb) this thread issued before it is
+ * complete afterwards: the atomics have taken effect at their targets and
+ * their fetched values are written (OpenSHMEM's shmem_quiet).  It does not
+ * consume handles: each NB handle must still be passed to fh_wait/fh_test/
+ * fh_wait_all (they then report it complete at once).  Not handler-safe. */
 int fh_quiet(void);
 
 /* --------------------------------------------------------------- atomics */
 
-/* Remote atomics on 64-bit integers at an 8-byte aligned address in a
- * segment of `rank`.  All atomics on one location are mutually atomic,
- * whichever rank (or thread) issues them, including the owner.  They are not
- * atomic with respect to plain puts or local stores to the same location.
- * Signed integers use the same operations (two's complement). */
+/* Remote atomics on 64-bit integers at an 8-byte aligned address, or on
+ * 32-bit integers at a 4-byte aligned address (Fortran's atomic_int_kind and
+ * atomic_logical_kind), in a segment of `rank` (the whole 8 or 4 bytes
+ * inside one segment, else FH_ERR_OUT_OF_SEGMENT).  All atomics on one
+ * location are mutually atomic, whichever rank (or thread) issues them,
+ * including the owner.  A 32-bit atomic reads and writes exactly its 4 bytes:
+ * the other half of the 8-byte word it lies in is never touched, so two
+ * 32-bit locations side by side are independent.  Mixing 32- and 64-bit
+ * atomics on overlapping bytes is undefined (a location has one size).
+ * Atomics are not atomic with respect to plain puts or local stores to the
+ * same location.
+ * Signed integers use the same operations (two's complement; 32-bit FETCH_ADD
+ * wraps modulo 2^32).
+ *
+ * Errors, common to all four calls (nothing is sent or changed; for the NB
+ * forms *h is FH_HANDLE_DONE): FH_ERR_RANK; FH_ERR_INVALID for an op outside
+ * the enum, a NULL target or (NB) a NULL h; FH_ERR_ALIGN for a target not
+ * aligned to the operand size; FH_ERR_OUT_OF_SEGMENT; FH_ERR_LIMIT when the
+ * thread has too many operations outstanding; FH_ERR_NOT_INIT,
+ * FH_ERR_IN_HANDLER.  The target validates every request again (width, op,
+ * alignment, segment) and refuses a bad one with an error reply, counted in
+ * its atomics_refused for the sender (see fh_peer_stats_t). */
 typedef enum fh_atomic_op {
     FH_AOP_FETCH = 0,    /* *fetched = *target                           */
     FH_AOP_SET,          /* *target = operand                            */
@@ -290,11 +311,37 @@ typedef enum fh_atomic_op {
     FH_AOP__COUNT
 } fh_atomic_op_t;
 
-/* Blocking: the operation has taken effect at the target on return.
- * fetched may be NULL for ops whose old value is not wanted.
- * Not handler-safe. */
+/* Blocking: the operation has taken effect at the target on return, and
+ * *fetched holds the old value.  fetched may be NULL for ops whose old value
+ * is not wanted.  Thread-safe; not handler-safe. */
 int fh_atomic(int rank, uint64_t *target, fh_atomic_op_t op,
               uint64_t operand, uint64_t compare, uint64_t *fetched);
+/* The same on a 32-bit integer at a 4-byte aligned target.  Blocking;
+ * thread-safe; not handler-safe. */
+int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op,
+                uint32_t operand, uint32_t compare, uint32_t *fetched);
+
+/* Non-blocking atomics with a handle (Co-Array Fortran event posts,
+ * OpenSHMEM's non-blocking AMOs): the request is sent and the call returns
+ * without waiting for the target (it may block only for flow control, like
+ * an AM request, polling meanwhile).  Handles follow the rules of
+ * fh_put_nb: owned by the calling thread, consumed when fh_wait/fh_test/
+ * fh_wait_all reports them complete, FH_HANDLE_DONE when the operation
+ * completed at initiation (a target on one's own rank).  The operation is
+ * complete -- taken effect at the target and, when fetched is not NULL, the
+ * old value written to *fetched -- once fh_wait/fh_wait_all returns FH_OK,
+ * fh_test returns FH_OK, or fh_quiet returns.  Until then *fetched must not
+ * be read and must stay valid (like a get's destination); it is written at
+ * most once, and not at all if the operation fails (the failure -- e.g. the
+ * target refusing the request -- is the status fh_wait/fh_test return).
+ * No order holds between incomplete atomics, even to one location (each is
+ * still atomic).  Thread-safe; not handler-safe. */
+int fh_atomic_nb(int rank, uint64_t *target, fh_atomic_op_t op,
+                 uint64_t operand, uint64_t compare, uint64_t *fetched,
+                 fh_handle_t *h);
+int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op,
+                   uint32_t operand, uint32_t compare, uint32_t *fetched,
+                   fh_handle_t *h);
 
 /* ----------------------------------------------------- sync and progress */
 
@@ -377,7 +424,11 @@ int fh_config_size(const char *name, size_t *value);
  *                          sender, an unregistered handler, a long payload
  *                          outside our segments (docs/security.md); the
  *                          own row (total) also counts packets that came
- *                          from outside the job */
+ *                          from outside the job
+ *   atomics_refused        the peer's atomic requests we refused with an
+ *                          error reply: unknown op or width, a 32-bit
+ *                          operand over 32 bits, misaligned, outside our
+ *                          segments (a correct initiator never sends them) */
 typedef struct fh_peer_stats {
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
@@ -392,6 +443,7 @@ typedef struct fh_peer_stats {
     uint64_t reg_invalidations, reg_revokes_sent, reg_revoked;
     uint64_t reg_revoked_busy;
     uint64_t am_dropped;
+    uint64_t atomics_refused;
 } fh_peer_stats_t;
 
 /* Counters for `rank` (this rank gives the local totals).  Thread-safe,

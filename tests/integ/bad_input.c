@@ -9,8 +9,11 @@
  * nargs > FH_AM_MAX_ARGS, replies outside a handler, garbage handles,
  * FH_MAX_SEGMENTS, calls before fh_init and after fh_finalize, fh_init twice;
  * fh_strerror / fh_err_name for every code; fh_last_error names the failing
- * function.  Afterwards the per-peer counters (puts, gets, AMs, atomics) and
- * the peer's memory must be unchanged.
+ * function.  The atomics (fh_atomic, fh_atomic32 and their _nb forms) with a
+ * bad rank, NULL target, misaligned target (8- and 4-byte rules), bad op,
+ * out of segment, NULL handle pointer: the NB forms leave *h FH_HANDLE_DONE.
+ * Afterwards the per-peer counters (puts, gets, AMs, atomics) and the peer's
+ * memory must be unchanged.
  */
 #include "testutil.h"
 
@@ -130,6 +133,10 @@ static void not_init_calls(int exp, const char *when)
     RC(fh_get_strided(buf, 8, 0, &v, 0, 8, 2), exp);
     RC(fh_quiet(), exp);
     RC(fh_atomic(0, buf, FH_AOP_FETCH, 0, 0, &v), exp);
+    uint32_t v32 = 0;
+    RC(fh_atomic32(0, (uint32_t *)buf, FH_AOP_FETCH, 0, 0, &v32), exp);
+    RC(fh_atomic_nb(0, buf, FH_AOP_FETCH, 0, 0, &v, &h), exp);
+    RC(fh_atomic32_nb(0, (uint32_t *)buf, FH_AOP_FETCH, 0, 0, &v32, &h), exp);
     RC(fh_barrier(), exp);
     last_error_names("fh_barrier");
     RC(fh_poll(), exp);
@@ -179,12 +186,14 @@ int main(int argc, char **argv)
     CHECK(psz == SEGSZ, "fh_segment_query", "size: expected %d, saw %zu",
           SEGSZ, psz);
     memset(lb, 0x3C, SEGSZ);
+    uint32_t *mine32 = lb;
     CHECK_OK(fh_barrier());
     fh_peer_stats_t st0, st1;
     CHECK_OK(fh_stats_peer(peer, &st0));
 
     uint8_t src[64] = {1, 2, 3}, *heap = malloc(4096);
     uint64_t v = 0, args[FH_AM_MAX_ARGS + 4] = {0};
+    uint32_t v32 = 0;
     fh_handle_t h = FH_HANDLE_DONE;
     int badr[] = {-1, N, INT_MAX, INT_MIN};
 
@@ -203,6 +212,16 @@ int main(int argc, char **argv)
         RC(fh_get_strided(src, 8, r, pb, 8, 4, 2), FH_ERR_RANK);
         RC(fh_atomic(r, (uint64_t *)pb, FH_AOP_FETCH, 0, 0, &v), FH_ERR_RANK);
         if (i == 0) last_error_names("fh_atomic");
+        RC(fh_atomic32(r, (uint32_t *)pb, FH_AOP_FETCH, 0, 0, &v32), FH_ERR_RANK);
+        if (i == 0) last_error_names("fh_atomic32");
+        h = 12345;
+        RC(fh_atomic_nb(r, (uint64_t *)pb, FH_AOP_FETCH, 0, 0, &v, &h), FH_ERR_RANK);
+        SOFT(h == FH_HANDLE_DONE, "fh_atomic_nb(bad rank): *h not FH_HANDLE_DONE");
+        if (i == 0) last_error_names("fh_atomic_nb");
+        h = 12345;
+        RC(fh_atomic32_nb(r, (uint32_t *)pb, FH_AOP_FETCH, 0, 0, &v32, &h), FH_ERR_RANK);
+        SOFT(h == FH_HANDLE_DONE, "fh_atomic32_nb(bad rank): *h not FH_HANDLE_DONE");
+        if (i == 0) last_error_names("fh_atomic32_nb");
         RC(fh_am_request_short(r, H_OK, args, 1), FH_ERR_RANK);
         if (i == 0) last_error_names("fh_am_request_short");
         RC(fh_am_request_medium(r, H_OK, src, 8, args, 1), FH_ERR_RANK);
@@ -211,7 +230,7 @@ int main(int argc, char **argv)
         RC(fh_stats_peer(r, &st1), FH_ERR_RANK);
     }
     TU_SAY("bad_input: invalid ranks (-1, N, INT_MAX, INT_MIN) -> "
-           "FH_ERR_RANK for all 14 rank-taking calls\n");
+           "FH_ERR_RANK for all 17 rank-taking calls\n");
 
     /* ---------------------------------------------------- NULL */
     RC(fh_put(peer, pb, NULL, 8), FH_ERR_INVALID);
@@ -303,6 +322,23 @@ int main(int argc, char **argv)
        FH_ERR_OUT_OF_SEGMENT);
     RC(fh_atomic(peer, (uint64_t *)pb - 1, FH_AOP_SET, 1, 0, NULL),
        FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic32(peer, (uint32_t *)(pb + SEGSZ), FH_AOP_SET, 1, 0, NULL),
+       FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic32(peer, (uint32_t *)pb - 1, FH_AOP_SET, 1, 0, NULL),
+       FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic32(peer, (uint32_t *)heap, FH_AOP_SET, 1, 0, NULL),
+       FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic_nb(peer, (uint64_t *)(pb + SEGSZ), FH_AOP_SET, 1, 0, NULL, &h),
+       FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic32_nb(peer, (uint32_t *)(pb + SEGSZ), FH_AOP_SET, 1, 0, NULL, &h),
+       FH_ERR_OUT_OF_SEGMENT);
+    RC(fh_atomic32_nb(peer, (uint32_t *)pb - 1, FH_AOP_SET, 1, 0, NULL, &h),
+       FH_ERR_OUT_OF_SEGMENT);
+    /* the last 4 bytes are a 32-bit target, never a 64-bit one */
+    RC(fh_atomic(peer, (uint64_t *)(pb + SEGSZ - 4), FH_AOP_FETCH, 0, 0, &v),
+       FH_ERR_ALIGN);
+    RC(fh_atomic32(peer, (uint32_t *)(pb + SEGSZ - 2), FH_AOP_FETCH, 0, 0, &v32),
+       FH_ERR_ALIGN);
     RC(fh_am_request_long(peer, H_OK, src, 8, pb + SEGSZ - 4, args, 1),
        FH_ERR_OUT_OF_SEGMENT);
     RC(fh_am_request_long(peer, H_OK, src, 8, heap, args, 1),
@@ -320,6 +356,49 @@ int main(int argc, char **argv)
        FH_ERR_INVALID);
     RC(fh_atomic(peer, (uint64_t *)pb, (fh_atomic_op_t)-3, 1, 0, &v),
        FH_ERR_INVALID);
+    /* 32-bit: 4-byte alignment (offset 4 is fine, 1..3 are not) */
+    for (int m = 1; m < 4; m++) {
+        RC(fh_atomic32(peer, (uint32_t *)(pb + m), FH_AOP_FETCH_ADD, 1, 0, &v32),
+           FH_ERR_ALIGN);
+        if (m == 1) last_error_names("fh_atomic32");
+        h = 12345;
+        RC(fh_atomic32_nb(peer, (uint32_t *)(pb + m), FH_AOP_FETCH_ADD, 1, 0, &v32, &h),
+           FH_ERR_ALIGN);
+        SOFT(h == FH_HANDLE_DONE, "fh_atomic32_nb(misaligned): *h not FH_HANDLE_DONE");
+    }
+    for (int m = 1; m < 8; m++) {
+        h = 12345;
+        RC(fh_atomic_nb(peer, (uint64_t *)(pb + m), FH_AOP_FETCH_ADD, 1, 0, &v, &h),
+           FH_ERR_ALIGN);
+        SOFT(h == FH_HANDLE_DONE, "fh_atomic_nb(misaligned): *h not FH_HANDLE_DONE");
+    }
+    last_error_names("fh_atomic_nb");
+    fh_atomic_op_t badop[] = {FH_AOP__COUNT, (fh_atomic_op_t)-3, (fh_atomic_op_t)1000};
+    for (size_t i = 0; i < sizeof badop / sizeof badop[0]; i++) {
+        RC(fh_atomic32(peer, (uint32_t *)pb, badop[i], 1, 0, &v32), FH_ERR_INVALID);
+        RC(fh_atomic_nb(peer, (uint64_t *)pb, badop[i], 1, 0, &v, &h), FH_ERR_INVALID);
+        RC(fh_atomic32_nb(peer, (uint32_t *)pb, badop[i], 1, 0, &v32, &h),
+           FH_ERR_INVALID);
+    }
+    /* NULL target (also outside every segment: INVALID is documented) */
+    RC(fh_atomic(peer, NULL, FH_AOP_FETCH, 0, 0, &v), FH_ERR_INVALID);
+    RC(fh_atomic32(peer, NULL, FH_AOP_FETCH, 0, 0, &v32), FH_ERR_INVALID);
+    last_error_names("fh_atomic32");
+    RC(fh_atomic_nb(peer, NULL, FH_AOP_FETCH, 0, 0, &v, &h), FH_ERR_INVALID);
+    RC(fh_atomic32_nb(peer, NULL, FH_AOP_FETCH, 0, 0, &v32, &h), FH_ERR_INVALID);
+    /* NULL handle pointer, to a peer and to ourselves */
+    RC(fh_atomic_nb(peer, (uint64_t *)pb, FH_AOP_FETCH, 0, 0, &v, NULL), FH_ERR_INVALID);
+    last_error_names("fh_atomic_nb");
+    RC(fh_atomic32_nb(peer, (uint32_t *)pb, FH_AOP_FETCH, 0, 0, &v32, NULL),
+       FH_ERR_INVALID);
+    last_error_names("fh_atomic32_nb");
+    RC(fh_atomic_nb(me, (uint64_t *)mine32, FH_AOP_SET, 7, 0, NULL, NULL),
+       FH_ERR_INVALID);
+    RC(fh_atomic32_nb(me, mine32, FH_AOP_SET, 7, 0, NULL, NULL), FH_ERR_INVALID);
+    SOFT(mine32[0] == 0x3C3C3C3Cu && mine32[1] == 0x3C3C3C3Cu, "fh_atomic*_nb(NULL h) "
+         "on self changed memory: 0x%x 0x%x", mine32[0], mine32[1]);
+    TU_SAY("bad_input: atomics (64/32-bit, blocking/NB): misaligned -> "
+           "FH_ERR_ALIGN, bad op / NULL target / NULL handle -> FH_ERR_INVALID\n");
 
     /* ---------------------------------------------------- AM */
     size_t mm = fh_am_max_medium(), ml = fh_am_max_long();

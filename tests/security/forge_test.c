@@ -18,6 +18,13 @@
  *             replies for every handle the victim's path can have handed
  *             out (generations 1..4, slots 0..15): the victim's atomic must
  *             return rank 2's real value, never the forged one.
+ *   atomic requests  honest about their sender but malformed: a width
+ *             other than 4 or 8, a 32-bit operand or compare over 32 bits,
+ *             an unknown op, an address misaligned for its width or outside
+ *             the segment, an extra argument: each answered with the
+ *             matching error, counted in the victim's atomics_refused for
+ *             rank 0 (exactly), the victim's word unchanged; then a valid
+ *             32-bit FETCH_ADD changes only its half of the word.
  *   raw (ofi) straight onto the victim's service endpoint, bypassing the
  *             conduit's own sender: a runt (3 bytes), a message with a
  *             wrong token of odd length, a 60,001-byte message (landing at
@@ -146,6 +153,76 @@ static void forge_raw_ofi(void)
     send_ofi_bytes(msg, sizeof msg);
 }
 
+/* An atomic request with hand-made arguments (a[4] becomes the handle),
+ * sent honestly from our path and waited on like fh_atomic; returns the
+ * target's status, *old the value it replied. */
+static int raw_atomic(int rank, uint64_t *a, unsigned na, uint64_t *old)
+{
+    fh_tls_t *t = fh_tls();
+    fh_path_t *p = t->path;
+    fh_handle_t h;
+    pthread_mutex_lock(&p->lock);
+    fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &h);
+    CHECK(s != NULL, "raw atomic", "a handle slot");
+    s->ctr.pending = 1;
+    s->peer = rank;
+    s->width = 8;
+    pthread_mutex_unlock(&p->lock);
+    a[4] = h;
+    int rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0, a, na);
+    CHECK(rc == FH_OK, "raw atomic", "sent, saw %s", fh_strerror(rc));
+    rc = fh_wait_ctr(t, &s->ctr);
+    pthread_mutex_lock(&p->lock);
+    *old = s->result;
+    fh_ht_free(&p->handles, s);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+#define AWORD 0x1111111122222222ull
+
+static void forge_atomic_requests(uint64_t *r1, unsigned *nrefused)
+{
+    uint64_t w = (uint64_t)(uintptr_t)&r1[8];
+    struct { uint64_t addr, op, operand, compare, width; unsigned na; int want; } c[] = {
+        {w, FH_AOP_FETCH_ADD, 1, 0, 3, 6, FH_ERR_INVALID},
+        {w, FH_AOP_FETCH_ADD, 1, 0, 16, 6, FH_ERR_INVALID},
+        {w, FH_AOP_FETCH_ADD, 1, 0, 0, 6, FH_ERR_INVALID},
+        {w, FH_AOP_FETCH_ADD, 1ull << 32, 0, 4, 6, FH_ERR_INVALID},
+        {w, FH_AOP_CSWAP, 5, 0x122222222ull, 4, 6, FH_ERR_INVALID},
+        {w, FH_AOP__COUNT, 1, 0, 8, 6, FH_ERR_INVALID},
+        {w, FH_AOP__COUNT, 1, 0, 4, 6, FH_ERR_INVALID},
+        {w, FH_AOP_FETCH_ADD, 1, 0, 4, 7, FH_ERR_INVALID},     /* extra argument */
+        {w, FH_AOP_FETCH_ADD, 1, 0, 4, 5, FH_ERR_INVALID},     /* no width */
+        {w + 2, FH_AOP_FETCH_ADD, 1, 0, 4, 6, FH_ERR_ALIGN},
+        {w + 4, FH_AOP_FETCH_ADD, 1, 0, 8, 6, FH_ERR_ALIGN},
+        {(uint64_t)(uintptr_t)r1 + 4096, FH_AOP_SET, 1, 0, 4, 6, FH_ERR_OUT_OF_SEGMENT},
+        {(uint64_t)(uintptr_t)r1 - 4, FH_AOP_SET, 1, 0, 4, 6, FH_ERR_OUT_OF_SEGMENT},
+    };
+    unsigned n = (unsigned)(sizeof c / sizeof c[0]);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t a[7] = {c[i].addr, c[i].op, c[i].operand, c[i].compare, 0, c[i].width, 0};
+        uint64_t old = 0;
+        int rc = raw_atomic(1, a, c[i].na, &old);
+        CHECK(rc == c[i].want, "malformed atomic request",
+              "case %u (width %llu, op %llu, %u args): %s, saw %s", i,
+              (unsigned long long)c[i].width, (unsigned long long)c[i].op, c[i].na,
+              fh_err_name(c[i].want), fh_err_name(rc));
+    }
+    *nrefused = n;
+    uint64_t v = 0;
+    CHECK_RC(fh_get(&v, 1, &r1[8], 8), FH_OK);
+    CHECK(v == AWORD, "malformed atomic request", "the word unchanged (0x%llx), saw 0x%llx",
+          (unsigned long long)AWORD, (unsigned long long)v);
+    /* valid, 32-bit, on the low half (little-endian: the 0x22222222 half) */
+    uint64_t a[6] = {w, FH_AOP_FETCH_ADD, 1, 0, 0, 4}, old = 0;
+    CHECK_RC(raw_atomic(1, a, 6, &old), FH_OK);
+    CHECK_RC(fh_get(&v, 1, &r1[8], 8), FH_OK);
+    CHECK(old == 0x22222222u && v == AWORD + 1, "32-bit atomic request",
+          "old 0x22222222 and word 0x%llx, saw 0x%llx and 0x%llx",
+          (unsigned long long)(AWORD + 1), (unsigned long long)old, (unsigned long long)v);
+}
+
 static void victim_atomic(uint64_t *target)
 {
     uint64_t got = 0;
@@ -167,7 +244,9 @@ int main(int argc, char **argv)
     uint64_t *mine;
     CHECK_RC(fh_segment_create(4096, &seg, (void **)&mine), FH_OK);
     mine[0] = me == 2 ? ATOM_VAL : 0;
-    uint64_t *r2;
+    mine[8] = AWORD;
+    uint64_t *r1, *r2;
+    CHECK_RC(fh_segment_query(seg, 1, (void **)&r1, NULL), FH_OK);
     CHECK_RC(fh_segment_query(seg, 2, (void **)&r2, NULL), FH_OK);
     const int ofi = fh_rt->cops == &fh_conduit_ofi;
     CHECK_RC(fh_barrier(), FH_OK);
@@ -229,6 +308,24 @@ int main(int argc, char **argv)
                     m.args[2] = FH_OK;
                     send_raw_am(&fh_rt->paths[0], 1, path, &m);
                 }
+    }
+    CHECK_RC(fh_barrier(), FH_OK);
+
+    /* malformed atomic requests: the victim answers them from its barrier */
+    unsigned nrefused = 0;
+    if (me == 0)
+        forge_atomic_requests(r1, &nrefused);
+    CHECK_RC(fh_allgather(&nrefused, paths, sizeof nrefused), FH_OK);
+    if (me == 1) {
+        fh_peer_stats_t s0, s2;
+        CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
+        CHECK_RC(fh_stats_peer(2, &s2), FH_OK);
+        CHECK(s0.atomics_refused == (uint64_t)paths[0] && s2.atomics_refused == 0,
+              "atomics_refused", "%d from rank 0 and 0 from rank 2, saw %llu and %llu",
+              paths[0], (unsigned long long)s0.atomics_refused,
+              (unsigned long long)s2.atomics_refused);
+        TU_LOG("REFUSED %llu malformed atomic requests from rank 0\n",
+               (unsigned long long)s0.atomics_refused);
     }
     CHECK_RC(fh_barrier(), FH_OK);
 
