@@ -6,11 +6,23 @@
 # CAF / CAFRUN override the wrappers (e.g. caf.openmpi / cafrun.openmpi).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$here/../../_build}
+# Default build: the current directory when it is one (make check runs
+# tests from the top build directory), else _build next to the sources.
+if [ $# -ge 1 ]; then build=$1
+elif [ -x ./caf/caf ]; then build=.
+else build=$here/../../_build
+fi
+user_caf=${CAF:-}
 CAF=${CAF:-$build/caf/caf}
 CAFRUN=${CAFRUN:-$build/caf/cafrun}
 NP=${NP:-"1 2 3 4"}
 : "${FI_TCP_IFACE:=lo}"; export FI_TCP_IFACE
+if [ -z "$user_caf" ]; then
+    fc=$(sed -n 's/^fc=\${FH_CAF_FC:-\(.*\)}$/\1/p' "$CAF" 2>/dev/null)
+    if ! command -v "${FH_CAF_FC:-${fc:-gfortran}}" >/dev/null 2>&1; then
+        echo "SKIP: no Fortran compiler (${FH_CAF_FC:-${fc:-gfortran}})"; exit 77
+    fi
+fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
