@@ -4,6 +4,9 @@
 ! left-hand side reallocated to the remote shape, vector subscripts,
 ! image-to-image assignment (sendget_by_ref), kind conversion, and
 ! ALLOCATED of a remote component (is_present).
+! OpenCoarrays 2.10 (caf.openmpi) passes every read here on 2..4 images,
+! and stops at the first write into an allocated remote component
+! (send_by_ref: "unable to allocate memory on remote image").
 program caf_ref_alloc
   implicit none
   type box

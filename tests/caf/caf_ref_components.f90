@@ -3,6 +3,10 @@
 ! send_by_ref when the type has an allocatable component): scalar and array
 ! components, nested types, arrays of derived type, sections with negative
 ! strides, kind conversion, and this image as the target.
+! Checked against the local (non-coindexed) expressions: OpenCoarrays 2.10
+! (caf.openmpi) gets y(:)[p]%i, y(4:0:-2)[p]%i and y(2)[p]%n(:)%d wrong
+! (wrong elements, garbage) and stops at x[p]%r(10:2:-4) = ... ("extent out
+! of range" / "unable to allocate memory on remote image").
 program caf_ref_components
   implicit none
   type inner

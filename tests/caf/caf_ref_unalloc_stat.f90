@@ -2,7 +2,10 @@
 ! that is not allocated on the target image, with STAT= in the image
 ! selector (F2018; gfortran 12 passes it to get_by_ref): STAT= is nonzero
 ! and the program goes on; a subscript outside the remote bounds likewise;
-! a good read sets STAT= to 0.
+! a good read sets STAT= to 0.  Both errors are program errors the
+! standard does not require a processor to detect; libcaf_firehose reports
+! them (OpenCoarrays 2.10 sets STAT= for the unallocated component but
+! aborts in MPI_Get on the subscript out of bounds).
 program caf_ref_unalloc_stat
   implicit none
   type t
