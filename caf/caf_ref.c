@@ -352,9 +352,9 @@ static bool walk(walk_t *w, caf_token_t token, int image_index,
     w->rank = caf_target(image_index, w->stat, NULL, 0, w->stmt, false);
     if (w->rank < 0)
         return false;
-    if (!t->symmetric || t->size == 0)
-        caf_fatal(w->stmt, "coindexed reference through a coarray that is "
-                  "not allocated");
+    if (!t->symmetric)
+        caf_fatal(w->stmt, "coindexed reference through a token that is "
+                  "not a coarray's");
     w->l.base = caf_remote(t, w->rank, 0);
     w->l.esz = t->size;
     w->l.rank = 0;
