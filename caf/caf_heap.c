@@ -298,6 +298,11 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
     *token = t;
     if (desc != NULL)
         desc->base_addr = t->local;
+    /* The descriptor of an allocatable array coarray lives as long as the
+     * coarray (gfortran's static or saved variable); a reference chain of
+     * the *_by_ref calls starts from it (caf_ref.c). */
+    if (type == CAF_REGTYPE_COARRAY_ALLOC && desc != NULL && desc->dtype.rank > 0)
+        t->desc = desc;
     /* ALLOCATE of a coarray synchronizes all images (F2018 9.7.1.2). */
     if (type == CAF_REGTYPE_COARRAY_ALLOC || type == CAF_REGTYPE_LOCK_ALLOC ||
         type == CAF_REGTYPE_EVENT_ALLOC) {

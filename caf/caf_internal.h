@@ -135,6 +135,9 @@ typedef struct caf_tok {
     size_t size;            /* bytes (0: no memory yet) */
     char *local;            /* this image's memory (bases[rank] + off) */
     bool symmetric;         /* in the symmetric part */
+    gfc_descriptor_t *desc; /* an allocatable array coarray's descriptor
+                               (this image's; the bounds are the same on
+                               every image), for the *_by_ref calls */
 } caf_tok_t;
 #define CAF_TOK_MAGIC 0xcaf70ce5u
 
