@@ -6,15 +6,13 @@
  * atomics are mutually atomic with each other only, never with plain loads
  * and stores, so one plain access would break the others.
  *
- * Atomic variables of 8 bytes map to one fh_atomic.  Smaller ones (gfortran
- * 12 accepts only ATOMIC_INT_KIND = ATOMIC_LOGICAL_KIND = 4) live inside the
+ * Atomic variables of 4 bytes (gfortran 12 accepts only ATOMIC_INT_KIND =
+ * ATOMIC_LOGICAL_KIND = 4) map to one fh_atomic32, of 8 bytes to one
+ * fh_atomic.  Kinds 1 and 2 (no compiler emits them today) live inside the
  * enclosing aligned 64-bit word (coarrays start 64-byte aligned, so that
  * word is in the segment): AND/OR/XOR become one fh_atomic with the operand
- * shifted (and AND's mask filled with ones), ADD to the upper half is one
- * FETCH_ADD (the carry leaves the word), everything else is a CSWAP loop on
- * the word.  TODO: switch 4-byte variables to fh_atomic32 once the atomic32
- * branch is merged (one operation instead of a loop; still mutually atomic
- * with fh_atomic only if firehose says so -- check before mixing).
+ * shifted (and AND's mask filled with ones), everything else is a CSWAP
+ * loop on the word.  A variable is always accessed with the same width.
  *
  * Locks, CRITICAL and events use one 64-bit word per variable (caf_heap.c):
  *   lock/critical: 0 unlocked, else the holder's rank + 1 (CSWAP);
@@ -52,6 +50,29 @@ static bool amo(int rank, uint64_t *addr, fh_atomic_op_t op, uint64_t operand,
         return true;
     if (caf.status[rank] == CAF_IMG_FAILED) {
         caf_error(stat, errmsg, errmsg_len, CAF_STAT_FAILED_IMAGE, stmt,
+                  "image %d has failed", rank + 1);
+        return false;
+    }
+    caf_fatal(stmt, "atomic operation on image %d: %s", rank + 1,
+              fh_strerror(rc));
+}
+
+/* fh_atomic32 on a 4-byte variable, errors as in amo. */
+static bool amo32(int rank, uint64_t *word, unsigned shift, fh_atomic_op_t op,
+                  uint64_t operand, uint64_t compare, uint64_t *fetched,
+                  int *stat, const char *stmt)
+{
+    uint32_t *addr = (uint32_t *)(void *)((char *)word + shift / 8);
+    uint32_t f = 0;
+    int rc = fh_atomic32(rank, addr, op, (uint32_t)operand, (uint32_t)compare,
+                         &f);
+    if (rc == FH_OK) {
+        if (fetched)
+            *fetched = f;
+        return true;
+    }
+    if (caf.status[rank] == CAF_IMG_FAILED) {
+        caf_error(stat, NULL, 0, CAF_STAT_FAILED_IMAGE, stmt,
                   "image %d has failed", rank + 1);
         return false;
     }
@@ -162,6 +183,8 @@ void _gfortran_caf_atomic_define(caf_token_t token, size_t offset,
     uint64_t v = load_val(value, kind), old;
     bool ok = kind == 8
         ? amo(rank, w.word, FH_AOP_SET, v, 0, NULL, stat, NULL, 0, stmt)
+        : kind == 4
+        ? amo32(rank, w.word, w.shift, FH_AOP_SET, v, 0, NULL, stat, stmt)
         : update(rank, &w, UPD_SET, v, 0, &old, stat, stmt);
     if (ok)
         caf_ok(stat);
@@ -179,6 +202,13 @@ void _gfortran_caf_atomic_ref(caf_token_t token, size_t offset,
     if (rank < 0 || !locate(&w, t, rank, offset, kind, stat, stmt))
         return;
     uint64_t cur;
+    if (kind == 4) {
+        if (!amo32(rank, w.word, w.shift, FH_AOP_FETCH, 0, 0, &cur, stat, stmt))
+            return;
+        store_val(value, cur, kind);
+        caf_ok(stat);
+        return;
+    }
     if (!amo(rank, w.word, FH_AOP_FETCH, 0, 0, &cur, stat, NULL, 0, stmt))
         return;
     store_val(value, (cur >> w.shift) & w.mask, kind);
@@ -199,6 +229,8 @@ void _gfortran_caf_atomic_cas(caf_token_t token, size_t offset,
     uint64_t cmp = load_val(compare, kind), nv = load_val(new_val, kind), o;
     bool ok = kind == 8
         ? amo(rank, w.word, FH_AOP_CSWAP, nv, cmp, &o, stat, NULL, 0, stmt)
+        : kind == 4
+        ? amo32(rank, w.word, w.shift, FH_AOP_CSWAP, nv, cmp, &o, stat, stmt)
         : update(rank, &w, UPD_CAS, nv, cmp, &o, stat, stmt);
     if (!ok)
         return;
@@ -225,7 +257,12 @@ void _gfortran_caf_atomic_op(int op, caf_token_t token, size_t offset,
         return;
     uint64_t v = load_val(value, kind) & w.mask, o = 0;
     bool ok;
-    if (op == OP_ADD && kind != 8 && w.shift + 8 * (unsigned)kind != 64) {
+    if (kind == 4) {
+        fh_atomic_op_t fop = op == OP_ADD ? FH_AOP_FETCH_ADD
+                           : op == OP_AND ? FH_AOP_FETCH_AND
+                           : op == OP_OR ? FH_AOP_FETCH_OR : FH_AOP_FETCH_XOR;
+        ok = amo32(rank, w.word, w.shift, fop, v, 0, &o, stat, stmt);
+    } else if (op == OP_ADD && kind != 8 && w.shift + 8 * (unsigned)kind != 64) {
         /* A carry would spill into the neighbours: loop. */
         ok = update(rank, &w, UPD_ADD, v, 0, &o, stat, stmt);
     } else {
