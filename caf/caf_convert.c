@@ -192,10 +192,14 @@ void caf_layout_desc(caf_layout_t *l, const gfc_descriptor_t *d, char *base)
     l->base = base ? base : d->base_addr;
     l->esz = d->dtype.elem_len;
     l->rank = d->dtype.rank;
+    /* Strides count units of `span` bytes: the element size, except for a
+     * component of an array of derived type (`a(:)%i`: span is the size of
+     * the derived type). */
+    ptrdiff_t unit = d->span > 0 ? d->span : (ptrdiff_t)l->esz;
     for (int i = 0; i < l->rank; i++) {
         ptrdiff_t ext = d->dim[i].ubound - d->dim[i].lbound + 1;
         l->dim[i].n = ext > 0 ? (size_t)ext : 0;
-        l->dim[i].step = d->dim[i].stride * (ptrdiff_t)l->esz;
+        l->dim[i].step = d->dim[i].stride * unit;
         l->dim[i].offs = NULL;
     }
 }

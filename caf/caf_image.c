@@ -24,6 +24,18 @@ caf_state_t caf;
 
 static char caf_errbuf[512];
 
+/* libgfortran's FLUSH; NULL flushes every unit.  Before an error
+ * termination (fh_abort ends the process with _exit), what the program
+ * printed must leave libgfortran's buffers, or a "FAIL ..." line printed
+ * just before ERROR STOP is lost. */
+extern void _gfortran_flush_i4(int32_t *unit);
+
+static void flush_all(void)
+{
+    _gfortran_flush_i4(NULL);
+    fflush(stdout);
+}
+
 void caf_set_errmsg(char *errmsg, size_t len, const char *msg)
 {
     if (errmsg == NULL || len == 0)
@@ -55,6 +67,7 @@ void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
     char msg[700];
     snprintf(msg, sizeof msg, "caf: image %d: %s: %s", my_image(), stmt,
              caf_errbuf);
+    flush_all();
     fprintf(stderr, "%s\n", msg);
     fflush(stderr);
     fh_abort(1, msg);
@@ -250,9 +263,9 @@ int _gfortran_caf_num_images(int distance, int failed)
 static void print_stop(const char *what, const char *str, size_t len,
                        bool quiet)
 {
+    flush_all();
     if (quiet)
         return;
-    fflush(stdout);
     if (str != NULL)
         fprintf(stderr, "%s %.*s\n", what, (int)len, str);
     else
@@ -262,8 +275,8 @@ static void print_stop(const char *what, const char *str, size_t len,
 
 void _gfortran_caf_stop_numeric(int code, bool quiet)
 {
+    flush_all();
     if (!quiet) {
-        fflush(stdout);
         fprintf(stderr, "STOP %d\n", code);
     }
     /* The exit status of a job that stops normally is 0 whatever the
@@ -288,8 +301,8 @@ void _gfortran_caf_error_stop_str(const char *str, size_t len, bool quiet)
 
 void _gfortran_caf_error_stop(int code, bool quiet)
 {
+    flush_all();
     if (!quiet) {
-        fflush(stdout);
         fprintf(stderr, "ERROR STOP %d\n", code);
         fflush(stderr);
     }
@@ -301,7 +314,7 @@ void _gfortran_caf_error_stop(int code, bool quiet)
 
 void _gfortran_caf_fail_image(void)
 {
-    fflush(stdout);
+    flush_all();
     fh_quiet();
     announce(CAF_IMG_FAILED);
     /* A failed image does nothing more but keep its process (and so the
@@ -383,11 +396,61 @@ void _gfortran_caf_stopped_images(gfc_descriptor_t *array, caf_team_t *team,
     list_images(array, kind, CAF_IMG_STOPPED, "STOPPED_IMAGES");
 }
 
-/* libgfortran's RANDOM_INIT; its third argument is the image index. */
+/* RANDOM_INIT (F2018 16.9.155).  libgfortran's own routine seeds one
+ * process: a fixed seed (repeatable) or one from the operating system.  The
+ * images then make it what the standard asks:
+ *   repeatable, image_distinct:  the fixed seed mixed with the image index;
+ *   repeatable, not distinct:    the fixed seed as is (the same everywhere);
+ *   not repeatable, distinct:    the system's seed (differs per image);
+ *   not repeatable, not distinct: image 1's system seed, broadcast. */
 extern void _gfortran_random_init(int repeatable, int image_distinct,
-                                  int this_image);
+                                  int image_num);
+extern void _gfortran_random_seed_i4(int32_t *size, gfc_descriptor_t *put,
+                                     gfc_descriptor_t *get);
+
+static void seed_desc(caf_desc_storage_t *s, int32_t *seed, int32_t n)
+{
+    memset(s, 0, sizeof *s);
+    s->d.base_addr = seed;
+    s->d.offset = (size_t)-1;
+    s->d.dtype.elem_len = 4;
+    s->d.dtype.rank = 1;
+    s->d.dtype.type = CAF_BT_INTEGER;
+    s->d.span = 4;
+    s->d.dim[0].stride = 1;
+    s->d.dim[0].lbound = 1;
+    s->d.dim[0].ubound = n;
+}
 
 void _gfortran_caf_random_init(bool repeatable, bool image_distinct)
 {
-    _gfortran_random_init(repeatable, image_distinct, caf_team_this_image());
+    /* Its third argument must be 0: libgfortran 12 stops past 2. */
+    _gfortran_random_init(repeatable, image_distinct, 0);
+    if (repeatable != image_distinct)
+        return;
+    int32_t n = 0;
+    _gfortran_random_seed_i4(&n, NULL, NULL);
+    if (n <= 0)
+        return;
+    int32_t *seed = calloc((size_t)n, sizeof *seed);
+    if (seed == NULL)
+        caf_fatal("RANDOM_INIT", "out of memory");
+    caf_desc_storage_t d;
+    seed_desc(&d, seed, n);
+    _gfortran_random_seed_i4(NULL, NULL, &d.d);
+    if (repeatable) {
+        uint64_t x = (uint64_t)caf_team_this_image() * 0x9e3779b97f4a7c15ull;
+        for (int32_t i = 0; i < n; i++) {
+            x ^= x >> 29;
+            x *= 0xbf58476d1ce4e5b9ull;
+            seed[i] ^= (int32_t)(uint32_t)(x >> 32) | 1;
+        }
+    } else {
+        int st = 0;
+        _gfortran_caf_co_broadcast(&d.d, 1, &st, NULL, 0);
+        if (st != 0)
+            caf_fatal("RANDOM_INIT", "broadcasting the seed failed (stat %d)", st);
+    }
+    _gfortran_random_seed_i4(NULL, &d.d, NULL);
+    free(seed);
 }

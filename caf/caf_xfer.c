@@ -211,7 +211,8 @@ static bool remote_layout(caf_layout_t *l, caf_tok_t *t, int rank,
         for (int d = 0; d < l->rank; d++) {
             const caf_vector_t *v = &vec[d];
             ptrdiff_t lb = desc->dim[d].lbound;
-            ptrdiff_t st = desc->dim[d].stride * (ptrdiff_t)l->esz;
+            ptrdiff_t st = desc->dim[d].stride *
+                           (desc->span > 0 ? desc->span : (ptrdiff_t)l->esz);
             if (v->nvec == 0) {
                 ptrdiff_t s = v->u.triplet.stride ? v->u.triplet.stride : 1;
                 ptrdiff_t n = (v->u.triplet.upper_bound - v->u.triplet.lower_bound) / s + 1;
