@@ -1,0 +1,138 @@
+#!/bin/bash
+# caf_tests.sh -- build and run the self-checking Co-Array Fortran tests.
+#
+# Usage: tests/caf/caf_tests.sh [test-name ...]
+#   (names like caf_basic; default: every tests/caf/caf_*.f90)
+#
+# Environment:
+#   CAF                   compiler wrapper (default: caf)
+#   CAFFLAGS              extra compiler flags (default: none)
+#   CAFRUN                launcher, word-split (default: cafrun); run as
+#                         $CAFRUN -n N ./program
+#   FH_CAF_TEST_NP        image counts to run (default: "1 2 3 4")
+#   FH_CAF_TEST_TIMEOUT   seconds per run (default: 120)
+#   FH_CAF_BIGHEAP_MB     caf_bigheap coarray size per image, MiB (default 64)
+#   FH_CAF_BIGHEAP_FIREHOSE_M  FH_FIREHOSE_M for caf_bigheap runs
+#                         (default: a quarter of FH_CAF_BIGHEAP_MB, so the
+#                         working set is 4x the firehose budget)
+#
+# Every program prints "PASS <name>" on image 1 and exits 0, except:
+#   caf_errstop   must exit nonzero (an image does error stop 7) and end
+#                 before the timeout;
+#   caf_failimage must print its PASS line; the exit status after a failed
+#                 image is processor dependent and is not checked.
+# One line per run: "ok <name> np=<N> (<secs> s)" or "FAIL ..." followed by
+# the program's output.  Exit status: 0 all ok, 1 any failure, 77 when the
+# compiler wrapper or gfortran is missing.
+#
+# Validated against OpenCoarrays 2.10.1 (Debian, OpenMPI 4.1.4) with
+#   CAF=caf.openmpi CAFRUN='cafrun.openmpi' tests/caf/caf_tests.sh
+# (as root also OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,
+# and OMPI_MCA_rmaps_base_oversubscribe=1 for more images than cores;
+# OpenMPI's default one-sided component cannot create a window on a single
+# process, so np=1 needs OMPI_MCA_osc=pt2pt).  See tests/caf/README.md for
+# what OpenCoarrays gets wrong.
+
+set -u
+
+srcdir=$(cd "$(dirname "$0")" && pwd)
+read -r -a caf_cmd <<< "${CAF:-caf}"
+read -r -a cafrun_cmd <<< "${CAFRUN:-cafrun}"
+read -r -a caf_flags <<< "${CAFFLAGS:-}"
+read -r -a nps <<< "${FH_CAF_TEST_NP:-1 2 3 4}"
+limit=${FH_CAF_TEST_TIMEOUT:-120}
+bigheap_mb=${FH_CAF_BIGHEAP_MB:-64}
+bigheap_budget=${FH_CAF_BIGHEAP_FIREHOSE_M:-$(( (bigheap_mb + 3) / 4 ))M}
+
+if [ ${#caf_cmd[@]} -eq 0 ] || ! command -v "${caf_cmd[0]}" > /dev/null 2>&1; then
+    echo "SKIP: compiler wrapper '${CAF:-caf}' not found"
+    exit 77
+fi
+if ! command -v gfortran > /dev/null 2>&1; then
+    echo "SKIP: gfortran not found"
+    exit 77
+fi
+if [ ${#cafrun_cmd[@]} -eq 0 ] || ! command -v "${cafrun_cmd[0]}" > /dev/null 2>&1; then
+    echo "FAIL: launcher '${CAFRUN:-cafrun}' not found"
+    exit 1
+fi
+
+if [ $# -gt 0 ]; then
+    tests=("$@")
+else
+    tests=()
+    for f in "$srcdir"/caf_*.f90; do
+        name=$(basename "$f" .f90)
+        tests+=("$name")
+    done
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/caf_tests.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
+
+failures=0
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+indent() { sed 's/^/    /' "$1"; }
+
+for name in "${tests[@]}"; do
+    src="$srcdir/$name.f90"
+    if [ ! -f "$src" ]; then
+        echo "FAIL $name: no such test ($src)"
+        failures=$((failures + 1))
+        continue
+    fi
+    mkdir -p "$work/$name"
+    if ! (cd "$work/$name" && "${caf_cmd[@]}" "${caf_flags[@]}" -o "$name" "$src") > "$work/$name/build.log" 2>&1; then
+        echo "FAIL $name: does not compile"
+        indent "$work/$name/build.log"
+        failures=$((failures + 1))
+        continue
+    fi
+    for np in "${nps[@]}"; do
+        out="$work/$name/np$np.log"
+        envs=()
+        if [ "$name" = caf_bigheap ]; then
+            envs=(FH_FIREHOSE_M="$bigheap_budget" FH_CAF_BIGHEAP_MB="$bigheap_mb")
+        fi
+        t0=$(now)
+        (cd "$work/$name" && env "${envs[@]}" timeout -k 10 "$limit" "${cafrun_cmd[@]}" -n "$np" "./$name") > "$out" 2>&1 < /dev/null
+        rc=$?
+        secs=$(elapsed "$t0" "$(now)")
+        passes=$(grep -c "^ *PASS $name\$" "$out")
+        fails=$(grep -c "^ *FAIL $name" "$out")
+        why=""
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && [ "$(elapsed "$t0" "$(now)" | cut -d. -f1)" -ge "$limit" ]; then
+            why="timed out after $limit s"
+        else
+            case $name in
+            caf_errstop)
+                if [ "$rc" -eq 0 ]; then why="exit status 0, expected nonzero"
+                elif [ "$fails" -ne 0 ]; then why="an image got past sync all"
+                fi ;;
+            caf_failimage)
+                if [ "$passes" -ne 1 ] || [ "$fails" -ne 0 ]; then why="no PASS line (exit status $rc)"; fi ;;
+            *)
+                if [ "$rc" -ne 0 ]; then why="exit status $rc"
+                elif [ "$fails" -ne 0 ]; then why="FAIL line printed"
+                elif [ "$passes" -ne 1 ]; then why="expected exactly one PASS line, got $passes"
+                fi ;;
+            esac
+        fi
+        if [ -z "$why" ]; then
+            echo "ok $name np=$np ($secs s)"
+        else
+            echo "FAIL $name np=$np ($secs s): $why"
+            indent "$out"
+            failures=$((failures + 1))
+        fi
+    done
+done
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+exit 0
