@@ -98,6 +98,9 @@ program caf_lock
   call check_i(st, 0, 'unlock of my lock')
   unlock (own, stat=st)
   call check_i(st, stat_unlocked, 'unlock of an unlocked lock gives STAT_UNLOCKED')
+  ! Every image is done with its own lock before anyone unlocks a
+  ! neighbour's (else it may be held: STAT_LOCKED_OTHER_IMAGE).
+  sync all
   unlock (own[modulo(me, n) + 1], stat=st)
   call check_i(st, stat_unlocked, 'unlock of an unlocked remote lock gives STAT_UNLOCKED')
   sync all

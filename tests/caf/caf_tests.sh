@@ -20,7 +20,13 @@
 #   caf_errstop   must exit nonzero (an image does error stop 7) and end
 #                 before the timeout;
 #   caf_failimage must print its PASS line; the exit status after a failed
-#                 image is processor dependent and is not checked.
+#                 image is processor dependent and is not checked;
+#   a program whose source says "EXPECT-FAIL: <text>" must exit nonzero
+#                 and print <text> (an error without STAT= stops the job).
+# With FH_CAF_BIGHEAP_STATS=1 (make check sets it: firehose's caf only),
+# caf_bigheap runs with FH_STATS=1 and must show the registration cache
+# at work on image 1: misses, moves and evictions, and its hit/miss/move
+# counts are printed.
 # One line per run: "ok <name> np=<N> (<secs> s)" or "FAIL ..." followed by
 # the program's output.  Exit status: 0 all ok, 1 any failure, 77 when the
 # compiler wrapper or gfortran is missing.
@@ -96,7 +102,11 @@ for name in "${tests[@]}"; do
         envs=()
         if [ "$name" = caf_bigheap ]; then
             envs=(FH_FIREHOSE_M="$bigheap_budget" FH_CAF_BIGHEAP_MB="$bigheap_mb")
+            if [ "${FH_CAF_BIGHEAP_STATS:-0}" = 1 ]; then
+                envs+=(FH_STATS=1 FH_REG_STRATEGY=firehose)
+            fi
         fi
+        expect=$(sed -n 's/.*EXPECT-FAIL: *//p' "$src" | head -n 1)
         t0=$(now)
         (cd "$work/$name" && env "${envs[@]}" timeout -k 10 "$limit" "${cafrun_cmd[@]}" -n "$np" "./$name") > "$out" 2>&1 < /dev/null
         rc=$?
@@ -108,6 +118,17 @@ for name in "${tests[@]}"; do
             why="timed out after $limit s"
         else
             case $name in
+            caf_bigheap)
+                if [ "$rc" -ne 0 ]; then why="exit status $rc"
+                elif [ "$passes" -ne 1 ]; then why="no PASS line"
+                elif [ "${FH_CAF_BIGHEAP_STATS:-0}" = 1 ] && [ "$np" -gt 1 ]; then
+                    total=$(grep "^firehose\[0\]: stats total" "$out")
+                    echo "$total" | grep -q " reg_misses=[1-9]" &&
+                        echo "$total" | grep -q " moves=[1-9]" &&
+                        echo "$total" | grep -q " evictions=[1-9]" ||
+                        why="image 1 shows no registration misses, moves and evictions"
+                    echo "    caf_bigheap np=$np image 1:" $(echo "$total" | grep -o ' \(reg_hits\|reg_misses\|moves\|evictions\)=[0-9]*')
+                fi ;;
             caf_errstop)
                 if [ "$rc" -eq 0 ]; then why="exit status 0, expected nonzero"
                 elif [ "$fails" -ne 0 ]; then why="an image got past sync all"
@@ -115,7 +136,11 @@ for name in "${tests[@]}"; do
             caf_failimage)
                 if [ "$passes" -ne 1 ] || [ "$fails" -ne 0 ]; then why="no PASS line (exit status $rc)"; fi ;;
             *)
-                if [ "$rc" -ne 0 ]; then why="exit status $rc"
+                if [ -n "$expect" ]; then
+                    if [ "$rc" -eq 0 ]; then why="exit status 0, expected an error"
+                    elif ! grep -q "$expect" "$out"; then why="no message '$expect'"
+                    fi
+                elif [ "$rc" -ne 0 ]; then why="exit status $rc"
                 elif [ "$fails" -ne 0 ]; then why="FAIL line printed"
                 elif [ "$passes" -ne 1 ]; then why="expected exactly one PASS line, got $passes"
                 fi ;;
