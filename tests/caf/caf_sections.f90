@@ -162,16 +162,17 @@ program caf_sections
 
   ! ---- large transfers ---------------------------------------------------
   allocate(big(nbig)[*], big2(brows, bcols)[*])
-  ! explicit shapes and "tmp(:) =" so the gets below are plain caf_get
-  ! (an allocatable left-hand side would make gfortran use caf_get_by_ref;
-  ! that is covered in caf_derived)
+  ! explicit bounds on the left-hand side ("tmp(1:nbig) =") keep the gets
+  ! below plain caf_get: with an allocatable left-hand side gfortran 12
+  ! emits caf_get_by_ref even for "tmp(:) = big(:)[j]" (covered in
+  ! caf_derived)
   allocate(tmp(nbig), tmp3((nbig + 2) / 3), tmp2(brows, bcols), half2(brows / 2, bcols))
   do iter = 1, 2
     big = [(ieor(me * 7919 + iter, i), i = 1, nbig)]
     big2 = reshape([(me + iter + k, k = 1, brows * bcols)], [brows, bcols])
     sync all
     ! contiguous 1 MiB get
-    tmp(:) = big(:)[right]
+    tmp(1:nbig) = big(:)[right]
     got_sum = sum(int(tmp, 8))
     expected_sum = 0
     do i = 1, nbig
@@ -179,14 +180,14 @@ program caf_sections
     end do
     call check_sum(got_sum, expected_sum, 'contiguous 1 MiB get')
     ! strided get (every 3rd element, about 340 KiB)
-    tmp3(:) = big(1:nbig:3)[left]
+    tmp3(1:size(tmp3)) = big(1:nbig:3)[left]
     expected_sum = 0
     do i = 1, nbig, 3
       expected_sum = expected_sum + ieor(left * 7919 + iter, i)
     end do
     call check_sum(sum(int(tmp3, 8)), expected_sum, 'strided get big(1:n:3)[j]')
     ! strided 2-D get: every other row
-    half2(:, :) = big2(1:brows:2, :)[right]
+    half2(1:brows / 2, 1:bcols) = big2(1:brows:2, :)[right]
     expected_sum = 0
     do j = 1, bcols
       do i = 1, brows, 2
@@ -199,7 +200,7 @@ program caf_sections
     tmp(1:nbig / 2) = [(me * 3 + i, i = 1, nbig / 2)]
     big(nbig:2:-2)[right] = tmp(1:nbig / 2)
     ! contiguous 512 KiB put into the 2-D coarray
-    tmp2(:, :) = reshape([(-(me + k), k = 1, brows * bcols)], [brows, bcols])
+    tmp2(1:brows, 1:bcols) = reshape([(-(me + k), k = 1, brows * bcols)], [brows, bcols])
     big2(:, :)[right] = tmp2
     sync all
     expected_sum = 0
