@@ -173,6 +173,8 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
 void _gfortran_caf_deregister(caf_token_t *token, caf_deregister_t type,
                               int *stat, char *errmsg, size_t errmsg_len);
 
+/* gfortran 12 passes these three statements' ERRMSG= as `char **` (the
+ * address of a pointer to the variable), whatever the prototype says. */
 void _gfortran_caf_sync_all(int *stat, char *errmsg, size_t errmsg_len);
 void _gfortran_caf_sync_memory(int *stat, char *errmsg, size_t errmsg_len);
 /* count -1 and images NULL: SYNC IMAGES (*). */

@@ -371,14 +371,16 @@ static void list_images(gfc_descriptor_t *array, int *kind, unsigned char want,
         }
         j++;
     }
+    /* gfortran reads the result as a zero-based temporary: it sets the
+     * variable's bounds to lbound .. lbound + ubound. */
     array->base_addr = mem;
-    array->offset = (size_t)-1;
+    array->offset = 0;
     array->dtype.elem_len = (size_t)k;
     array->dtype.rank = 1;
     array->dtype.type = CAF_BT_INTEGER;
     array->span = k;
-    array->dim[0].lbound = 1;
-    array->dim[0].ubound = (ptrdiff_t)cnt;
+    array->dim[0].lbound = 0;
+    array->dim[0].ubound = (ptrdiff_t)cnt - 1;
     array->dim[0].stride = 1;
 }
 

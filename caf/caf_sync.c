@@ -188,8 +188,20 @@ int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
     return 0;
 }
 
+/* gfortran 12 passes ERRMSG= of SYNC ALL, SYNC IMAGES and SYNC MEMORY as
+ * the address of a pointer to the variable (checked in its assembly; the
+ * other statements pass the variable's address). */
+static char *sync_errmsg(char *errmsg)
+{
+    char *p = NULL;
+    if (errmsg != NULL)
+        memcpy(&p, errmsg, sizeof p);
+    return p;
+}
+
 void _gfortran_caf_sync_all(int *stat, char *errmsg, size_t errmsg_len)
 {
+    errmsg = sync_errmsg(errmsg);
     int rc = fh_quiet();
     if (rc != FH_OK)
         caf_fatal("SYNC ALL", "completing transfers: %s", fh_strerror(rc));
@@ -205,6 +217,7 @@ void _gfortran_caf_sync_all(int *stat, char *errmsg, size_t errmsg_len)
 
 void _gfortran_caf_sync_memory(int *stat, char *errmsg, size_t errmsg_len)
 {
+    errmsg = sync_errmsg(errmsg);
     int rc = fh_quiet();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (rc != FH_OK) {
@@ -219,6 +232,7 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
                                char *errmsg, size_t errmsg_len)
 {
     const char *stmt = "SYNC IMAGES";
+    errmsg = sync_errmsg(errmsg);
     int n;
     const int *team = caf_team_ranks(&n);
     int all = count < 0;

@@ -20,6 +20,8 @@
 ! is not available in this build" and returns nothing useful; on >= 2
 ! images the survivors' sync all(stat=) after the last image's STOP never
 ! returns (the run hangs until the timeout).  It passes on 1 image.
+! (On >= 3 images the first version of this test also deadlocked in its
+! own unmatched SYNC IMAGES; corrected when libcaf_firehose hung there.)
 !
 ! Prints "PASS caf_stat" on image 1 on success; otherwise
 ! "FAIL caf_stat image <i>: ..." and error stop 1.  Any image count (the
@@ -59,11 +61,15 @@ program caf_stat
   sync all (stat=st)
   call check_i(st, 0, 'sync all stat= with all images running')
   right = modulo(me, n) + 1
-  if (n >= 2) then
+  ! SYNC IMAGES must be matched: image j's statement names us when ours
+  ! names j.  (Right, then left, deadlocks on 3 or more images: each waits
+  ! for its right neighbour, which is still waiting for its own.)
+  if (n == 2) then
     sync images (right, stat=st)
-    call check_i(st, 0, 'sync images stat= (right neighbour)')
-    sync images (modulo(me - 2, n) + 1, stat=st)
-    call check_i(st, 0, 'sync images stat= (left neighbour)')
+    call check_i(st, 0, 'sync images stat= (the other image)')
+  else if (n >= 3) then
+    sync images ([modulo(me - 2, n) + 1, right], stat=st)
+    call check_i(st, 0, 'sync images stat= (both neighbours)')
   end if
   do j = 1, n
     call check_i(image_status(j), 0, 'image_status of a running image')
