@@ -107,7 +107,7 @@ if [ -z "$builddir" ]; then
         fi
     done
 fi
-builddir=${builddir:-.}
+builddir=$(cd "${builddir:-.}" && pwd) || die "no build directory ${builddir:-.}"
 FH_CAF=${FH_CAF:-$builddir/caf/caf}
 FH_CAFRUN=${FH_CAFRUN:-$builddir/caf/cafrun}
 FH_CAFRUN_NP_FLAG=${FH_CAFRUN_NP_FLAG:--n}
