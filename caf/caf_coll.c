@@ -8,7 +8,9 @@
  * the tree to the root (RESULT_IMAGE, or image 1 when every image wants
  * the result), then, when every image wants it, the result goes down the
  * same tree rooted at image 1: 2 log2(n) steps of latency.  CO_BROADCAST
- * is the downward half from SOURCE_IMAGE.
+ * is the downward half from SOURCE_IMAGE.  A reduction whose result every
+ * image wants and that fits one eager message (<= COLL_EAGER bytes) uses
+ * recursive doubling instead (allreduce_rd): log2(n) exchanges.
  *
  * Order: a node combines acc = op(acc, child) over its children in
  * increasing k; acc then covers images v..v+2^k-1 and the child the next
@@ -708,6 +710,91 @@ static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
     return true;
 }
 
+/* ----------------------------------------------- small all-reduce */
+
+#define PHASE_RD ((uint64_t)2 << 48)     /* | round */
+#define PHASE_FOLD ((uint64_t)3 << 48)
+#define PHASE_UNFOLD ((uint64_t)4 << 48)
+
+/* Tells every other member to give up this collective. */
+static void poison_all(const coll_t *c)
+{
+    uint64_t a[4] = {c->team, c->seq, CHUNK_ABORT,
+                     (uint64_t)(uint32_t)c->err |
+                         ((uint64_t)(uint32_t)c->err_image << 32)};
+    for (int i = 0; i < c->n; i++)
+        if (i != c->me && caf.status[c->ranks[i]] == CAF_IMG_RUNNING)
+            fh_am_request_short(c->ranks[i], CAF_H_COLL_2, a, 4);
+}
+
+/* Team index of virtual rank v of the doubling (see allreduce_rd). */
+static int rd_image(int v, int r)
+{
+    return v < r ? 2 * v : v + r;
+}
+
+/* Every image wants the result of a reduction that fits one eager
+ * message: recursive doubling, log2(n) exchanges instead of the tree's
+ * 2 log2(n) steps.  With p2 the largest power of two <= n and r = n - p2,
+ * images 2i+1 < 2r first fold into 2i and get the result back at the end;
+ * the other p2 images (virtual ranks v, in image order) exchange with
+ * v ^ 2^k in round k and combine the lower block first, so every image
+ * computes the same reduction, in image order: the same bits everywhere. */
+static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
+{
+    size_t len = nelem * c->esz;
+    int n = c->n, me = c->me;
+    int p2 = 1;
+    while (p2 * 2 <= n)
+        p2 *= 2;
+    int r = n - p2;
+    coll_msg_t *m;
+    if (me < 2 * r && (me & 1)) {
+        /* Folded: hand our part to me-1, receive the result. */
+        int to = c->ranks[me - 1];
+        if (!send_chunk(c, to, PHASE_FOLD, buf, len) ||
+            (m = wait_msg(c, MSG_DATA, to, PHASE_UNFOLD)) == NULL)
+            goto fail;
+        memcpy(buf, m->data, len);
+        msg_free(m);
+        return true;
+    }
+    int v = me < 2 * r ? me / 2 : me - r;
+    if (me < 2 * r) {
+        if ((m = wait_msg(c, MSG_DATA, c->ranks[me + 1], PHASE_FOLD)) == NULL)
+            goto fail;
+        combine(c, buf, m->data, nelem);
+        msg_free(m);
+    }
+    char *tmp = malloc(len);
+    if (tmp == NULL)
+        caf_fatal(c->stmt, "out of memory");
+    for (int k = 0; (1 << k) < p2; k++) {
+        int pv = v ^ (1 << k);
+        int partner = c->ranks[rd_image(pv, r)];
+        if (!send_chunk(c, partner, PHASE_RD | (uint64_t)k, buf, len) ||
+            (m = wait_msg(c, MSG_DATA, partner, PHASE_RD | (uint64_t)k)) == NULL) {
+            free(tmp);
+            goto fail;
+        }
+        if (pv > v) {
+            combine(c, buf, m->data, nelem);
+        } else {
+            memcpy(tmp, m->data, len);
+            combine(c, tmp, buf, nelem);
+            memcpy(buf, tmp, len);
+        }
+        msg_free(m);
+    }
+    free(tmp);
+    if (me < 2 * r && !send_chunk(c, c->ranks[me + 1], PHASE_UNFOLD, buf, len))
+        goto fail;
+    return true;
+fail:
+    poison_all(c);
+    return false;
+}
+
 /* ------------------------------------------------------------- driver */
 
 /* Layout of the actual argument (descriptor strides times span). */
@@ -825,11 +912,15 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     }
     bool ok = true;
     c->root = root;
-    if (c->op != OP_BCAST)
-        ok = reduce_up(c, buf, nelem, per, nch);
-    if (ok && (c->op == OP_BCAST || image == 0)) {
-        c->root = c->op == OP_BCAST ? image - 1 : 0;
-        ok = bcast_down(c, buf, nelem, per, nch);
+    if (c->op != OP_BCAST && image == 0 && nelem * c->esz <= coll_eager) {
+        ok = allreduce_rd(c, buf, nelem);
+    } else {
+        if (c->op != OP_BCAST)
+            ok = reduce_up(c, buf, nelem, per, nch);
+        if (ok && (c->op == OP_BCAST || image == 0)) {
+            c->root = c->op == OP_BCAST ? image - 1 : 0;
+            ok = bcast_down(c, buf, nelem, per, nch);
+        }
     }
     if (!ok)
         report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE, c->err_image);

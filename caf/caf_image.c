@@ -93,7 +93,7 @@ void caf_poll(void)
 void caf_idle(unsigned *spins)
 {
     caf_poll();
-    if (++*spins > CAF_IDLE_SPINS)
+    if (++*spins > caf.idle_spins)
         sched_yield();
 }
 
@@ -173,7 +173,7 @@ static void serve_until_all_ended(void)
         caf_sync_serve();
         if (++spins > 10000)
             usleep(50);
-        else if (spins > CAF_IDLE_SPINS)
+        else if (spins > caf.idle_spins)
             sched_yield();
     }
 }
@@ -213,6 +213,8 @@ void caf_start(int *argc, char ***argv)
     }
     caf.rank = fh_rank();
     caf.nranks = fh_nranks();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    caf.idle_spins = cores > 0 && caf.nranks > cores ? 1 : CAF_IDLE_SPINS;
     caf.status = calloc((size_t)caf.nranks, 1);
     if (caf.status == NULL)
         caf_fatal("start-up", "out of memory");
