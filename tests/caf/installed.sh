@@ -2,7 +2,8 @@
 # installed.sh -- the Co-Array Fortran tools as a user gets them: `make
 # install DESTDIR=<tmp>`, then the coarray hello (caf/examples/hello.f90)
 # compiled with the installed caf and run with the installed cafrun on 3
-# images; caf --show, the pkg-config file and the man pages are checked too.
+# images, then under mpirun (PMIx); caf --show, the pkg-config file and the
+# man pages are checked too.
 # (libtool refuses `make install prefix=<tmp>`, so the installed scripts'
 # two absolute paths -- libdir, fhrun -- are pointed into DESTDIR.)
 #
@@ -72,4 +73,17 @@ for i in 1 2 3; do
 done
 echo "$out" | grep -q "read from the last image: Hello from image 3 of 3" ||
     fail "image 1 did not read image 3's coarray"
+# The same program started by Open MPI's mpirun: the library finds it
+# through PMIx (no cafrun involved).
+if command -v mpirun >/dev/null 2>&1; then
+    out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          FI_TCP_IFACE=${FI_TCP_IFACE:-lo} timeout 120 \
+          mpirun --oversubscribe -np 2 --mca osc ^rdma "$tmp/hello" 2>&1)
+    st=$?
+    echo "$out"
+    [ "$st" -eq 0 ] || fail "mpirun -np 2 hello exited $st"
+    echo "$out" | grep -qx "Hello from image 2 of 2" || fail "no greeting of image 2 under mpirun"
+else
+    echo "(no mpirun: the PMIx launch is not tried)"
+fi
 echo "PASS installed"
