@@ -66,7 +66,8 @@ int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name)
     if (fn == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_am_register: NULL handler for index %u",
                             index);
-    if (fh_rt != NULL && fh_tls()->in_handler)
+    fh_tls_t *self = fh_rt != NULL ? fh_tls_peek() : NULL;
+    if (self != NULL && self->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "fh_am_register: inside an AM handler");
     set_handler(index, fn, name ? name : "");
     return FH_OK;
@@ -369,8 +370,8 @@ static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler
 {
     if (fh_rt == NULL)
         return fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
-    fh_tls_t *t = fh_tls();
-    if (tok == NULL || !t->in_handler)
+    fh_tls_t *t = fh_tls_peek();
+    if (tok == NULL || t == NULL || !t->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "%s: only a request handler may reply", fn);
     if (!tok->is_request)
         return fh_set_error(FH_ERR_IN_HANDLER, "%s: a reply handler cannot reply", fn);
@@ -568,6 +569,7 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     struct fh_token tok = {.path = p, .src_rank = src, .src_path = m.src_path,
                            .is_request = is_req};
     fh_tls_t *t = fh_tls();
+    assert(t != NULL);      /* the polling thread has its state */
     t->in_handler++;
     fn(&tok, hbuf, m.payload_len, m.args, m.nargs);
     t->in_handler--;

@@ -140,6 +140,8 @@ static void atomic_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
     if (status == FH_OK) {
         if (s->fetched != NULL)
             store_fetched(s->fetched, s->width, a[1]);
+        /* Under p->lock (the handler's path), like every write to p->stats:
+         * exact however many threads share p (FH_PATHS=shared). */
         FH_STAT_ADD(p->stats[src].atomics, 1);
     }
     if (s->quiet) {

@@ -8,7 +8,12 @@
  * Threads bind to a path on their first call (fh_tls()).  With
  * FH_PATHS=independent a thread gets the least-loaded thread path, so up to
  * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
- * the service path.  A thread's binding is dropped when it exits.
+ * the service path.  A thread's binding is dropped when it exits: the
+ * thread-exit hook (tls_release, the destructor of rt->tls_key) completes
+ * its NBI operations, returns its firehose references and frees its state.
+ * After that the thread is "exiting": fh_tls() returns NULL and fh_enter
+ * fails with FH_ERR_STATE, so a firehose call from a later pthread-key
+ * destructor gets an error instead of the freed state.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +31,8 @@ fh_handler_entry_t fh_handlers[256];
 static _Atomic int rt_state;
 static _Atomic uint32_t next_tid = 1;
 static _Thread_local fh_tls_t *tls_self;
+/* Set once the thread-exit hook has freed this thread's state. */
+static _Thread_local bool tls_exited;
 
 double fh_now(void)
 {
@@ -39,8 +46,11 @@ static void tls_release(void *arg)
     fh_tls_t *t = arg;
     fh_rt_t *rt = fh_rt;
     /* Completions of this thread's NBI operations point at t->nbi: they
-     * must land before t is freed. */
-    if (rt != NULL && t->nbi.pending != 0)
+     * must land before t is freed.  Any thread polling our path may be
+     * completing them, so the counter is read under the path lock only:
+     * fh_wait_ctr does that (and returns after one poll if none is
+     * pending). */
+    if (rt != NULL)
         fh_wait_ctr(t, &t->nbi);
     if (rt != NULL && rt->reg != NULL)
         fh_reg_thread_exit(t);
@@ -48,6 +58,12 @@ static void tls_release(void *arg)
         pthread_mutex_lock(&rt->bind_lock);
         t->path->nbound--;
         pthread_mutex_unlock(&rt->bind_lock);
+    }
+    /* Handlers the waits above ran still needed tls_self; from here on the
+     * thread is exiting and every entry point refuses (fh_tls()). */
+    if (tls_self == t) {
+        tls_self = NULL;
+        tls_exited = true;
     }
     free(t);
 }
@@ -68,6 +84,8 @@ fh_tls_t *fh_tls(void)
     fh_tls_t *t = tls_self;
     if (t != NULL)
         return t;
+    if (tls_exited)
+        return NULL;
     fh_rt_t *rt = fh_rt;
     t = calloc(1, sizeof *t);
     if (t == NULL)
@@ -84,6 +102,11 @@ fh_tls_t *fh_tls(void)
     return t;
 }
 
+fh_tls_t *fh_tls_peek(void)
+{
+    return tls_self;
+}
+
 fh_tls_t *fh_enter(const char *fn, int *err)
 {
     if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1) {
@@ -91,6 +114,11 @@ fh_tls_t *fh_enter(const char *fn, int *err)
         return NULL;
     }
     fh_tls_t *t = fh_tls();
+    if (t == NULL) {
+        *err = fh_set_error(FH_ERR_STATE, "%s: the calling thread is exiting (firehose "
+                            "released its state at thread exit)", fn);
+        return NULL;
+    }
     if (t->in_handler) {
         *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
         return NULL;

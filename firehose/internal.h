@@ -172,10 +172,16 @@ extern fh_rt_t *fh_rt;
 extern fh_handler_entry_t fh_handlers[256];
 
 /* ---- init.c */
-/* The calling thread's state, binding a path on first use. */
+/* The calling thread's state, binding a path on first use; NULL once the
+ * thread-exit hook has released it (the thread is exiting: a call from a
+ * later pthread-key destructor).  A thread that is polling, and hence any
+ * handler, always has one. */
 fh_tls_t *fh_tls(void);
-/* Common entry check: initialized and not inside a handler.  Returns the
- * thread's state or NULL with *err set (and the error text recorded). */
+/* The calling thread's state if it has one, else NULL; never binds. */
+fh_tls_t *fh_tls_peek(void);
+/* Common entry check: initialized, the thread not exiting (FH_ERR_STATE)
+ * and not inside a handler.  Returns the thread's state or NULL with *err
+ * set (and the error text recorded). */
 fh_tls_t *fh_enter(const char *fn, int *err);
 int fh_check_rank(const char *fn, int rank);
 

@@ -15,6 +15,15 @@
  *     concurrently (like MPI_THREAD_MULTIPLE).  Each thread gets its own
  *     independent communication path on first use (its own endpoint and
  *     completion queue); FH_PATHS=shared makes all threads share one.
+ *     A thread keeps its state until it exits; firehose then completes its
+ *     NBI operations and frees that state from a pthread-key destructor (the
+ *     "thread-exit hook").  A firehose call the thread makes after the hook
+ *     ran -- from another pthread-key destructor, whose order relative to the
+ *     hook is unspecified -- returns FH_ERR_STATE, fh_last_error() saying the
+ *     thread is exiting; calls that need no thread state (fh_rank, fh_nranks,
+ *     fh_stats_peer, fh_last_error, ...) still work.  Never a crash.  A
+ *     thread whose first firehose call comes from a key destructor (before
+ *     the hook ever ran in it) is served normally.
  *   - Blocking: "blocking" calls poll the network until their condition holds,
  *     so AM handlers run inside them.  "Non-blocking" calls never wait for a
  *     remote rank.
@@ -62,7 +71,8 @@ typedef enum fh_err {
     FH_ERR_CONFIG          = -16, /* an FH_* variable has an invalid value */
     FH_ERR_AGAIN           = -17, /* fh_test: not complete yet (not an error) */
     FH_ERR_NOT_SUPPORTED   = -18, /* the feature is absent in this build/conduit */
-    FH_ERR_STATE           = -19  /* call out of order (e.g. fh_init twice) */
+    FH_ERR_STATE           = -19  /* call out of order (e.g. fh_init twice, or
+                                     from a thread that is exiting) */
 } fh_err_t;
 
 /* A sentence describing err ("remote range is outside the target's segments").
