@@ -467,7 +467,9 @@ void _gfortran_caf_event_wait(caf_token_t token, size_t index,
     if (!amo(caf.rank, w, FH_AOP_FETCH_ADD, (uint64_t)0 - need, 0, NULL, stat,
              errmsg, errmsg_len, stmt))
         return;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    /* The fetch-add above is itself a full barrier (the owner's CPU atomic,
+     * run here or by the AM handler of this image): later loads see what
+     * the poster wrote before posting. */
     caf_ok(stat);
 }
 
