@@ -42,6 +42,10 @@ fhrun_inst=$(sed -n "s/^fhrun='\(.*\)'$/\1/p" "$tmp/inst/bin/cafrun")
 [ "$libdir_inst" = "$prefix/lib" ] || fail "installed caf links from '$libdir_inst', not $prefix/lib"
 [ "$fhrun_inst" = "$prefix/bin/fhrun" ] || fail "installed cafrun runs '$fhrun_inst'"
 sed -i "s|^libdir=.*|libdir='$tmp/inst/lib'|" "$tmp/inst/bin/caf"
+# libcaf_firehose.so finds libfirehose.so through its own RUNPATH, the
+# real libdir, which a DESTDIR staging area is not: point the loader at it.
+LD_LIBRARY_PATH="$tmp/inst/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
 sed -i "s|^fhrun=.*|fhrun='$tmp/inst/bin/fhrun'|" "$tmp/inst/bin/cafrun"
 sed -i "s|^prefix=.*|prefix=$tmp/inst|" "$tmp/inst/lib/pkgconfig/caf_firehose.pc" \
     "$tmp/inst/lib/pkgconfig/firehose.pc"
