@@ -241,6 +241,20 @@ bool caf_convert(void *dst, caf_type_t dt, const void *src, caf_type_t st);
 bool caf_copy_layout(const caf_layout_t *dst, caf_type_t dt,
                      const caf_layout_t *src, caf_type_t st, size_t count);
 
+/* Local data (ll, type lt) -> remote layout rl (type rt) on rank, through
+ * a packed temporary of the remote type when the types differ, when one
+ * local element fills every remote element, or -- with may_tmp -- when the
+ * target is this image (source and target may overlap).  Errors go through
+ * caf_error(stat, ..., stmt).  Returns true on success. */
+bool caf_put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+                    const caf_layout_t *ll, caf_type_t lt, bool may_tmp,
+                    int *stat, const char *stmt);
+/* Remote layout rl (type rt) on rank -> local layout ll (type lt), the same
+ * element count. */
+bool caf_get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+                    const caf_layout_t *ll, caf_type_t lt, int *stat,
+                    const char *stmt);
+
 /* Collectives' scratch memory (caf_coll.c); called by caf_start. */
 void caf_coll_init(void);
 

@@ -404,16 +404,6 @@ static bool walk(walk_t *w, caf_token_t token, int image_index,
 
 /* -------------------------------------------------------- data moves */
 
-static bool report(int rc, int *stat, const char *stmt, int rank)
-{
-    if (rc == FH_OK)
-        return true;
-    caf_error(stat, NULL, 0, rc == FH_ERR_PEER_DEAD ? CAF_STAT_FAILED_IMAGE : 1,
-              stmt, "transfer with image %d: %s (%s)", image_of(rank),
-              fh_strerror(rc), fh_last_error());
-    return false;
-}
-
 static caf_type_t mk_type(int bt, int kind, size_t size)
 {
     caf_type_t t = {bt, kind, size};
@@ -422,76 +412,20 @@ static caf_type_t mk_type(int bt, int kind, size_t size)
     return t;
 }
 
-/* Remote layout rl (type rt) on rank -> local ll (type lt), same count. */
+/* The data moves are caf_xfer.c's: a local target may overlap the
+ * source, so puts to this image go through a temporary. */
 static bool get_data(int rank, const caf_layout_t *rl, caf_type_t rt,
                      const caf_layout_t *ll, caf_type_t lt, int *stat,
                      const char *stmt)
 {
-    size_t n = caf_layout_count(rl);
-    if (n == 0)
-        return true;
-    bool same = caf_same_type(rt, lt);
-    if (same && rank != caf.rank)
-        return report(caf_rma(rank, false, rl, ll), stat, stmt, rank);
-    if (same) {
-        caf_copy_layout(ll, lt, rl, rt, n);
-        return true;
-    }
-    if (n > SIZE_MAX / (rt.size ? rt.size : 1) - 1)
-        caf_fatal(stmt, "transfer size overflows");
-    char *tmp = malloc(n * rt.size + 1);
-    if (tmp == NULL)
-        caf_fatal(stmt, "out of memory for a %zu-byte temporary", n * rt.size);
-    caf_layout_t fl;
-    caf_layout_flat(&fl, tmp, rt.size, n);
-    bool ok = true;
-    if (rank == caf.rank)
-        caf_copy_layout(&fl, rt, rl, rt, n);
-    else
-        ok = report(caf_rma(rank, false, rl, &fl), stat, stmt, rank);
-    if (ok && !caf_copy_layout(ll, lt, &fl, rt, n)) {
-        caf_error(stat, NULL, 0, 1, stmt, "cannot convert type %d kind %d to "
-                  "type %d kind %d", rt.bt, rt.kind, lt.bt, lt.kind);
-        ok = false;
-    }
-    free(tmp);
-    return ok;
+    return caf_get_layout(rank, rl, rt, ll, lt, stat, stmt);
 }
 
-/* Local ll (type lt; one element fills all) -> remote rl (type rt). */
 static bool put_data(int rank, const caf_layout_t *rl, caf_type_t rt,
                      const caf_layout_t *ll, caf_type_t lt, int *stat,
                      const char *stmt)
 {
-    size_t n = caf_layout_count(rl);
-    size_t ln = caf_layout_count(ll);
-    if (n == 0)
-        return true;
-    if (ln != n && ln != 1) {
-        caf_error(stat, NULL, 0, 1, stmt, "shapes differ: %zu elements "
-                  "assigned to %zu", ln, n);
-        return false;
-    }
-    if (caf_same_type(rt, lt) && ln == n && rank != caf.rank)
-        return report(caf_rma(rank, true, rl, ll), stat, stmt, rank);
-    if (n > SIZE_MAX / (rt.size ? rt.size : 1) - 1)
-        caf_fatal(stmt, "transfer size overflows");
-    /* Through a packed temporary: the source may overlap the target. */
-    char *tmp = malloc(n * rt.size + 1);
-    if (tmp == NULL)
-        caf_fatal(stmt, "out of memory for a %zu-byte temporary", n * rt.size);
-    caf_layout_t fl;
-    caf_layout_flat(&fl, tmp, rt.size, n);
-    bool ok = caf_copy_layout(&fl, rt, ll, lt, n);
-    if (!ok)
-        caf_error(stat, NULL, 0, 1, stmt, "cannot convert type %d kind %d to "
-                  "type %d kind %d", lt.bt, lt.kind, rt.bt, rt.kind);
-    else if (rank == caf.rank)
-        caf_copy_layout(rl, rt, &fl, rt, n);
-    else
-        ok = report(caf_rma(rank, true, rl, &fl), stat, stmt, rank);
-    free(tmp);
-    return ok;
+    return caf_put_layout(rank, rl, rt, ll, lt, true, stat, stmt);
 }
 
 /* The result's shape: the dimensions of the remote layout. */

@@ -272,9 +272,7 @@ static bool report(int rc, int *stat, const char *stmt, int rank)
     return false;
 }
 
-/* Local data (ll, type lt) -> remote layout rl of type rt on rank.  A local
- * side of one element fills every remote element. */
-static bool put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+bool caf_put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
                        const caf_layout_t *ll, caf_type_t lt, bool may_tmp,
                        int *stat, const char *stmt)
 {
@@ -293,7 +291,7 @@ static bool put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
     }
     if (caf_same_type(rt, lt) && ln == n && rank != caf.rank)
         return report(caf_rma(rank, true, rl, ll), stat, stmt, rank);
-    if (n > SIZE_MAX / (rt.size ? rt.size : 1))
+    if (n > SIZE_MAX / (rt.size ? rt.size : 1) - 1)
         caf_fatal(stmt, "transfer size overflows");
     char *tmp = malloc(n * rt.size + 1);
     if (tmp == NULL)
@@ -315,8 +313,7 @@ static bool put_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
     return ok;
 }
 
-/* Remote layout rl (type rt) on rank -> local layout ll (type lt). */
-static bool get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
+bool caf_get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
                        const caf_layout_t *ll, caf_type_t lt, int *stat,
                        const char *stmt)
 {
@@ -330,6 +327,8 @@ static bool get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
         return true;
     if (caf_same_type(rt, lt) && rank != caf.rank)
         return report(caf_rma(rank, false, rl, ll), stat, stmt, rank);
+    if (n > SIZE_MAX / (rt.size ? rt.size : 1) - 1)
+        caf_fatal(stmt, "transfer size overflows");
     char *tmp = malloc(n * rt.size + 1);
     if (tmp == NULL)
         caf_fatal(stmt, "out of memory for a %zu-byte temporary", n * rt.size);
@@ -365,7 +364,7 @@ void _gfortran_caf_get(caf_token_t token, size_t offset, int image_index,
     if (!remote_layout(&rl, t, rank, offset, src, src_vector, &offs, stmt, stat))
         return;
     caf_layout_desc(&ll, dest, NULL);
-    if (get_layout(rank, &rl, desc_type(src, src_kind), &ll,
+    if (caf_get_layout(rank, &rl, desc_type(src, src_kind), &ll,
                    desc_type(dest, dst_kind), stat, stmt))
         caf_ok(stat);
     free(offs);
@@ -386,7 +385,7 @@ void _gfortran_caf_send(caf_token_t token, size_t offset, int image_index,
     if (!remote_layout(&rl, t, rank, offset, dest, dst_vector, &offs, stmt, stat))
         return;
     caf_layout_desc(&ll, src, NULL);
-    if (put_layout(rank, &rl, desc_type(dest, dst_kind), &ll,
+    if (caf_put_layout(rank, &rl, desc_type(dest, dst_kind), &ll,
                    desc_type(src, src_kind), may_require_tmp, stat, stmt))
         caf_ok(stat);
     free(offs);
@@ -415,8 +414,8 @@ void _gfortran_caf_sendget(caf_token_t dst_token, size_t dst_offset,
     if (tmp == NULL)
         caf_fatal(stmt, "out of memory");
     caf_layout_flat(&fl, tmp, sty.size, n);
-    get_layout(srank, &sl, sty, &fl, sty, NULL, stmt);
-    put_layout(drank, &dl, desc_type(dest, dst_kind), &fl, sty, false, NULL, stmt);
+    caf_get_layout(srank, &sl, sty, &fl, sty, NULL, stmt);
+    caf_put_layout(drank, &dl, desc_type(dest, dst_kind), &fl, sty, false, NULL, stmt);
     free(tmp);
     free(doffs);
     free(soffs);
