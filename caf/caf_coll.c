@@ -797,21 +797,6 @@ fail:
 
 /* ------------------------------------------------------------- driver */
 
-/* Layout of the actual argument (descriptor strides times span). */
-static void arg_layout(caf_layout_t *l, const gfc_descriptor_t *d)
-{
-    l->base = d->base_addr;
-    l->esz = d->dtype.elem_len;
-    l->rank = d->dtype.rank;
-    ptrdiff_t span = d->span > 0 ? d->span : (ptrdiff_t)l->esz;
-    for (int i = 0; i < l->rank; i++) {
-        ptrdiff_t ext = d->dim[i].ubound - d->dim[i].lbound + 1;
-        l->dim[i].n = ext > 0 ? (size_t)ext : 0;
-        l->dim[i].step = d->dim[i].stride * span;
-        l->dim[i].offs = NULL;
-    }
-}
-
 static bool type_ok(coll_t *c)
 {
     switch (c->op) {
@@ -879,7 +864,7 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
         return;
 
     caf_layout_t ul, pl;
-    arg_layout(&ul, a);
+    caf_layout_desc(&ul, a, NULL);
     size_t nelem = caf_layout_count(&ul);
     if (nelem == 0 || c->esz == 0)
         return;

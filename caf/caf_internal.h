@@ -83,6 +83,8 @@ int caf_team_this_image(void);
 int caf_team_num_images(void);
 /* Ranks of the current team, in image order (n entries). */
 const int *caf_team_ranks(int *n);
+/* Ranks of the initial team (0 .. nranks-1), whatever the current team. */
+const int *caf_initial_ranks(void);
 /* Identifier of the current team, the same on its members (initial: 0). */
 uint64_t caf_team_id(void);
 /* True inside CHANGE TEAM (the current team is not the initial team). */

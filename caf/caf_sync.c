@@ -144,19 +144,6 @@ static bool all_ended(void)
     return caf.nstopped + caf.nfailed >= caf.nranks;
 }
 
-static const int *initial_ranks(void)
-{
-    static int *ranks;
-    if (ranks == NULL) {
-        ranks = malloc((size_t)caf.nranks * sizeof *ranks);
-        if (ranks == NULL)
-            caf_fatal("SYNC ALL", "out of memory");
-        for (int i = 0; i < caf.nranks; i++)
-            ranks[i] = i;
-    }
-    return ranks;
-}
-
 void caf_sync_serve(void)
 {
     caf_poll();
@@ -164,7 +151,7 @@ void caf_sync_serve(void)
     for (int k = 0; k < BAR_ROUNDS; k++) {
         if (s->arrived[k] > s->epoch) {
             /* A barrier of the initial team we have not joined: join. */
-            group_barrier(0, initial_ranks(), caf.nranks, caf.rank, all_ended);
+            group_barrier(0, caf_initial_ranks(), caf.nranks, caf.rank, all_ended);
             return;
         }
     }

@@ -20,10 +20,8 @@ struct caf_team {
 
 static caf_team_s initial;
 
-static const caf_team_s *cur(void)
+static const caf_team_s *initial_team(void)
 {
-    if (caf.team != NULL)
-        return caf.team;
     if (initial.ranks == NULL) {
         initial.ranks = malloc((size_t)caf.nranks * sizeof *initial.ranks);
         if (initial.ranks == NULL)
@@ -36,6 +34,16 @@ static const caf_team_s *cur(void)
         initial.id = 0;
     }
     return &initial;
+}
+
+static const caf_team_s *cur(void)
+{
+    return caf.team != NULL ? caf.team : initial_team();
+}
+
+const int *caf_initial_ranks(void)
+{
+    return initial_team()->ranks;
 }
 
 int caf_image_rank(int image)
