@@ -212,8 +212,8 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
 
 /* ------------------------------------------------------------------- RMA */
 
-/* Sizes: 1 byte up to FH_MAX_XFER (at least 64 MiB; size 0 is a no-op that
- * succeeds).  Any alignment.  The local side may be anywhere in this
+/* Sizes: 1 byte up to FH_MAX_XFER (64 GiB; larger is FH_ERR_TOO_BIG; size 0
+ * is a no-op that succeeds).  Any alignment.  The local side may be anywhere in this
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
  * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
  * mapped memory of `rank` (else FH_ERR_OUT_OF_SEGMENT, refused by the
@@ -367,7 +367,9 @@ int fh_poll(void);
 
 /* Collective: each rank contributes `len` bytes from in; out receives
  * nranks*len bytes in rank order.  Blocking; not handler-safe.  Useful to
- * clients for exchanging metadata (e.g. symmetric allocation). */
+ * clients for exchanging metadata (e.g. symmetric allocation), not for bulk
+ * data: it runs over the bootstrap, and nranks*len may be at most 1 GiB
+ * (else FH_ERR_TOO_BIG), so each rank contributes at most 1 GiB / nranks. */
 int fh_allgather(const void *in, void *out, size_t len);
 
 /* ----------------------------------------------------------- tunables */

@@ -1,0 +1,79 @@
+#!/bin/sh
+# rounds.sh -- the tables of docs/performance.md: R rounds of run-all.sh at
+# one commit, merged into one report whose cells show the spread.
+#
+#   bench/rounds.sh [--rounds R] [--rxe] [--full] [--builddir DIR] [--out DIR]
+#                   [--update FILE]
+#
+# Runs `bench/run-all.sh --quick` (--full: without --quick) R times (default
+# 3) into DIR/round-1..R (default DIR: ./rounds), --rxe adding the Soft-RoCE
+# VM's series to every round.  Then bench/report.sh on each round and
+# bench/merge-reports.awk over them: DIR/report.md, every number
+# "median [min-max]" over the rounds, every verdict "met k/R".  --update
+# FILE replaces the text between FILE's "<!-- report:begin" and
+# "<!-- report:end -->" lines with DIR/report.md.  Refuses to run on a
+# working tree with uncommitted changes to the code (the page names one
+# commit; FHB_ALLOW_DIRTY=1 overrides for trying the script).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+rounds=3
+rxe=
+quick=--quick
+builddir=
+out=rounds
+update=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --rounds) rounds=$2; shift ;;
+        --rxe) rxe=--rxe ;;
+        --full) quick= ;;
+        --builddir) builddir=$2; shift ;;
+        --out) out=$2; shift ;;
+        --update) update=$2; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--rounds R] [--rxe] [--full] [--builddir DIR] [--out DIR] [--update FILE]" >&2
+           exit 2 ;;
+    esac
+    shift
+done
+case $rounds in ''|*[!0-9]*|0) echo "rounds.sh: --rounds needs a positive integer" >&2; exit 2 ;; esac
+if [ -z "${FHB_ALLOW_DIRTY:-}" ] && [ -n "$(git -C "$top" status --porcelain -- . ':!docs' 2>/dev/null)" ]; then
+    echo "rounds.sh: uncommitted changes outside docs/: commit first (the tables name one commit)" >&2
+    exit 1
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+bargs=
+[ -n "$builddir" ] && bargs="--builddir $builddir"
+status=0
+k=1
+while [ "$k" -le "$rounds" ]; do
+    echo "rounds: round $k of $rounds"
+    rm -rf "$out/round-$k"
+    # shellcheck disable=SC2086
+    "$here/run-all.sh" $quick $rxe $bargs --out "$out/round-$k" > "$out/round-$k.log" 2>&1 \
+        || { echo "rounds: round $k: run-all.sh failed (see $out/round-$k.log)" >&2; status=1; }
+    "$here/report.sh" "$out/round-$k" > "$out/round-$k.md"
+    FHB_NO_INSTALL=1; export FHB_NO_INSTALL   # installed once is enough
+    k=$((k + 1))
+done
+set --
+k=1
+while [ "$k" -le "$rounds" ]; do set -- "$@" "$out/round-$k.md"; k=$((k + 1)); done
+{
+    echo "Every number is the median over $rounds rounds of \`bench/run-all.sh $quick $rxe\`" \
+         "at one commit, [lowest-highest] when the rounds differ; a verdict is" \
+         "how many rounds met it.  Regenerate: \`bench/rounds.sh --rounds $rounds $rxe --update docs/performance.md\`."
+    echo
+    awk -v R="$rounds" -f "$here/merge-reports.awk" "$@"
+} > "$out/report.md" || { echo "rounds: merging the rounds failed" >&2; exit 1; }
+if [ -n "$update" ]; then
+    awk -v rep="$out/report.md" '
+        /^<!-- report:begin/ { print; while ((getline l < rep) > 0) print l; skip = 1; next }
+        /^<!-- report:end -->/ { skip = 0 }
+        !skip' "$update" > "$update.tmp" && mv "$update.tmp" "$update"
+    echo "rounds: $update updated"
+fi
+echo "rounds: $out/report.md"
+exit $status
