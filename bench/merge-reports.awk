@@ -7,7 +7,9 @@
 # line:
 #   - a table row ("| ... |"): each cell that is a number in every round
 #     becomes "median [min-max]" over the rounds (just the number when all
-#     rounds agree); a verdict cell (met / MISSED) becomes "met R/R", "met
+#     rounds agree); a cell that starts with a number then words (ratios.sh's
+#     "0.91 (medians ...)") gets the numbers' "median [min-max]", then the
+#     words of the round that had the median; a verdict cell (met / MISSED) becomes "met R/R", "met
 #     k/R" or "MISSED R/R"; any other cell is round 1's text, or "a / b / c"
 #     when the rounds' texts differ.
 #   - the per-round "Run:" and "run-all.sh took" lines are printed once per
@@ -31,7 +33,7 @@ function median(v, n,   i, j, t) {
 
 # merge_cell(c): cell c of the current row over the R rounds; numbers keep
 # the most decimals any round printed.
-function merge_cell(c,   k, allnum, dec, v, m, lo, hi, nmet, same, out) {
+function merge_cell(c,   k, allnum, dec, v, m, lo, hi, nmet, same, out, lead, num, mk) {
     allnum = 1; dec = 0; same = 1; nmet = 0
     for (k = 1; k <= R; k++) {
         cell[k, c] = trim(cell[k, c])
@@ -45,6 +47,19 @@ function merge_cell(c,   k, allnum, dec, v, m, lo, hi, nmet, same, out) {
         for (k = 1; k <= R; k++) v[k] = cell[k, c] + 0
         m = median(v, R); lo = v[1]; hi = v[R]
         return sprintf("%." dec "f [%." dec "f-%." dec "f]", m, lo, hi)
+    }
+    # "1.23 (medians ...)": the leading numbers' spread, then the median
+    # round's own words (R odd; else the first round's)
+    lead = 1
+    for (k = 1; k <= R; k++)
+        if (!match(cell[k, c], /^-?[0-9]+(\.[0-9]+)? /)) { lead = 0; break }
+        else { num[k] = substr(cell[k, c], 1, RLENGTH - 1); if (decimals(num[k]) > dec) dec = decimals(num[k]) }
+    if (lead) {
+        for (k = 1; k <= R; k++) v[k] = num[k] + 0
+        m = median(v, R); lo = v[1]; hi = v[R]
+        mk = 1
+        for (k = 1; k <= R; k++) if (num[k] + 0 == m) { mk = k; break }
+        return sprintf("%." dec "f [%." dec "f-%." dec "f]; round %d: %s", m, lo, hi, mk, cell[mk, c])
     }
     if (cell[1, c] ~ /^(met|MISSED|n\/a)$/) {
         for (k = 1; k <= R; k++)
