@@ -142,7 +142,7 @@ if [ $smoke = 1 ]; then TO=120; elif [ $quick = 1 ]; then TO=300; else TO=900; f
 benches="caf_putget caf_cosum caf_cannon caf_bitonic"
 
 # ---- which sides exist --------------------------------------------------
-say "run-caf-bench: $(date -u +%Y-%m-%dT%H:%M:%SZ) quick=$quick smoke=$smoke rounds=$rounds np=\"$nplist\" app-np=$appnp transports=\"$transports\""
+say "run-caf-bench: $(date -u +%Y-%m-%dT%H:%M:%SZ) git $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown) quick=$quick smoke=$smoke rounds=$rounds np=\"$nplist\" app-np=$appnp transports=\"$transports\""
 say "machine: $(uname -srm), $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 have_ours=1
 have_theirs=1

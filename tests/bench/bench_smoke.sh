@@ -10,7 +10,8 @@
 # run-all.sh marks a strategy this build lacks), the apps kernels report
 # "verified", and bench/ratios.sh reads the CSVs without error, also with
 # the rxe VM's files present (bench/run-rxe.sh: *-ibv*.csv, same shapes;
-# stand-ins copied from the tcp ones here), as does bench/report.sh.
+# stand-ins copied from the tcp ones here), as does bench/report.sh, and
+# bench/merge-reports.awk merges rounds of it.
 # Exit 0 pass, 1 fail, 77 skip (nothing built).
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -115,6 +116,20 @@ sh "$top_srcdir/bench/report.sh" "$d" > "$d/report.md" 2> "$d/report.err" ||
     bad "report.sh failed: $(cat "$d/report.err")"
 grep -q '^### rxe VM' "$d/report.md" || bad "report.sh: no rxe VM section"
 [ -s "$d/report.err" ] && bad "report.sh wrote errors: $(cat "$d/report.err")"
+
+# bench/rounds.sh's merge: two identical rounds give the report back (the
+# per-round "Run:" lines twice); a round whose latency differs gives that
+# cell "median [lowest-highest]".
+awk -v R=2 -f "$top_srcdir/bench/merge-reports.awk" "$d/report.md" "$d/report.md" > "$d/merged.md" 2> "$d/merge.err" ||
+    bad "merge-reports.awk failed: $(cat "$d/merge.err")"
+grep -v '^Run: \|^run-all' "$d/report.md" > "$d/report.norun"
+grep -v '^round [12]: ' "$d/merged.md" > "$d/merged.norun"
+cmp -s "$d/report.norun" "$d/merged.norun" || bad "merge-reports.awk of two identical rounds changed the tables"
+awk '/^\| tcp \| 8 \|/ && !done { sub(/\| tcp \| 8 \| [0-9.]+/, "| tcp | 8 | 99999.5"); done = 1 } 1' \
+    "$d/report.md" > "$d/report2.md"
+awk -v R=2 -f "$top_srcdir/bench/merge-reports.awk" "$d/report.md" "$d/report2.md" > "$d/merged.md" 2> "$d/merge.err"
+grep -q '^| tcp | 8 | [0-9.]* \[[0-9.]*-99999.5[0-9]*\]' "$d/merged.md" ||
+    bad "merge-reports.awk: no 'median [lowest-highest]' cell for a latency that differs: $(grep '^| tcp | 8 |' "$d/merged.md" | head -n 2)"
 
 echo "bench_smoke: $(( $(date +%s) - t0 ))s"
 if [ $fail -eq 0 ]; then echo "PASS bench_smoke"; exit 0; fi

@@ -1,0 +1,106 @@
+#!/bin/sh
+# report.sh -- Markdown tables of one run-caf-bench.sh run, for
+# docs/performance.md's Co-Array Fortran section.
+#
+#   bench/caf/report.sh RESULTS_DIR > tables.md
+#
+# Reads RESULTS_DIR/results.csv (round,side,transport,bench,images,size,
+# metric,value).  Ours and theirs ran interleaved in each round, so every
+# ratio is computed per round (ours_r / theirs_r) and shown as
+# "median [lowest-highest]" over the rounds; the times beside it are the
+# medians over rounds of each side.  Nothing is typed by hand: every number
+# comes from the CSV.
+set -u
+d=${1:?usage: report.sh RESULTS_DIR}
+csv=$d/results.csv
+[ -f "$csv" ] || { echo "report.sh: $csv not found" >&2; exit 1; }
+
+awk -F, -v git="$(sed -n 's/^run-caf-bench: .* git \([^ ]*\).*/\1/p' "$d/run.log" 2>/dev/null | head -n 1)" '
+function sortv(v, n,   i, j, t) {
+    for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+}
+function med(v, n) { sortv(v, n); return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+# m(side, key): median over rounds of one side
+function m(side, key,   r, n, v) {
+    n = 0
+    for (r = 1; r <= maxr; r++) if ((r, side, key) in val) v[++n] = val[r, side, key] + 0
+    return n ? med(v, n) : ""
+}
+# ratio(numside, denside, key): per-round ratio, "median [lo-hi]"
+function ratio(a, b, key, ka, kb,   r, n, v, x) {
+    if (ka == "") ka = key
+    if (kb == "") kb = key
+    n = 0
+    for (r = 1; r <= maxr; r++)
+        if ((r, a, ka) in val && (r, b, kb) in val && val[r, b, kb] + 0 != 0)
+            v[++n] = val[r, a, ka] / val[r, b, kb]
+    if (n == 0) return "n/a"
+    x = med(v, n)
+    return n == 1 ? sprintf("%.2f", x) : sprintf("%.2f [%.2f-%.2f]", x, v[1], v[n])
+}
+function f(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
+function k(tr, b, np, sz, met) { return tr SUBSEP b SUBSEP np SUBSEP sz SUBSEP met }
+function human(n) { return n >= 1048576 ? n / 1048576 " MiB" : n >= 1024 ? n / 1024 " KiB" : n " B" }
+NR == 1 { next }
+{
+    val[$1, $2, k($3, $4, $5, $6, $7)] = $8
+    if ($1 + 0 > maxr) maxr = $1 + 0
+    tr[$3] = 1
+    if ($4 == "caf_put") sizes[$6 + 0] = 1
+    if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
+    if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
+}
+END {
+    ntr = split("tcp shm", trl, " ")
+    ns = 0; for (s in sizes) sz[++ns] = s + 0; sortv(sz, ns)
+    printf "run-caf-bench.sh: %d round(s)%s; ratio = ours / theirs per round, median [lowest-highest] over rounds;\n", maxr, git == "" ? "" : ", git `" git "`"
+    printf "times are each side'"'"'s median over rounds.\n\n"
+    printf "**Layer overhead** (coarray 8 B put / `fh_put` of 8 B, same rounds):"
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) printf " %s %s us / %s us = **%s**;", t, f(m("ours", k(t, "caf_put", 2, 8, "median_us")), "%.3f"),
+        f(m("fh", k(t, "fh_put", 2, 8, "median_us")), "%.3f"), ratio("ours", "fh", "", k(t, "caf_put", 2, 8, "median_us"), k(t, "fh_put", 2, 8, "median_us"))
+    printf "\n\n**Latency** (us, median, image 1 -> 2, blocking coindexed assignment):\n\n"
+    printf "| bytes | transport | put ours / theirs | put ratio | get ours / theirs | get ratio |\n|---|---|---|---|---|---|\n"
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= ns; i++) {
+        printf "| %s | %s", human(sz[i]), t
+        for (p = 1; p <= 2; p++) {
+            op = p == 1 ? "caf_put" : "caf_get"; key = k(t, op, 2, sz[i], "median_us")
+            printf " | %s / %s | %s", f(m("ours", key), "%.3f"), f(m("theirs", key), "%.3f"), ratio("ours", "theirs", key)
+        }
+        printf " |\n"
+    }
+    printf "\n**Bandwidth** (MB/s, the statement in a loop; ratio > 1: ours faster):\n\n"
+    printf "| bytes | transport | put ours / theirs | put ratio | get ours / theirs | get ratio |\n|---|---|---|---|---|---|\n"
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= ns; i++) {
+        if (sz[i] < 65536) continue
+        printf "| %s | %s", human(sz[i]), t
+        for (p = 1; p <= 2; p++) {
+            op = p == 1 ? "caf_put" : "caf_get"; key = k(t, op, 2, sz[i], "mb_s")
+            printf " | %s / %s | %s", f(m("ours", key), "%.0f"), f(m("theirs", key), "%.0f"), ratio("ours", "theirs", key)
+        }
+        printf " |\n"
+    }
+    printf "\n**co_sum** (us, median of the slowest image):\n\n"
+    printf "| images | bytes | transport | ours / theirs | ratio |\n|---|---|---|---|---|\n"
+    for (np = 1; np <= 4096; np++) {
+        if (!(np in cnp)) continue
+        for (s = 1; s <= 1073741824; s *= 2) {
+            if (!(s in csz)) continue
+            for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
+                key = k(t, "caf_cosum", np, s, "median_us")
+                printf "| %d | %s | %s | %s / %s | %s |\n", np, human(s), t, f(m("ours", key), "%.1f"), f(m("theirs", key), "%.1f"), ratio("ours", "theirs", key)
+            }
+        }
+    }
+    printf "\n**Applications** (s, median; hit rate = reg_hits / (reg_hits + reg_misses) over all images, ours):\n\n"
+    printf "| program | images | size | transport | ours / theirs (s) | ratio | hit rate | hits / misses |\n|---|---|---|---|---|---|---|---|\n"
+    for (a in app) {
+        split(a, x, SUBSEP)
+        for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
+            key = k(t, x[1], x[2], x[3], "seconds"); h = m("ours", k(t, x[1], x[2], x[3], "hit_rate"))
+            printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s / %s |\n", x[1], x[2], x[3], t,
+                f(m("ours", key), "%.5f"), f(m("theirs", key), "%.5f"), ratio("ours", "theirs", key),
+                h == "" ? "n/a" : sprintf("%.1f %%", 100 * h),
+                f(m("ours", k(t, x[1], x[2], x[3], "reg_hits")), "%d"), f(m("ours", k(t, x[1], x[2], x[3], "reg_misses")), "%d")
+        }
+    }
+}' "$csv"
