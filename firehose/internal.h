@@ -318,10 +318,16 @@ int  fh_reg_init(fh_rt_t *rt);
  * before the conduit closes. */
 void fh_reg_fini(fh_rt_t *rt);
 /* Our segment memory [base, base+len) may / may no longer be registered for
- * peers.  unexpose keeps the mapping until fh_reg_fini (regions may still
- * cover it; the memory must not be reused while they exist). */
+ * peers.  unexpose_and_retire keeps the mapping until fh_reg_fini (regions
+ * may still cover it; the memory must not be reused while they exist):
+ * for fh_finalize and failed creations.  fh_reg_seg_release (segment
+ * destroy, after its barrier; no lock held, not in a handler) instead
+ * invalidates every cached region of it and waits, polling, until every
+ * peer holding a firehose on it acknowledged the revocation: at return no
+ * peer can reach it and the caller may unmap it. */
 int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
+void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len);
 size_t fh_reg_bucket(const fh_rt_t *rt);
 /* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
 size_t fh_reg_pinnable(const fh_rt_t *rt);

@@ -434,21 +434,62 @@ int fh_reg_expose(fh_rt_t *rt, void *base, size_t len)
     return rc;
 }
 
+/* Removes the span starting at base (g->lock held). */
+static void span_remove(struct fh_reg *g, uintptr_t base)
+{
+    for (size_t i = 0; i < g->nspans; i++)
+        if (g->spans[i].base == base) {
+            g->spans[i] = g->spans[--g->nspans];
+            return;
+        }
+}
+
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
-    for (size_t i = 0; i < g->nspans; i++)
-        if (g->spans[i].base == (uintptr_t)base) {
-            g->spans[i] = g->spans[--g->nspans];
-            break;
-        }
+    span_remove(g, (uintptr_t)base);
     int rc = span_push(&g->retired, &g->nretired, &g->capretired, (uintptr_t)base,
                        (uintptr_t)base + len);
     pthread_mutex_unlock(&g->lock);
     if (rc != FH_OK)
         fh_log_error("firehose cache: out of memory retiring a segment; its memory stays "
                      "mapped");
+}
+
+/* The segment's memory leaves the cache the way freed memory does
+ * (revoke.c, docs/firehose-cache.md "Remote firehoses: the revocation
+ * protocol"), only announced by the runtime instead of the monitor: in one
+ * cache-lock section the span stops being allowed() (later moves for it are
+ * refused) and every region meeting it is invalidated (idle ones and
+ * victims deregistered now, held ones REVOKEd); then we wait, polling with
+ * no lock held, until every holder acknowledged.  An ack leaves a holder
+ * only after its RDMA through the firehose completed and the firehose is
+ * gone from its tables and its threads' hit caches; fhc deregisters the
+ * region on the last ack.  The caller's peers poll meanwhile (they are in
+ * the same collective).  A region still pinned locally (an operation of
+ * ours from this memory still in flight, against the destroy contract) is
+ * deregistered at its last unpin; no peer holds its key any more. */
+void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+{
+    struct fh_reg *g = rt->reg;
+    pthread_mutex_lock(&g->lock);
+    span_remove(g, (uintptr_t)base);
+    unsigned n = fhc_invalidate(g->c, (uintptr_t)base, len);
+    reg_check(g, (uint32_t)rt->rank);     /* the global invariants */
+    pthread_mutex_unlock(&g->lock);
+    fh_log_verbose(2, "segment memory %p (+%zu bytes): %u cached regions invalidated",
+                   base, len, n);
+    for (unsigned idle = 0;;) {
+        fh_reg_flush(t);
+        pthread_mutex_lock(&g->lock);
+        uint32_t pending = fhc_revokes_pending(g->c);
+        pthread_mutex_unlock(&g->lock);
+        if (pending == 0)
+            return;
+        fh_progress(t);
+        fh_wait_idle(&idle);
+    }
 }
 
 /* ------------------------------------------------------------ stats */

@@ -139,11 +139,13 @@ int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
 /* Collective, blocking, not handler-safe.  Every rank must have completed its
  * operations targeting the segment before calling (the call contains a
  * barrier before the memory is unmapped).  Every remote key to this rank's
- * piece is revoked before its memory is unmapped (any registration strategy;
- * FH_REG_STRATEGY=firehose keeps the memory mapped until fh_finalize
- * instead): a peer that still uses one gets an error, never the memory
- * mapped there later (where the transport checks keys at all; see
- * docs/firehose-cache.md, "Key lifetime"). */
+ * piece is revoked before its memory is unmapped, and the memory is given
+ * back to the system before the call returns, under every registration
+ * strategy (FH_REG_STRATEGY=firehose first revokes its peers' firehoses on
+ * the piece and waits until every holder acknowledged): a peer that still
+ * uses an old key gets an error, never the memory mapped there later
+ * (where the transport checks keys at all; see docs/firehose-cache.md,
+ * "Key lifetime"). */
 int fh_segment_destroy(fh_seg_t seg);
 
 /* -------------------------------------------------------- active messages */
