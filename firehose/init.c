@@ -352,7 +352,13 @@ int fh_finalize(void)
         return err;
     fh_rt_t *rt = fh_rt;
     fh_quiet();
-    fh_barrier_internal(t);
+    /* A peer may still be in another collective (a mismatch its call
+     * reports): pair with its next calls until every rank is here. */
+    fh_coll_enter(t);
+    while (fh_barrier_internal(t, fh_coll_sig(FH_COLL_FINALIZE, 0), "fh_finalize") ==
+           FH_ERR_STATE)
+        ;
+    fh_coll_leave();
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
     if (rt->cfg.stats)

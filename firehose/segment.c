@@ -221,11 +221,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     if (size > (SIZE_MAX >> 2))
         return fh_set_error(FH_ERR_OVERFLOW, "fh_segment_create: size %zu is too large", size);
 
+    fh_coll_enter(t);
     pthread_mutex_lock(&rt->seg_lock);
     long id = 0;
     while (id < rt->cfg.max_segments && (rt->segs[id].live || rt->segs[id].dying))
         id++;
-    /* Every rank reaches the same slot: creation is collective and ordered. */
+    /* Every rank reaches the same slot: creations and destructions are
+     * collective and paired in order (coll.c), and the exchange below
+     * checks that the slots agree. */
     struct seg_wire mine = {0};
     fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
     if (sg == NULL) {
@@ -296,7 +299,8 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         fh_fatal("fh_segment_create: out of memory");
     }
     pthread_mutex_unlock(&rt->seg_lock);
-    rc = fh_allgather(&mine, all, sizeof mine);
+    rc = fh_allgather_internal(t, fh_coll_sig(FH_COLL_SEG_CREATE, (uint64_t)id),
+                               "fh_segment_create", &mine, all, sizeof mine);
     pthread_mutex_lock(&rt->seg_lock);
     int bad = -1;
     for (int r = 0; r < rt->nranks && rc == FH_OK; r++)
@@ -305,11 +309,22 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
             rc = (int)all[r].status;
         }
     if (rc != FH_OK) {
+        /* Never published, but under firehose announced to the cache: it
+         * lets go first, as at destroy (a no-op unless FH_SEGMENT=
+         * everything let a peer reach it). */
+        if (sg && sg->base != NULL && rt->reg != NULL) {
+            pthread_mutex_unlock(&rt->seg_lock);
+            fh_reg_seg_release(rt, t, sg->base, sg->mapped);
+            pthread_mutex_lock(&rt->seg_lock);
+        }
         if (sg)
-            seg_release_local(rt, sg, false, false);
+            seg_release_local(rt, sg, false, true);
         pthread_mutex_unlock(&rt->seg_lock);
+        fh_coll_leave();
         free(all);
         free(pieces);
+        if (bad < 0)    /* the exchange itself failed; it said why */
+            return rc;
         return fh_set_error(rc, "fh_segment_create: rank %d could not create its piece of "
                             "%zu bytes: %s", bad, size, fh_strerror(rc));
     }
@@ -322,6 +337,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     sg->live = 1;
     rc = publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
+    fh_coll_leave();
     if (rc != FH_OK)
         fh_fatal("fh_segment_create: out of memory publishing the segment table");
     *seg = (fh_seg_t)id;
@@ -389,9 +405,17 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_unlock(&rt->seg_lock);
     if (sg == NULL)
         return rc;
-    /* Everyone's operations on it are complete once all have arrived. */
-    if ((rc = fh_barrier_internal(t)) != FH_OK)
+    fh_coll_enter(t);
+    pthread_mutex_lock(&rt->seg_lock);
+    sg = live_seg("fh_segment_destroy", seg, &rc);    /* another thread's destroy? */
+    pthread_mutex_unlock(&rt->seg_lock);
+    /* Everyone's operations on it are complete once all have arrived; every
+     * rank destroys the same segment (else FH_ERR_STATE, nothing done). */
+    uint64_t sig = fh_coll_sig(FH_COLL_SEG_DESTROY, seg);
+    if (sg == NULL || (rc = fh_barrier_internal(t, sig, "fh_segment_destroy")) != FH_OK) {
+        fh_coll_leave();
         return rc;
+    }
     /* The order below is the key-lifetime rule (top of file). */
     pthread_mutex_lock(&rt->seg_lock);
     sg->live = 0;
@@ -407,7 +431,7 @@ int fh_segment_destroy(fh_seg_t seg)
          * REVOKEs were acknowledged. */
         if (sg->base != NULL)
             fh_reg_seg_release(rt, t, sg->base, sg->mapped);
-        if ((rc = fh_barrier_internal(t)) != FH_OK)
+        if ((rc = fh_barrier_internal(t, sig, "fh_segment_destroy")) != FH_OK)
             fh_fatal("fh_segment_destroy: the barrier after the revocations failed: %s",
                      fh_strerror(rc));
     }
@@ -420,5 +444,6 @@ int fh_segment_destroy(fh_seg_t seg)
     sg->pieces = NULL;
     sg->dying = 0;
     pthread_mutex_unlock(&rt->seg_lock);
+    fh_coll_leave();
     return FH_OK;
 }
