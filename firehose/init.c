@@ -210,8 +210,12 @@ static int init_fail(fh_rt_t *rt, int err)
     }
     if (rt->conduit != NULL)
         rt->cops->close(rt->conduit);
-    if (rt->boot != NULL)
-        rt->boot->ops->abort(rt->boot, 1, "fh_init failed");
+    if (rt->boot != NULL) {
+        /* The reason, not only "fh_init failed": the job ends here. */
+        const char *why = fh_last_error();
+        fh_log_error("%s", why != NULL && *why ? why : "fh_init failed");
+        rt->boot->ops->abort(rt->boot, 1, why != NULL && *why ? why : "fh_init failed");
+    }
     free(rt);
     atomic_store(&rt_state, 0);
     return err;
