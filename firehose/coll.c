@@ -31,6 +31,7 @@
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -109,15 +110,16 @@ void fh_coll_leave(void)
 int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
 {
     fh_rt_t *rt = fh_rt;
+    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
     if (rt->nranks == 1)
         return FH_OK;
     uint64_t epoch = ++rt->barrier_epoch;
     uint64_t lo = sig, hi = sig;
-    int rc = FH_OK;
     for (unsigned k = 0, dist = 1; dist < (unsigned)rt->nranks; k++, dist <<= 1) {
         int to = (int)(((unsigned)rt->rank + dist) % (unsigned)rt->nranks);
         uint64_t args[4] = {k, epoch, lo, hi};
-        rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args, 4);
+        int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args,
+                                    4);
         if (rc != FH_OK)
             return rc;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
