@@ -89,6 +89,11 @@ typedef struct fh_conduit_limits {
     int    needs_local_mr;   /* local buffers of put/get must be registered */
     size_t max_mr_count;     /* registrations supported (0 = unknown) */
     size_t max_mr_bytes;     /* bytes registrable (0 = unknown/unlimited) */
+    int    reg_pins;         /* mr_reg pins pages (they count against
+                                RLIMIT_MEMLOCK): the runtime sizes its
+                                pinning budgets from that limit only then;
+                                0 = registration pins nothing (a software
+                                transport copying by virtual address) */
     char   description[128]; /* e.g. "ofi tcp;ofi_rxm on lo" for logs */
 } fh_conduit_limits_t;
 

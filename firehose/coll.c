@@ -1,21 +1,65 @@
 /*
- * coll.c -- barrier (dissemination over AMs) and allgather.
+ * coll.c -- collectives: how they are paired across ranks, the barrier
+ * (dissemination over AMs) and allgather.
+ *
+ * Pairing (the rule is stated in firehose.h, "Collectives").  Every
+ * collective call -- fh_barrier, fh_allgather, fh_segment_create,
+ * fh_segment_destroy, fh_finalize -- runs from start to end holding the
+ * rank's coll_lock (fh_coll_enter / fh_coll_leave), so a rank runs one at a
+ * time, in the order its threads enter, and the k-th collective of every
+ * rank pairs with the k-th of every other.  Each call begins with a barrier
+ * that carries the call's signature (fh_coll_sig: which call, and the
+ * argument that must agree: len of fh_allgather, the segment of
+ * fh_segment_destroy, the slot of fh_segment_create).  The barrier also
+ * computes the minimum and maximum signature over all ranks (both are
+ * idempotent, so the dissemination pattern gives every rank the exact
+ * result); if they differ, EVERY rank's call returns FH_ERR_STATE after the
+ * barrier, before doing anything else, and the next calls pair again.  So
+ * concurrent calls from several threads never deadlock: either they agree
+ * and proceed, or all of them fail the same way.  (Before, each call took
+ * the lock twice -- barrier, then the bootstrap exchange -- and two threads
+ * of each rank could hold it in different phases on different ranks.)
+ * A thread waiting for coll_lock keeps polling.
  *
  * Barrier: in round k rank r notifies (r + 2^k) mod N and waits for the
  * notification from (r - 2^k) mod N, for ceil(log2 N) rounds.  A peer can be
  * at most one barrier ahead of us (it cannot finish barrier e+1 before we
- * entered it), so arrivals are counted per round and per epoch parity.
- * Only one thread of a rank is inside a barrier at a time (coll_lock).
+ * entered it), so arrivals -- and the signature range they carry -- are
+ * kept per round and per epoch parity.
  *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
  */
+#include <assert.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
-/* args: round, epoch */
+uint64_t fh_coll_sig(enum fh_coll_kind kind, uint64_t arg)
+{
+    return ((uint64_t)kind << 56) | (arg & (((uint64_t)1 << 56) - 1));
+}
+
+/* "fh_segment_destroy(3)": the call and the argument that must agree. */
+static void describe(uint64_t sig, char *buf, size_t len)
+{
+    static const char *const names[] = {"?", "fh_barrier", "fh_allgather",
+                                        "fh_segment_create", "fh_segment_destroy",
+                                        "fh_finalize"};
+    static const char *const args[] = {"", "", " of %llu bytes", " into slot %llu",
+                                       " of segment %llu", ""};
+    uint64_t k = sig >> 56;
+    if (k >= sizeof names / sizeof *names)
+        k = 0;
+    int n = snprintf(buf, len, "%s", names[k]);
+    if (n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, args[k],
+                 (unsigned long long)(sig & (((uint64_t)1 << 56) - 1)));
+}
+
+/* args: round, epoch, smallest and largest signature seen so far */
 static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
                            unsigned na)
 {
@@ -24,7 +68,7 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
     int src = -1;
     fh_token_source(tok, &src);
     fh_rt_t *rt = fh_rt;
-    if (na != 2 || a[0] >= 64) {
+    if (na != 4 || a[0] >= 64) {
         fh_am_drop(fh_token_path(tok), src, "a malformed barrier message");
         return;
     }
@@ -38,7 +82,10 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
                    "this rank's to send", (unsigned long long)a[0]);
         return;
     }
-    atomic_fetch_add(&rt->barrier_arrived[a[0]][a[1] & 1], 1);
+    _Atomic uint64_t *sig = rt->barrier_sig[a[0]][a[1] & 1];
+    atomic_store_explicit(&sig[0], a[2], memory_order_relaxed);
+    atomic_store_explicit(&sig[1], a[3], memory_order_relaxed);
+    atomic_fetch_add_explicit(&rt->barrier_arrived[a[0]][a[1] & 1], 1, memory_order_release);
 }
 
 void fh_coll_init(void)
@@ -46,29 +93,67 @@ void fh_coll_init(void)
     fh_am_register_internal(FH_H_BARRIER, barrier_notify, "barrier");
 }
 
-int fh_barrier_internal(fh_tls_t *t)
+void fh_coll_enter(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
+    for (unsigned idle = 0; pthread_mutex_trylock(&rt->coll_lock) != 0;) {
+        fh_progress(t);
+        fh_wait_idle(&idle);
+    }
+}
+
+void fh_coll_leave(void)
+{
+    pthread_mutex_unlock(&fh_rt->coll_lock);
+}
+
+int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
+{
+    fh_rt_t *rt = fh_rt;
+    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
     if (rt->nranks == 1)
         return FH_OK;
-    pthread_mutex_lock(&rt->coll_lock);
     uint64_t epoch = ++rt->barrier_epoch;
-    int rc = FH_OK;
+    uint64_t lo = sig, hi = sig;
     for (unsigned k = 0, dist = 1; dist < (unsigned)rt->nranks; k++, dist <<= 1) {
         int to = (int)(((unsigned)rt->rank + dist) % (unsigned)rt->nranks);
-        uint64_t args[2] = {k, epoch};
-        rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args, 2);
+        uint64_t args[4] = {k, epoch, lo, hi};
+        int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args,
+                                    4);
         if (rc != FH_OK)
-            break;
+            return rc;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
-        for (unsigned idle = 0; atomic_load(slot) == 0;) {
+        for (unsigned idle = 0; atomic_load_explicit(slot, memory_order_acquire) == 0;) {
             fh_progress(t);
             fh_wait_idle(&idle);
         }
+        _Atomic uint64_t *in = rt->barrier_sig[k][epoch & 1];
+        uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
+        uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);
+        lo = ilo < lo ? ilo : lo;
+        hi = ihi > hi ? ihi : hi;
         atomic_fetch_sub(slot, 1);
     }
-    pthread_mutex_unlock(&rt->coll_lock);
-    return rc;
+    if (lo != hi) {
+        char a[64], b[64];
+        describe(lo, a, sizeof a);
+        describe(hi, b, sizeof b);
+        return fh_set_error(FH_ERR_STATE, "%s: the ranks' collectives do not pair up (%s "
+                            "met %s); nothing done: concurrent collectives that differ "
+                            "must be ordered (firehose.h: Collectives)", fn, a, b);
+    }
+    return FH_OK;
+}
+
+int fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
+                          void *out, size_t len)
+{
+    int rc = fh_barrier_internal(t, sig, fn);
+    if (rc != FH_OK)
+        return rc;
+    rc = fh_rt->boot->ops->allgather(fh_rt->boot, in, out, len);
+    return rc == FH_OK ? FH_OK : fh_set_error(FH_ERR_BOOTSTRAP, "%s: the bootstrap's "
+                                              "allgather failed", fn);
 }
 
 int fh_barrier(void)
@@ -77,7 +162,10 @@ int fh_barrier(void)
     fh_tls_t *t = fh_enter("fh_barrier", &rc);
     if (t == NULL)
         return rc;
-    return fh_barrier_internal(t);
+    fh_coll_enter(t);
+    rc = fh_barrier_internal(t, fh_coll_sig(FH_COLL_BARRIER, 0), "fh_barrier");
+    fh_coll_leave();
+    return rc;
 }
 
 int fh_allgather(const void *in, void *out, size_t len)
@@ -91,10 +179,9 @@ int fh_allgather(const void *in, void *out, size_t len)
     if (len > ((size_t)1 << 30) / (size_t)fh_rt->nranks)
         return fh_set_error(FH_ERR_TOO_BIG, "fh_allgather: %zu bytes per rank is too much",
                             len);
-    if ((rc = fh_barrier_internal(t)) != FH_OK)
-        return rc;
-    pthread_mutex_lock(&fh_rt->coll_lock);
-    rc = fh_rt->boot->ops->allgather(fh_rt->boot, in, out, len);
-    pthread_mutex_unlock(&fh_rt->coll_lock);
-    return rc == FH_OK ? FH_OK : fh_set_error(FH_ERR_BOOTSTRAP, "fh_allgather failed");
+    fh_coll_enter(t);
+    rc = fh_allgather_internal(t, fh_coll_sig(FH_COLL_ALLGATHER, len), "fh_allgather", in,
+                               out, len);
+    fh_coll_leave();
+    return rc;
 }

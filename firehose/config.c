@@ -53,12 +53,14 @@ const fh_cfg_entry_t fh_config_table[] = {
      "target per operation too but the target never deregisters, bounce copies "
      "through AMs (docs/firehose-cache.md).", 0},
     {"FH_BUCKET_SIZE", FH_CFG_SIZE, "64k", NULL, F(bucket_size), 1,
-     "Firehose cache bucket (lookup unit; power of two, >= page size).", 0},
+     "Firehose cache bucket (lookup unit; power of two, >= page size); halved, with "
+     "a note from rank 0, while FH_FIREHOSE_M/(ranks-1) is smaller.", 0},
     {"FH_REGION_MAX", FH_CFG_SIZE, "1m", NULL, F(region_max), 1,
      "Firehose cache and rendezvous strategies: largest single registration.", 0},
     {"FH_FIREHOSE_M", FH_CFG_SIZE, "0", NULL, F(firehose_m), 1,
-     "Firehose cache: bytes of this rank peers may hold pinned; 0 = 3/4 of what can "
-     "be pinned (RLIMIT_MEMLOCK, conduit limit, 2/3 of RAM).", 0},
+     "Firehose cache: bytes of this rank peers may hold registered; 0 = 3/4 of what "
+     "can be pinned: min(conduit limit, 2/3 of RAM, and RLIMIT_MEMLOCK where "
+     "registration pins: verbs, not tcp or shm). Each peer gets at least a page.", 0},
     {"FH_FIREHOSE_MAXVICTIM", FH_CFG_SIZE, "0", NULL, F(firehose_maxvictim), 1,
      "Firehose cache: bytes for local pins and unreferenced registrations kept; "
      "0 = 1/4 of what can be pinned.", 0},

@@ -210,8 +210,12 @@ static int init_fail(fh_rt_t *rt, int err)
     }
     if (rt->conduit != NULL)
         rt->cops->close(rt->conduit);
-    if (rt->boot != NULL)
-        rt->boot->ops->abort(rt->boot, 1, "fh_init failed");
+    if (rt->boot != NULL) {
+        /* The reason, not only "fh_init failed": the job ends here. */
+        const char *why = fh_last_error();
+        fh_log_error("%s", why != NULL && *why ? why : "fh_init failed");
+        rt->boot->ops->abort(rt->boot, 1, why != NULL && *why ? why : "fh_init failed");
+    }
     free(rt);
     atomic_store(&rt_state, 0);
     return err;
@@ -352,7 +356,13 @@ int fh_finalize(void)
         return err;
     fh_rt_t *rt = fh_rt;
     fh_quiet();
-    fh_barrier_internal(t);
+    /* A peer may still be in another collective (a mismatch its call
+     * reports): pair with its next calls until every rank is here. */
+    fh_coll_enter(t);
+    while (fh_barrier_internal(t, fh_coll_sig(FH_COLL_FINALIZE, 0), "fh_finalize") ==
+           FH_ERR_STATE)
+        ;
+    fh_coll_leave();
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
     if (rt->cfg.stats)

@@ -30,7 +30,8 @@
  * cache line with other threads.  The service path is polled by any thread
  * that makes progress, with trylock.
  *
- * Lock order: a thread holds at most one path lock, except that while holding
+ * Lock order: the collective lock (coll.c) comes before every other lock; a
+ * thread holds at most one path lock, except that while holding
  * its own path lock it may trylock the service path (never block on it).
  * Handlers run with the lock of the path that received the message; a request
  * handler's reply goes out on that same path (the service path), so no other
@@ -144,9 +145,10 @@ typedef struct fh_rt {
     struct fh_segment *segs;              /* [cfg.max_segments] */
     struct fh_segmap *retired;            /* old snapshots, freed at finalize */
 
-    pthread_mutex_t coll_lock;            /* one collective at a time */
+    pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
     _Atomic uint32_t barrier_arrived[64][2];
+    _Atomic uint64_t barrier_sig[64][2][2];   /* signature range that arrived */
 
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
     struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
@@ -318,10 +320,16 @@ int  fh_reg_init(fh_rt_t *rt);
  * before the conduit closes. */
 void fh_reg_fini(fh_rt_t *rt);
 /* Our segment memory [base, base+len) may / may no longer be registered for
- * peers.  unexpose keeps the mapping until fh_reg_fini (regions may still
- * cover it; the memory must not be reused while they exist). */
+ * peers.  unexpose_and_retire keeps the mapping until fh_reg_fini (regions
+ * may still cover it; the memory must not be reused while they exist):
+ * for fh_finalize and failed creations.  fh_reg_seg_release (segment
+ * destroy, after its barrier; no lock held, not in a handler) instead
+ * invalidates every cached region of it and waits, polling, until every
+ * peer holding a firehose on it acknowledged the revocation: at return no
+ * peer can reach it and the caller may unmap it. */
 int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
+void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len);
 size_t fh_reg_bucket(const fh_rt_t *rt);
 /* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
 size_t fh_reg_pinnable(const fh_rt_t *rt);
@@ -443,10 +451,29 @@ unsigned fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size);
 /* Adds the strategy's counters for peer (or all peers if peer == our rank). */
 void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 
-/* ---- atomic.c / coll.c */
+/* ---- atomic.c */
 void fh_atomic_init(void);
+
+/* ---- coll.c: collectives pair in order and must agree (coll.c, top) */
+enum fh_coll_kind {
+    FH_COLL_BARRIER = 1, FH_COLL_ALLGATHER, FH_COLL_SEG_CREATE, FH_COLL_SEG_DESTROY,
+    FH_COLL_FINALIZE
+};
+/* What every rank's paired call must agree on: the kind and an argument
+ * (its low 56 bits). */
+uint64_t fh_coll_sig(enum fh_coll_kind kind, uint64_t arg);
 void fh_coll_init(void);
-int  fh_barrier_internal(fh_tls_t *t);
+/* A collective call holds the rank's coll_lock from start to end; enter
+ * polls while it waits.  Not in a handler, no other lock held. */
+void fh_coll_enter(fh_tls_t *t);
+void fh_coll_leave(void);
+/* Under coll_lock.  A barrier that also checks that every rank's sig is
+ * the same: FH_ERR_STATE on every rank when not (after the barrier; fn
+ * names the caller in the error text). */
+int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
+/* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
+int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
+                           void *out, size_t len);
 
 /* ---- stats.c */
 void fh_stats_at_finalize(fh_rt_t *rt);

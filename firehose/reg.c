@@ -260,7 +260,9 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 
 /* ------------------------------------------------------------ life cycle */
 
-/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
+/* What this host lets us pin: min(conduit limit, 2/3 RAM), and
+ * RLIMIT_MEMLOCK only where registration really pins (limits.reg_pins):
+ * over tcp or shm nothing is locked, and `ulimit -l` must not cap the job. */
 size_t fh_reg_pinnable(const fh_rt_t *rt)
 {
     size_t lim = SIZE_MAX;
@@ -268,12 +270,45 @@ size_t fh_reg_pinnable(const fh_rt_t *rt)
     if (pages > 0 && psz > 0)
         lim = (size_t)pages / 3 * 2 * (size_t)psz;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (size_t)rl.rlim_cur < lim)
+    if (rt->limits.reg_pins && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
+        rl.rlim_cur != RLIM_INFINITY && (size_t)rl.rlim_cur < lim)
         lim = (size_t)rl.rlim_cur;
     if (rt->limits.max_mr_bytes && rt->limits.max_mr_bytes < lim)
         lim = rt->limits.max_mr_bytes;
     return lim;
+}
+
+/* F = M / (N-1) must hold at least one bucket.  A job with more ranks than
+ * M / FH_BUCKET_SIZE + 1 gets smaller buckets (halved down to the page
+ * size; every rank computes the same from the agreed M), said once by rank
+ * 0.  When even a page per peer does not fit, the error says what to
+ * raise.  Returns the bucket size or 0 (error set). */
+static size_t fit_bucket(const fh_rt_t *rt, size_t bucket, size_t page, size_t M)
+{
+    size_t peers = (size_t)rt->nranks - 1;
+    if (peers == 0 || M / peers >= bucket)
+        return bucket;
+    if (M / peers < page) {
+        const char *what = rt->cfg.firehose_m ? "FH_FIREHOSE_M"
+                           : rt->limits.reg_pins ? "3/4 of ulimit -l (RLIMIT_MEMLOCK)"
+                                                 : "3/4 of the conduit's limit";
+        const char *fix = rt->cfg.firehose_m || !rt->limits.reg_pins
+                              ? "raise FH_FIREHOSE_M"
+                              : "raise ulimit -l or set FH_FIREHOSE_M";
+        fh_set_error(FH_ERR_CONFIG, "fh_init: FH_REG_STRATEGY=firehose with %d ranks needs "
+                     "FH_FIREHOSE_M >= %zu bytes (a page per peer), but M is %zu (%s, "
+                     "smallest over ranks): %s, or use FH_REG_STRATEGY=rendezvous",
+                     rt->nranks, page * peers, M, what, fix);
+        return 0;
+    }
+    size_t b = bucket;
+    while (M / peers < b)
+        b >>= 1;
+    if (rt->rank == 0)
+        fh_log_error("firehose cache: FH_BUCKET_SIZE lowered from %zu to %zu so that each "
+                     "of %zu peers gets a bucket of M=%zu; raise FH_FIREHOSE_M%s to keep it",
+                     bucket, b, peers, M, rt->limits.reg_pins ? " (ulimit -l)" : "");
+    return b;
 }
 
 int fh_reg_init(fh_rt_t *rt)
@@ -321,6 +356,13 @@ int fh_reg_init(fh_rt_t *rt)
     free(all);
     g->M = (size_t)mine[0];
     g->maxvictim = (size_t)mine[1];
+    if ((g->bucket = fit_bucket(rt, g->bucket, page, g->M)) == 0) {
+        free(g->hpeer);
+        free(g);
+        return FH_ERR_CONFIG;
+    }
+    for (g->bshift = 0; ((size_t)1 << g->bshift) < g->bucket;)
+        g->bshift++;
 
     size_t pim = rt->cfg.put_in_move;
     if (rt->am_max_medium < REG_REQ_FIXED + 64)
@@ -434,21 +476,62 @@ int fh_reg_expose(fh_rt_t *rt, void *base, size_t len)
     return rc;
 }
 
+/* Removes the span starting at base (g->lock held). */
+static void span_remove(struct fh_reg *g, uintptr_t base)
+{
+    for (size_t i = 0; i < g->nspans; i++)
+        if (g->spans[i].base == base) {
+            g->spans[i] = g->spans[--g->nspans];
+            return;
+        }
+}
+
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
-    for (size_t i = 0; i < g->nspans; i++)
-        if (g->spans[i].base == (uintptr_t)base) {
-            g->spans[i] = g->spans[--g->nspans];
-            break;
-        }
+    span_remove(g, (uintptr_t)base);
     int rc = span_push(&g->retired, &g->nretired, &g->capretired, (uintptr_t)base,
                        (uintptr_t)base + len);
     pthread_mutex_unlock(&g->lock);
     if (rc != FH_OK)
         fh_log_error("firehose cache: out of memory retiring a segment; its memory stays "
                      "mapped");
+}
+
+/* The segment's memory leaves the cache the way freed memory does
+ * (revoke.c, docs/firehose-cache.md "Remote firehoses: the revocation
+ * protocol"), only announced by the runtime instead of the monitor: in one
+ * cache-lock section the span stops being allowed() (later moves for it are
+ * refused) and every region meeting it is invalidated (idle ones and
+ * victims deregistered now, held ones REVOKEd); then we wait, polling with
+ * no lock held, until every holder acknowledged.  An ack leaves a holder
+ * only after its RDMA through the firehose completed and the firehose is
+ * gone from its tables and its threads' hit caches; fhc deregisters the
+ * region on the last ack.  The caller's peers poll meanwhile (they are in
+ * the same collective).  A region still pinned locally (an operation of
+ * ours from this memory still in flight, against the destroy contract) is
+ * deregistered at its last unpin; no peer holds its key any more. */
+void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+{
+    struct fh_reg *g = rt->reg;
+    pthread_mutex_lock(&g->lock);
+    span_remove(g, (uintptr_t)base);
+    unsigned n = fhc_invalidate(g->c, (uintptr_t)base, len);
+    reg_check(g, (uint32_t)rt->rank);     /* the global invariants */
+    pthread_mutex_unlock(&g->lock);
+    fh_log_verbose(2, "segment memory %p (+%zu bytes): %u cached regions invalidated",
+                   base, len, n);
+    for (unsigned idle = 0;;) {
+        fh_reg_flush(t);
+        pthread_mutex_lock(&g->lock);
+        uint32_t pending = fhc_revokes_pending(g->c);
+        pthread_mutex_unlock(&g->lock);
+        if (pending == 0)
+            return;
+        fh_progress(t);
+        fh_wait_idle(&idle);
+    }
 }
 
 /* ------------------------------------------------------------ stats */

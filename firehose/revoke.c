@@ -97,8 +97,8 @@ int fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed)
         return 1;
     if (mm->cache_unwatched)
         return 1;
-    /* Segment memory is the runtime's own: it is never unmapped before
-     * fh_finalize (segment.c), so a registration of it cannot go stale
+    /* Segment memory is the runtime's own: it is unmapped only after the
+     * cache invalidated it (segment.c), so a registration of it cannot go stale
      * unless the application discards it with madvise, which the segment
      * contract forbids. */
     if (exposed && rt->cfg.segment_mode == FH_SEGMENT_SEGMENTS)

@@ -13,9 +13,12 @@
  * creation (FH_MR_LOCAL | remote read/write) and its key is exchanged.
  * Strategy firehose: pieces are bucket-aligned whole buckets, not registered
  * (rkey {0, 0}); they are announced to the cache (fh_reg_expose), which
- * registers on demand, and at destroy stay mapped until fh_finalize because
- * cached registrations may still cover them (fh_reg_fini deregisters every
- * region, then unmaps them).
+ * registers on demand.  At destroy the cache lets go of the piece before it
+ * is unmapped (fh_reg_seg_release: every cached region of it invalidated,
+ * peers' firehoses on it revoked and acknowledged), followed by a second
+ * barrier so every rank keeps polling until all revocations are done.
+ * Segments still alive at fh_finalize are retired instead (fh_reg_fini
+ * deregisters every region, then unmaps them).
  * Strategies rendezvous, rendezvous-cache and bounce (strategy.c): pieces
  * are page-aligned and not registered (rkey {0, 0}); the rendezvous forms
  * register parts of them per peer request.
@@ -26,7 +29,8 @@
  * requests for it are refused from then on), (2) waits until no service-
  * path handler can still be using the previous table (fence_handlers), (3)
  * deregisters every registration made inside our piece for peers
- * (fh_strat_seg_destroy: all of them, given back by the peer or not) and
+ * (fh_strat_seg_destroy: all of them, given back by the peer or not;
+ * firehose: fh_reg_seg_release, after the holders acknowledged) and
  * the piece's own (pin-everything), and only then (4) unmaps it.  A
  * deregistration that fails leaves the memory mapped (leaked) rather than
  * reusable.  fh_finalize deregisters everything (fh_strat_fini, then here
@@ -161,13 +165,16 @@ int fh_seg_init(fh_rt_t *rt)
  * the memory, which is unmapped only if no registration of it can be left
  * -- with keep_mapped (the caller could not deregister something inside
  * it) or when this deregistration fails, it stays mapped (leaked) so that
- * nothing else is ever mapped under a live key. */
-static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped)
+ * nothing else is ever mapped under a live key.  Under firehose the cache
+ * must have let go of it first (cache_done: fh_reg_seg_release ran);
+ * otherwise it is retired, unmapped by fh_reg_fini. */
+static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped,
+                              bool cache_done)
 {
     if (sg->mr != NULL && rt->cops->mr_dereg(rt->conduit, sg->mr) != FH_OK)
         keep_mapped = true;
     sg->mr = NULL;
-    if (sg->base != NULL && rt->reg != NULL)
+    if (sg->base != NULL && rt->reg != NULL && !cache_done)
         fh_reg_unexpose_and_retire(rt, sg->base, sg->mapped);   /* unmapped at fini */
     else if (sg->base != NULL && !keep_mapped)
         munmap(sg->base, sg->mapped);
@@ -182,7 +189,7 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
     for (long s = 0; s < rt->cfg.max_segments; s++) {
         fh_segment_t *sg = &rt->segs[s];
         if (sg->live)
-            seg_release_local(rt, sg, keep_mapped);
+            seg_release_local(rt, sg, keep_mapped, false);
         free(sg->pieces);
     }
     free(rt->segs);
@@ -214,11 +221,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     if (size > (SIZE_MAX >> 2))
         return fh_set_error(FH_ERR_OVERFLOW, "fh_segment_create: size %zu is too large", size);
 
+    fh_coll_enter(t);
     pthread_mutex_lock(&rt->seg_lock);
     long id = 0;
     while (id < rt->cfg.max_segments && (rt->segs[id].live || rt->segs[id].dying))
         id++;
-    /* Every rank reaches the same slot: creation is collective and ordered. */
+    /* Every rank reaches the same slot: creations and destructions are
+     * collective and paired in order (coll.c), and the exchange below
+     * checks that the slots agree. */
     struct seg_wire mine = {0};
     fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
     if (sg == NULL) {
@@ -283,13 +293,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         free(all);
         free(pieces);
         if (sg)
-            seg_release_local(rt, sg, false);
+            seg_release_local(rt, sg, false, false);
         pthread_mutex_unlock(&rt->seg_lock);
         /* Peers are waiting in the exchange; we cannot leave them there. */
         fh_fatal("fh_segment_create: out of memory");
     }
     pthread_mutex_unlock(&rt->seg_lock);
-    rc = fh_allgather(&mine, all, sizeof mine);
+    rc = fh_allgather_internal(t, fh_coll_sig(FH_COLL_SEG_CREATE, (uint64_t)id),
+                               "fh_segment_create", &mine, all, sizeof mine);
     pthread_mutex_lock(&rt->seg_lock);
     int bad = -1;
     for (int r = 0; r < rt->nranks && rc == FH_OK; r++)
@@ -298,11 +309,22 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
             rc = (int)all[r].status;
         }
     if (rc != FH_OK) {
+        /* Never published, but under firehose announced to the cache: it
+         * lets go first, as at destroy (a no-op unless FH_SEGMENT=
+         * everything let a peer reach it). */
+        if (sg && sg->base != NULL && rt->reg != NULL) {
+            pthread_mutex_unlock(&rt->seg_lock);
+            fh_reg_seg_release(rt, t, sg->base, sg->mapped);
+            pthread_mutex_lock(&rt->seg_lock);
+        }
         if (sg)
-            seg_release_local(rt, sg, false);
+            seg_release_local(rt, sg, false, true);
         pthread_mutex_unlock(&rt->seg_lock);
+        fh_coll_leave();
         free(all);
         free(pieces);
+        if (bad < 0)    /* the exchange itself failed; it said why */
+            return rc;
         return fh_set_error(rc, "fh_segment_create: rank %d could not create its piece of "
                             "%zu bytes: %s", bad, size, fh_strerror(rc));
     }
@@ -315,6 +337,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     sg->live = 1;
     rc = publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
+    fh_coll_leave();
     if (rc != FH_OK)
         fh_fatal("fh_segment_create: out of memory publishing the segment table");
     *seg = (fh_seg_t)id;
@@ -382,9 +405,17 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_unlock(&rt->seg_lock);
     if (sg == NULL)
         return rc;
-    /* Everyone's operations on it are complete once all have arrived. */
-    if ((rc = fh_barrier_internal(t)) != FH_OK)
+    fh_coll_enter(t);
+    pthread_mutex_lock(&rt->seg_lock);
+    sg = live_seg("fh_segment_destroy", seg, &rc);    /* another thread's destroy? */
+    pthread_mutex_unlock(&rt->seg_lock);
+    /* Everyone's operations on it are complete once all have arrived; every
+     * rank destroys the same segment (else FH_ERR_STATE, nothing done). */
+    uint64_t sig = fh_coll_sig(FH_COLL_SEG_DESTROY, seg);
+    if (sg == NULL || (rc = fh_barrier_internal(t, sig, "fh_segment_destroy")) != FH_OK) {
+        fh_coll_leave();
         return rc;
+    }
     /* The order below is the key-lifetime rule (top of file). */
     pthread_mutex_lock(&rt->seg_lock);
     sg->live = 0;
@@ -394,14 +425,25 @@ int fh_segment_destroy(fh_seg_t seg)
     if (rc != FH_OK)   /* lookups would still find memory we are about to unmap */
         fh_fatal("fh_segment_destroy: out of memory publishing the segment table");
     fence_handlers(rt);
+    if (rt->reg != NULL) {
+        /* Revoke the cache's firehoses on our piece; then a second barrier,
+         * so that no rank leaves (and stops polling) before every rank's
+         * REVOKEs were acknowledged. */
+        if (sg->base != NULL)
+            fh_reg_seg_release(rt, t, sg->base, sg->mapped);
+        if ((rc = fh_barrier_internal(t, sig, "fh_segment_destroy")) != FH_OK)
+            fh_fatal("fh_segment_destroy: the barrier after the revocations failed: %s",
+                     fh_strerror(rc));
+    }
     pthread_mutex_lock(&rt->seg_lock);
     assert(sg->dying && !sg->live);
     unsigned undead = sg->base != NULL
                           ? fh_strat_seg_destroy(rt, (uintptr_t)sg->base, sg->mapped) : 0;
-    seg_release_local(rt, sg, undead != 0);
+    seg_release_local(rt, sg, undead != 0, true);
     free(sg->pieces);
     sg->pieces = NULL;
     sg->dying = 0;
     pthread_mutex_unlock(&rt->seg_lock);
+    fh_coll_leave();
     return FH_OK;
 }

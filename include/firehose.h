@@ -24,6 +24,22 @@
  *     fh_stats_peer, fh_last_error, ...) still work.  Never a crash.  A
  *     thread whose first firehose call comes from a key destructor (before
  *     the hook ever ran in it) is served normally.
+ *   - Collectives (fh_segment_create, fh_segment_destroy, fh_barrier,
+ *     fh_allgather, fh_finalize) may also be called by several threads of a
+ *     rank at once.  A rank runs them one at a time, in the order they
+ *     enter, and the k-th collective call of every rank pairs with the k-th
+ *     of every other.  Paired calls must agree: the same function, and for
+ *     fh_allgather the same len, for fh_segment_destroy the same segment.
+ *     When they do not (e.g. threads calling different collectives at once
+ *     entered them in different orders on different ranks) every rank's
+ *     call returns FH_ERR_STATE, having done nothing, and the next calls
+ *     pair up again: never a deadlock.  (fh_finalize waits, pairing with the
+ *     other ranks' next calls, until every rank is in fh_finalize.)  Calls
+ *     of the same collective from several threads at once agree and
+ *     succeed, but which thread's call pairs with which call on another rank
+ *     is unspecified: e.g. of two concurrent fh_segment_create, rank 0's
+ *     first thread may get the segment rank 1's second thread got.
+ *     Concurrent collectives that differ must be ordered by the client.
  *   - Blocking: "blocking" calls poll the network until their condition holds,
  *     so AM handlers run inside them.  "Non-blocking" calls never wait for a
  *     remote rank.
@@ -128,8 +144,9 @@ typedef uint32_t fh_seg_t;
 /* Collective, blocking, not handler-safe.  Allocates `size` bytes here and
  * learns every rank's base and size.  *seg identifies the segment on every
  * rank (the same value everywhere).  FH_ERR_LIMIT past FH_MAX_SEGMENTS;
- * FH_ERR_NO_MEMORY if mmap or registration fails.  *local_base may be NULL
- * if the caller does not want it. */
+ * FH_ERR_NO_MEMORY if mmap or registration fails; FH_ERR_STATE if the
+ * ranks' collectives do not pair up (see "Collectives" above).
+ * *local_base may be NULL if the caller does not want it. */
 int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base);
 
 /* Base address and size of `rank`'s piece of `seg` (base NULL if size 0).
@@ -139,11 +156,16 @@ int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
 /* Collective, blocking, not handler-safe.  Every rank must have completed its
  * operations targeting the segment before calling (the call contains a
  * barrier before the memory is unmapped).  Every remote key to this rank's
- * piece is revoked before its memory is unmapped (any registration strategy;
- * FH_REG_STRATEGY=firehose keeps the memory mapped until fh_finalize
- * instead): a peer that still uses one gets an error, never the memory
- * mapped there later (where the transport checks keys at all; see
- * docs/firehose-cache.md, "Key lifetime"). */
+ * piece is revoked before its memory is unmapped, and the memory is given
+ * back to the system before the call returns, under every registration
+ * strategy (FH_REG_STRATEGY=firehose first revokes its peers' firehoses on
+ * the piece and waits until every holder acknowledged): a peer that still
+ * uses an old key gets an error, never the memory mapped there later
+ * (where the transport checks keys at all; see docs/firehose-cache.md,
+ * "Key lifetime").  FH_ERR_INVALID if seg is not a live segment (also when
+ * another thread of this rank destroyed it first); FH_ERR_STATE, the
+ * segment left alive, if the ranks' paired calls name different segments
+ * or are not all fh_segment_destroy ("Collectives" above). */
 int fh_segment_destroy(fh_seg_t seg);
 
 /* -------------------------------------------------------- active messages */
@@ -358,7 +380,8 @@ int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op,
 /* Collective barrier over all ranks: no rank returns before every rank has
  * entered.  Does not complete the caller's NB/NBI operations (use fh_quiet
  * first for that).  Blocking; not handler-safe.  Calls from several threads
- * of one rank form successive barriers of that rank (the client orders them). */
+ * of one rank form successive barriers of that rank; FH_ERR_STATE when the
+ * paired calls of other ranks are other collectives (see "Collectives"). */
 int fh_barrier(void);
 
 /* Runs the progress engine once: reaps completions and runs pending AM
@@ -369,7 +392,9 @@ int fh_poll(void);
  * nranks*len bytes in rank order.  Blocking; not handler-safe.  Useful to
  * clients for exchanging metadata (e.g. symmetric allocation), not for bulk
  * data: it runs over the bootstrap, and nranks*len may be at most 1 GiB
- * (else FH_ERR_TOO_BIG), so each rank contributes at most 1 GiB / nranks. */
+ * (else FH_ERR_TOO_BIG), so each rank contributes at most 1 GiB / nranks.
+ * Every rank must pass the same len; FH_ERR_STATE (out untouched) when the
+ * paired calls differ in len or are other collectives (see "Collectives"). */
 int fh_allgather(const void *in, void *out, size_t len);
 
 /* ----------------------------------------------------------- tunables */

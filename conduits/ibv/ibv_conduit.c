@@ -320,6 +320,7 @@ static int ibv_open(const fh_conduit_config_t *cfg,
     c->limits.needs_local_mr = 1;      /* lkeys (inline puts excepted) */
     c->limits.max_mr_count = c->dattr.max_mr > 0 ? (size_t)c->dattr.max_mr : 0;
     c->limits.max_mr_bytes = mr_bytes;
+    c->limits.reg_pins = 1;            /* ibv_reg_mr pins the pages */
     snprintf(c->limits.description, sizeof c->limits.description,
              "ibv %s port %u (%s)", c->devname, c->port,
              c->is_eth ? "RoCE" : "InfiniBand");

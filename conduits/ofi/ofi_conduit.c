@@ -316,6 +316,12 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     c->limits.needs_local_mr = c->mr_local;
     c->limits.max_mr_count = info->domain_attr->mr_cnt;
     c->limits.max_mr_bytes = 0;
+    /* Providers whose NIC DMAs into registered memory ask for registered
+     * local buffers (FI_MR_LOCAL) or for memory backed by pages at
+     * registration (FI_MR_ALLOCATED) -- verbs, efa, psm3 -- and pin.  The
+     * software ones (tcp, shm, udp) ask for neither: they copy through the
+     * virtual address and pin nothing. */
+    c->limits.reg_pins = !!(c->mr_mode & (FI_MR_LOCAL | FI_MR_ALLOCATED));
     snprintf(c->limits.description, sizeof c->limits.description,
              "ofi %s domain %s", info->fabric_attr->prov_name,
              info->domain_attr->name ? info->domain_attr->name : "?");

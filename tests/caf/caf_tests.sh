@@ -14,7 +14,10 @@
 #   FH_CAF_BIGHEAP_MB     caf_bigheap coarray size per image, MiB (default 64)
 #   FH_CAF_BIGHEAP_FIREHOSE_M  FH_FIREHOSE_M for caf_bigheap runs
 #                         (default: a quarter of FH_CAF_BIGHEAP_MB, so the
-#                         working set is 4x the firehose budget)
+#                         working set is 4x the firehose budget); its
+#                         FH_FIREHOSE_MAXVICTIM is a sixteenth (over tcp and
+#                         shm the derived one is not bounded by ulimit -l,
+#                         and kept victims would never be evicted)
 #
 # Every program prints "PASS <name>" on image 1 and exits 0, except:
 #   caf_errstop   must exit nonzero (an image does error stop 7) and end
@@ -49,6 +52,7 @@ read -r -a nps <<< "${FH_CAF_TEST_NP:-1 2 3 4}"
 limit=${FH_CAF_TEST_TIMEOUT:-120}
 bigheap_mb=${FH_CAF_BIGHEAP_MB:-64}
 bigheap_budget=${FH_CAF_BIGHEAP_FIREHOSE_M:-$(( (bigheap_mb + 3) / 4 ))M}
+bigheap_victim=$(( (bigheap_mb + 15) / 16 ))M
 
 if [ ${#caf_cmd[@]} -eq 0 ] || ! command -v "${caf_cmd[0]}" > /dev/null 2>&1; then
     echo "SKIP: compiler wrapper '${CAF:-caf}' not found"
@@ -110,7 +114,8 @@ for name in "${tests[@]}"; do
         out="$work/$name/np$np.log"
         envs=()
         if [ "$name" = caf_bigheap ]; then
-            envs=(FH_FIREHOSE_M="$bigheap_budget" FH_CAF_BIGHEAP_MB="$bigheap_mb")
+            envs=(FH_FIREHOSE_M="$bigheap_budget" FH_FIREHOSE_MAXVICTIM="$bigheap_victim"
+                  FH_CAF_BIGHEAP_MB="$bigheap_mb")
             if [ "${FH_CAF_BIGHEAP_STATS:-0}" = 1 ]; then
                 envs+=(FH_STATS=1 FH_REG_STRATEGY=firehose)
             fi
