@@ -31,11 +31,7 @@
  * All ranks must run on one host (they share the out-of-band file).
  * Usage: put_visible
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-
-#include "testutil.h"
+#include "oob.h"
 
 enum { M_PUT, M_NB_WAIT, M_NB_TEST, M_NBI, M_NB_QUIET, M_NBI_QUIET, M_STRIDED,
        M_AMO_QUIET, M_AMO, M__COUNT };
@@ -52,48 +48,9 @@ static char *lbase;                     /* my segment */
 static char **bases;                    /* every rank's segment */
 /* Out-of-band words: announce[r] = round r completed as initiator;
  * ack[r] = round r verified by rank r as target. */
-static volatile uint64_t *oob;
+static volatile uint64_t *oob;   /* oob.h */
 #define ANNOUNCE(r) (&oob[2 * (r)])
 #define ACK(r) (&oob[2 * (r) + 1])
-
-static void oob_open(void)
-{
-    char path[256] = "";
-    if (me == 0) {
-        snprintf(path, sizeof path, "%s/fh_put_visible.XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        int fd = mkstemp(path);
-        CHECK(fd >= 0, "out-of-band file", "mkstemp(%s) to work, saw %s", path,
-              strerror(errno));
-        CHECK(ftruncate(fd, 4096) == 0, "out-of-band file", "ftruncate to work");
-        close(fd);
-    }
-    char *all = malloc(sizeof path * (size_t)N);
-    CHECK(all != NULL, "malloc", "memory");
-    CHECK_OK(fh_allgather(path, all, sizeof path));
-    memcpy(path, all, sizeof path);
-    free(all);
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0, "out-of-band file", "open(%s) to work (all ranks on one host), "
-          "saw %s", path, strerror(errno));
-    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    CHECK(p != MAP_FAILED, "out-of-band file", "mmap to work");
-    close(fd);
-    oob = p;
-    CHECK_OK(fh_barrier());
-    if (me == 0)
-        unlink(path);
-}
-
-static void oob_store(volatile uint64_t *w, uint64_t v)
-{
-    __atomic_store_n(w, v, __ATOMIC_RELEASE);
-}
-
-static uint64_t oob_load(volatile uint64_t *w)
-{
-    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
 
 /* Initiator: completes one put of size n into rank t by mode m. */
 static void initiate(int t, int m, size_t n, char *src, uint64_t round)
@@ -179,7 +136,7 @@ int main(int argc, char **argv)
     CHECK(bases != NULL, "calloc", "memory");
     for (int r = 0; r < N; r++)
         CHECK_OK(fh_segment_query(seg, r, (void **)&bases[r], NULL));
-    oob_open();
+    oob = tu_oob_open();
     char *src = malloc(SLOT);
     CHECK(src != NULL, "malloc", "memory");
     uint64_t round = 0, amo_expect = 0, checked = 0;
@@ -198,10 +155,10 @@ int main(int argc, char **argv)
                 if (me == i) {
                     tu_fill(src, len, key, 0);
                     initiate(t, m, n, src, round);
-                    oob_store(ANNOUNCE(i), round);
+                    tu_oob_store(ANNOUNCE(i), round);
                     /* No firehose call until the target has looked. */
                     double t0 = tu_now();
-                    while (oob_load(ACK(t)) != round) {
+                    while (tu_oob_load(ACK(t)) != round) {
                         CHECK(tu_now() - t0 < OOB_WAIT_S, "out-of-band ack",
                               "rank %d to answer round %" PRIu64 " within %.0f s", t,
                               round, OOB_WAIT_S);
@@ -209,7 +166,7 @@ int main(int argc, char **argv)
                     }
                 } else if (me == t) {
                     double t0 = tu_now();
-                    while (oob_load(ANNOUNCE(i)) != round) {
+                    while (tu_oob_load(ANNOUNCE(i)) != round) {
                         CHECK(tu_now() - t0 < OOB_WAIT_S, "out-of-band announce",
                               "rank %d to finish round %" PRIu64 " within %.0f s", i,
                               round, OOB_WAIT_S);
@@ -231,7 +188,7 @@ int main(int argc, char **argv)
                                   PRIu64 ")", mode_name[m], n, i, round);
                     }
                     checked++;
-                    oob_store(ACK(me), round);
+                    tu_oob_store(ACK(me), round);
                 }
                 CHECK_OK(fh_barrier());
             }
