@@ -116,6 +116,12 @@ int main(int argc, char **argv)
                           (uint64_t)k * PIECE, "[%d] %s put of piece %ld from rank %d, "
                           "read after fh_finalize", me, k % 2 ? "NBI" : "NB", k, r);
         }
+    free(src);
+    free(got);
+    free(fetched);
+    free(hs);
+    free(bases);
+    free(areas);
     printf("[%d] finalize_test: every operation complete after fh_finalize\n", me);
     if (me == 0)
         printf("PASS finalize_test\n");
