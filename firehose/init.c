@@ -200,8 +200,12 @@ static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
     }
 }
 
+/* Tears down what fh_init built and ends the job (peers wait in the
+ * bootstrap), naming the reason: fh_last_error(), set by the failing step. */
 static int init_fail(fh_rt_t *rt, int err)
 {
+    char why[256];
+    snprintf(why, sizeof why, "%s", fh_last_error());
     if (rt->paths != NULL) {
         for (int i = 0; i < rt->npaths; i++)
             if (rt->paths[i].cp != NULL)
@@ -212,9 +216,8 @@ static int init_fail(fh_rt_t *rt, int err)
         rt->cops->close(rt->conduit);
     if (rt->boot != NULL) {
         /* The reason, not only "fh_init failed": the job ends here. */
-        const char *why = fh_last_error();
-        fh_log_error("%s", why != NULL && *why ? why : "fh_init failed");
-        rt->boot->ops->abort(rt->boot, 1, why != NULL && *why ? why : "fh_init failed");
+        fh_log_error("%s", why[0] ? why : "fh_init failed");
+        rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
     }
     free(rt);
     atomic_store(&rt_state, 0);
@@ -244,6 +247,7 @@ int fh_init(int *argc, char ***argv)
     }
     fh_log_set_verbose((int)rt->cfg.verbose);
 
+    fh_set_error(FH_OK, "%s", "");   /* init_fail reports what the failing step set */
     int rc = fh_boot_open(&rt->boot);
     if (rc != FH_OK) {
         free(rt);
@@ -279,11 +283,14 @@ int fh_init(int *argc, char ***argv)
     rt->cops = pick_conduit(&rt->cfg, &ccfg);
     if (rt->cops == NULL)
         return init_fail(rt, fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: no conduit"));
+    fh_set_error(FH_OK, "%s", "");   /* pick_conduit's probing may have set one */
     rc = rt->cops->open(&ccfg, &fh_upcalls, &rt->conduit, &rt->limits);
     if (rc != FH_OK) {
+        char why[200];   /* the conduit's own reason, e.g. FH_IBV_DEVICE=x: no such device */
+        snprintf(why, sizeof why, "%s", fh_last_error());
         rt->conduit = NULL;
-        return init_fail(rt, fh_set_error(rc, "fh_init: cannot open the %s conduit",
-                                          rt->cops->name));
+        return init_fail(rt, fh_set_error(rc, "fh_init: cannot open the %s conduit%s%s",
+                                          rt->cops->name, why[0] ? ": " : "", why));
     }
     if (rt->limits.am_max_packet < rt->am_max_packet)
         rt->am_max_packet = rt->limits.am_max_packet;

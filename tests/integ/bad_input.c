@@ -244,6 +244,13 @@ int main(int argc, char **argv)
     RC(fh_get_nbi(NULL, peer, pb, 8), FH_ERR_INVALID);
     RC(fh_put_strided(peer, pb, 8, NULL, 8, 4, 2), FH_ERR_INVALID);
     RC(fh_get_strided(NULL, 8, peer, pb, 8, 4, 2), FH_ERR_INVALID);
+    /* a zero stride on the destination side (the remote side of a put, the
+     * local side of a get) would write every block to one place: refused */
+    RC(fh_put_strided(peer, pb, 0, src, 8, 4, 2), FH_ERR_INVALID);
+    last_error_names("fh_put_strided");
+    RC(fh_get_strided(heap, 0, peer, pb, 8, 4, 2), FH_ERR_INVALID);
+    last_error_names("fh_get_strided");
+    RC(fh_put_strided(me, lb, 0, src, 8, 4, 3), FH_ERR_INVALID);   /* self too */
     /* a NULL remote address with a length: documented as FH_ERR_INVALID
      * ("NULL with a length"); it is also outside every segment */
     RC2(fh_put(peer, NULL, src, 8), FH_ERR_INVALID, FH_ERR_OUT_OF_SEGMENT);

@@ -282,6 +282,50 @@ START_TEST(environment_bad_value_names_variable)
 }
 END_TEST
 
+/* Every variable of the table, one at a time: a value its type cannot
+ * parse makes fh_config_load fail with FH_ERR_CONFIG and a message naming
+ * the variable and the value.  Free-text variables (FH_CFG_STRING) cannot
+ * be wrong for the parser; they are checked where they are used (the
+ * conduits; tests/integ/config_reject.sh), and must be listed here so that
+ * a new one is a deliberate choice. */
+START_TEST(every_variable_rejects_a_bad_value)
+{
+    static const char *const free_text[] = {"FH_OFI_PROVIDER", "FH_OFI_DOMAIN",
+                                            "FH_IBV_DEVICE"};
+    size_t checked = 0;
+    for (size_t i = 0; i < fh_config_table_len; i++) {
+        const fh_cfg_entry_t *e = &fh_config_table[i];
+        const char *bad = NULL;
+        switch (e->type) {
+        case FH_CFG_BOOL:   bad = "maybe"; break;
+        case FH_CFG_INT:    bad = "12x"; break;
+        case FH_CFG_SIZE:   bad = "12q"; break;
+        case FH_CFG_ENUM:   bad = "no-such-choice"; break;
+        case FH_CFG_STRING: {
+            int listed = 0;
+            for (size_t k = 0; k < sizeof free_text / sizeof free_text[0]; k++)
+                listed |= strcmp(e->name, free_text[k]) == 0;
+            ck_assert_msg(listed, "%s is free text: add it to free_text[] and check its "
+                          "values where it is used", e->name);
+            continue;
+        }
+        }
+        char want[128], err[256] = "";
+        fh_config_t cfg;
+        setenv(e->name, bad, 1);
+        int rc = fh_config_load(&cfg, err, sizeof err);
+        unsetenv(e->name);
+        snprintf(want, sizeof want, "%s=%s", e->name, bad);
+        ck_assert_msg(rc == FH_ERR_CONFIG, "%s should be rejected with FH_ERR_CONFIG, got %d",
+                      want, rc);
+        ck_assert_msg(strstr(err, want) != NULL, "message should name %s, got \"%s\"", want,
+                      err);
+        checked++;
+    }
+    ck_assert_uint_eq(checked + 3, fh_config_table_len);
+}
+END_TEST
+
 /* -------------------------------------------------------------- ranges */
 
 static void expect_range_error(const char *name, const char *value)
@@ -414,6 +458,7 @@ static Suite *config_suite(void)
     tcase_add_checked_fixture(tc, clear_fh_env, NULL);
     tcase_add_test(tc, environment_overrides_defaults);
     tcase_add_test(tc, environment_bad_value_names_variable);
+    tcase_add_test(tc, every_variable_rejects_a_bad_value);
     tcase_add_test(tc, max_threads_zero_means_auto);
     tcase_add_test(tc, am_credits_zero_rejected);
     tcase_add_test(tc, other_ranges_rejected);
