@@ -61,10 +61,8 @@ int fh_barrier_internal(fh_tls_t *t)
         if (rc != FH_OK)
             break;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
-        for (unsigned idle = 0; atomic_load(slot) == 0;) {
-            fh_progress(t);
-            fh_wait_idle(&idle);
-        }
+        for (unsigned idle = 0; atomic_load(slot) == 0;)
+            fh_wait_round(t, &idle);
         atomic_fetch_sub(slot, 1);
     }
     pthread_mutex_unlock(&rt->coll_lock);
