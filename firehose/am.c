@@ -220,7 +220,7 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         bool temp;
         if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
-        fh_ctr_t ctr = {0, FH_OK};
+        fh_ctr_t ctr = {.status = FH_OK};
         rc = fh_rma_xfer(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
         int wrc = fh_wait_ctr(t, &ctr);
         if (temp)
@@ -256,12 +256,12 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
 
     pthread_mutex_lock(&p->lock);
-    while (p->credits[rank] == 0) {
+    for (unsigned idle = 0; p->credits[rank] == 0;) {
         fh_progress_locked(p);
         if (p->credits[rank] != 0)
             break;
         pthread_mutex_unlock(&p->lock);
-        fh_progress(t);
+        fh_wait_round(t, &idle);
         pthread_mutex_lock(&p->lock);
     }
     p->credits[rank]--;

@@ -27,8 +27,8 @@
  * Blocking atomics read the old value from their slot after the wait.  NB
  * atomics keep the caller's fetched pointer in the slot: the reply handler
  * writes it (under the path lock, before the slot's counter completes), and
- * the slot counts in the path's inflight until then, so fh_quiet completes
- * them like NB puts.
+ * the slot counts in its thread's quiet_ops until then, so fh_quiet
+ * completes them like NB puts.
  */
 #include "internal.h"
 
@@ -144,10 +144,6 @@ static void atomic_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
          * exact however many threads share p (FH_PATHS=shared). */
         FH_STAT_ADD(p->stats[src].atomics, 1);
     }
-    if (s->quiet) {
-        s->quiet = 0;
-        p->inflight--;
-    }
     fh_ctr_complete(&s->ctr, status);
 }
 
@@ -198,14 +194,13 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
     pthread_mutex_lock(&p->lock);
     fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &hh);
     if (s != NULL) {
-        s->ctr.pending = 1;
         s->peer = rank;
         s->width = (uint8_t)width;
         if (nb) {
             s->fetched = fetched;
-            s->quiet = 1;
-            p->inflight++;
+            s->ctr.owner_ops = &t->quiet_ops;   /* fh_quiet waits for the reply */
         }
+        fh_ctr_add(&s->ctr);
     }
     pthread_mutex_unlock(&p->lock);
     if (s == NULL)
@@ -222,10 +217,8 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
         rc = fh_wait_ctr(t, &s->ctr);
     pthread_mutex_lock(&p->lock);
     uint64_t old = s->result;
-    if (s->quiet) {        /* NB whose request could not be sent */
-        s->quiet = 0;
-        p->inflight--;
-    }
+    if (nb)                /* NB whose request could not be sent */
+        fh_ctr_complete(&s->ctr, rc);
     fh_ht_free(&p->handles, s);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)

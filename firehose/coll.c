@@ -96,10 +96,8 @@ void fh_coll_init(void)
 void fh_coll_enter(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
-    for (unsigned idle = 0; pthread_mutex_trylock(&rt->coll_lock) != 0;) {
-        fh_progress(t);
-        fh_wait_idle(&idle);
-    }
+    for (unsigned idle = 0; pthread_mutex_trylock(&rt->coll_lock) != 0;)
+        fh_wait_round(t, &idle);
 }
 
 void fh_coll_leave(void)
@@ -123,10 +121,8 @@ int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
         if (rc != FH_OK)
             return rc;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
-        for (unsigned idle = 0; atomic_load_explicit(slot, memory_order_acquire) == 0;) {
-            fh_progress(t);
-            fh_wait_idle(&idle);
-        }
+        for (unsigned idle = 0; atomic_load_explicit(slot, memory_order_acquire) == 0;)
+            fh_wait_round(t, &idle);
         _Atomic uint64_t *in = rt->barrier_sig[k][epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
         uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);

@@ -59,11 +59,11 @@ fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out)
     s->owner = owner;
     s->ctr.pending = 0;
     s->ctr.status = FH_OK;
+    s->ctr.owner_ops = NULL;
     s->result = 0;
     s->result_ready = 0;
     s->fetched = NULL;
     s->width = 0;
-    s->quiet = 0;
     t->live++;
     *out = ((fh_handle_t)s->gen << 32) | ((fh_handle_t)idx << 8) | t->path_index;
     return s;
@@ -100,4 +100,18 @@ void fh_ht_free(fh_htable_t *t, fh_hslot_t *s)
     s->next_free = t->free_head;
     t->free_head = idx + 1;
     t->live--;
+}
+
+uint32_t fh_ht_free_owned(fh_htable_t *t, uint32_t owner)
+{
+    uint32_t n = 0;
+    for (uint32_t idx = 0; idx < t->nchunks * FH_HT_CHUNK && t->live > 0; idx++) {
+        fh_hslot_t *s = slot_at(t, idx);
+        if (!s->live || s->owner != owner)
+            continue;
+        assert(s->ctr.pending == 0);
+        fh_ht_free(t, s);
+        n++;
+    }
+    return n;
 }

@@ -25,13 +25,27 @@
 typedef struct fh_ctr {
     uint32_t pending;   /* operations not yet completed */
     int status;         /* first error seen, else FH_OK */
+    uint64_t *owner_ops;  /* NULL (a blocking call's counter), or the
+                             owning thread's count of NB/NBI operations in
+                             flight -- what fh_quiet waits for; it moves
+                             with pending, under the same path lock */
 } fh_ctr_t;
+
+/* One more operation counts in c. */
+static inline void fh_ctr_add(fh_ctr_t *c)
+{
+    c->pending++;
+    if (c->owner_ops != NULL)
+        ++*c->owner_ops;
+}
 
 static inline void fh_ctr_complete(fh_ctr_t *c, int status)
 {
     if (status != FH_OK && c->status == FH_OK)
         c->status = status;
     c->pending--;
+    if (c->owner_ops != NULL)
+        --*c->owner_ops;
 }
 
 typedef struct fh_hslot {
@@ -47,8 +61,6 @@ typedef struct fh_hslot {
     void    *fetched;   /* NB atomics: where the reply's old value goes
                            (NULL: nowhere), written by the reply handler */
     uint8_t  width;     /* NB atomics: 4 or 8 (the size of *fetched) */
-    uint8_t  quiet;     /* counted in the path's inflight until the reply
-                           arrives (NB atomics: fh_quiet waits for it) */
 } fh_hslot_t;
 
 #define FH_HT_CHUNK      1024u
@@ -77,6 +89,10 @@ fh_hslot_t *fh_ht_lookup(fh_htable_t *t, fh_handle_t h, uint32_t owner);
 fh_hslot_t *fh_ht_lookup_any(fh_htable_t *t, fh_handle_t h);
 
 void fh_ht_free(fh_htable_t *t, fh_hslot_t *s);
+
+/* Frees every live slot of `owner` (its thread exited; each slot's
+ * operations must be complete).  Returns how many. */
+uint32_t fh_ht_free_owned(fh_htable_t *t, uint32_t owner);
 
 static inline unsigned fh_handle_path(fh_handle_t h) { return (unsigned)(h & 0xffu); }
 

@@ -10,7 +10,11 @@
  * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
  * the service path.  A thread's binding is dropped when it exits: the
  * thread-exit hook (tls_release, the destructor of rt->tls_key) completes
- * its NBI operations, returns its firehose references and frees its state.
+ * its NB and NBI operations and frees their handle slots, returns its
+ * firehose references and frees its state.  Replies to its AM requests
+ * may still be on their way: if no other thread is bound to its path, the
+ * path is "orphaned" and every thread's progress polls it until it is idle
+ * (fh_path_orphan, path.c), so those replies' handlers run.
  * After that the thread is "exiting": fh_tls() returns NULL and fh_enter
  * fails with FH_ERR_STATE, so a firehose call from a later pthread-key
  * destructor gets an error instead of the freed state.
@@ -41,22 +45,35 @@ double fh_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+#ifdef FH_TEST_HOOKS
+void (*fh_test_hook)(enum fh_test_point where);
+#endif
+
 static void tls_release(void *arg)
 {
     fh_tls_t *t = arg;
     fh_rt_t *rt = fh_rt;
-    /* Completions of this thread's NBI operations point at t->nbi: they
-     * must land before t is freed.  Any thread polling our path may be
-     * completing them, so the counter is read under the path lock only:
-     * fh_wait_ctr does that (and returns after one poll if none is
-     * pending). */
-    if (rt != NULL)
-        fh_wait_ctr(t, &t->nbi);
+    /* Completions of this thread's NB and NBI operations point at t (the
+     * NBI counter, t->quiet_ops): they must land before t is freed.  Any
+     * thread polling our path may be completing them, so the counts are
+     * read under the path lock only (fh_wait_quiet; it returns after one
+     * poll if none is pending).  Then the handles nobody will wait for are
+     * freed: their slots would leak. */
+    if (rt != NULL) {
+        fh_wait_quiet(t);
+        pthread_mutex_lock(&t->path->lock);
+        uint32_t n = fh_ht_free_owned(&t->path->handles, t->tid);
+        pthread_mutex_unlock(&t->path->lock);
+        if (n != 0)
+            fh_log_verbose(2, "thread %u exited with %u handles not waited for",
+                           t->tid, n);
+    }
     if (rt != NULL && rt->reg != NULL)
         fh_reg_thread_exit(t);
     if (rt != NULL && t->bound) {
         pthread_mutex_lock(&rt->bind_lock);
-        t->path->nbound--;
+        if (--t->path->nbound == 0 && t->path->index != 0)
+            fh_path_orphan(t->path);     /* replies to us may still come */
         pthread_mutex_unlock(&rt->bind_lock);
     }
     /* Handlers the waits above ran still needed tls_self; from here on the
@@ -94,7 +111,10 @@ fh_tls_t *fh_tls(void)
     pthread_mutex_lock(&rt->bind_lock);
     t->path = choose_path(rt);
     t->path->nbound++;
+    if (t->path->index != 0)
+        fh_path_adopt(t->path);      /* polled by its owner from now on */
     t->bound = 1;
+    t->nbi.owner_ops = &t->quiet_ops;
     pthread_mutex_unlock(&rt->bind_lock);
     fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);
     pthread_setspecific(rt->tls_key, t);
@@ -349,8 +369,8 @@ static void finalize_drain(fh_rt_t *rt, fh_tls_t *t)
         fh_am_flush_backlog(&rt->paths[0]);
         pthread_mutex_unlock(&rt->paths[0].lock);
         double end = fh_now() + 0.02;
-        while (fh_now() < end)
-            fh_progress(t);
+        for (unsigned idle = 0; fh_now() < end;)
+            fh_wait_round(t, &idle);
         rt->boot->ops->barrier(rt->boot);
     }
 }

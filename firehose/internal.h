@@ -99,14 +99,15 @@ typedef struct fh_path {
     fh_backlog_t *backlog, **backlog_tail;
 
     fh_htable_t handles;
-    uint64_t inflight;        /* all RMA ops posted and not completed, and
-                                 NB atomics waiting for their reply (what
-                                 fh_quiet waits for) */
+    uint64_t inflight;        /* RMA ops posted here and not completed */
 
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     fh_peer_stats_t *stats;   /* [nranks], written under the path lock */
     int polling;              /* re-entrancy guard for poll on this path */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
+    _Atomic int orphaned;     /* no thread bound any more and maybe work of
+                                 an exited one in flight: fh_progress polls
+                                 it until idle (path.c) */
 
     /* FH_REG_STRATEGY=firehose (reg_xfer.c): chunks whose firehoses became
      * ready, pushed by any thread under the cache lock (lock-free stack);
@@ -155,6 +156,7 @@ typedef struct fh_rt {
                                              else NULL (strategy.c) */
     struct fh_mm *mm;                     /* with reg: memory monitor glue (revoke.c) */
 
+    _Atomic int norphans;                 /* paths with `orphaned` set */
     _Atomic int finalizing;
 } fh_rt_t;
 
@@ -163,6 +165,9 @@ typedef struct fh_tls {
     fh_path_t *path;
     fh_ctr_t nbi;             /* this thread's NBI operations (updated by
                                  completions under path->lock) */
+    uint64_t quiet_ops;       /* its NB and NBI operations in flight, NB
+                                 atomics included: what fh_quiet waits for
+                                 (fh_ctr owner_ops; path->lock) */
     uint32_t tid;             /* unique, for handle ownership */
     int in_handler;           /* depth of handler nesting */
     int bound;                /* path->nbound counted for us */
@@ -191,9 +196,23 @@ int fh_check_rank(const char *fn, int rank);
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
 unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index);
-/* One round of progress for the calling thread: polls its path and (trylock)
- * the service path.  Must be called without holding any path lock. */
+/* One round of progress for the calling thread: polls its path, (trylock)
+ * the service path and paths whose threads exited with work in flight, and
+ * sends queued cache messages.  Must be called without holding any path
+ * lock. */
 void fh_progress(fh_tls_t *t);
+/* The progress rule of every loop that waits (include/firehose.h,
+ * "Progress"): one round of fh_progress; once the wait has lasted
+ * (*idle rounds), also trylock-polls every other path of the rank, so what
+ * a thread that stopped calling in (or exited) left in flight completes --
+ * the firehoses, budget and REVOKE acks its RDMA holds, replies to it;
+ * then fh_wait_idle.  *idle starts at 0.  No lock held. */
+void fh_wait_round(fh_tls_t *t, unsigned *idle);
+/* The last thread bound to p exited (fh_path_orphan): its replies and
+ * completions may still arrive, and fh_progress polls p until it is idle or
+ * a thread binds to it again (fh_path_adopt).  Atomic; no lock needed. */
+void fh_path_orphan(fh_path_t *p);
+void fh_path_adopt(fh_path_t *p);
 /* Poll path p; caller holds p->lock. */
 void fh_path_poll_locked(fh_path_t *p);
 /* The wait policy of every loop that polls until something arrives: call it
@@ -277,8 +296,11 @@ int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *
 int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                      struct fh_mr **lmr, bool *temp);
 void fh_rma_local_mr_release(struct fh_mr *lmr);
-/* Polls until ctr->pending == 0; returns ctr->status. */
+/* Polls until ctr->pending == 0 (fh_wait_round); returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
+/* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0):
+ * fh_quiet, and the thread-exit hook. */
+int  fh_wait_quiet(fh_tls_t *t);
 /* fh_rma_post without the per-peer put/get counters (count = false). */
 int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                     uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
@@ -354,9 +376,6 @@ void fh_reg_drain_locked(fh_path_t *p);
 void fh_reg_path_fini(fh_path_t *p);
 /* Progress duties of every thread (no lock held): sends queued moves. */
 void fh_reg_progress(fh_tls_t *t);
-/* Trylock-polls the other thread paths (no lock held): lets a waiting
- * thread complete chunks of idle threads that hold firehoses. */
-void fh_reg_help(fh_tls_t *t);
 /* Thread exit: returns the thread's cached firehose references. */
 void fh_reg_thread_exit(fh_tls_t *t);
 
@@ -480,5 +499,23 @@ void fh_stats_at_finalize(fh_rt_t *rt);
 
 /* Time in seconds (monotonic). */
 double fh_now(void);
+
+/* ---- test hooks: points where a test build (-DFH_TEST_HOOKS, only in
+ * check_LTLIBRARIES libfhrt_hooks.la) calls fh_test_hook to widen a race
+ * window on purpose.  Normal builds compile them out. */
+enum fh_test_point {
+    FH_TP_MM_PUBLISH,         /* revoke.c: sync stored revoking, not yet seen */
+    FH_TP_MM_WAIT_COUNT       /* revoke.c: the wait loop took its count */
+};
+#ifdef FH_TEST_HOOKS
+extern void (*fh_test_hook)(enum fh_test_point where);
+#define FH_TEST_POINT(where) do {                       \
+        void (*fh_th_)(enum fh_test_point) = fh_test_hook; \
+        if (fh_th_ != NULL)                             \
+            fh_th_(where);                              \
+    } while (0)
+#else
+#define FH_TEST_POINT(where) ((void)0)
+#endif
 
 #endif /* FH_INTERNAL_H */

@@ -1,7 +1,10 @@
 /*
  * path.c -- communication paths: creation, receive sizing, polling, the
- * upcalls the conduit makes from inside poll, and how waiting loops wait
- * (fh_wait_idle, FH_WAIT_SPIN).
+ * upcalls the conduit makes from inside poll, and how waiting loops wait:
+ * fh_wait_round, the one progress rule every waiting loop follows (a
+ * waiting thread completes what other threads of its rank -- idle or
+ * exited -- left in flight: include/firehose.h, "Progress"), and
+ * fh_wait_idle (FH_WAIT_SPIN).
  */
 #include <assert.h>
 #include <limits.h>
@@ -132,6 +135,49 @@ void fh_progress_locked(fh_path_t *p)
     }
 }
 
+/* A path no thread is bound to any more may still receive what its last
+ * thread left in flight: replies, credits, completions.  Whoever makes
+ * progress polls it (trylock) until it is idle. */
+static bool path_idle_locked(const fh_path_t *p)
+{
+    if (p->inflight != 0 || p->handles.live != 0 || p->backlog != NULL ||
+        p->reg_retry != NULL ||
+        atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL)
+        return false;
+    for (int r = 0; r < p->rt->nranks; r++)
+        if (p->credits[r] != (uint32_t)p->rt->cfg.am_credits)
+            return false;
+    return true;
+}
+
+void fh_path_orphan(fh_path_t *p)
+{
+    assert(p->index != 0);
+    if (!atomic_exchange(&p->orphaned, 1))
+        atomic_fetch_add(&p->rt->norphans, 1);
+}
+
+void fh_path_adopt(fh_path_t *p)
+{
+    if (atomic_exchange(&p->orphaned, 0))
+        atomic_fetch_sub(&p->rt->norphans, 1);
+}
+
+static void poll_orphans(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    for (int i = 1; i < rt->npaths; i++) {
+        fh_path_t *p = &rt->paths[i];
+        if (p == t->path || !atomic_load_explicit(&p->orphaned, memory_order_relaxed) ||
+            pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        fh_path_poll_locked(p);
+        if (path_idle_locked(p))
+            fh_path_adopt(p);     /* nothing more can arrive for it */
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
 void fh_progress(fh_tls_t *t)
 {
     fh_path_t *own = t->path;
@@ -143,6 +189,8 @@ void fh_progress(fh_tls_t *t)
         fh_path_poll_locked(svc);
         pthread_mutex_unlock(&svc->lock);
     }
+    if (atomic_load_explicit(&fh_rt->norphans, memory_order_relaxed) != 0)
+        poll_orphans(t);
     /* Cache messages queued anywhere (moves, revokes, revoke acks produced
      * by handlers) leave from here. */
     if (fh_rt->reg != NULL)
@@ -159,14 +207,38 @@ void fh_wait_idle(unsigned *idle)
         sched_yield();
 }
 
-/* Idle rounds of fh_wait_ctr before it starts completing other threads'
- * firehose chunks (every 8th round after that). */
+/* Idle rounds of a wait before it starts polling the other paths of the
+ * rank (every 8th round after that): few waits last that long, and a
+ * thread that still calls in polls its own path anyway. */
 #define WAIT_HELP_AFTER 32
+
+/* Trylock-polls every path but the caller's and the service path (which
+ * fh_progress polled): completions, replies and ready chunks another
+ * thread left there -- one that stopped calling the runtime, or exited --
+ * are handled by us.  No lock held. */
+static void help_paths(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    for (int i = 1; i < rt->npaths; i++) {
+        fh_path_t *p = &rt->paths[i];
+        if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
+            continue;
+        fh_path_poll_locked(p);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+void fh_wait_round(fh_tls_t *t, unsigned *idle)
+{
+    fh_progress(t);
+    if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
+        help_paths(t);
+    fh_wait_idle(idle);
+}
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
 {
     fh_path_t *own = t->path;
-    fh_path_t *svc = &fh_rt->paths[0];
     for (unsigned idle = 0;;) {
         pthread_mutex_lock(&own->lock);
         fh_path_poll_locked(own);
@@ -175,18 +247,7 @@ int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
         pthread_mutex_unlock(&own->lock);
         if (done)
             return status;
-        if (own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
-            fh_path_poll_locked(svc);
-            pthread_mutex_unlock(&svc->lock);
-        }
-        if (fh_rt->reg != NULL) {
-            fh_reg_progress(t);
-            /* Firehoses we wait for may be held by chunks of a thread that
-             * is not calling in: complete them for it. */
-            if (idle > WAIT_HELP_AFTER && idle % 8 == 0)
-                fh_reg_help(t);
-        }
-        fh_wait_idle(&idle);
+        fh_wait_round(t, &idle);
     }
 }
 

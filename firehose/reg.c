@@ -17,7 +17,7 @@
  * FH_H_MOVE_REQ handler; it is captured and sent as that request's AM reply.
  * Requests can be queued by any fhc call -- an acquire, a release at RDMA
  * completion, a reply that wakes waiters -- so EVERY progressing thread
- * flushes (fh_reg_progress from fh_progress and fh_wait_ctr), not only the
+ * flushes (fh_reg_progress from fh_progress, hence every wait), not only the
  * thread whose operation needs the move.  A request that cannot be sent
  * (peer dead) is answered locally with an error reply, which completes the
  * operations waiting for it with that error.
@@ -191,21 +191,6 @@ void fh_reg_progress(fh_tls_t *t)
 {
     if (t->in_handler == 0)
         fh_reg_flush(t);
-}
-
-/* Helps paths other than the caller's: trylock-polls each, so chunks of an
- * idle thread complete (releasing firehoses others wait for) and its ready
- * lists drain.  No lock held. */
-void fh_reg_help(fh_tls_t *t)
-{
-    fh_rt_t *rt = fh_rt;
-    for (int i = 1; i < rt->npaths; i++) {
-        fh_path_t *p = &rt->paths[i];
-        if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
-            continue;
-        fh_path_poll_locked(p);
-        pthread_mutex_unlock(&p->lock);
-    }
 }
 
 static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
@@ -529,8 +514,7 @@ void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
         pthread_mutex_unlock(&g->lock);
         if (pending == 0)
             return;
-        fh_progress(t);
-        fh_wait_idle(&idle);
+        fh_wait_round(t, &idle);
     }
 }
 

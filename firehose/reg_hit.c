@@ -125,7 +125,7 @@ static inline reg_ent_t *lookup_ref(fh_tls_t *t, uint32_t peer, uintptr_t raddr,
         return NULL;
     if (tc->mm_state != NULL &&
         __builtin_expect(atomic_load_explicit(tc->mm_state, memory_order_acquire) !=
-                             atomic_load_explicit(tc->mm_seen, memory_order_relaxed), 0))
+                             atomic_load_explicit(tc->mm_seen, memory_order_acquire), 0))
         return NULL;    /* freed memory not processed yet: the locked path syncs */
     uint32_t v = reg_map_get(&tc->map, peer, raddr >> tc->bshift);
     if (v == 0)

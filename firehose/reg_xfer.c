@@ -17,7 +17,7 @@
  * reg_xop_ready() only pushes the record on its path's lock-free ready list
  * (path->reg_ready, a Treiber stack taken whole with an exchange).  Whoever
  * polls that path next -- its owner, a thread waiting on the service path,
- * or a helper (fh_reg_help) -- drains it in fh_path_poll_locked: errors and
+ * or a waiting thread's help (fh_wait_round) -- drains it in fh_path_poll_locked: errors and
  * put-in-move (FHC_DONE_IN_MOVE) complete the chunk at once, hits post one
  * RDMA per piece (split at the conduit's message limit) with the record as
  * op_ctx (tagged, see FH_OPCTX_REG).  When the last piece completes the
@@ -263,8 +263,8 @@ static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
     if (x == NULL)
         return NULL;
     assert(((uintptr_t)x & FH_OPCTX_REG) == 0);   /* the tag bit is free */
-    x->pc.pending = 1;             /* released once every piece is posted */
-    x->pc.status = FH_OK;
+    /* pending 1: released once every piece is posted; counts for no thread */
+    x->pc = (fh_ctr_t){.pending = 1, .status = FH_OK};
     x->next = NULL;
     x->path = t->path;
     x->uctr = ctr;
@@ -293,7 +293,7 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
 {
     struct fh_reg *g = fh_rt->reg;
     fh_path_t *p = t->path;
-    x->uctr->pending++;
+    fh_ctr_add(x->uctr);
     p->inflight++;
     reg_ent_t *e = reg_hit_lookup(t, x->op.peer, x->op.raddr, x->op.len);
     if (e != NULL) {
@@ -315,7 +315,7 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
         reg_hit_budget(g, x->op.peer);
         pthread_mutex_unlock(&g->lock);
         if (a < 0) {
-            x->uctr->pending--;
+            fh_ctr_complete(x->uctr, FH_OK);    /* not submitted after all */
             p->inflight--;
             return a;
         }
@@ -386,7 +386,7 @@ int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
         }
         /* An acquisition without RDMA: installs the entry on an fhc hit,
          * or waits for the move and releases (the next round hits fhc). */
-        fh_ctr_t ctr = {0, FH_OK};
+        fh_ctr_t ctr = {.status = FH_OK};
         fh_path_t *p = t->path;
         pthread_mutex_lock(&p->lock);
         reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);

@@ -41,8 +41,10 @@
 struct fh_mm {
     fh_memmon_t *mon;              /* NULL: no monitor */
     int cache_unwatched;           /* FH_MEMMON=off: cache without watching */
-    _Atomic uint64_t seen;         /* monitor state processed (written locked) */
-    _Atomic uint32_t revoking;     /* >= fhc_revokes_pending (see fh_mm_entry) */
+    _Atomic uint64_t seen;         /* monitor state processed (written locked,
+                                      release, after revoking) */
+    _Atomic uint32_t revoking;     /* fhc_revokes_pending as of the last store
+                                      (every store under the cache lock) */
     _Atomic uint64_t invalidations;
     _Atomic int said_uncached;     /* the fallback was logged */
 };
@@ -128,9 +130,15 @@ void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c)
         for (size_t i = 0; i < n; i++)
             inv += fhc_invalidate(c, r[i].start, r[i].end - r[i].start);
     } while (n == 64);
-    atomic_store_explicit(&mm->seen, state, memory_order_relaxed);
     atomic_fetch_add_explicit(&mm->invalidations, inv, memory_order_relaxed);
+    /* Publication order (docs/firehose-cache.md, "Publication order"):
+     * the REVOKEs are queued, then `revoking` says so, and only then does
+     * `seen` (release) tell lock-free readers that the events are
+     * processed.  The other order lets a thread read "processed, nothing
+     * pending" in between and publish before its REVOKE left. */
     atomic_store_explicit(&mm->revoking, fhc_revokes_pending(c), memory_order_relaxed);
+    FH_TEST_POINT(FH_TP_MM_PUBLISH);
+    atomic_store_explicit(&mm->seen, state, memory_order_release);
 }
 
 void fh_mm_entry(fh_tls_t *t)
@@ -139,26 +147,31 @@ void fh_mm_entry(fh_tls_t *t)
     struct fh_mm *mm = rt->mm;
     if (mm == NULL)
         return;
-    if (fh_memmon_pending(mm->mon, atomic_load_explicit(&mm->seen, memory_order_relaxed))) {
+    /* Acquire: a `seen` that covers our event brings the `revoking` its
+     * sync stored before it (see fh_mm_sync_locked and the proof in
+     * docs/firehose-cache.md, "Publication order"). */
+    if (fh_memmon_pending(mm->mon, atomic_load_explicit(&mm->seen, memory_order_acquire))) {
         struct fhc *c = fh_reg_lock(rt);
         fh_mm_sync_locked(rt, c);
         fh_reg_unlock(rt);
     }
-    /* revoking only grows in fh_mm_sync_locked (it is set there, after the
-     * REVOKEs were queued) and is re-read under the lock here, so a zero
-     * means none of ours is outstanding. */
+    /* Every store to `revoking` happens under the cache lock and stores
+     * fhc_revokes_pending at that moment, so a zero read here means no
+     * REVOKE of an event we have seen is outstanding. */
     if (atomic_load_explicit(&mm->revoking, memory_order_relaxed) == 0)
         return;
     for (unsigned idle = 0;;) {
         fh_reg_flush(t);
         struct fhc *c = fh_reg_lock(rt);
         uint32_t n = c ? fhc_revokes_pending(c) : 0;
-        fh_reg_unlock(rt);
+        /* Under the lock: stored after unlocking, a count taken before
+         * another thread's sync could overwrite the larger one it stored. */
         atomic_store_explicit(&mm->revoking, n, memory_order_relaxed);
+        fh_reg_unlock(rt);
+        FH_TEST_POINT(FH_TP_MM_WAIT_COUNT);
         if (n == 0 || atomic_load(&rt->finalizing))
             return;
-        fh_progress(t);
-        fh_wait_idle(&idle);
+        fh_wait_round(t, &idle);
     }
 }
 

@@ -110,13 +110,13 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
              * (FH_WAIT_SPIN) instead of spinning the core away from it. */
             fh_progress_locked(p);
             pthread_mutex_unlock(&p->lock);   /* never yield holding the path */
-            fh_wait_idle(&idle);
+            fh_wait_round(t, &idle);
             pthread_mutex_lock(&p->lock);
             continue;
         }
         if (rc != FH_OK)
             break;
-        ctr->pending++;
+        fh_ctr_add(ctr);
         p->inflight++;
         off += len;
     }
@@ -196,13 +196,15 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
     if (fh_rt->strat != NULL)
         mode = RMA_BLOCKING;   /* fh_strat_xfer completes before returning */
-    fh_ctr_t stack_ctr = {0, FH_OK};
+    fh_ctr_t stack_ctr = {.status = FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
     fh_path_t *p = t->path;
     if (mode == RMA_NB) {
         pthread_mutex_lock(&p->lock);
         slot = fh_ht_alloc(&p->handles, t->tid, h);
+        if (slot != NULL)
+            slot->ctr.owner_ops = &t->quiet_ops;   /* fh_quiet waits for it */
         pthread_mutex_unlock(&p->lock);
         if (slot == NULL)
             return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding handles", fn);
@@ -353,25 +355,30 @@ int fh_wait_nbi(void)
     return rc;
 }
 
+int fh_wait_quiet(fh_tls_t *t)
+{
+    fh_path_t *p = t->path;
+    /* t->quiet_ops counts this thread's NB and NBI transfers and NB atomics
+     * (their replies need the target's CPU: hence the wait rule).  Other
+     * threads' operations on a shared path are not ours to wait for. */
+    for (unsigned idle = 0;;) {
+        pthread_mutex_lock(&p->lock);
+        fh_path_poll_locked(p);
+        int done = t->quiet_ops == 0;
+        pthread_mutex_unlock(&p->lock);
+        if (done)
+            return FH_OK;
+        fh_wait_round(t, &idle);
+    }
+}
+
 int fh_quiet(void)
 {
     int rc;
     fh_tls_t *t = fh_enter("fh_quiet", &rc);
     if (t == NULL)
         return rc;
-    fh_path_t *p = t->path;
-    /* p->inflight counts RMA and the replies NB atomics wait for (atomic.c);
-     * the latter need the target's CPU, hence the wait policy. */
-    for (unsigned idle = 0;;) {
-        pthread_mutex_lock(&p->lock);
-        fh_path_poll_locked(p);
-        int done = p->inflight == 0;
-        pthread_mutex_unlock(&p->lock);
-        if (done)
-            return FH_OK;
-        fh_progress(t);
-        fh_wait_idle(&idle);
-    }
+    return fh_wait_quiet(t);
 }
 
 /* ------------------------------------------------------------ strided */
@@ -424,7 +431,7 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         return rc;
     if ((uintptr_t)llo + lspan < llo)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
-    fh_ctr_t ctr = {0, FH_OK};
+    fh_ctr_t ctr = {.status = FH_OK};
     for (size_t i = 0; i < count && rc == FH_OK; i++) {
         char *l = local + (ptrdiff_t)i * lstride;
         char *rm = remote + (ptrdiff_t)i * rstride;

@@ -217,10 +217,8 @@ strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token)
 void strat_wait_poll(fh_tls_t *t, strat_wait_t *w)
 {
     for (unsigned idle = 0;
-         atomic_load_explicit(&w->pending, memory_order_acquire) != 0;) {
-        fh_progress(t);
-        fh_wait_idle(&idle);
-    }
+         atomic_load_explicit(&w->pending, memory_order_acquire) != 0;)
+        fh_wait_round(t, &idle);
 }
 
 void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
@@ -235,7 +233,7 @@ void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
 int strat_rdma(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                uint64_t remote, size_t n, const uint64_t key[2])
 {
-    fh_ctr_t ctr = {0, FH_OK};
+    fh_ctr_t ctr = {.status = FH_OK};
     fh_rkey_t rk = {key[0], key[1]};
     int rc = fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, &rk, &ctr, false);
     int wrc = fh_wait_ctr(t, &ctr);

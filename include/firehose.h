@@ -23,7 +23,10 @@
  *     thread is exiting; calls that need no thread state (fh_rank, fh_nranks,
  *     fh_stats_peer, fh_last_error, ...) still work.  Never a crash.  A
  *     thread whose first firehose call comes from a key destructor (before
- *     the hook ever ran in it) is served normally.
+ *     the hook ever ran in it) is served normally.  The hook completes the
+ *     thread's NB and NBI operations and frees its NB handles (not waited
+ *     for, they are simply released); replies to its AM requests that
+ *     arrive later are still run, by whichever thread polls next.
  *   - Collectives (fh_segment_create, fh_segment_destroy, fh_barrier,
  *     fh_allgather, fh_finalize) may also be called by several threads of a
  *     rank at once.  A rank runs them one at a time, in the order they
@@ -43,6 +46,15 @@
  *   - Blocking: "blocking" calls poll the network until their condition holds,
  *     so AM handlers run inside them.  "Non-blocking" calls never wait for a
  *     remote rank.
+ *   - Progress: no wait depends on another thread of the rank calling in.
+ *     A thread waiting in any blocking call (fh_wait, fh_wait_nbi,
+ *     fh_quiet, fh_barrier and the other collectives, the revocation wait
+ *     at entry, fh_finalize) also completes whatever other threads of its
+ *     rank -- idle ones, or ones that exited -- left in flight that it may
+ *     be waiting for: their completions, the cache resources they hold,
+ *     replies addressed to them.  So a thread may stop calling firehose
+ *     with operations outstanding (its own NB/NBI operations still complete
+ *     only as far as it, or fh_quiet/fh_wait_nbi in it, asks).
  *   - AM handlers: a handler runs inside fh_poll or any blocking call of the
  *     thread that polls.  Inside a handler only the functions marked
  *     "handler-safe" may be called; the others return FH_ERR_IN_HANDLER.
@@ -302,7 +314,10 @@ int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank,
 /* Blocking memory fence: every put/get (blocking, NB and NBI) and every NB
  * atomic (fh_atomic_nb, fh_atomic32_nb) this thread issued before it is
  * complete afterwards: the atomics have taken effect at their targets and
- * their fetched values are written (OpenSHMEM's shmem_quiet).  It does not
+ * their fetched values are written (OpenSHMEM's shmem_quiet).  Only this
+ * thread's operations: it does not wait for other threads', even on a
+ * shared path (FH_PATHS=shared, or more threads than FH_MAX_THREADS); it
+ * waits by the FH_WAIT_SPIN policy (yielding the core).  It does not
  * consume handles: each NB handle must still be passed to fh_wait/fh_test/
  * fh_wait_all (they then report it complete at once).  Not handler-safe. */
 int fh_quiet(void);
