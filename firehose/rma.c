@@ -184,31 +184,16 @@ int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr
                    bool count)
 {
     fh_path_t *p = t->path;
-    int rc = FH_OK;
+    int rc = FH_ERR_AGAIN;
     size_t off = 0;
-    unsigned idle = 0;
     pthread_mutex_lock(&p->lock);
-    /* Behind transfers already queued: they are waiting for the same
-     * transmit resources. */
+    /* Behind transfers already queued: they wait for the same transmit
+     * resources. */
     if (p->rma_pend == NULL)
         rc = post_from(p, is_put, rank, local, lmr, remote, n, &off, rkey, ctr);
-    else
-        rc = FH_ERR_AGAIN;
-    while (rc == FH_ERR_AGAIN) {
-        if (queue_rest(p, is_put, rank, local, lmr, remote, off, n, rkey, ctr)) {
-            rc = FH_OK;
-            break;
-        }
-        /* Out of memory for the queue (the one case in which a
-         * non-blocking call waits, firehose.h): wait for transmit
-         * resources, yielding like every wait does (FH_WAIT_SPIN). */
-        fh_progress_locked(p);
-        pthread_mutex_unlock(&p->lock);   /* never yield holding the path */
-        fh_wait_idle(&idle);
-        pthread_mutex_lock(&p->lock);
-        if (p->rma_pend == NULL)
-            rc = post_from(p, is_put, rank, local, lmr, remote, n, &off, rkey, ctr);
-    }
+    if (rc == FH_ERR_AGAIN)
+        rc = queue_rest(p, is_put, rank, local, lmr, remote, off, n, rkey, ctr)
+                 ? FH_OK : FH_ERR_NO_MEMORY;
     if (rc == FH_OK && count)
         fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
@@ -308,12 +293,19 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return rc;
     }
     if (rc != FH_OK && mode == RMA_NB) {
-        /* Chunks already posted still complete into the slot: keep it until
-         * then, but report the failure now. */
-        fh_wait_ctr(t, ctr);
+        /* Part of the transfer may be in flight into the slot, and the
+         * caller may reuse its buffer once we return: then the failure is
+         * the operation's, reported by fh_wait/fh_test, and nobody waits
+         * here.  Otherwise nothing started: no handle. */
         pthread_mutex_lock(&p->lock);
-        fh_ht_free(&p->handles, slot);
+        bool started = ctr->pending != 0;
+        if (started && ctr->status == FH_OK)
+            ctr->status = rc;
+        if (!started)
+            fh_ht_free(&p->handles, slot);
         pthread_mutex_unlock(&p->lock);
+        if (started)
+            return FH_OK;
         *h = FH_HANDLE_DONE;
     }
     return rc;
