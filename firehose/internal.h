@@ -118,8 +118,11 @@ typedef struct fh_path {
                                    /*  cost more than a hit; p->lock) */
     /* Transfers waiting for transmit resources (rma.c, p->lock). */
     struct fh_rma_pend *rma_pend, **rma_pend_tail;
-    /* Comparison strategies' operations in progress (strategy.c, p->lock). */
-    struct strat_xop *strat_ops;
+    /* Comparison strategies' operations in progress (strategy.c) and NB
+     * atomic requests waiting for a credit (atomic.c): lock-free stacks,
+     * pushed by the path's threads, taken whole by whoever moves them on. */
+    _Atomic(struct strat_xop *) strat_ops;
+    _Atomic(struct atomic_defer *) atomic_defer;
 } fh_path_t;
 
 typedef struct fh_handler_entry {
@@ -451,9 +454,11 @@ int  fh_strat_init(fh_rt_t *rt);
 unsigned fh_strat_fini(fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
  * rank != us, counted into ctr like fh_rma_xfer: it starts what it can and
- * returns; fh_strat_progress does the rest (waits for nothing). */
+ * returns; fh_strat_progress does the rest (waits for nothing).  own_lmr:
+ * lmr is a temporary registration (fh_rma_local_mr) that the operation
+ * releases once it is over -- also when the call fails. */
 int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                   uint64_t remote, size_t n, fh_ctr_t *ctr);
+                   uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr);
 /* Moves the strategy operations of the calling thread's path on (sends
  * what credits allow, posts RDMA whose key arrived, completes what is
  * done).  No lock held, not in a handler; no-op without rt->strat. */
@@ -471,6 +476,11 @@ void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
 
 /* ---- atomic.c / coll.c */
 void fh_atomic_init(void);
+/* Sends the calling thread's path's NB atomic requests that waited for a
+ * credit (no lock held, not in a handler: then a no-op). */
+void fh_atomic_progress(fh_tls_t *t);
+/* Frees the requests still waiting on p (teardown). */
+void fh_atomic_path_fini(fh_path_t *p);
 void fh_coll_init(void);
 int  fh_barrier_internal(fh_tls_t *t);
 

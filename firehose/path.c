@@ -63,6 +63,7 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
     fh_reg_path_fini(p);
     fh_rma_path_fini(p);
     fh_strat_path_fini(p);
+    fh_atomic_path_fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
     free(p->owed);
@@ -153,6 +154,7 @@ void fh_progress(fh_tls_t *t)
         fh_reg_progress(t);
     if (fh_rt->strat != NULL)
         fh_strat_progress(t);
+    fh_atomic_progress(t);
 }
 
 void fh_wait_idle(unsigned *idle)
@@ -187,6 +189,7 @@ int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
         }
         if (fh_rt->strat != NULL)
             fh_strat_progress(t);
+        fh_atomic_progress(t);
         if (fh_rt->reg != NULL) {
             fh_reg_progress(t);
             /* Firehoses we wait for may be held by chunks of a thread that

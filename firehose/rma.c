@@ -9,6 +9,10 @@
  *      slot (NB) or the path's NBI counter;
  *   3. fh_rma_post(): split into FH_XFER_CHUNK / conduit max_msg pieces and
  *      post each on the calling thread's path, counting into the counter.
+ *      What the conduit cannot take now (FH_ERR_AGAIN: a full transmit
+ *      queue, or a first contact the peer has not accepted yet) is queued
+ *      on the path and posted by its next poll, so no form waits for the
+ *      target here; the blocking forms wait on the counter afterwards.
  * Transfers to one's own rank are memmove, complete at once.
  */
 #include <assert.h>
@@ -84,7 +88,7 @@ int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *l
     if (fh_rt->reg != NULL && rank != fh_rt->rank)
         return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
     if (fh_rt->strat != NULL && rank != fh_rt->rank)
-        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
+        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr, false);
     return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
 }
 
@@ -266,7 +270,12 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     bool temp;
     if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr, &temp)) != FH_OK)
         return rc;
-    if (temp)
+    /* A temporary registration of the local buffer is released when the
+     * transfer completed: by the comparison strategies' record (it waits
+     * for the target), else here -- the wait is for our NIC, never for the
+     * target's CPU (firehose.h, "Blocking"). */
+    bool strat_owns = temp && fh_rt->strat != NULL;
+    if (temp && !strat_owns)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
     fh_ctr_t stack_ctr = {0, FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
@@ -282,10 +291,15 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     } else if (mode == RMA_NBI) {
         ctr = &t->nbi;
     }
-    rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
+    if (fh_rt->strat != NULL)
+        rc = fh_strat_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, ctr,
+                           strat_owns);
+    else
+        rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n,
+                         &r.rkey, ctr);
     if (mode == RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
-        if (temp)
+        if (temp && !strat_owns)
             fh_rma_local_mr_release(lmr);
         if (rc == FH_OK && wrc != FH_OK)
             rc = fh_set_error(wrc, "%s: transfer to rank %d failed: %s", fn, rank,

@@ -92,19 +92,35 @@ unsigned fh_strat_fini(fh_rt_t *rt)
     return failed;
 }
 
+/* Pushes the list [first .. last] on p's records. */
+static void push_ops(fh_path_t *p, strat_xop_t *first, strat_xop_t *last)
+{
+    strat_xop_t *head = atomic_load_explicit(&p->strat_ops, memory_order_relaxed);
+    do {
+        last->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&p->strat_ops, &head, first,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+}
+
 int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                  uint64_t remote, size_t n, fh_ctr_t *ctr)
+                  uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr)
 {
     struct fh_strat *s = fh_rt->strat;
     strat_xop_t *x = calloc(1, sizeof *x);
-    if (x == NULL)
-        return fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory",
-                            is_put ? "put" : "get", rank);
-    *x = (strat_xop_t){.uctr = ctr, .is_put = is_put, .rank = rank, .local = local,
-                       .lmr = lmr, .remote = remote, .n = n, .status = FH_OK};
-    int rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
+    int rc = FH_ERR_NO_MEMORY;
+    if (x != NULL) {
+        *x = (strat_xop_t){.uctr = ctr, .is_put = is_put, .rank = rank, .local = local,
+                           .lmr = lmr, .own_lmr = own_lmr, .remote = remote, .n = n,
+                           .status = FH_OK};
+        rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
+    } else {
+        fh_set_error(rc, "%s to rank %d: out of memory", is_put ? "put" : "get", rank);
+    }
     if (rc != FH_OK) {
         free(x);
+        if (own_lmr)
+            fh_rma_local_mr_release(lmr);
         return rc;
     }
     fh_path_t *p = t->path;
@@ -112,9 +128,8 @@ int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr 
     ctr->pending++;
     p->inflight++;
     fh_stat_rma(p, rank, is_put, n);
-    x->next = p->strat_ops;
-    p->strat_ops = x;
     pthread_mutex_unlock(&p->lock);
+    push_ops(p, x, x);
     fh_strat_progress(t);     /* send what can be sent now */
     return FH_OK;
 }
@@ -123,30 +138,37 @@ void fh_strat_progress(fh_tls_t *t)
 {
     struct fh_strat *s = fh_rt->strat;
     fh_path_t *p = t->path;
-    if (s == NULL || t->in_handler != 0 || p->strat_ops == NULL)
-        return;   /* (a racy peek: a later call sees a new record) */
-    /* Take the list: another thread of a shared path finds it empty and
-     * leaves these records to us meanwhile. */
-    pthread_mutex_lock(&p->lock);
-    strat_xop_t *l = p->strat_ops;
-    p->strat_ops = NULL;
-    pthread_mutex_unlock(&p->lock);
-    strat_xop_t *keep = NULL, *done = NULL;
+    if (s == NULL || t->in_handler != 0 ||
+        atomic_load_explicit(&p->strat_ops, memory_order_relaxed) == NULL)
+        return;
+    /* Take them all: another thread of a shared path finds none and leaves
+     * these records to us meanwhile. */
+    strat_xop_t *l = atomic_exchange_explicit(&p->strat_ops, NULL, memory_order_acquire);
+    strat_xop_t *keep = NULL, *keep_last = NULL, *done = NULL;
     while (l != NULL) {
         strat_xop_t *x = l;
         l = x->next;
         bool over = s->kind == FH_REG_BOUNCE ? strat_bounce_step(t, s, x)
                                              : strat_rdv_step(t, s, x);
-        x->next = over ? done : keep;
-        *(over ? &done : &keep) = x;
+        if (over && x->own_lmr) {
+            fh_rma_local_mr_release(x->lmr);   /* no RDMA of x is in flight */
+            x->own_lmr = false;
+        }
+        if (over) {
+            x->next = done;
+            done = x;
+        } else {
+            if (keep == NULL)
+                keep_last = x;
+            x->next = keep;
+            keep = x;
+        }
     }
+    if (keep != NULL)
+        push_ops(p, keep, keep_last);
+    if (done == NULL)
+        return;
     pthread_mutex_lock(&p->lock);
-    while (keep != NULL) {
-        strat_xop_t *x = keep;
-        keep = x->next;
-        x->next = p->strat_ops;
-        p->strat_ops = x;
-    }
     for (strat_xop_t *x = done; x != NULL; x = x->next) {
         fh_ctr_complete(x->uctr, x->status);
         assert(p->inflight > 0);
@@ -165,10 +187,11 @@ void fh_strat_progress(fh_tls_t *t)
 
 void fh_strat_path_fini(fh_path_t *p)
 {
-    while (p->strat_ops != NULL) {
-        strat_xop_t *x = p->strat_ops;
-        p->strat_ops = x->next;
+    strat_xop_t *x = atomic_exchange_explicit(&p->strat_ops, NULL, memory_order_acquire);
+    while (x != NULL) {
+        strat_xop_t *next = x->next;
         free(x);
+        x = next;
     }
 }
 

@@ -161,8 +161,8 @@ typedef struct rdv_slot {
     int status;
 } rdv_slot_t;
 
-/* A put/get in progress (see "Completion"); owned by whoever took it off
- * its path's list, which is done under the path lock. */
+/* A put/get in progress (see "Completion"); on its path's strat_ops stack
+ * (lock-free) or owned by the one thread that took the stack whole. */
 typedef struct strat_xop {
     struct strat_xop *next;
     fh_ctr_t *uctr;            /* the caller's counter */
@@ -170,6 +170,7 @@ typedef struct strat_xop {
     int rank;
     char *local;
     struct fh_mr *lmr;
+    bool own_lmr;              /* lmr is temporary: released when over */
     uint64_t remote;
     size_t n;
     int status;                /* first error, else FH_OK */

@@ -15,8 +15,11 @@
  * main thread again) issues to rank 1, for every size in SIZES:
  * fh_put_nb, fh_get_nb, fh_put_nbi and fh_get_nbi.  The sizes span one
  * word, the conduit's inject range, several AM chunks (bounce) and several
- * registration regions (rendezvous).  Ranks other than 0 and 1 only take
- * part in the collectives.
+ * registration regions (rendezvous); and NATOM fh_atomic_nb FETCH_ADDs
+ * on one counter of rank 1 -- more than FH_AM_CREDITS (default 16) allows
+ * in flight, so the later ones find no credit until rank 1 answers.  Their
+ * fetched values must be a permutation of the counter's values in the
+ * round.  Ranks other than 0 and 1 only take part in the collectives.
  *
  * Usage: nb_nowait_test [--limit SECONDS] [--rounds N]
  */
@@ -35,6 +38,8 @@ static const size_t SIZES[] = {8, 1000, 40 * KiB, 3 * MiB + 123};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 #define SLOT (4 * MiB)             /* one slot per (size, op) */
 enum { OP_PUT_NB, OP_GET_NB, OP_PUT_NBI, OP_GET_NBI, NOPS };
+#define NATOM 50                   /* > 3 x the default FH_AM_CREDITS */
+#define CTR_OFF (NSIZES * NOPS * SLOT)   /* rank 1's counter */
 
 static int me;
 static long limit_s;
@@ -80,7 +85,9 @@ static uint64_t key(int round, unsigned s, unsigned op) { return tu_key((uint64_
 static void *issue_round(void *arg)
 {
     int round = (int)(intptr_t)arg;
-    fh_handle_t h[NSIZES][2];
+    fh_handle_t h[NSIZES][2], ah[NATOM];
+    uint64_t fetched[NATOM];
+    uint64_t *ctr = (uint64_t *)(bases[1] + CTR_OFF);
     for (unsigned s = 0; s < NSIZES; s++) {
         size_t n = SIZES[s];
         uint8_t *rem = bases[1];
@@ -93,10 +100,22 @@ static void *issue_round(void *arg)
         CHECK_OK(fh_get_nbi(lbuf + slot_off(s, OP_GET_NBI), 1, rem + slot_off(s, OP_GET_NBI),
                             n));
     }
+    for (unsigned i = 0; i < NATOM; i++)
+        CHECK_OK(fh_atomic_nb(1, ctr, FH_AOP_FETCH_ADD, 1, 0, &fetched[i], &ah[i]));
     release(round);
     for (unsigned s = 0; s < NSIZES; s++)
         CHECK_OK(fh_wait_all(h[s], 2));
     CHECK_OK(fh_wait_nbi());
+    CHECK_OK(fh_wait_all(ah, NATOM));
+    /* Each value of [round * NATOM, +NATOM) fetched exactly once. */
+    uint8_t seen[NATOM] = {0};
+    for (unsigned i = 0; i < NATOM; i++) {
+        uint64_t v = fetched[i] - (uint64_t)round * NATOM;
+        CHECK(v < NATOM && !seen[v], "fh_atomic_nb fetched values",
+              "a permutation of [%d, +%d), saw %llu at %u", round * NATOM, NATOM,
+              (unsigned long long)fetched[i], i);
+        seen[v] = 1;
+    }
     return NULL;
 }
 
@@ -128,6 +147,11 @@ static void one_round(int round, bool fresh_thread)
         }
     }
     CHECK_OK(fh_barrier());
+    if (me == 1) {
+        uint64_t c = __atomic_load_n((uint64_t *)(bases[1] + CTR_OFF), __ATOMIC_SEQ_CST);
+        CHECK(c == (uint64_t)(round + 1) * NATOM, "rank 1's counter after the round",
+              "%d, saw %llu", (round + 1) * NATOM, (unsigned long long)c);
+    }
     for (unsigned s = 0; s < NSIZES; s++) {
         if (me == 0) {
             TU_VERIFY(lbuf + slot_off(s, OP_GET_NB), SIZES[s], key(round, s, OP_GET_NB), 0,
@@ -160,7 +184,7 @@ int main(int argc, char **argv)
         return fh_finalize() == FH_OK ? 0 : 1;
     }
     tu_seed_init();
-    size_t segsz = NSIZES * NOPS * SLOT;
+    size_t segsz = CTR_OFF + 4096;
     fh_seg_t seg;
     CHECK_OK(fh_segment_create(segsz, &seg, NULL));
     bases = calloc((size_t)n, sizeof *bases);
@@ -168,7 +192,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < n; r++)
         CHECK_OK(fh_segment_query(seg, r, (void **)&bases[r], NULL));
     if (me == 0) {
-        lbuf = malloc(segsz);
+        lbuf = malloc(CTR_OFF);
         CHECK(lbuf != NULL, "malloc", "memory, saw NULL");
         snprintf(flagdir, sizeof flagdir, "%s/fhnbXXXXXX",
                  getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
