@@ -187,11 +187,7 @@ void fh_reg_flush(fh_tls_t *t)
                 if (g->out == NULL)
                     g->out_tail = &g->out;
             } else if (kept != NULL) {
-                /* Back to the head, in their order, before anything queued
-                 * meanwhile. */
-                *kept_tail = NULL;
-                for (reg_msg_t *k = kept; k != NULL; k = k->next)
-                    kept_tail = &k->next;
+                /* Back, in their order (the outbox is empty now). */
                 __atomic_store_n(&g->out, kept, __ATOMIC_RELAXED);
                 g->out_tail = kept_tail;
                 kept_some = true;
