@@ -197,7 +197,7 @@ static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *pa
 
 static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                         unsigned handler, const void *payload, size_t len,
-                        uint64_t long_dst, const uint64_t *args, unsigned nargs);
+                        uint64_t long_dst, const uint64_t *args, unsigned nargs, bool wait);
 
 int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                        const void *payload, size_t len, uint64_t long_dst,
@@ -231,19 +231,29 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
     }
 
     return send_on_path(t, t->path, rank, kind, handler, payload, len, long_dst, args,
-                        nargs);
+                        nargs, true);
 }
 
 int fh_am_send_request_on(fh_tls_t *t, fh_path_t *p, int rank, unsigned handler,
                           const void *payload, size_t len)
 {
-    return send_on_path(t, p, rank, FH_AM_REQ_MEDIUM, handler, payload, len, 0, NULL, 0);
+    return send_on_path(t, p, rank, FH_AM_REQ_MEDIUM, handler, payload, len, 0, NULL, 0,
+                        true);
 }
 
-/* Encodes and sends a request on path p, waiting for a credit if needed. */
+int fh_am_try_request(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind, unsigned handler,
+                      const void *payload, size_t len, const uint64_t *args, unsigned nargs)
+{
+    assert(rank != fh_rt->rank && kind != FH_AM_REQ_LONG);
+    return send_on_path(t, p, rank, kind, handler, payload, len, 0, args, nargs, false);
+}
+
+/* Encodes and sends a request on path p.  wait: for a credit and for
+ * transmit resources if needed; else FH_ERR_AGAIN (nothing sent, nothing
+ * taken, no error text) when either is missing. */
 static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                         unsigned handler, const void *payload, size_t len,
-                        uint64_t long_dst, const uint64_t *args, unsigned nargs)
+                        uint64_t long_dst, const uint64_t *args, unsigned nargs, bool wait)
 {
     fh_rt_t *rt = fh_rt;
     fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
@@ -260,6 +270,10 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
         fh_progress_locked(p);
         if (p->credits[rank] != 0)
             break;
+        if (!wait) {
+            pthread_mutex_unlock(&p->lock);
+            return FH_ERR_AGAIN;
+        }
         pthread_mutex_unlock(&p->lock);
         fh_wait_round(t, &idle);
         pthread_mutex_lock(&p->lock);
@@ -270,13 +284,20 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
     while ((rc = rt->cops->am_send(p->cp, rank, 0, hdr, hl, inline_payload,
-                                   inline_len)) == FH_ERR_AGAIN)
+                                   inline_len)) == FH_ERR_AGAIN && wait)
         fh_progress_locked(p);
     if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);
     else if (rc != FH_OK)
         p->credits[rank]++;
+    if (rc == FH_ERR_AGAIN && m.credits != 0) {
+        /* Not sent: the credits we owed rank's service path stay owed. */
+        p->owed[(size_t)rank * (size_t)rt->npaths] += m.credits;
+        p->owed_total += m.credits;
+    }
     pthread_mutex_unlock(&p->lock);
+    if (rc == FH_ERR_AGAIN)
+        return rc;
     if (rc != FH_OK)
         return fh_set_error(rc, "AM request to rank %d failed: %s", rank, fh_strerror(rc));
     return FH_OK;

@@ -28,8 +28,16 @@
  * atomics keep the caller's fetched pointer in the slot: the reply handler
  * writes it (under the path lock, before the slot's counter completes), and
  * the slot counts in its thread's quiet_ops until then, so fh_quiet
- * completes them like NB puts.
+ * completes them like NB puts.  An NB atomic never waits for a credit: a
+ * request that finds none (the target has FH_AM_CREDITS of this path's
+ * requests unanswered, i.e. it is not polling) goes on the path's
+ * atomic_defer stack and is sent by a later progress call
+ * (fh_atomic_progress); no order holds between incomplete atomics, so
+ * neither does one here.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
 
 #define APPLY_BODY(p, op, v, cmp)                                                        \
@@ -147,6 +155,74 @@ static void atomic_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
     fh_ctr_complete(&s->ctr, status);
 }
 
+/* An NB atomic request waiting for a credit (see the top). */
+typedef struct atomic_defer {
+    struct atomic_defer *next;
+    int rank;
+    uint64_t args[REQ_ARGS];
+} atomic_defer_t;
+
+static void defer_push(fh_path_t *p, atomic_defer_t *first, atomic_defer_t *last)
+{
+    atomic_defer_t *head = atomic_load_explicit(&p->atomic_defer, memory_order_relaxed);
+    do {
+        last->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&p->atomic_defer, &head, first,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* The deferred request could not be sent at all: its operation fails. */
+static void defer_fail(fh_path_t *p, const atomic_defer_t *d, int rc)
+{
+    pthread_mutex_lock(&p->lock);
+    fh_hslot_t *s = fh_ht_lookup_any(&p->handles, d->args[4]);
+    if (s != NULL && s->ctr.pending == 1 && s->peer == d->rank)
+        fh_ctr_complete(&s->ctr, rc);   /* and its thread's quiet_ops */
+    pthread_mutex_unlock(&p->lock);
+    fh_log_verbose(1, "atomic to rank %d failed: %s", d->rank, fh_strerror(rc));
+}
+
+void fh_atomic_progress(fh_tls_t *t)
+{
+    fh_path_t *p = t->path;
+    if (t->in_handler != 0 ||
+        atomic_load_explicit(&p->atomic_defer, memory_order_relaxed) == NULL)
+        return;
+    atomic_defer_t *l = atomic_exchange_explicit(&p->atomic_defer, NULL,
+                                                 memory_order_acquire);
+    atomic_defer_t *keep = NULL, *keep_last = NULL;
+    while (l != NULL) {
+        atomic_defer_t *d = l;
+        l = d->next;
+        int rc = fh_am_try_request(t, p, d->rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0,
+                                   d->args, REQ_ARGS);
+        if (rc == FH_ERR_AGAIN) {
+            if (keep == NULL)
+                keep_last = d;
+            d->next = keep;
+            keep = d;
+            continue;
+        }
+        if (rc != FH_OK)
+            defer_fail(p, d, rc);
+        free(d);
+    }
+    if (keep != NULL)
+        defer_push(p, keep, keep_last);
+}
+
+void fh_atomic_path_fini(fh_path_t *p)
+{
+    atomic_defer_t *d = atomic_exchange_explicit(&p->atomic_defer, NULL,
+                                                 memory_order_acquire);
+    while (d != NULL) {
+        atomic_defer_t *next = d->next;
+        free(d);
+        d = next;
+    }
+}
+
 void fh_atomic_init(void)
 {
     fh_am_register_internal(FH_H_ATOMIC_REQ, atomic_req, "atomic request");
@@ -207,8 +283,22 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
         return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding operations", fn);
     uint64_t args[REQ_ARGS] = {(uint64_t)(uintptr_t)target, (uint64_t)op, operand, compare,
                                hh, width};
-    rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0, args,
-                            REQ_ARGS);
+    if (nb) {
+        rc = fh_am_try_request(t, p, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, args,
+                               REQ_ARGS);
+        atomic_defer_t *d = rc == FH_ERR_AGAIN ? malloc(sizeof *d) : NULL;
+        if (d != NULL) {
+            d->rank = rank;
+            memcpy(d->args, args, sizeof args);
+            defer_push(p, d, d);
+            rc = FH_OK;
+        } else if (rc == FH_ERR_AGAIN) {
+            rc = FH_ERR_NO_MEMORY;
+        }
+    } else {
+        rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0, args,
+                                REQ_ARGS);
+    }
     if (nb && rc == FH_OK) {
         *h = hh;
         return FH_OK;

@@ -248,6 +248,9 @@ int fh_init(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    fh_tls_t *self = fh_tls_peek();
+    if (self != NULL && self->in_handler)
+        return fh_set_error(FH_ERR_IN_HANDLER, "fh_init: inside an AM handler");
     int expected = 0;
     if (!atomic_compare_exchange_strong(&rt_state, &expected, 3))
         return fh_set_error(FH_ERR_STATE, "fh_init: already %s",

@@ -117,7 +117,15 @@ typedef struct fh_path {
     int reg_draining;
     struct reg_xop *reg_free;      /* finished chunk records kept for reuse */
     unsigned reg_nfree;            /* (~2 KiB each: malloc'd per chunk, they */
-} fh_path_t;                       /*  cost more than a hit; p->lock) */
+                                   /*  cost more than a hit; p->lock) */
+    /* Transfers waiting for transmit resources (rma.c, p->lock). */
+    struct fh_rma_pend *rma_pend, **rma_pend_tail;
+    /* Comparison strategies' operations in progress (strategy.c) and NB
+     * atomic requests waiting for a credit (atomic.c): lock-free stacks,
+     * pushed by the path's threads, taken whole by whoever moves them on. */
+    _Atomic(struct strat_xop *) strat_ops;
+    _Atomic(struct atomic_defer *) atomic_defer;
+} fh_path_t;
 
 typedef struct fh_handler_entry {
     fh_am_handler_t fn;
@@ -250,6 +258,13 @@ void fh_am_flush_credits(fh_path_t *p, bool all);
  * handler, and without holding any lock. */
 int  fh_am_send_request_on(fh_tls_t *t, fh_path_t *p, int rank, unsigned handler,
                            const void *payload, size_t len);
+/* A short or medium request on path p that waits for nothing: FH_ERR_AGAIN
+ * (nothing sent, no error text) when p has no credit towards rank or the
+ * conduit no transmit resources; the caller retries from progress.  Not to
+ * ourselves, not from a handler, no lock held. */
+int  fh_am_try_request(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
+                       unsigned handler, const void *payload, size_t len,
+                       const uint64_t *args, unsigned nargs);
 
 /* Runtime-internal handler indices (< FH_AM_USER_FIRST). */
 enum {
@@ -284,7 +299,9 @@ fh_path_t *fh_token_path(fh_token_t tok);
 
 /* ---- rma.c */
 /* Posts [chunks of] a put/get on the calling thread's path, counting into
- * ctr.  Arguments already validated; rank != self. */
+ * ctr.  Arguments already validated; rank != self.  Never waits for
+ * transmit resources: what the conduit cannot take now is queued on the
+ * path (counted in ctr) and posted by its next poll. */
 int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 /* The registration to pass as lmr for a local buffer: NULL when the conduit
@@ -301,6 +318,11 @@ int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
 /* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0):
  * fh_quiet, and the thread-exit hook. */
 int  fh_wait_quiet(fh_tls_t *t);
+/* Posts the transfers queued on p for lack of transmit resources, in order,
+ * until the conduit has none again (p->lock held; from fh_path_poll_locked). */
+void fh_rma_drain_locked(fh_path_t *p);
+/* Frees what is still queued on p (teardown). */
+void fh_rma_path_fini(fh_path_t *p);
 /* fh_rma_post without the per-peer put/get counters (count = false). */
 int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                     uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
@@ -458,9 +480,18 @@ int  fh_strat_init(fh_rt_t *rt);
  * stay mapped: fh_seg_fini). */
 unsigned fh_strat_fini(fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
- * rank != us.  Blocking: returns once the data is in place. */
+ * rank != us, counted into ctr like fh_rma_xfer: it starts what it can and
+ * returns; fh_strat_progress does the rest (waits for nothing).  own_lmr:
+ * lmr is a temporary registration (fh_rma_local_mr) that the operation
+ * releases once it is over -- also when the call fails. */
 int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                   uint64_t remote, size_t n);
+                   uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr);
+/* Moves the strategy operations of the calling thread's path on (sends
+ * what credits allow, posts RDMA whose key arrived, completes what is
+ * done).  No lock held, not in a handler; no-op without rt->strat. */
+void fh_strat_progress(fh_tls_t *t);
+/* Frees the operation records left on p (teardown). */
+void fh_strat_path_fini(fh_path_t *p);
 /* Our segment piece [base, base+size) is being destroyed (after the
  * destroy barrier, unpublished, no handler still using it): deregisters
  * everything registered inside it for peers, released or not -- before it
@@ -481,6 +512,11 @@ enum fh_coll_kind {
 /* What every rank's paired call must agree on: the kind and an argument
  * (its low 56 bits). */
 uint64_t fh_coll_sig(enum fh_coll_kind kind, uint64_t arg);
+/* Sends the calling thread's path's NB atomic requests that waited for a
+ * credit (no lock held, not in a handler: then a no-op). */
+void fh_atomic_progress(fh_tls_t *t);
+/* Frees the requests still waiting on p (teardown). */
+void fh_atomic_path_fini(fh_path_t *p);
 void fh_coll_init(void);
 /* A collective call holds the rank's coll_lock from start to end; enter
  * polls while it waits.  Not in a handler, no other lock held. */

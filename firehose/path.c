@@ -64,6 +64,9 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
         free(b);
     }
     fh_reg_path_fini(p);
+    fh_rma_path_fini(p);
+    fh_strat_path_fini(p);
+    fh_atomic_path_fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
     free(p->owed);
@@ -120,6 +123,8 @@ void fh_path_poll_locked(fh_path_t *p)
             fh_am_flush_credits(p, n == 0);
     }
     p->polling = 0;
+    if (p->rma_pend != NULL)
+        fh_rma_drain_locked(p);
     if (p->reg_retry != NULL ||
         atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL)
         fh_reg_drain_locked(p);
@@ -195,6 +200,9 @@ void fh_progress(fh_tls_t *t)
      * by handlers) leave from here. */
     if (fh_rt->reg != NULL)
         fh_reg_progress(t);
+    if (fh_rt->strat != NULL)
+        fh_strat_progress(t);
+    fh_atomic_progress(t);
 }
 
 void fh_wait_idle(unsigned *idle)

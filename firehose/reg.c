@@ -150,18 +150,35 @@ static void fail_move(struct fh_reg *g, const reg_msg_t *m, int rc)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* Sends the queued move requests, in order, on the service path.  Outside
- * handlers, no lock held.  If another thread is flushing, it sends ours too:
- * it loops until the outbox is empty, and looks again after dropping the
- * flush lock (a request queued just before would otherwise wait for the
- * next progressing thread). */
+/* Whether the list l holds a message to peer. */
+static bool has_peer(const reg_msg_t *l, uint32_t peer)
+{
+    for (; l != NULL; l = l->next)
+        if (l->peer == peer)
+            return true;
+    return false;
+}
+
+/* Sends the queued move requests on the service path, in order per peer.
+ * Outside handlers, no lock held.  If another thread is flushing, it sends
+ * ours too: it loops until the outbox is empty, and looks again after
+ * dropping the flush lock (a request queued just before would otherwise
+ * wait for the next progressing thread).  Waits for nothing: a request
+ * without a credit or transmit resources (its peer is not polling; on
+ * libfabric tcp and shm also our first message to it) is kept, with every
+ * later one to the same peer, and put back at the head of the outbox for
+ * the next progress call (fh_reg_progress) -- so a non-blocking put or get
+ * that misses returns at once, and a peer that does not poll delays only
+ * the requests to it. */
 void fh_reg_flush(fh_tls_t *t)
 {
     struct fh_reg *g = fh_rt->reg;
     if (g == NULL)
         return;
-    while (__atomic_load_n(&g->out, __ATOMIC_RELAXED) != NULL &&
+    bool kept_some = false;
+    while (!kept_some && __atomic_load_n(&g->out, __ATOMIC_RELAXED) != NULL &&
            pthread_mutex_trylock(&g->flush_lock) == 0) {
+        reg_msg_t *kept = NULL, **kept_tail = &kept;
         for (;;) {
             pthread_mutex_lock(&g->lock);
             reg_msg_t *m = g->out;
@@ -169,12 +186,26 @@ void fh_reg_flush(fh_tls_t *t)
                 __atomic_store_n(&g->out, m->next, __ATOMIC_RELAXED);
                 if (g->out == NULL)
                     g->out_tail = &g->out;
+            } else if (kept != NULL) {
+                /* Back, in their order (the outbox is empty now). */
+                __atomic_store_n(&g->out, kept, __ATOMIC_RELAXED);
+                g->out_tail = kept_tail;
+                kept_some = true;
             }
             pthread_mutex_unlock(&g->lock);
             if (m == NULL)
                 break;
-            int rc = fh_am_send_request_on(t, &fh_rt->paths[0], (int)m->peer,
-                                           FH_H_MOVE_REQ, m->bytes, m->len);
+            int rc = FH_ERR_AGAIN;
+            if (!has_peer(kept, m->peer))
+                rc = fh_am_try_request(t, &fh_rt->paths[0], (int)m->peer,
+                                       FH_AM_REQ_MEDIUM, FH_H_MOVE_REQ, m->bytes, m->len,
+                                       NULL, 0);
+            if (rc == FH_ERR_AGAIN) {
+                m->next = NULL;
+                *kept_tail = m;
+                kept_tail = &m->next;
+                continue;
+            }
             if (rc != FH_OK) {
                 if (!atomic_load(&fh_rt->finalizing))
                     fh_log_error("firehose cache: cannot send a cache message to rank "

@@ -11,7 +11,9 @@
  *        data as a medium reply (or only the error status).
  * Requests go on the calling thread's own path (replies come back to it, so
  * the thread that waits is the one that polls them); the AM credits bound
- * how many chunks are in flight (FH_AM_CREDITS).  The operation completes
+ * how many chunks are in flight (FH_AM_CREDITS): the chunks beyond them are
+ * sent by later progress calls as replies return credits (strategy.h,
+ * "Completion"), never by a call that waits for them.  The operation completes
  * when every chunk was answered: for a put, the data is then in the
  * target's memory.  A refusal is logged at the target; the error reaches
  * the requester in the reply.
@@ -134,47 +136,56 @@ void strat_bounce_register_handlers(void)
     fh_am_register_internal(FH_H_BOUNCE_REP, h_bounce_rep, "bounce-rep");
 }
 
-int strat_bounce_xfer(fh_tls_t *t, bool is_put, int rank, char *local, uint64_t remote,
-                      size_t n)
+int strat_bounce_start(struct fh_strat *s, strat_xop_t *x)
 {
-    struct fh_strat *s = fh_rt->strat;
-    const char *what = is_put ? "put" : "get";
     size_t C = s->chunk;
-    size_t nchunks = (n + C - 1) / C;
-    if (nchunks > UINT32_MAX)
+    x->nchunks = (x->n + C - 1) / C;
+    if (x->nchunks > UINT32_MAX)
         return fh_set_error(FH_ERR_TOO_BIG, "%s to rank %d: %zu bytes is too many bounce "
-                            "chunks", what, rank, n);
-    strat_wait_t w;
-    memset(&w, 0, sizeof w);
-    w.local = is_put ? NULL : local;
-    w.n = n;
-    uint64_t token = strat_wait_begin(s, rank, &w, (uint32_t)nchunks);
-    if (token == 0)
-        return fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory", what, rank);
+                            "chunks", x->is_put ? "put" : "get", x->rank, x->n);
+    x->w.local = x->is_put ? NULL : x->local;
+    x->w.n = x->n;
+    x->token = strat_wait_begin(s, x->rank, &x->w, (uint32_t)x->nchunks);
+    if (x->token == 0)
+        return fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory",
+                            x->is_put ? "put" : "get", x->rank);
+    return FH_OK;
+}
+
+/* Sends the chunks the path's credits allow; over once every chunk sent
+ * was answered. */
+bool strat_bounce_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+{
+    size_t C = s->chunk, sent = x->sent;
     int rc = FH_OK;
-    size_t sent = 0;
-    for (size_t off = 0; off < n; off += C, sent++) {
-        size_t len = n - off < C ? n - off : C;
-        uint64_t args[4] = {token, remote + off, off, len};
-        rc = is_put ? fh_am_send_request(t, rank, FH_AM_REQ_MEDIUM, FH_H_BOUNCE_PUT,
-                                         local + off, len, 0, args, 4)
-                    : fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_BOUNCE_GET, NULL,
-                                         0, 0, args, 4);
+    while (x->sent < x->nchunks) {
+        size_t off = x->sent * C;
+        size_t len = x->n - off < C ? x->n - off : C;
+        uint64_t args[4] = {x->token, x->remote + off, off, len};
+        rc = x->is_put ? fh_am_try_request(t, t->path, x->rank, FH_AM_REQ_MEDIUM,
+                                           FH_H_BOUNCE_PUT, x->local + off, len, args, 4)
+                       : fh_am_try_request(t, t->path, x->rank, FH_AM_REQ_SHORT,
+                                           FH_H_BOUNCE_GET, NULL, 0, args, 4);
         if (rc != FH_OK)
             break;
+        x->sent++;
     }
-    pthread_mutex_lock(&s->lock);
-    s->peer[rank].requests += sent;
-    if (sent < nchunks)   /* never sent: no reply will count them down */
-        atomic_fetch_sub_explicit(&w.pending, (uint32_t)(nchunks - sent),
-                                  memory_order_relaxed);
-    pthread_mutex_unlock(&s->lock);
-    strat_wait_poll(t, &w);
-    strat_wait_end(s, rank, token);
-    if (rc == FH_OK)
-        rc = w.status;
-    if (rc != FH_OK)
-        return fh_set_error(rc, "%s to rank %d: bounce transfer of [0x%llx, +%zu) failed: %s",
-                            what, rank, (unsigned long long)remote, n, fh_strerror(rc));
-    return FH_OK;
+    if (x->sent != sent || (rc != FH_OK && rc != FH_ERR_AGAIN)) {
+        pthread_mutex_lock(&s->lock);
+        s->peer[x->rank].requests += x->sent - sent;
+        if (rc != FH_OK && rc != FH_ERR_AGAIN) {
+            /* Never sent: no reply will count them down. */
+            atomic_fetch_sub_explicit(&x->w.pending, (uint32_t)(x->nchunks - x->sent),
+                                      memory_order_relaxed);
+            x->status = rc;
+            x->sent = x->nchunks;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (x->sent < x->nchunks || atomic_load_explicit(&x->w.pending, memory_order_acquire))
+        return false;
+    strat_wait_end(s, x->rank, x->token);
+    if (x->status == FH_OK)
+        x->status = x->w.status;
+    return true;
 }

@@ -271,114 +271,154 @@ void strat_rdv_register_handlers(void)
 
 /* ------------------------------------------------------------ initiator */
 
-typedef struct rdv_slot {
-    strat_wait_t w;
-    uint64_t token;
-    uint64_t raddr;
-    size_t off, len;
-    uint64_t key[2];
-} rdv_slot_t;
-
-static int send_msg(fh_tls_t *t, struct fh_strat *s, int rank, const rdv_msg_t *m)
+static int try_send(fh_tls_t *t, struct fh_strat *s, int rank, const rdv_msg_t *m)
 {
-    pthread_mutex_lock(&s->lock);
-    s->peer[rank].requests++;
-    pthread_mutex_unlock(&s->lock);
-    return fh_am_send_request_on(t, &fh_rt->paths[0], rank, FH_H_RDV_REQ, m, sizeof *m);
-}
-
-/* Asks the target for the chunk's registration (both forms, every chunk).
- * Returns FH_OK (a reply is pending on sl->w) or an error (nothing is). */
-static int issue(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl)
-{
-    sl->token = strat_wait_begin(s, rank, &sl->w, 1);
-    if (sl->token == 0)
-        return FH_ERR_NO_MEMORY;
-    rdv_msg_t m = {.op = RDV_REGISTER, .token = sl->token, .addr = sl->raddr,
-                   .len = sl->len};
-    int rc = send_msg(t, s, rank, &m);
-    if (rc != FH_OK) {
-        strat_wait_end(s, rank, sl->token);
-        return rc;
-    }
-    return FH_OK;
-}
-
-/* Waits for sl's reply and checks that it covers the chunk. */
-static int settle(fh_tls_t *t, struct fh_strat *s, int rank, rdv_slot_t *sl)
-{
-    strat_wait_poll(t, &sl->w);
-    strat_wait_end(s, rank, sl->token);
-    const strat_wait_t *w = &sl->w;
-    if (w->status != FH_OK)
-        return w->status;
-    if (w->base > sl->raddr || sl->raddr + sl->len > w->base + w->len) {
-        fh_log_error("rendezvous: rank %d answered [0x%llx, +%zu) with a registration "
-                     "that does not cover it", rank, (unsigned long long)sl->raddr, sl->len);
-        return FH_ERR_TRANSPORT;
-    }
-    sl->key[0] = w->key[0];
-    sl->key[1] = w->key[1];
-    return FH_OK;
-}
-
-int strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                   uint64_t remote, size_t n)
-{
-    fh_rt_t *rt = fh_rt;
-    struct fh_strat *s = rt->strat;
-    const char *what = is_put ? "put" : "get";
-    fh_seg_range_t seg;
-    if (fh_seg_find(rt, rank, (uintptr_t)remote, n, &seg) != FH_OK)
-        return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
-                            what, rank);
-    rdv_slot_t slot[RDV_DEPTH];
-    size_t issued = 0;
-    unsigned head = 0, tail = 0;
-    int rc = FH_OK;
-    for (;;) {
-        while (rc == FH_OK && issued < n && head - tail < RDV_DEPTH) {
-            rdv_slot_t *sl = &slot[head % RDV_DEPTH];
-            memset(sl, 0, sizeof *sl);
-            sl->raddr = remote + issued;
-            sl->off = issued;
-            size_t len = n - issued;
-            uintptr_t lo = (uintptr_t)sl->raddr, hi = lo + len;
-            if (s->kind == FH_REG_RENDEZVOUS_CACHE)
-                frame_clip(s->R, (uintptr_t)sl->raddr, seg.base, seg.end, &lo, &hi);
-            else if (len > s->R)
-                hi = lo + s->R;
-            if ((uintptr_t)sl->raddr + len > hi)
-                len = hi - (uintptr_t)sl->raddr;
-            assert(len > 0 && len <= s->R);
-            sl->len = len;
-            rc = issue(t, s, rank, sl);
-            if (rc != FH_OK) {
-                rc = fh_set_error(rc, "%s to rank %d: cannot send a rendezvous request: %s",
-                                  what, rank, fh_strerror(rc));
-                break;
-            }
-            head++;
-            issued += len;
-        }
-        if (tail == head)
-            break;
-        rdv_slot_t *sl = &slot[tail % RDV_DEPTH];
-        int st = settle(t, s, rank, sl);
-        if (st == FH_OK && rc == FH_OK)
-            st = strat_rdma(t, is_put, rank, local + sl->off, lmr, sl->raddr, sl->len,
-                            sl->key);
-        if (s->kind == FH_REG_RENDEZVOUS && sl->w.status == FH_OK) {
-            rdv_msg_t m = {.op = RDV_UNREGISTER, .handle = sl->w.handle};
-            int urc = send_msg(t, s, rank, &m);
-            if (st == FH_OK)
-                st = urc;
-        }
-        if (st != FH_OK && rc == FH_OK)
-            rc = fh_set_error(st, "%s to rank %d: rendezvous for [0x%llx, +%zu) failed: %s",
-                              what, rank, (unsigned long long)sl->raddr, sl->len,
-                              fh_strerror(st));
-        tail++;
+    int rc = fh_am_try_request(t, &fh_rt->paths[0], rank, FH_AM_REQ_MEDIUM, FH_H_RDV_REQ,
+                               m, sizeof *m, NULL, 0);
+    if (rc == FH_OK) {
+        pthread_mutex_lock(&s->lock);
+        s->peer[rank].requests++;
+        pthread_mutex_unlock(&s->lock);
     }
     return rc;
+}
+
+int strat_rdv_start(struct fh_strat *s, strat_xop_t *x)
+{
+    (void)s;
+    fh_seg_range_t seg;
+    if (fh_seg_find(fh_rt, x->rank, (uintptr_t)x->remote, x->n, &seg) != FH_OK)
+        return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
+                            x->is_put ? "put" : "get", x->rank);
+    x->seg_base = seg.base;
+    x->seg_end = seg.end;
+    return FH_OK;
+}
+
+/* The next chunk's range and waiter (slot RDV_FREE -> RDV_ASKING). */
+static int prepare(struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->raddr = x->remote + x->issued;
+    sl->off = x->issued;
+    size_t len = x->n - x->issued;
+    uintptr_t lo = (uintptr_t)sl->raddr, hi = lo + len;
+    if (s->kind == FH_REG_RENDEZVOUS_CACHE)
+        frame_clip(s->R, (uintptr_t)sl->raddr, x->seg_base, x->seg_end, &lo, &hi);
+    else if (len > s->R)
+        hi = lo + s->R;
+    if ((uintptr_t)sl->raddr + len > hi)
+        len = hi - (uintptr_t)sl->raddr;
+    assert(len > 0 && len <= s->R);
+    sl->len = len;
+    sl->token = strat_wait_begin(s, x->rank, &sl->w, 1);
+    if (sl->token == 0)
+        return FH_ERR_NO_MEMORY;
+    sl->state = RDV_ASKING;
+    return FH_OK;
+}
+
+/* Asks for registrations ahead, up to RDV_DEPTH chunks (both forms, every
+ * chunk: no initiator-side key cache). */
+static void ask_ahead(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+{
+    while (x->status == FH_OK && x->issued < x->n && x->head - x->tail < RDV_DEPTH) {
+        rdv_slot_t *sl = &x->slot[x->head % RDV_DEPTH];
+        int rc = sl->state == RDV_FREE ? prepare(s, x, sl) : FH_OK;
+        if (rc == FH_OK) {
+            rdv_msg_t m = {.op = RDV_REGISTER, .token = sl->token, .addr = sl->raddr,
+                           .len = sl->len};
+            rc = try_send(t, s, x->rank, &m);
+            if (rc == FH_ERR_AGAIN)
+                return;          /* the slot stays RDV_ASKING: next time */
+            if (rc != FH_OK) {
+                strat_wait_end(s, x->rank, sl->token);
+                sl->state = RDV_FREE;
+            }
+        }
+        if (rc != FH_OK) {
+            x->status = rc;
+            fh_log_verbose(1, "%s to rank %d: cannot send a rendezvous request: %s",
+                           x->is_put ? "put" : "get", x->rank, fh_strerror(rc));
+            return;
+        }
+        sl->state = RDV_WAITING;
+        x->head++;
+        x->issued += sl->len;
+    }
+}
+
+/* The reply of sl is in: checks that it covers the chunk and posts the
+ * chunk's RDMA (queued by rma.c if the conduit cannot take it now). */
+static void got_key(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
+{
+    strat_wait_end(s, x->rank, sl->token);
+    const strat_wait_t *w = &sl->w;
+    sl->state = RDV_RDMA;
+    sl->status = w->status;
+    if (sl->status == FH_OK && (w->base > sl->raddr || sl->raddr + sl->len > w->base + w->len)) {
+        fh_log_error("rendezvous: rank %d answered [0x%llx, +%zu) with a registration "
+                     "that does not cover it", x->rank, (unsigned long long)sl->raddr,
+                     sl->len);
+        sl->status = FH_ERR_TRANSPORT;
+    }
+    if (sl->status != FH_OK || x->status != FH_OK)
+        return;
+    fh_rkey_t rk = {w->key[0], w->key[1]};
+    sl->status = fh_rma_post_ex(t, x->is_put, x->rank, x->local + sl->off, x->lmr, sl->raddr,
+                                sl->len, &rk, &sl->rdma, false);
+}
+
+bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+{
+    ask_ahead(t, s, x);
+    /* Chunks complete in order. */
+    while (x->tail != x->head) {
+        rdv_slot_t *sl = &x->slot[x->tail % RDV_DEPTH];
+        if (sl->state == RDV_WAITING) {
+            if (atomic_load_explicit(&sl->w.pending, memory_order_acquire) != 0)
+                return false;
+            got_key(t, s, x, sl);
+        }
+        if (sl->state == RDV_RDMA) {
+            fh_path_t *p = t->path;
+            pthread_mutex_lock(&p->lock);
+            bool busy = sl->rdma.pending != 0;
+            int st = sl->rdma.status;
+            pthread_mutex_unlock(&p->lock);
+            if (busy)
+                return false;
+            if (sl->status == FH_OK)
+                sl->status = st;
+            /* Only plain rendezvous gives registrations back. */
+            sl->state = s->kind == FH_REG_RENDEZVOUS && sl->w.status == FH_OK ? RDV_UNREG
+                                                                               : RDV_FREE;
+        }
+        if (sl->state == RDV_UNREG) {
+            rdv_msg_t m = {.op = RDV_UNREGISTER, .handle = sl->w.handle};
+            int urc = try_send(t, s, x->rank, &m);
+            if (urc == FH_ERR_AGAIN)
+                return false;
+            if (sl->status == FH_OK)
+                sl->status = urc;
+            sl->state = RDV_FREE;
+        }
+        if (sl->status != FH_OK && x->status == FH_OK) {
+            x->status = sl->status;
+            fh_log_verbose(1, "%s to rank %d: rendezvous for [0x%llx, +%zu) failed: %s",
+                           x->is_put ? "put" : "get", x->rank,
+                           (unsigned long long)sl->raddr, sl->len, fh_strerror(sl->status));
+        }
+        x->tail++;
+        ask_ahead(t, s, x);
+    }
+    if (x->status == FH_OK && x->issued < x->n)
+        return false;          /* the next request is waiting for a credit */
+    /* Over: a prepared request that was never sent has a waiter left. */
+    rdv_slot_t *sl = &x->slot[x->head % RDV_DEPTH];
+    if (sl->state == RDV_ASKING) {
+        strat_wait_end(s, x->rank, sl->token);
+        sl->state = RDV_FREE;
+    }
+    return true;
 }

@@ -9,8 +9,14 @@
  *      slot (NB) or the path's NBI counter;
  *   3. fh_rma_post(): split into FH_XFER_CHUNK / conduit max_msg pieces and
  *      post each on the calling thread's path, counting into the counter.
+ *      What the conduit cannot take now (FH_ERR_AGAIN: a full transmit
+ *      queue, or a first contact the peer has not accepted yet) is queued
+ *      on the path and posted by its next poll, so no form waits for the
+ *      target here; the blocking forms wait on the counter afterwards.
  * Transfers to one's own rank are memmove, complete at once.
  */
+#include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -82,44 +88,116 @@ int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *l
     if (fh_rt->reg != NULL && rank != fh_rt->rank)
         return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
     if (fh_rt->strat != NULL && rank != fh_rt->rank)
-        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n);
+        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr, false);
     return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
+}
+
+/* The rest of a transfer the conduit had no transmit resources for
+ * (FH_ERR_AGAIN; on libfabric tcp and shm also the first operation to a
+ * peer, whose connection needs that peer to progress).  Queued on its path
+ * in order and posted by whoever polls the path next (fh_rma_drain_locked),
+ * so no call waits for it.  Counted once in ctr and p->inflight until the
+ * last byte is posted, so fh_wait/fh_wait_nbi/fh_quiet wait for it. */
+typedef struct fh_rma_pend {
+    struct fh_rma_pend *next;
+    bool is_put;
+    int rank;
+    char *local;
+    struct fh_mr *lmr;
+    uint64_t remote;
+    size_t off, n;             /* [off, n) not posted yet */
+    fh_rkey_t rkey;
+    fh_ctr_t *ctr;
+} fh_rma_pend_t;
+
+/* Posts bytes [*off, n) of a transfer on p (lock held), advancing *off.
+ * Returns FH_OK (all posted), FH_ERR_AGAIN (out of transmit resources) or
+ * the conduit's error. */
+static int post_from(fh_path_t *p, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                     uint64_t remote, size_t n, size_t *off, const fh_rkey_t *rkey,
+                     fh_ctr_t *ctr)
+{
+    const fh_rt_t *rt = p->rt;
+    size_t chunk = chunk_limit(rt);
+    while (*off < n) {
+        size_t len = n - *off < chunk ? n - *off : chunk;
+        unsigned flags = (*off + len < n) ? FH_POST_MORE : 0;
+        char *l = local + *off;
+        int rc = is_put
+                     ? rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + *off, rkey, ctr, flags)
+                     : rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + *off, rkey, ctr, flags);
+        if (rc != FH_OK)
+            return rc;
+        fh_ctr_add(ctr);
+        p->inflight++;
+        *off += len;
+    }
+    return FH_OK;
+}
+
+void fh_rma_drain_locked(fh_path_t *p)
+{
+    fh_rma_pend_t *q;
+    while ((q = p->rma_pend) != NULL) {
+        int rc = post_from(p, q->is_put, q->rank, q->local, q->lmr, q->remote, q->n, &q->off,
+                           &q->rkey, q->ctr);
+        if (rc == FH_ERR_AGAIN)
+            return;                 /* the next poll goes on, in order */
+        if (rc != FH_OK)
+            fh_log_verbose(1, "queued %s to rank %d failed at post: %s",
+                           q->is_put ? "put" : "get", q->rank, fh_strerror(rc));
+        p->rma_pend = q->next;
+        fh_ctr_complete(q->ctr, rc);
+        assert(p->inflight > 0);
+        p->inflight--;
+        free(q);
+    }
+}
+
+void fh_rma_path_fini(fh_path_t *p)
+{
+    while (p->rma_pend != NULL) {
+        fh_rma_pend_t *q = p->rma_pend;
+        p->rma_pend = q->next;
+        free(q);
+    }
+}
+
+/* Queues [off, n) behind p's other queued transfers (p->lock held).
+ * Returns false when out of memory. */
+static bool queue_rest(fh_path_t *p, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                       uint64_t remote, size_t off, size_t n, const fh_rkey_t *rkey,
+                       fh_ctr_t *ctr)
+{
+    fh_rma_pend_t *q = malloc(sizeof *q);
+    if (q == NULL)
+        return false;
+    *q = (fh_rma_pend_t){.is_put = is_put, .rank = rank, .local = local, .lmr = lmr,
+                         .remote = remote, .off = off, .n = n, .rkey = *rkey, .ctr = ctr};
+    if (p->rma_pend == NULL)
+        p->rma_pend_tail = &p->rma_pend;
+    *p->rma_pend_tail = q;
+    p->rma_pend_tail = &q->next;
+    fh_ctr_add(ctr);
+    p->inflight++;
+    return true;
 }
 
 int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
                    uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
                    bool count)
 {
-    fh_rt_t *rt = fh_rt;
     fh_path_t *p = t->path;
-    size_t chunk = chunk_limit(rt);
-    int rc = FH_OK;
-    unsigned idle = 0;
+    int rc = FH_ERR_AGAIN;
+    size_t off = 0;
     pthread_mutex_lock(&p->lock);
-    for (size_t off = 0; off < n;) {
-        size_t len = n - off < chunk ? n - off : chunk;
-        unsigned flags = (off + len < n) ? FH_POST_MORE : 0;
-        char *l = (char *)local + off;
-        if (is_put)
-            rc = rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + off, rkey, ctr, flags);
-        else
-            rc = rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + off, rkey, ctr, flags);
-        if (rc == FH_ERR_AGAIN) {
-            /* Out of send resources: what frees them may need the target's
-             * CPU (libfabric tcp and shm), so yield like every wait does
-             * (FH_WAIT_SPIN) instead of spinning the core away from it. */
-            fh_progress_locked(p);
-            pthread_mutex_unlock(&p->lock);   /* never yield holding the path */
-            fh_wait_round(t, &idle);
-            pthread_mutex_lock(&p->lock);
-            continue;
-        }
-        if (rc != FH_OK)
-            break;
-        fh_ctr_add(ctr);
-        p->inflight++;
-        off += len;
-    }
+    /* Behind transfers already queued: they wait for the same transmit
+     * resources. */
+    if (p->rma_pend == NULL)
+        rc = post_from(p, is_put, rank, local, lmr, remote, n, &off, rkey, ctr);
+    if (rc == FH_ERR_AGAIN)
+        rc = queue_rest(p, is_put, rank, local, lmr, remote, off, n, rkey, ctr)
+                 ? FH_OK : FH_ERR_NO_MEMORY;
     if (rc == FH_OK && count)
         fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
@@ -192,10 +270,13 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     bool temp;
     if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr, &temp)) != FH_OK)
         return rc;
-    if (temp)
+    /* A temporary registration of the local buffer is released when the
+     * transfer completed: by the comparison strategies' record (it waits
+     * for the target), else here -- the wait is for our NIC, never for the
+     * target's CPU (firehose.h, "Blocking"). */
+    bool strat_owns = temp && fh_rt->strat != NULL;
+    if (temp && !strat_owns)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
-    if (fh_rt->strat != NULL)
-        mode = RMA_BLOCKING;   /* fh_strat_xfer completes before returning */
     fh_ctr_t stack_ctr = {.status = FH_OK};
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
@@ -212,10 +293,15 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     } else if (mode == RMA_NBI) {
         ctr = &t->nbi;
     }
-    rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr);
+    if (fh_rt->strat != NULL)
+        rc = fh_strat_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, ctr,
+                           strat_owns);
+    else
+        rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n,
+                         &r.rkey, ctr);
     if (mode == RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
-        if (temp)
+        if (temp && !strat_owns)
             fh_rma_local_mr_release(lmr);
         if (rc == FH_OK && wrc != FH_OK)
             rc = fh_set_error(wrc, "%s: transfer to rank %d failed: %s", fn, rank,
@@ -223,12 +309,19 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         return rc;
     }
     if (rc != FH_OK && mode == RMA_NB) {
-        /* Chunks already posted still complete into the slot: keep it until
-         * then, but report the failure now. */
-        fh_wait_ctr(t, ctr);
+        /* Part of the transfer may be in flight into the slot, and the
+         * caller may reuse its buffer once we return: then the failure is
+         * the operation's, reported by fh_wait/fh_test, and nobody waits
+         * here.  Otherwise nothing started: no handle. */
         pthread_mutex_lock(&p->lock);
-        fh_ht_free(&p->handles, slot);
+        bool started = ctr->pending != 0;
+        if (started && ctr->status == FH_OK)
+            ctr->status = rc;
+        if (!started)
+            fh_ht_free(&p->handles, slot);
         pthread_mutex_unlock(&p->lock);
+        if (started)
+            return FH_OK;
         *h = FH_HANDLE_DONE;
     }
     return rc;

@@ -73,6 +73,10 @@ int fh_stats_print(void *file)
     fh_rt_t *rt = fh_rt;
     if (rt == NULL)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_stats_print: firehose is not initialized");
+    /* Not handler-safe (stdio may block on the file): like every such call. */
+    fh_tls_t *self = fh_tls_peek();
+    if (self != NULL && self->in_handler)
+        return fh_set_error(FH_ERR_IN_HANDLER, "fh_stats_print: inside an AM handler");
     FILE *f = file ? file : stderr;
     fh_peer_stats_t s;
     char who[32];

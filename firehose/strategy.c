@@ -1,6 +1,7 @@
 /*
  * strategy.c -- the comparison registration strategies (strategy.h): life
- * cycle, the per-operation dispatch, segment destruction, waiters, counters.
+ * cycle, the operation records and their progress (strategy.h,
+ * "Completion"), segment destruction, waiters, counters.
  *
  * Segments under these strategies are mmap'ed and not registered (rkey
  * {0, 0}, see segment.c); the transfer code in reg_rdv.c / reg_bounce.c
@@ -91,20 +92,107 @@ unsigned fh_strat_fini(fh_rt_t *rt)
     return failed;
 }
 
-int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                  uint64_t remote, size_t n)
+/* Pushes the list [first .. last] on p's records. */
+static void push_ops(fh_path_t *p, strat_xop_t *first, strat_xop_t *last)
 {
-    fh_rt_t *rt = fh_rt;
-    int rc = rt->strat->kind == FH_REG_BOUNCE
-                 ? strat_bounce_xfer(t, is_put, rank, local, remote, n)
-                 : strat_rdv_xfer(t, is_put, rank, local, lmr, remote, n);
-    if (rc != FH_OK)
+    strat_xop_t *head = atomic_load_explicit(&p->strat_ops, memory_order_relaxed);
+    do {
+        last->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&p->strat_ops, &head, first,
+                                                    memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                  uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr)
+{
+    struct fh_strat *s = fh_rt->strat;
+    strat_xop_t *x = calloc(1, sizeof *x);
+    int rc = FH_ERR_NO_MEMORY;
+    if (x != NULL) {
+        *x = (strat_xop_t){.uctr = ctr, .is_put = is_put, .rank = rank, .local = local,
+                           .lmr = lmr, .own_lmr = own_lmr, .remote = remote, .n = n,
+                           .status = FH_OK};
+        rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
+    } else {
+        fh_set_error(rc, "%s to rank %d: out of memory", is_put ? "put" : "get", rank);
+    }
+    if (rc != FH_OK) {
+        free(x);
+        if (own_lmr)
+            fh_rma_local_mr_release(lmr);
         return rc;
+    }
     fh_path_t *p = t->path;
     pthread_mutex_lock(&p->lock);
+    fh_ctr_add(ctr);
+    p->inflight++;
     fh_stat_rma(p, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
+    push_ops(p, x, x);
+    fh_strat_progress(t);     /* send what can be sent now */
     return FH_OK;
+}
+
+void fh_strat_progress(fh_tls_t *t)
+{
+    struct fh_strat *s = fh_rt->strat;
+    fh_path_t *p = t->path;
+    if (s == NULL || t->in_handler != 0 ||
+        atomic_load_explicit(&p->strat_ops, memory_order_relaxed) == NULL)
+        return;
+    /* Take them all: another thread of a shared path finds none and leaves
+     * these records to us meanwhile. */
+    strat_xop_t *l = atomic_exchange_explicit(&p->strat_ops, NULL, memory_order_acquire);
+    strat_xop_t *keep = NULL, *keep_last = NULL, *done = NULL;
+    while (l != NULL) {
+        strat_xop_t *x = l;
+        l = x->next;
+        bool over = s->kind == FH_REG_BOUNCE ? strat_bounce_step(t, s, x)
+                                             : strat_rdv_step(t, s, x);
+        if (over && x->own_lmr) {
+            fh_rma_local_mr_release(x->lmr);   /* no RDMA of x is in flight */
+            x->own_lmr = false;
+        }
+        if (over) {
+            x->next = done;
+            done = x;
+        } else {
+            if (keep == NULL)
+                keep_last = x;
+            x->next = keep;
+            keep = x;
+        }
+    }
+    if (keep != NULL)
+        push_ops(p, keep, keep_last);
+    if (done == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    for (strat_xop_t *x = done; x != NULL; x = x->next) {
+        fh_ctr_complete(x->uctr, x->status);
+        assert(p->inflight > 0);
+        p->inflight--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    while (done != NULL) {
+        strat_xop_t *x = done;
+        done = x->next;
+        if (x->status != FH_OK)
+            fh_log_verbose(1, "%s to rank %d failed: %s", x->is_put ? "put" : "get",
+                           x->rank, fh_strerror(x->status));
+        free(x);
+    }
+}
+
+void fh_strat_path_fini(fh_path_t *p)
+{
+    strat_xop_t *x = atomic_exchange_explicit(&p->strat_ops, NULL, memory_order_acquire);
+    while (x != NULL) {
+        strat_xop_t *next = x->next;
+        free(x);
+        x = next;
+    }
 }
 
 /* Deregisters every registration we made for peers inside [base,
@@ -214,13 +302,6 @@ strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token)
     return fhc_map_get(&s->waits, (uint64_t)peer, token);
 }
 
-void strat_wait_poll(fh_tls_t *t, strat_wait_t *w)
-{
-    for (unsigned idle = 0;
-         atomic_load_explicit(&w->pending, memory_order_acquire) != 0;)
-        fh_wait_round(t, &idle);
-}
-
 void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
 {
     /* Reply handlers update a waiter only under s->lock, so once we hold it
@@ -228,16 +309,6 @@ void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
     pthread_mutex_lock(&s->lock);
     fhc_map_del(&s->waits, (uint64_t)peer, token);
     pthread_mutex_unlock(&s->lock);
-}
-
-int strat_rdma(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-               uint64_t remote, size_t n, const uint64_t key[2])
-{
-    fh_ctr_t ctr = {.status = FH_OK};
-    fh_rkey_t rk = {key[0], key[1]};
-    int rc = fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, &rk, &ctr, false);
-    int wrc = fh_wait_ctr(t, &ctr);
-    return rc != FH_OK ? rc : wrc;
 }
 
 /* ------------------------------------------------------------ stats */

@@ -47,8 +47,15 @@
  * held, except the target handlers, which register under the service path
  * lock only (like the firehose cache's move handler).
  *
- * Completion: operations of these strategies are blocking (they complete
- * before fh_rma_xfer returns), so NB/NBI handles are FH_HANDLE_DONE.
+ * Completion: an operation is a record (strat_xop_t) on its path's list,
+ * counted once in the caller's counter (stack, NB handle or NBI) and in
+ * path->inflight.  fh_strat_xfer starts it and returns; fh_strat_progress,
+ * called by every progress and wait loop of a thread on that path, moves
+ * it on -- sends the requests credits allow, posts the RDMA of chunks whose
+ * key arrived, sends deregistrations -- and completes the counter when the
+ * last reply or RDMA is in.  Nothing in it waits: a message without a
+ * credit or transmit resources is tried again by the next progress call.
+ * So a non-blocking put/get returns without the target polling.
  */
 #ifndef FH_STRATEGY_H
 #define FH_STRATEGY_H
@@ -141,29 +148,62 @@ struct fh_strat {
     strat_peer_t *peer;        /* [nranks] */
 };
 
+/* One rendezvous chunk of an operation (reg_rdv.c). */
+enum { RDV_FREE, RDV_ASKING, RDV_WAITING, RDV_RDMA, RDV_UNREG };
+typedef struct rdv_slot {
+    int state;                 /* RDV_*: what the chunk waits for */
+    strat_wait_t w;            /* the target's reply */
+    uint64_t token;
+    uint64_t raddr;
+    size_t off, len;
+    uint64_t key[2];
+    fh_ctr_t rdma;             /* its RDMA (path lock) */
+    int status;
+} rdv_slot_t;
+
+/* A put/get in progress (see "Completion"); on its path's strat_ops stack
+ * (lock-free) or owned by the one thread that took the stack whole. */
+typedef struct strat_xop {
+    struct strat_xop *next;
+    fh_ctr_t *uctr;            /* the caller's counter */
+    bool is_put;
+    int rank;
+    char *local;
+    struct fh_mr *lmr;
+    bool own_lmr;              /* lmr is temporary: released when over */
+    uint64_t remote;
+    size_t n;
+    int status;                /* first error, else FH_OK */
+    /* bounce (reg_bounce.c): one waiter for all chunk replies */
+    strat_wait_t w;
+    uint64_t token;
+    size_t nchunks, sent;
+    /* rendezvous (reg_rdv.c): chunks [tail, head) asked for, in order */
+    uintptr_t seg_base, seg_end;
+    size_t issued;
+    unsigned head, tail;
+    rdv_slot_t slot[RDV_DEPTH];
+} strat_xop_t;
+
 /* ---- strategy.c */
 /* Registers a waiter for one reply-bearing token; returns the token or 0
  * when out of memory.  The caller removes it with strat_wait_end. */
 uint64_t strat_wait_begin(struct fh_strat *s, int peer, strat_wait_t *w, uint32_t pending);
-/* Polls (flushing nothing, holding no lock) until w->pending == 0. */
-void     strat_wait_poll(fh_tls_t *t, strat_wait_t *w);
 void     strat_wait_end(struct fh_strat *s, int peer, uint64_t token);
 /* The waiter of (peer, token) or NULL; s->lock held. */
 strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token);
 void     strat_list_push(strat_list_t *l, strat_entry_t *e);
 void     strat_list_remove(strat_list_t *l, strat_entry_t *e);
-/* Posts one RDMA of [local, +n) <-> remote with key and waits for it. */
-int      strat_rdma(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                    uint64_t remote, size_t n, const uint64_t key[2]);
-
-/* ---- reg_rdv.c */
+/* ---- reg_rdv.c, reg_bounce.c: the two kinds of operation.  start fills
+ * in its part of x (FH_OK, or an error and nothing started); step moves x
+ * on without waiting and returns true once x is over (x->status final, no
+ * reply or RDMA of it outstanding, no waiter registered).  No lock held. */
 void strat_rdv_register_handlers(void);
-int  strat_rdv_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                    uint64_t remote, size_t n);
+int  strat_rdv_start(struct fh_strat *s, strat_xop_t *x);
+bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x);
 
-/* ---- reg_bounce.c */
 void strat_bounce_register_handlers(void);
-int  strat_bounce_xfer(fh_tls_t *t, bool is_put, int rank, char *local, uint64_t remote,
-                       size_t n);
+int  strat_bounce_start(struct fh_strat *s, strat_xop_t *x);
+bool strat_bounce_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x);
 
 #endif /* FH_STRATEGY_H */

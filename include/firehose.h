@@ -44,8 +44,25 @@
  *     first thread may get the segment rank 1's second thread got.
  *     Concurrent collectives that differ must be ordered by the client.
  *   - Blocking: "blocking" calls poll the network until their condition holds,
- *     so AM handlers run inside them.  "Non-blocking" calls never wait for a
- *     remote rank.
+ *     so AM handlers run inside them.  "Non-blocking" calls (the _nb and
+ *     _nbi forms, fh_test, fh_poll) never wait for a remote rank: whatever
+ *     the target must do first -- accept our first contact (libfabric tcp
+ *     and shm), make a registration (the firehose cache's moves, the
+ *     rendezvous strategies), return flow-control credits (bounce chunks,
+ *     NB atomics beyond FH_AM_CREDITS) -- and whatever the network cannot
+ *     take yet is queued and carried on by later calls of the issuing
+ *     thread (or of any thread sharing its path): fh_poll, fh_test,
+ *     fh_wait, fh_quiet and every other call.  A thread that issues and
+ *     then computes without calling in delays only its own operations.  Out
+ *     of memory for that queue is an error (FH_ERR_NO_MEMORY), never a
+ *     wait.  Two exceptions: with FH_REG_STRATEGY=firehose the first call
+ *     after this process unmapped memory that peers held firehoses on waits
+ *     until they acknowledged the revocation (docs/firehose-cache.md,
+ *     "Memory that is freed or reused"); and on a conduit that needs
+ *     registered local buffers (ibv) under FH_REG_STRATEGY=pin-everything,
+ *     an NB/NBI put or get whose local buffer lies outside our segments
+ *     completes before it returns -- a wait for our own NIC, not for the
+ *     target's CPU.
  *   - Progress: no wait depends on another thread of the rank calling in.
  *     A thread waiting in any blocking call (fh_wait, fh_wait_nbi,
  *     fh_quiet, fh_barrier and the other collectives, the revocation wait
@@ -119,7 +136,8 @@ const char *fh_last_error(void);
  * Finds the launcher (fhrun, or a PMIx server such as mpirun/srun, or none =
  * a single rank), opens the conduit, exchanges endpoint addresses and returns
  * after all ranks have done so.  argc/argv may be NULL; they are not modified.
- * Blocking.  Not handler-safe.  FH_ERR_STATE if already initialized. */
+ * Blocking.  Not handler-safe (FH_ERR_IN_HANDLER).  FH_ERR_STATE if already
+ * initialized. */
 int fh_init(int *argc, char ***argv);
 
 /* Stop the runtime.  Collective; includes a barrier, so every rank's
@@ -271,12 +289,17 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
 int fh_put(int rank, void *dst, const void *src, size_t nbytes);
 int fh_get(void *dst, int rank, const void *src, size_t nbytes);
 
-/* Non-blocking with a handle.  An fh_handle_t belongs to the thread that
+/* Non-blocking with a handle: returns without waiting for the target (see
+ * "Blocking" at the top for what that means and its one exception here).
+ * An fh_handle_t belongs to the thread that
  * created it; only that thread may pass it to fh_wait/fh_test.  A handle
  * reported complete is consumed: using it again, or from another thread, is
  * FH_ERR_HANDLE (detected by a generation counter, never a crash).  When
  * the operation completes at initiation, *h is FH_HANDLE_DONE (always safe to
- * wait on).  Not handler-safe. */
+ * wait on).  A failure found after part of the transfer started (the
+ * network refusing a piece, a registration the cache cannot make) is the
+ * operation's status, returned by fh_wait/fh_test; the call itself then
+ * returns FH_OK.  Not handler-safe. */
 typedef uint64_t fh_handle_t;
 #define FH_HANDLE_DONE ((fh_handle_t)0)
 
@@ -294,7 +317,8 @@ int fh_test(fh_handle_t h);
 int fh_wait_all(fh_handle_t *hs, size_t n);
 
 /* Implicit-handle (NBI): counted per thread; fh_wait_nbi completes all NBI
- * puts and gets this thread issued.  Not handler-safe. */
+ * puts and gets this thread issued.  Non-blocking like fh_put_nb.  Not
+ * handler-safe. */
 int fh_put_nbi(int rank, void *dst, const void *src, size_t nbytes);
 int fh_get_nbi(void *dst, int rank, const void *src, size_t nbytes);
 int fh_wait_nbi(void);
@@ -370,8 +394,9 @@ int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op,
 
 /* Non-blocking atomics with a handle (Co-Array Fortran event posts,
  * OpenSHMEM's non-blocking AMOs): the request is sent and the call returns
- * without waiting for the target (it may block only for flow control, like
- * an AM request, polling meanwhile).  Handles follow the rules of
+ * without waiting for the target (when FH_AM_CREDITS requests of this
+ * thread's path to that rank are unanswered, the request is queued and sent
+ * by a later call, see "Blocking" at the top).  Handles follow the rules of
  * fh_put_nb: owned by the calling thread, consumed when fh_wait/fh_test/
  * fh_wait_all reports them complete, FH_HANDLE_DONE when the operation
  * completed at initiation (a target on one's own rank).  The operation is
@@ -504,7 +529,8 @@ typedef struct fh_peer_stats {
 int fh_stats_peer(int rank, fh_peer_stats_t *out);
 
 /* Human-readable statistics to the given stdio FILE* (void * to keep
- * <stdio.h> out of this header).  Also done at fh_finalize with FH_STATS=1. */
+ * <stdio.h> out of this header).  Also done at fh_finalize with FH_STATS=1.
+ * Not handler-safe (FH_ERR_IN_HANDLER). */
 int fh_stats_print(void *file);
 
 #ifdef __cplusplus

@@ -15,7 +15,8 @@
  *     rank 0 does not poll for 1 s (senders must block in flow control, not
  *     fail or drop), then 10000 more that each get a reply; all counted.
  *   restrictions: inside a request handler a second reply is FH_ERR_STATE,
- *     non-handler-safe calls are FH_ERR_IN_HANDLER, handler-safe ones work;
+ *     non-handler-safe calls (fh_init and fh_stats_print among them) are
+ *     FH_ERR_IN_HANDLER, handler-safe ones work;
  *     inside a reply handler replying is FH_ERR_IN_HANDLER.
  *
  * Usage: am_test [--msgs N] [--flood N]
@@ -512,6 +513,8 @@ static void rs_req(fh_token_t tok, void *buf, size_t nbytes,
     CHECK_RC(fh_am_request_short(peer, H_RESTRICT, &a, 1), FH_ERR_IN_HANDLER);
     CHECK_RC(fh_am_register(H_UNUSED - 1, fl_rep, "x"), FH_ERR_IN_HANDLER);
     CHECK_RC(fh_allgather(&v, &v, 0), FH_ERR_IN_HANDLER);
+    CHECK_RC(fh_init(NULL, NULL), FH_ERR_IN_HANDLER);
+    CHECK_RC(fh_stats_print(NULL), FH_ERR_IN_HANDLER);
     /* handler-safe */
     CHECK_RC(fh_rank(), me);
     CHECK_RC(fh_nranks(), N);
