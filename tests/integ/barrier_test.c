@@ -3,11 +3,13 @@
  *
  * Round k: every rank sleeps a random time (sometimes long, often zero),
  * FETCH_ADDs 1 to a counter on rank 0, enters fh_barrier, then FETCHes the
- * counter: it must be >= (k+1)*N (everybody's increment of round k happened
- * before anybody left barrier k) and <= (k+2)*N (nobody can be two rounds
- * ahead).  Also: a blocking put to the next rank before the barrier is
- * visible there after it (the put was complete on return), and fh_quiet +
- * barrier makes NBI puts visible.
+ * counter: it must be exactly (k+1)*N -- everybody's increment of round k
+ * happened before anybody left barrier k, and nobody's increment of round
+ * k+1 can have happened yet, because a second barrier closes every round
+ * (after the FETCH).  The FETCH_ADD itself must have seen a value in
+ * [k*N, (k+1)*N).  Also: a blocking put to the next rank before the barrier
+ * is visible there after it (the put was complete on return), and fh_quiet
+ * + barrier makes NBI puts visible.
  *
  * Usage: barrier_test [--rounds N]
  */
@@ -59,13 +61,17 @@ int main(int argc, char **argv)
 
         uint64_t v = 0;
         CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH, 0, 0, &v));
-        uint64_t lo = (uint64_t)(k + 1) * (uint64_t)N, hi = lo + (uint64_t)N;
-        if (v < lo)
-            tu_fail("barrier %ld: a rank left early: expected counter >= %"
-                    PRIu64 " after the barrier, saw %" PRIu64, k, lo, v);
-        CHECK(v <= hi, "barrier", "round %ld: expected counter <= %" PRIu64
-              ", saw %" PRIu64 " (a rank passed the next barrier early)", k,
-              hi, v);
+        uint64_t exact = (uint64_t)(k + 1) * (uint64_t)N;
+        CHECK(old >= exact - (uint64_t)N && old < exact, "fetch-add",
+              "round %ld: expected the FETCH_ADD to see a value in [%" PRIu64
+              ", %" PRIu64 "), saw %" PRIu64, k, exact - (uint64_t)N, exact,
+              old);
+        if (v < exact)
+            tu_fail("barrier %ld: a rank left early: expected counter %" PRIu64
+                    " after the barrier, saw %" PRIu64, k, exact, v);
+        CHECK(v == exact, "barrier", "round %ld: expected counter %" PRIu64
+              ", saw %" PRIu64 " (a rank passed the round's second barrier "
+              "early)", k, exact, v);
         uint64_t want = (uint64_t)k * 1000 + (uint64_t)prev;
         volatile uint64_t *mk = &mine[8];
         CHECK(*mk == want, "put before barrier", "round %ld: expected marker %"
