@@ -5,7 +5,9 @@
 # are exercised), with reordered replies and failing registrations, and with
 # memory freed and reused under the caches (--free-rate: invalidation and
 # revocation); then each deliberately injected bug, which fhsim must detect
-# (exit 1).
+# (exit 1) with the detector meant for it (its FAIL line must match; any
+# other failure is a failure of this script: a bug caught by accident says
+# nothing about the detector that should have caught it).
 # FHSIM names the binary (default: $top_builddir/tests/sim/fhsim).
 FHSIM=${FHSIM:-${top_builddir:-.}/tests/sim/fhsim}
 if ! test -x "$FHSIM"; then
@@ -20,6 +22,12 @@ run() {      # expect-status args...
     if test "$got" != "$want"; then
         echo "FAIL: fhsim $* exited $got, expected $want"
         echo "$out" | head -5
+        fails=$((fails + 1))
+    elif test -n "${detector:-}" &&
+         ! echo "$out" | grep '^fhsim: FAIL' | head -1 | grep -Eq "$detector"; then
+        echo "FAIL: fhsim $* was caught, but not by the detector for its bug:"
+        echo "      expected a FAIL line matching: $detector"
+        echo "      saw: $(echo "$out" | grep '^fhsim: FAIL' | head -1)"
         fails=$((fails + 1))
     else
         echo "ok: fhsim $* -> $got: $(echo "$out" | grep -E 'PASS|FAIL' | head -1 | cut -c1-150)"
@@ -38,13 +46,30 @@ for p in random stencil hotspot; do
     run 0 --nodes 5 --steps 20000 --seed 6 --pattern $p --M $((4 * K)) --window 16 --rate 3 \
         --reorder-replies --pin-fail 20 --free-rate 100
 done
-# Each injected bug must be caught.
+# Each injected bug must be caught, by its own detector (tests/sim/fhsim.c,
+# --inject-bug): the first FAIL line must match the pattern.
+rdma='RDMA on \[[^]]*\) but its registration is deregistered'
 for b in no-f-check evict-held forget-release stale-install skip-release; do
+    case $b in
+    no-f-check)     detector='I2: held [0-9]+ \+ reserved [0-9]+ > F ' ;;
+    evict-held)     detector=$rdma ;;
+    forget-release) detector='failed: -11$' ;;           # FHC_ERR_LIMIT
+    stale-install)  detector="target does not record a hold|$rdma|failed: -1\$" ;;
+    skip-release)   detector='deadlock: [0-9]+ ops in flight, none completed' ;;
+    esac
     run 1 --nodes 4 --steps 20000 --seed 1 --pattern hotspot --M $((3 * K)) \
         --window 8 --rate 2 --inject-bug $b
 done
 for b in early-ack ignore-revoke; do
+    case $b in
+    early-ack)      detector=$rdma ;;
+    # The initiator keeps the firehose the target revoked and later releases
+    # it; the target, which dropped it on the ack, refuses the release
+    # (FHC_ERR_INVALID) -- or the stale firehose is used for RDMA first.
+    ignore-revoke)  detector="failed: -1\$|$rdma" ;;
+    esac
     run 1 --nodes 4 --steps 20000 --seed 1 --pattern hotspot --M $((3 * K)) \
         --window 8 --rate 2 --free-rate 100 --inject-bug $b
 done
+detector=
 test "$fails" = 0

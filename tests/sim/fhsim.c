@@ -61,7 +61,8 @@
  *   skip-release    fhsim forgets 1 in 50 fhc_release      -> deadlock check
  *   early-ack       REVOKE acked while RDMA is in flight   -> RDMA check
  *                   (needs --free-rate)
- *   ignore-revoke   REVOKE acked, firehose kept            -> RDMA check
+ *   ignore-revoke   REVOKE acked, firehose kept            -> a refused release
+ *                   (the target dropped it on the ack) or RDMA check
  *   reorder-requests  moves of one pair overtake each other.  Not caught, by
  *                   design: the "granted" flag keeps keys exact; only F
  *                   checks can fail spuriously (FHC_ERR_LIMIT), rarely.
