@@ -1,11 +1,14 @@
 #!/bin/bash
 # Builds and runs every bootstrap test, first with the plain binaries, then
-# with the -fsanitize=address,undefined ones.  Exit 0 if all pass.
+# with the -fsanitize=address,undefined ones.  Exit 0 if all pass, 1 if one
+# fails, 77 (automake SKIP) if none fails but one skipped (t_netns.sh needs
+# root, t_pmix.sh mpirun and PMIx): a suite that did not all run is not
+# reported as a pass.
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-$HERE/build}
 export BUILD
 "$HERE/build.sh" >/dev/null 2>&1 || { echo "build failed; run $HERE/build.sh"; exit 1; }
-fails=0
+fails=0 skips=
 for pass in plain asan; do
     if [ $pass = asan ]; then
         export FHRUN=$BUILD/fhrun.asan BOOT_TEST=$BUILD/boot_test.asan PMIX_TEST=$BUILD/boot_test.pmix.asan
@@ -14,8 +17,18 @@ for pass in plain asan; do
     fi
     for t in "$HERE"/t_*.sh; do
         echo "=== $pass: $(basename "$t")"
-        "$t" || fails=$((fails + 1))
+        "$t"
+        case $? in
+        0) ;;
+        77) skips="$skips $pass:$(basename "$t")" ;;
+        *) fails=$((fails + 1)) ;;
+        esac
     done
 done
 echo "=== $fails test script(s) failed"
-[ $fails -eq 0 ]
+[ $fails -eq 0 ] || exit 1
+if [ -n "$skips" ]; then
+    echo "=== skipped:$skips"
+    exit 77
+fi
+exit 0

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Two ranks in two network namespaces, bootstrapped over TCP through veth
 # links to the launcher's namespace (--prefix-cmd "ip netns exec ...%r").
-# Needs root and ip-netns; skipped otherwise.
+# Needs root and ip-netns; skipped (exit 77) otherwise.
 . "$(dirname "$0")/lib.sh"
 NS=fhbt$$
 if [ "$(id -u)" != 0 ] || ! ip netns add ${NS}_0 2>/dev/null; then
-    echo "SKIP [$NAME]: needs root and ip netns"; exit 0
+    echo "SKIP [$NAME]: needs root and ip netns"; exit 77
 fi
 ip netns add ${NS}_1
 cleanup_ns() {

@@ -1,9 +1,10 @@
 #!/bin/bash
-# The PMIx bootstrap under Open MPI's mpirun (skipped if not built/installed).
+# The PMIx bootstrap under Open MPI's mpirun (skipped, exit 77, if not
+# built/installed).
 . "$(dirname "$0")/lib.sh"
 PMIX_TEST=${PMIX_TEST:-$BUILD/boot_test.pmix}
 if [ ! -x "$PMIX_TEST" ] || ! command -v mpirun >/dev/null; then
-    echo "SKIP [$NAME]: no $PMIX_TEST or no mpirun"; exit 0
+    echo "SKIP [$NAME]: no $PMIX_TEST or no mpirun"; exit 77
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LSAN_OPTIONS=suppressions=$HERE/lsan.supp
