@@ -26,12 +26,20 @@ fail() {
 pass() { echo "ok   [$NAME]: $*"; }
 
 # run OUTPREFIX cmd...: runs cmd with stdout/stderr to $TMP/OUTPREFIX.{out,err},
-# sets RC and ELAPSED (seconds, float).
+# sets RC and ELAPSED (seconds, float).  Bounded: killed after RUN_LIMIT
+# seconds (default 120; exit 124 or 137), so a hang fails instead of hanging.
+#
+# Time limits (expect_lt) are bounds against hangs, generous enough that a
+# loaded 2-core machine never reaches them; what a test asserts is the
+# behaviour (exit status, the messages, which signal ended a rank), never
+# the speed.  A lower bound (a grace period was waited) is fine: load cannot
+# make a wait shorter.
+RUN_LIMIT=${RUN_LIMIT:-120}
 run() {
     local o=$1; shift
     local t0 t1
     t0=$(date +%s.%N)
-    "$@" >"$TMP/$o.out" 2>"$TMP/$o.err"
+    timeout -k 5 "$RUN_LIMIT" "$@" >"$TMP/$o.out" 2>"$TMP/$o.err"
     RC=$?
     t1=$(date +%s.%N)
     ELAPSED=$(echo "$t1 - $t0" | bc)

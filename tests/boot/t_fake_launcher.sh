@@ -60,10 +60,11 @@ for mode in $MODES; do
     expect_rc 1 "$mode: the rank refuses the fake launcher"
     expect_nogrep "$TMP/$mode.out" "via fhrun" "$mode: fh_boot_open did not succeed"
     if [ $mode = silent ]; then
-        expect_lt "$ELAPSED" 6 "$mode: gave up after FH_BOOT_TIMEOUT"
+        expect_lt "$ELAPSED" 25 "$mode: gave up (bounded)"
         expect_grep "$TMP/$mode.err" "^firehose\[0\]: bootstrap: timed out after 2 s \(FH_BOOT_TIMEOUT\) waiting for the launcher at $ADDR" "$mode: timeout message"
     else
-        expect_lt "$ELAPSED" 3 "$mode: refused at once"
+        expect_lt "$ELAPSED" 25 "$mode: refused (bounded)"
+        expect_nogrep "$TMP/$mode.err" "timed out" "$mode: refused, not timed out"
         expect_grep "$TMP/$mode.err" "^firehose\[0\]: bootstrap: the launcher at $ADDR did not prove it knows the job key" "$mode: says the launcher failed authentication"
     fi
 done

@@ -16,36 +16,59 @@ for n in 1 4; do
     expect_count "$TMP/p$n.out" "^boot_test: rank [0-9]+: ok$" $n "np $n: ranks ok"
     expect_count "$TMP/p$n.out" "^boot_test: rank [0-9]+/$n \(local [0-9]+/$n\) via pmix$" $n "np $n: via pmix, local ranks"
 done
+# mpirun_ended: fails unless mpirun itself ended (not killed by the
+# `timeout` of $MPIRUN: 124, or 137 at the limit).
+mpirun_ended() {  # what
+    if [ "$RC" -eq 124 ] || [ "$(echo "$ELAPSED >= 90" | bc)" = 1 ]; then
+        fail "$1: mpirun did not end within 90 s (timeout killed it, exit $RC)"; show "$LAST"
+        return 1
+    fi
+}
+# no_orphans_pmix: every boot_test.pmix process is gone within 30 s.
+no_orphans_pmix() {
+    local i
+    for i in $(seq 300); do pgrep -f "^$PMIX_TEST" >/dev/null || break; sleep 0.1; done
+    if pgrep -f "^$PMIX_TEST" >/dev/null; then fail "processes left 30 s after the job"; pkill -9 -f "^$PMIX_TEST"
+    else pass "no boot_test.pmix process left"; fi
+}
+
 LAST=pd; run pd $MPIRUN -np 4 "$PMIX_TEST" die 3
-if [ "$RC" -ne 0 ]; then pass "dead rank under mpirun: exit $RC"; else fail "dead rank: exit 0"; show pd; fi
-expect_lt "$ELAPSED" 10 "dead rank under mpirun: job ended"
+# 70: a survivor's exit (FH_EXIT_PEER_DEAD); 137: mpirun passing on rank 3's
+# SIGKILL.  Anything else -- 0, a crash of mpirun, a timeout -- is a failure.
+if mpirun_ended "dead rank under mpirun"; then
+    case $RC in
+    70|137) pass "dead rank under mpirun: exit $RC" ;;
+    *) fail "dead rank under mpirun: expected exit 70 or 137, saw $RC"; show pd ;;
+    esac
+fi
+expect_lt "$ELAPSED" 60 "dead rank under mpirun: job ended"
 # Open MPI 4.1.4 (ORTE) sends no PMIx event for a dead peer, and its fence
 # may fail (PARTIAL SUCCESS: firehose exits 70) or even succeed without the
-# dead rank; either way mpirun itself kills the job, which is what matters.
+# dead rank; either way mpirun itself kills the job.  (The runtime's own
+# dead-peer path, with no launcher help, is tests/integ/dead_rank.sh's
+# "mpirun" part.)
 if grep -q "a peer rank died during the barrier" "$TMP/pd.err"; then
     pass "a survivor reported the dead peer"
 else
     echo "     note: no survivor saw the death in PMIx_Fence (ORTE completed the fence); mpirun ended the job"
 fi
-no_orphans_pmix() {
-    sleep 0.5
-    if pgrep -f "^$PMIX_TEST" >/dev/null; then fail "processes left"; pkill -9 -f "^$PMIX_TEST"
-    else pass "no boot_test.pmix process left"; fi
-}
 no_orphans_pmix
+
+# The abort: what firehose does is asserted (the message, every rank gone).
+# Open MPI 4.1.4's mpirun itself, after a PMIx_Abort, often crashes in its
+# PMIx_server_finalize (139) or never returns although every rank has
+# exited (timeout): its exit status is then NOT verified -- said so, and not
+# counted as a pass; any other status than 5 fails.
 LAST=pa; run pa $MPIRUN -np 3 "$PMIX_TEST" abort 1 5
-if [ "$RC" -ne 5 ] && grep -q "PMIx_server_finalize" "$TMP/pa.err"; then
-    # Open MPI 4.1.4's mpirun sometimes segfaults in its own PMIx server
-    # finalize after a PMIx_Abort; the job still ended.
-    pass "abort under mpirun: exit $RC (mpirun crashed in PMIx_server_finalize: known mpirun 4.1.4 bug)"
+expect_grep "$TMP/pa.err" "^firehose\[1\]: aborting the job \(code 5\): test abort from rank 1$" "abort message"
+no_orphans_pmix
+if [ "$RC" -eq 5 ]; then
+    pass "abort under mpirun: exit 5"
+elif [ "$RC" -eq 139 ] && grep -q "PMIx_server_finalize" "$TMP/pa.err"; then
+    echo "     NOT VERIFIED [$NAME]: mpirun's exit status after the abort: mpirun crashed in its own PMIx_server_finalize (exit 139; known Open MPI 4.1.4 bug)"
 elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    # The other face of the same bug: every rank has exited (they sit as
-    # zombies under mpirun) but mpirun never returns; timeout killed it.  The
-    # abort message and no_orphans_pmix below still check what firehose did.
-    pass "abort under mpirun: ranks ended, mpirun hung afterwards and timeout killed it (exit $RC; known mpirun 4.1.4 bug)"
+    echo "     NOT VERIFIED [$NAME]: mpirun's exit status after the abort: every rank ended, mpirun hung afterwards and timeout killed it (exit $RC; known Open MPI 4.1.4 bug)"
 else
     expect_rc 5 "abort under mpirun"
 fi
-expect_grep "$TMP/pa.err" "^firehose\[1\]: aborting the job \(code 5\): test abort from rank 1$" "abort message"
-no_orphans_pmix
 finish
