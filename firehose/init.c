@@ -239,6 +239,7 @@ static int init_fail(fh_rt_t *rt, int err)
         fh_log_error("%s", why[0] ? why : "fh_init failed");
         rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
     }
+    fh_peer_fini(rt);
     free(rt);
     atomic_store(&rt_state, 0);
     return err;
@@ -334,6 +335,8 @@ int fh_init(int *argc, char ***argv)
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
+    if ((rc = fh_peer_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     if ((rc = fh_reg_init(rt)) != FH_OK)
@@ -407,6 +410,7 @@ int fh_finalize(void)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
     rt->boot->ops->finalize(rt->boot);
+    fh_peer_fini(rt);
     fh_rt = NULL;
     /* Thread states of other threads are freed by their exit; ours now. */
     pthread_setspecific(rt->tls_key, NULL);

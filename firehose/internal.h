@@ -165,6 +165,8 @@ typedef struct fh_rt {
     struct fh_mm *mm;                     /* with reg: memory monitor glue (revoke.c) */
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
+    struct fh_peers *peers;               /* who is who on this host (peer.c) */
+
     _Atomic int finalizing;
 } fh_rt_t;
 
@@ -199,6 +201,14 @@ fh_tls_t *fh_tls_peek(void);
  * set (and the error text recorded). */
 fh_tls_t *fh_enter(const char *fn, int *err);
 int fh_check_rank(const char *fn, int rank);
+
+/* ---- peer.c: the runtime's own dead-peer check (no launcher needed) */
+/* Collective, in fh_init: every rank's host identity, pid, start time. */
+int  fh_peer_init(fh_rt_t *rt);
+void fh_peer_fini(fh_rt_t *rt);
+/* At most once a second (any thread): a peer on this host whose process is
+ * gone ends this process with FH_EXIT_PEER_DEAD and a message naming it. */
+void fh_peer_check(fh_rt_t *rt);
 
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);

@@ -113,6 +113,7 @@ void fh_path_poll_locked(fh_path_t *p)
     if (p->polling)
         return; /* a handler's send retried poll: events wait for the outer poll */
     p->polling = 1;
+    fh_peer_check(p->rt);
     int n = p->rt->cops->poll(p->cp, 64);
     if (n < 0 && !atomic_load(&p->rt->finalizing))
         fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));
