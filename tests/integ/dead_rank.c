@@ -1,16 +1,28 @@
 /*
  * dead_rank.c -- a rank dies with SIGKILL; nobody may hang.
  *
- * After a barrier, rank N-1 kills itself with SIGKILL.  The survivors loop:
- * even ranks in fh_barrier, odd ranks in fh_get from rank N-1 (mode "mixed",
- * the default), or all in one of them ("barrier", "get", "am").  The runtime
- * must end every survivor with a message naming rank N-1 (exit status
- * FH_EXIT_PEER_DEAD = 70).  If a call instead returns an error, the
- * survivor prints it and exits 70 itself; if a survivor is still looping
- * after 30 s it reports FAIL (the script's clock is tighter).
- * dead_rank.sh checks the exit status, timing, message and leftovers.
+ * After a barrier, rank N-1 kills itself with SIGKILL.  The survivors loop
+ * in one kind of call to it: even ranks in fh_barrier, odd ranks in fh_get
+ * from rank N-1 (mode "mixed", the default), or all in one of
+ *   barrier   fh_barrier
+ *   get       fh_get from the victim
+ *   put       fh_put to the victim
+ *   atomic    fh_atomic FETCH_ADD on the victim
+ *   wait      fh_get_nb from the victim, then fh_wait
+ *   am        fh_am_request_short to the victim, fh_poll
+ *   finalize  fh_finalize (once)
+ * Under fhrun the launcher's watchdog ends every survivor with a message
+ * naming rank N-1 (exit status FH_EXIT_PEER_DEAD = 70).  With no launcher
+ * help (mpirun --enable-recovery, tests/integ/pmix.sh) the runtime must see
+ * the death itself: a call returns an error -- the survivor prints
+ * "<call> returned <error>" and exits 70 -- or the runtime ends the process
+ * with a message naming the rank.  A survivor still in its call --bound
+ * seconds (default 30) after the death prints "FAIL dead_rank: stuck in
+ * <call>" and exits 1 (SIGALRM: the call itself may never return).
+ * dead_rank.sh and pmix.sh check the exit status, timing, message and
+ * leftovers.
  *
- * Usage: dead_rank [mixed|barrier|get|am] [--marker=STRING (ignored)]
+ * Usage: dead_rank [MODE] [--bound S] [--marker=STRING (ignored)]
  */
 #include "testutil.h"
 
@@ -22,9 +34,29 @@ static void h_noop(fh_token_t t, void *b, size_t n, const uint64_t *a,
     (void)t; (void)b; (void)n; (void)a; (void)na;
 }
 
+static const char *stuck_in = "?";
+static int stuck_rank = -1, stuck_victim = -1;
+
+/* SIGALRM: the survivor is still inside its call --bound s after the death. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    char m[200];
+    int n = snprintf(m, sizeof m, "[%d] FAIL dead_rank: stuck in %s: still running "
+                     "after victim %d died; expected an error or the runtime "
+                     "to end this process\n", stuck_rank, stuck_in, stuck_victim);
+    if (n > 0 && write(1, m, (size_t)n) < 0)
+        _exit(2);
+    _exit(1);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "mixed";
+    long bound = 30;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--bound") == 0)
+            bound = atol(argv[i + 1]);
     CHECK_OK(fh_am_register(130, h_noop, "noop"));
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("dead_rank");
@@ -50,39 +82,60 @@ int main(int argc, char **argv)
         for (;;) pause();
     }
 
-    int use_get = strcmp(mode, "get") == 0 ||
-                  (strcmp(mode, "mixed") == 0 && me % 2 == 1);
-    int use_am = strcmp(mode, "am") == 0;
+    if (!strcmp(mode, "mixed"))
+        mode = me % 2 == 1 ? "get" : "barrier";
+    stuck_in = !strcmp(mode, "am") ? "fh_am_request_short"
+             : !strcmp(mode, "wait") ? "fh_get_nb/fh_wait"
+             : !strcmp(mode, "atomic") ? "fh_atomic" : mode;
+    char call[32];
+    if (strncmp(stuck_in, "fh_", 3) != 0) {
+        snprintf(call, sizeof call, "fh_%s", mode);
+        stuck_in = call;
+    }
+    stuck_rank = me;
+    stuck_victim = victim;
+    signal(SIGALRM, on_alarm);
+    tu_sleep_us(300000);         /* the victim is dead by now (mostly) */
+    alarm((unsigned)bound);
     static uint8_t buf[65536];
-    double t0 = tu_now();
     long loops = 0;
     for (;;) {
         int rc;
-        if (use_am) {
+        if (!strcmp(mode, "am")) {
             uint64_t a = (uint64_t)loops;
             rc = fh_am_request_short(victim, 130, &a, 1);
             if (rc == FH_OK) rc = fh_poll();
-        } else if (use_get) {
+        } else if (!strcmp(mode, "get")) {
             rc = fh_get(buf, victim, vb, sizeof buf);
-        } else {
+        } else if (!strcmp(mode, "put")) {
+            rc = fh_put(victim, vb, buf, sizeof buf);
+        } else if (!strcmp(mode, "atomic")) {
+            uint64_t old;
+            rc = fh_atomic(victim, (uint64_t *)(void *)vb, FH_AOP_FETCH_ADD, 1, 0, &old);
+        } else if (!strcmp(mode, "wait")) {
+            fh_handle_t h;
+            rc = fh_get_nb(buf, victim, vb, sizeof buf, &h);
+            if (rc == FH_OK) rc = fh_wait(h);
+        } else if (!strcmp(mode, "finalize")) {
+            rc = fh_finalize();
+            if (rc == FH_OK) {
+                printf("[%d] FAIL dead_rank: fh_finalize returned FH_OK although "
+                       "rank %d died\n", me, victim);
+                fflush(stdout);
+                _exit(1);
+            }
+        } else if (!strcmp(mode, "barrier")) {
             rc = fh_barrier();
+        } else {
+            tu_fail("unknown mode %s", mode);
         }
         loops++;
         if (rc != FH_OK) {
             printf("[%d] dead_rank: %s returned %s after %ld calls [%s]; "
-                   "exiting 70\n", me, use_am ? "fh_am_request_short"
-                   : use_get ? "fh_get" : "fh_barrier", fh_err_name(rc),
-                   loops, fh_last_error());
+                   "exiting 70\n", me, stuck_in, fh_err_name(rc), loops,
+                   fh_last_error());
             fflush(stdout);
-            exit(70);
-        }
-        if (tu_now() - t0 > 30) {
-            printf("[%d] FAIL dead_rank: still running %ld %s calls 30 s after "
-                   "victim %d died: expected the runtime to end this process\n",
-                   me, loops, use_get ? "get" : use_am ? "am" : "barrier",
-                   victim);
-            fflush(stdout);
-            exit(1);
+            _exit(70);
         }
     }
 }

@@ -3,6 +3,15 @@
 # mpirun (PMIx bootstrap instead of fhrun).  Skips (77) when mpirun is missing
 # or firehose was built without PMIx.  Checks that the ranks really formed one
 # 4-rank job (not 4 singletons).
+#
+# Then the runtime's own dead-peer path, with no launcher help: dead_rank on
+# 2 ranks under `mpirun --enable-recovery` (mpirun does not end the job when
+# a rank dies, and Open MPI 4.1 sends no PMIx event), rank 1 SIGKILLs itself
+# while rank 0 is in fh_put, fh_atomic, fh_get_nb + fh_wait, fh_barrier,
+# fh_finalize or an AM request to it.  Passes when rank 0's call returned
+# FH_ERR_PEER_DEAD or the runtime ended rank 0 with a message naming rank 1,
+# within dead_rank's --bound (30 s; it fails "stuck in <call>" otherwise),
+# and no process is left.
 . "$(dirname "$0")/common.sh"
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 
@@ -37,6 +46,50 @@ for p in $(providers); do
                  "...' (one job), saw:"
             grep -E "^$prog: " "$tmpd/run.log" | head -5
         fi
+    done
+done
+
+# dead_peer MODE: see above.
+dead_peer() {
+    mode=$1
+    bin=$(fh_bin dead_rank) || { echo "SKIP: dead_rank not built"; return; }
+    desc="mpirun --enable-recovery -np 2 dead_rank $mode FH_OFI_PROVIDER=$p"
+    marker="fhdp$$.$mode.$p"
+    ran=$((ran + 1))
+    t0=$(date +%s)
+    timeout -k 5 90 mpirun --oversubscribe -np 2 --mca osc ^rdma --enable-recovery \
+        -x FH_OFI_PROVIDER "$bin" "$mode" --bound 30 "--marker=$marker" \
+        >"$tmpd/dp.out" 2>"$tmpd/dp.err"
+    rc=$?
+    dt=$(($(date +%s) - t0))
+    bad=
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || bad="$bad; mpirun did not end within 90 s"
+    grep -q 'FAIL' "$tmpd/dp.out" && bad="$bad; $(grep -h FAIL "$tmpd/dp.out" | head -1)"
+    grep -q 'kill(getpid(), SIGKILL)' "$tmpd/dp.out" || bad="$bad; the victim never reached its kill"
+    if ! grep -Eq '^\[0\] dead_rank: .* returned FH_ERR_PEER_DEAD' "$tmpd/dp.out" &&
+       ! grep -Eq '^firehose\[0\]: .*rank 1([^0-9].*)? (died|unreachable)' "$tmpd/dp.err"; then
+        bad="$bad; rank 0 neither got FH_ERR_PEER_DEAD nor a message naming rank 1"
+    fi
+    sleep 1
+    left=$(pgrep -f -- "$marker")
+    if [ -n "$left" ]; then
+        bad="$bad; processes left behind: $(echo $left)"
+        kill -9 $left 2>/dev/null     # ours: they carry this run's marker
+    fi
+    if [ -z "$bad" ]; then
+        echo "ok   $desc ($dt s): $(cat "$tmpd/dp.err" "$tmpd/dp.out" |
+            grep -E '^(firehose)?\[0\]' | grep -E 'rank 1|PEER_DEAD' | head -1)"
+    else
+        fail=$((fail + 1))
+        echo "FAIL $desc ($dt s, exit $rc)${bad}"
+        echo "---- stdout ----"; tail -n 10 "$tmpd/dp.out"
+        echo "---- stderr ----"; grep -v '^ *\[' "$tmpd/dp.err" | tail -n 10
+    fi
+}
+for p in $(providers); do
+    export FH_OFI_PROVIDER=$p
+    for mode in put atomic wait barrier finalize am; do
+        dead_peer "$mode"
     done
 done
 finish
