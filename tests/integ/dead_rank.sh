@@ -1,7 +1,8 @@
 #!/bin/sh
 # dead_rank.sh -- a rank SIGKILLs itself after a barrier while the others loop
 # in fh_barrier / fh_get / AM requests.  For N = 2 and 4 and every provider it
-# asserts: fhrun exits non-zero within 10 s; fhrun reports
+# asserts: fhrun exits non-zero (within 60 s: a bound against a hang, not a
+# measure of speed; the time is printed); fhrun reports
 # "rank D ... killed by signal 9"; some survivor prints a line naming rank D;
 # no process of the run remains afterwards.
 . "$(dirname "$0")/common.sh"
@@ -15,7 +16,7 @@ check_dead() {
     desc="dead_rank -n $n $mode FH_OFI_PROVIDER=$FH_OFI_PROVIDER"
     ran=$((ran + 1))
     t0=$(date +%s%N)
-    timeout -k 5 30 "$FHRUN" -n "$n" --timeout 60 "$bin" "$mode" "$marker" \
+    timeout -k 5 90 "$FHRUN" -n "$n" --timeout 80 "$bin" "$mode" "$marker" \
         >"$tmpd/out" 2>"$tmpd/err"
     rc=$?
     tend=$(date +%s%N)
@@ -25,9 +26,9 @@ check_dead() {
     if [ -n "$kms" ]; then ms=$(( tend / 1000000 - kms )); else ms=$total; fi
     bad=
     [ $rc -ne 0 ] || bad="$bad; fhrun exited 0 (expected non-zero)"
-    [ $rc -ne 124 ] || bad="$bad; fhrun did not end within 30 s (timeout killed it)"
+    [ $rc -ne 124 ] || bad="$bad; fhrun did not end within 90 s (timeout killed it)"
     [ -n "$kms" ] || bad="$bad; the victim never reached its kill"
-    [ $ms -le 10000 ] || bad="$bad; fhrun ended $ms ms after the kill (expected <= 10000)"
+    [ $ms -le 60000 ] || bad="$bad; fhrun ended $ms ms after the kill (bound: 60000)"
     grep -Eq "^fhrun: .*rank $d .*killed by signal 9" "$tmpd/err" ||
         bad="$bad; no 'fhrun: rank $d (pid P) killed by signal 9' line on stderr"
     cat "$tmpd/err" "$tmpd/out" | grep -v '^fhrun:' |
