@@ -138,7 +138,8 @@ def exists(path):
 
 def make_targets():
     text = read(os.path.join(build, "Makefile"))
-    return set(re.findall(r"^([A-Za-z0-9_.-]+):", text, re.M))
+    # "name:" and, for programs, "name$(EXEEXT):"
+    return set(re.findall(r"^([A-Za-z0-9_./-]+?)(?:\$\(EXEEXT\))?:", text, re.M))
 
 
 def option_sources(prog):
@@ -165,7 +166,7 @@ def check_spans():
             for path in PATH_RE.findall(span):
                 if not exists(path):
                     fail(rel(doc), f"`{path}` does not exist (in the source or the build tree)")
-            for m in re.finditer(r"\bmake\s+((?:-C\s+\S+\s+|-\S+\s+)*)([A-Za-z][\w.-]*)", span):
+            for m in re.finditer(r"\bmake\s+((?:-C\s+\S+\s+|-\S+\s+)*)([A-Za-z][\w./-]*)", span):
                 t = m.group(2)
                 if "=" not in t and t not in targets and t not in ("install", "check", "all", "distcheck"):
                     fail(rel(doc), f"`make {t}`: no such target in the Makefile")
