@@ -65,7 +65,10 @@ def known_fh_names():
     header = set(re.findall(r"\b(FH_[A-Z0-9_]+)\b", read(os.path.join(top, "include", "firehose.h"))))
     # identifiers of the code (docs/ describe internals by name too)
     for f in glob.glob(os.path.join(top, "**", "*.[ch]"), recursive=True):
-        if "/_build" not in f:
+        r = os.path.relpath(f, top)
+        # sources only: not a build tree inside the source tree (_build*, or
+        # distcheck's build directory)
+        if not r.startswith("_build") and not f.startswith(build + os.sep):
             header |= set(re.findall(r"\b(FH_[A-Z0-9_]+)\b", read(f)))
     read_by_code = set()
     for pattern in ("firehose/**/*.[ch]", "conduits/**/*.[ch]", "tools/*.[ch]", "tools/*.sh",
