@@ -207,6 +207,8 @@ run_attack() {
     grep -E '^(BREACH|rma:|am:|  |outsider: (uid|done))' "$d/outsider.log" | sed 's/^/     | /' | head -n 40
     echo "     ---- what the victim saw ----"
     grep -E 'FAIL|FORGED|NOTE|alive|firehose\[|fhrun:|PASS' "$d/victim.log" | sed 's/^/     | /' | head -n 30
+    # a sanitizer's report (an ASan build exits 1 after fh_finalize on one)
+    grep -E -A12 '^==[0-9]+==ERROR|^SUMMARY: |runtime error:' "$d/victim.log" | sed 's/^/     | /' | head -n 60
 }
 
 for p in $PROVIDERS; do
