@@ -39,6 +39,20 @@ function ratio(a, b, key, ka, kb,   r, n, v, x) {
     return n == 1 ? sprintf("%.2f", x) : sprintf("%.2f [%.2f-%.2f]", x, v[1], v[n])
 }
 function f(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
+# putget_table(metric, fmt, min_size): one row per transport and size >=
+# min_size, put and get side by side.
+function putget_table(metric, fmt, min_size,   ti, t, i, p, op, key) {
+    printf "| bytes | transport | put ours / theirs | put ratio | get ours / theirs | get ratio |\n|---|---|---|---|---|---|\n"
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= ns; i++) {
+        if (sz[i] < min_size) continue
+        printf "| %s | %s", human(sz[i]), t
+        for (p = 1; p <= 2; p++) {
+            op = p == 1 ? "caf_put" : "caf_get"; key = k(t, op, 2, sz[i], metric)
+            printf " | %s / %s | %s", f(m("ours", key), fmt), f(m("theirs", key), fmt), ratio("ours", "theirs", key)
+        }
+        printf " |\n"
+    }
+}
 function k(tr, b, np, sz, met) { return tr SUBSEP b SUBSEP np SUBSEP sz SUBSEP met }
 function human(n) { return n >= 1048576 ? n / 1048576 " MiB" : n >= 1024 ? n / 1024 " KiB" : n " B" }
 NR == 1 { next }
@@ -59,26 +73,9 @@ END {
     for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) printf " %s %s us / %s us = **%s**;", t, f(m("ours", k(t, "caf_put", 2, 8, "median_us")), "%.3f"),
         f(m("fh", k(t, "fh_put", 2, 8, "median_us")), "%.3f"), ratio("ours", "fh", "", k(t, "caf_put", 2, 8, "median_us"), k(t, "fh_put", 2, 8, "median_us"))
     printf "\n\n**Latency** (us, median, image 1 -> 2, blocking coindexed assignment):\n\n"
-    printf "| bytes | transport | put ours / theirs | put ratio | get ours / theirs | get ratio |\n|---|---|---|---|---|---|\n"
-    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= ns; i++) {
-        printf "| %s | %s", human(sz[i]), t
-        for (p = 1; p <= 2; p++) {
-            op = p == 1 ? "caf_put" : "caf_get"; key = k(t, op, 2, sz[i], "median_us")
-            printf " | %s / %s | %s", f(m("ours", key), "%.3f"), f(m("theirs", key), "%.3f"), ratio("ours", "theirs", key)
-        }
-        printf " |\n"
-    }
+    putget_table("median_us", "%.3f", 0)
     printf "\n**Bandwidth** (MB/s, the statement in a loop; ratio > 1: ours faster):\n\n"
-    printf "| bytes | transport | put ours / theirs | put ratio | get ours / theirs | get ratio |\n|---|---|---|---|---|---|\n"
-    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= ns; i++) {
-        if (sz[i] < 65536) continue
-        printf "| %s | %s", human(sz[i]), t
-        for (p = 1; p <= 2; p++) {
-            op = p == 1 ? "caf_put" : "caf_get"; key = k(t, op, 2, sz[i], "mb_s")
-            printf " | %s / %s | %s", f(m("ours", key), "%.0f"), f(m("theirs", key), "%.0f"), ratio("ours", "theirs", key)
-        }
-        printf " |\n"
-    }
+    putget_table("mb_s", "%.0f", 65536)
     printf "\n**co_sum** (us, median of the slowest image):\n\n"
     printf "| images | bytes | transport | ours / theirs | ratio |\n|---|---|---|---|---|\n"
     for (np = 1; np <= 4096; np++) {
