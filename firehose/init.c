@@ -1,23 +1,10 @@
 /*
- * init.c -- runtime life cycle and the binding of threads to paths.
+ * init.c -- the runtime's life cycle: fh_init, fh_finalize, fh_abort.
  *
  * fh_init: configuration -> bootstrap -> conduit -> paths -> address
- * exchange -> modules -> barrier.  fh_finalize undoes it in reverse after a
- * barrier and a drain (see finalize_drain()).
- *
- * Threads bind to a path on their first call (fh_tls()).  With
- * FH_PATHS=independent a thread gets the least-loaded thread path, so up to
- * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
- * the service path.  A thread's binding is dropped when it exits: the
- * thread-exit hook (tls_release, the destructor of rt->tls_key) completes
- * its NB and NBI operations and frees their handle slots, returns its
- * firehose references and frees its state.  Replies to its AM requests
- * may still be on their way: if no other thread is bound to its path, the
- * path is "orphaned" and every thread's progress polls it until it is idle
- * (fh_path_orphan, path.c), so those replies' handlers run.
- * After that the thread is "exiting": fh_tls() returns NULL and fh_enter
- * fails with FH_ERR_STATE, so a firehose call from a later pthread-key
- * destructor gets an error instead of the freed state.
+ * exchange -> modules (the registration strategy through its table,
+ * reg/reg.h) -> barrier.  fh_finalize undoes it in reverse after a barrier
+ * and a drain (see finalize_drain()).  Threads and their paths: thread.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,13 +17,7 @@
 
 fh_rt_t *fh_rt;
 fh_handler_entry_t fh_handlers[256];
-
-/* 0 = never initialized, 1 = running, 2 = finalized. */
-static _Atomic int rt_state;
-static _Atomic uint32_t next_tid = 1;
-static _Thread_local fh_tls_t *tls_self;
-/* Set once the thread-exit hook has freed this thread's state. */
-static _Thread_local bool tls_exited;
+_Atomic int fh_rt_state;
 
 double fh_now(void)
 {
@@ -49,130 +30,9 @@ double fh_now(void)
 void (*fh_test_hook)(enum fh_test_point where);
 #endif
 
-static void tls_release(void *arg)
-{
-    fh_tls_t *t = arg;
-    fh_rt_t *rt = fh_rt;
-    /* Completions of this thread's NB and NBI operations point at t (the
-     * NBI counter, t->quiet_ops): they must land before t is freed.  Any
-     * thread polling our path may be completing them, so the counts are
-     * read under the path lock only (fh_wait_quiet; it returns after one
-     * poll if none is pending).  Then the handles nobody will wait for are
-     * freed: their slots would leak. */
-    if (rt != NULL) {
-        fh_wait_quiet(t);
-        pthread_mutex_lock(&t->path->lock);
-        uint32_t n = fh_ht_free_owned(&t->path->handles, t->tid);
-        pthread_mutex_unlock(&t->path->lock);
-        if (n != 0)
-            fh_log_verbose(2, "thread %u exited with %u handles not waited for",
-                           t->tid, n);
-    }
-    if (rt != NULL && rt->reg != NULL)
-        fh_reg_thread_exit(t);
-    if (rt != NULL && t->bound) {
-        pthread_mutex_lock(&rt->bind_lock);
-        if (--t->path->nbound == 0 && t->path->index != 0)
-            fh_path_orphan(t->path);     /* replies to us may still come */
-        pthread_mutex_unlock(&rt->bind_lock);
-    }
-    /* Handlers the waits above ran still needed tls_self; from here on the
-     * thread is exiting and every entry point refuses (fh_tls()). */
-    if (tls_self == t) {
-        tls_self = NULL;
-        tls_exited = true;
-    }
-    free(t);
-}
-
-static fh_path_t *choose_path(fh_rt_t *rt)
-{
-    if (rt->npaths == 1)
-        return &rt->paths[0];
-    fh_path_t *best = &rt->paths[1];
-    for (int i = 2; i < rt->npaths; i++)
-        if (rt->paths[i].nbound < best->nbound)
-            best = &rt->paths[i];
-    return best;
-}
-
-fh_tls_t *fh_tls(void)
-{
-    fh_tls_t *t = tls_self;
-    if (t != NULL)
-        return t;
-    if (tls_exited)
-        return NULL;
-    fh_rt_t *rt = fh_rt;
-    t = calloc(1, sizeof *t);
-    if (t == NULL)
-        fh_fatal("out of memory binding a thread");
-    t->tid = atomic_fetch_add(&next_tid, 1);
-    pthread_mutex_lock(&rt->bind_lock);
-    t->path = choose_path(rt);
-    t->path->nbound++;
-    if (t->path->index != 0)
-        fh_path_adopt(t->path);      /* polled by its owner from now on */
-    t->bound = 1;
-    t->nbi.owner_ops = &t->quiet_ops;
-    pthread_mutex_unlock(&rt->bind_lock);
-    fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);
-    pthread_setspecific(rt->tls_key, t);
-    tls_self = t;
-    return t;
-}
-
-fh_tls_t *fh_tls_peek(void)
-{
-    return tls_self;
-}
-
-fh_tls_t *fh_enter(const char *fn, int *err)
-{
-    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1) {
-        *err = fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
-        return NULL;
-    }
-    fh_tls_t *t = fh_tls();
-    if (t == NULL) {
-        *err = fh_set_error(FH_ERR_STATE, "%s: the calling thread is exiting (firehose "
-                            "released its state at thread exit)", fn);
-        return NULL;
-    }
-    if (t->in_handler) {
-        *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
-        return NULL;
-    }
-    if (fh_rt->mm != NULL)
-        fh_mm_entry(t);     /* freed memory: invalidate, revoke (revoke.c) */
-    return t;
-}
-
-int fh_check_rank(const char *fn, int rank)
-{
-    if (rank < 0 || rank >= fh_rt->nranks)
-        return fh_set_error(FH_ERR_RANK, "%s: rank %d is out of range [0, %d)", fn,
-                            rank, fh_rt->nranks);
-    return FH_OK;
-}
-
-int fh_rank(void)
-{
-    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
-        return fh_set_error(FH_ERR_NOT_INIT, "fh_rank: firehose is not initialized");
-    return fh_rt->rank;
-}
-
-int fh_nranks(void)
-{
-    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
-        return fh_set_error(FH_ERR_NOT_INIT, "fh_nranks: firehose is not initialized");
-    return fh_rt->nranks;
-}
-
 int fh_config_size(const char *name, size_t *value)
 {
-    if (atomic_load_explicit(&rt_state, memory_order_acquire) != 1)
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_config_size: firehose is not initialized");
     if (name == NULL || value == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_config_size: NULL argument");
@@ -241,7 +101,7 @@ static int init_fail(fh_rt_t *rt, int err)
     }
     fh_peer_fini(rt);
     free(rt);
-    atomic_store(&rt_state, 0);
+    atomic_store(&fh_rt_state, FH_RT_NONE);
     return err;
 }
 
@@ -252,30 +112,31 @@ int fh_init(int *argc, char ***argv)
     fh_tls_t *self = fh_tls_peek();
     if (self != NULL && self->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "fh_init: inside an AM handler");
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&rt_state, &expected, 3))
+    int expected = FH_RT_NONE;
+    if (!atomic_compare_exchange_strong(&fh_rt_state, &expected, FH_RT_STARTING))
         return fh_set_error(FH_ERR_STATE, "fh_init: already %s",
-                            expected == 2 ? "finalized (fh_init may be called once)"
+                            expected == FH_RT_DOWN ? "finalized (fh_init may be called once)"
                                           : "initialized");
     fh_rt_t *rt = calloc(1, sizeof *rt);
     if (rt == NULL) {
-        atomic_store(&rt_state, 0);
+        atomic_store(&fh_rt_state, FH_RT_NONE);
         return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory");
     }
     char err[256];
     if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK) {
         fh_log_error("%s", err);
         free(rt);
-        atomic_store(&rt_state, 0);
+        atomic_store(&fh_rt_state, FH_RT_NONE);
         return fh_set_error(FH_ERR_CONFIG, "fh_init: %s", err);
     }
     fh_log_set_verbose((int)rt->cfg.verbose);
+    rt->reg_ops = fh_reg_pick(rt->cfg.reg_strategy);
 
     fh_set_error(FH_OK, "%s", "");   /* init_fail reports what the failing step set */
     int rc = fh_boot_open(&rt->boot);
     if (rc != FH_OK) {
         free(rt);
-        atomic_store(&rt_state, 0);
+        atomic_store(&fh_rt_state, FH_RT_NONE);
         return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: bootstrap failed");
     }
     rt->rank = rt->boot->rank;
@@ -292,7 +153,7 @@ int fh_init(int *argc, char ***argv)
     pthread_mutex_init(&rt->bind_lock, NULL);
     pthread_mutex_init(&rt->seg_lock, NULL);
     pthread_mutex_init(&rt->coll_lock, NULL);
-    pthread_key_create(&rt->tls_key, tls_release);
+    pthread_key_create(&rt->tls_key, fh_tls_release);
 
     rt->am_max_packet = FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + rt->cfg.am_max_medium;
     fh_conduit_config_t ccfg = {
@@ -339,9 +200,8 @@ int fh_init(int *argc, char ***argv)
         return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
-    if ((rc = fh_reg_init(rt)) != FH_OK)
-        return init_fail(rt, rc);
-    if ((rc = fh_strat_init(rt)) != FH_OK)
+    fh_reg_register_all_handlers();
+    if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_atomic_init();
     fh_coll_init();
@@ -357,7 +217,7 @@ int fh_init(int *argc, char ***argv)
         fh_config_print(&rt->cfg, stderr, "firehose[0]: config ");
     }
     fh_rt = rt;
-    atomic_store_explicit(&rt_state, 1, memory_order_release);
+    atomic_store_explicit(&fh_rt_state, FH_RT_UP, memory_order_release);
     rc = rt->boot->ops->barrier(rt->boot);
     if (rc != FH_OK)
         fh_fatal("fh_init: bootstrap barrier failed");
@@ -400,12 +260,14 @@ int fh_finalize(void)
     finalize_drain(rt, t);
     if (rt->cfg.stats)
         fh_stats_at_finalize(rt);
-    atomic_store(&rt_state, 2);
+    atomic_store(&fh_rt_state, FH_RT_DOWN);
     /* Keys die before their memory: every registration for peers is
      * deregistered before any segment is unmapped. */
-    unsigned undead = fh_strat_fini(rt);
+    const fh_reg_ops_t *reg = rt->reg_ops;
+    unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(rt) : 0;
     fh_seg_fini(rt, undead != 0);
-    fh_reg_fini(rt);   /* unpins everything; before the conduit closes */
+    if (reg->fini != NULL)
+        reg->fini(rt);   /* firehose: unpins everything; before the conduit closes */
     for (int i = 0; i < rt->npaths; i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
@@ -415,8 +277,7 @@ int fh_finalize(void)
     /* Thread states of other threads are freed by their exit; ours now. */
     pthread_setspecific(rt->tls_key, NULL);
     pthread_key_delete(rt->tls_key);
-    free(tls_self);
-    tls_self = NULL;
+    fh_tls_finalize();
     free(rt->paths);
     free(rt);
     return FH_OK;

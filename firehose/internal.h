@@ -2,7 +2,8 @@
  * internal.h -- state and module interfaces of the runtime core (firehose/).
  *
  * Modules
- *   init.c     fh_init/fh_finalize, the runtime object, thread -> path binding
+ *   init.c     fh_init/fh_finalize, the runtime object
+ *   thread.c   thread -> path binding, thread exit, the checks of every entry
  *   path.c     paths: locks, progress (polling), conduit upcalls
  *   am.c       active messages: handler table, credits, dispatch, replies
  *   rma.c      put/get (blocking, NB, NBI, strided), quiet
@@ -63,6 +64,7 @@
 #include "firehose.h"
 #include "handle.h"
 #include "log.h"
+#include "reg/reg.h"
 
 struct fh_segmap;
 struct fh_reg;
@@ -159,6 +161,7 @@ typedef struct fh_rt {
     _Atomic uint32_t barrier_arrived[64][2];
     _Atomic uint64_t barrier_sig[64][2][2];   /* signature range that arrived */
 
+    const fh_reg_ops_t *reg_ops;          /* the active FH_REG_STRATEGY (reg/reg.h) */
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
     struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
                                              else NULL (strategy.c) */
@@ -187,8 +190,12 @@ typedef struct fh_tls {
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
 extern fh_rt_t *fh_rt;
 extern fh_handler_entry_t fh_handlers[256];
+/* FH_RT_NONE (never initialized), FH_RT_UP (running), FH_RT_DOWN
+ * (finalized) or FH_RT_STARTING (inside fh_init).  init.c writes it. */
+enum { FH_RT_NONE = 0, FH_RT_UP = 1, FH_RT_DOWN = 2, FH_RT_STARTING = 3 };
+extern _Atomic int fh_rt_state;
 
-/* ---- init.c */
+/* ---- thread.c */
 /* The calling thread's state, binding a path on first use; NULL once the
  * thread-exit hook has released it (the thread is exiting: a call from a
  * later pthread-key destructor).  A thread that is polling, and hence any
@@ -201,6 +208,10 @@ fh_tls_t *fh_tls_peek(void);
  * set (and the error text recorded). */
 fh_tls_t *fh_enter(const char *fn, int *err);
 int fh_check_rank(const char *fn, int rank);
+/* The destructor of rt->tls_key: the thread-exit hook (top of thread.c). */
+void fh_tls_release(void *arg);
+/* fh_finalize: frees the calling thread's state (its key is deleted). */
+void fh_tls_finalize(void);
 
 /* ---- peer.c: the runtime's own dead-peer check (no launcher needed) */
 /* Collective, in fh_init: every rank's host identity, pid, start time. */
@@ -308,18 +319,24 @@ void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *nam
 fh_path_t *fh_token_path(fh_token_t tok);
 
 /* ---- rma.c */
-/* Posts [chunks of] a put/get on the calling thread's path, counting into
- * ctr.  Arguments already validated; rank != self.  Never waits for
- * transmit resources: what the conduit cannot take now is queued on the
- * path (counted in ctr) and posted by its next poll. */
-int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
+/* Moves bytes with the active registration strategy (rt->reg_ops->xfer;
+ * its contract in reg/reg.h): every transfer to a remote rank goes through
+ * here.  rank != ours. */
+int  fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+             uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr, bool own_lmr);
+/* Posts RDMA with a known key: [chunks of] a put/get on the calling
+ * thread's path, counting into ctr and, with count, in the per-peer
+ * put/get counters.  Arguments already validated; rank != ours.  Never
+ * waits for transmit resources: what the conduit cannot take now is
+ * queued on the path (counted in ctr) and posted by its next poll. */
+int  fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+             uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr, bool count);
 /* The registration to pass as lmr for a local buffer: NULL when the conduit
- * does not need one; the covering segment's when the buffer is in one of our
- * segments; otherwise a temporary registration (*temp = true) that the
- * caller must release with fh_rma_local_mr_release() once the operation has
- * completed -- such operations are therefore completed before the call
- * returns.  (The firehose cache's local pins replace the temporary path.) */
+ * does not need one or the strategy has no FH_REG_CAP_LOCAL_MR; the
+ * covering segment's when the buffer is in one of our segments; otherwise a
+ * temporary registration (*temp = true) that the caller must release with
+ * fh_rma_local_mr_release() once the operation has completed (or hand to
+ * a strategy with FH_REG_CAP_NB_OWNS_LMR). */
 int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                      struct fh_mr **lmr, bool *temp);
 void fh_rma_local_mr_release(struct fh_mr *lmr);
@@ -333,16 +350,6 @@ int  fh_wait_quiet(fh_tls_t *t);
 void fh_rma_drain_locked(fh_path_t *p);
 /* Frees what is still queued on p (teardown). */
 void fh_rma_path_fini(fh_path_t *p);
-/* fh_rma_post without the per-peer put/get counters (count = false). */
-int  fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                    uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
-                    bool count);
-/* What every transfer to a remote segment goes through: fh_rma_post, or with
- * FH_REG_STRATEGY=firehose fh_reg_xfer.  Either way the transfer counts into
- * ctr and may still be in flight at return.  rkey is ignored in the
- * firehose case. */
-int  fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 
 /* Counts one put/get of n bytes to rank in p's per-peer stats (p->lock held). */
 void fh_stat_rma(fh_path_t *p, int rank, bool is_put, size_t n);

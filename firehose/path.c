@@ -35,7 +35,8 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     p->index = index;
     p->rt = rt;
     p->backlog_tail = &p->backlog;
-    p->reg_retry_tail = &p->reg_retry;
+    if (rt->reg_ops->path_init != NULL)
+        rt->reg_ops->path_init(p);
     fh_ht_init(&p->handles, (unsigned)index);
     p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
     p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
@@ -63,9 +64,9 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
         p->backlog = b->next;
         free(b);
     }
-    fh_reg_path_fini(p);
+    if (rt->reg_ops->path_fini != NULL)
+        rt->reg_ops->path_fini(p);
     fh_rma_path_fini(p);
-    fh_strat_path_fini(p);
     fh_atomic_path_fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
@@ -126,9 +127,8 @@ void fh_path_poll_locked(fh_path_t *p)
     p->polling = 0;
     if (p->rma_pend != NULL)
         fh_rma_drain_locked(p);
-    if (p->reg_retry != NULL ||
-        atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL)
-        fh_reg_drain_locked(p);
+    if (p->rt->reg_ops->poll_end != NULL)
+        p->rt->reg_ops->poll_end(p);
 }
 
 void fh_progress_locked(fh_path_t *p)
@@ -146,9 +146,9 @@ void fh_progress_locked(fh_path_t *p)
  * progress polls it (trylock) until it is idle. */
 static bool path_idle_locked(const fh_path_t *p)
 {
+    const fh_reg_ops_t *reg = p->rt->reg_ops;
     if (p->inflight != 0 || p->handles.live != 0 || p->backlog != NULL ||
-        p->reg_retry != NULL ||
-        atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL)
+        (reg->path_busy != NULL && reg->path_busy(p)))
         return false;
     for (int r = 0; r < p->rt->nranks; r++)
         if (p->credits[r] != (uint32_t)p->rt->cfg.am_credits)
@@ -197,12 +197,11 @@ void fh_progress(fh_tls_t *t)
     }
     if (atomic_load_explicit(&fh_rt->norphans, memory_order_relaxed) != 0)
         poll_orphans(t);
-    /* Cache messages queued anywhere (moves, revokes, revoke acks produced
-     * by handlers) leave from here. */
-    if (fh_rt->reg != NULL)
-        fh_reg_progress(t);
-    if (fh_rt->strat != NULL)
-        fh_strat_progress(t);
+    /* The registration strategy's queued work leaves from here (firehose:
+     * moves, revokes and revoke acks handlers produced; the comparison
+     * strategies' operations). */
+    if (fh_rt->reg_ops->progress != NULL)
+        fh_rt->reg_ops->progress(t);
     fh_atomic_progress(t);
 }
 

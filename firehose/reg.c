@@ -329,8 +329,6 @@ static size_t fit_bucket(const fh_rt_t *rt, size_t bucket, size_t page, size_t M
 
 int fh_reg_init(fh_rt_t *rt)
 {
-    if (rt->cfg.reg_strategy != FH_REG_FIREHOSE)
-        return FH_OK;
     struct fh_reg *g = calloc(1, sizeof *g);
     if (g == NULL)
         return FH_ERR_NO_MEMORY;
@@ -599,3 +597,72 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
     }
     pthread_mutex_unlock(&g->lock);
 }
+
+/* ------------------------------------------------------------ table */
+
+static int fhs_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr,
+                          fh_rkey_t *rkey)
+{
+    /* Not registered: the cache registers on demand (rkey {0, 0}). */
+    *mr = NULL;
+    *rkey = (fh_rkey_t){0, 0};
+    return fh_reg_expose(rt, base, len);
+}
+
+static unsigned fhs_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+{
+    fh_reg_seg_release(rt, t, base, len);
+    return 0;   /* the cache's deregistration failures are its own (logged) */
+}
+
+static int fhs_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                    uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
+                    bool own_lmr)
+{
+    (void)rkey;      /* the key comes with the firehose */
+    (void)own_lmr;   /* no FH_REG_CAP_NB_OWNS_LMR: local pins are the cache's */
+    return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
+}
+
+static void fhs_on_entry(fh_tls_t *t)
+{
+    if (fh_rt->mm != NULL)
+        fh_mm_entry(t);     /* freed memory: invalidate, revoke (revoke.c) */
+}
+
+static void fhs_path_init(fh_path_t *p)
+{
+    p->reg_retry_tail = &p->reg_retry;
+}
+
+static bool fhs_path_busy(const fh_path_t *p)
+{
+    return p->reg_retry != NULL ||
+           atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL;
+}
+
+static void fhs_poll_end(fh_path_t *p)
+{
+    if (fhs_path_busy(p))
+        fh_reg_drain_locked(p);
+}
+
+const fh_reg_ops_t fh_reg_firehose = {
+    .name = "firehose",
+    .caps = FH_REG_CAP_ANY_ADDRESS | FH_REG_CAP_SEG_REVOKE,
+    .init = fh_reg_init,
+    .fini = fh_reg_fini,
+    .seg_align = fh_reg_bucket,
+    .seg_expose = fhs_seg_expose,
+    .seg_retire = fh_reg_unexpose_and_retire,
+    .seg_release = fhs_seg_release,
+    .xfer = fhs_xfer,
+    .on_entry = fhs_on_entry,
+    .progress = fh_reg_progress,
+    .path_init = fhs_path_init,
+    .path_fini = fh_reg_path_fini,
+    .poll_end = fhs_poll_end,
+    .path_busy = fhs_path_busy,
+    .thread_exit = fh_reg_thread_exit,
+    .stats = fh_reg_stats,
+};

@@ -365,8 +365,8 @@ static void got_key(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot_t 
     if (sl->status != FH_OK || x->status != FH_OK)
         return;
     fh_rkey_t rk = {w->key[0], w->key[1]};
-    sl->status = fh_rma_post_ex(t, x->is_put, x->rank, x->local + sl->off, x->lmr, sl->raddr,
-                                sl->len, &rk, &sl->rdma, false);
+    sl->status = fh_post(t, x->is_put, x->rank, x->local + sl->off, x->lmr, sl->raddr,
+                         sl->len, &rk, &sl->rdma, false);
 }
 
 bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)

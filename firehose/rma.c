@@ -7,8 +7,10 @@
  *      segment of the target) -- before anything is sent;
  *   2. choose the completion counter: a stack counter (blocking), a handle
  *      slot (NB) or the path's NBI counter;
- *   3. fh_rma_post(): split into FH_XFER_CHUNK / conduit max_msg pieces and
- *      post each on the calling thread's path, counting into the counter.
+ *   3. fh_xfer(): the active registration strategy's transfer (reg/reg.h),
+ *      which reaches the network through fh_post(): split into
+ *      FH_XFER_CHUNK / conduit max_msg pieces and post each on the calling
+ *      thread's path, counting into the counter.
  *      What the conduit cannot take now (FH_ERR_AGAIN: a full transmit
  *      queue, or a first contact the peer has not accepted yet) is queued
  *      on the path and posted by its next poll, so no form waits for the
@@ -46,14 +48,12 @@ int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
     fh_rt_t *rt = fh_rt;
     *lmr = NULL;
     *temp = false;
+    /* Without FH_REG_CAP_LOCAL_MR the strategy pins local buffers itself
+     * (firehose: through its cache) or does no RDMA from them (bounce). */
     if (!rt->limits.needs_local_mr || (is_put && n <= rt->limits.max_inject) ||
-        rt->cfg.reg_strategy == FH_REG_BOUNCE)   /* bounce copies: no RDMA at all */
+        !(rt->reg_ops->caps & FH_REG_CAP_LOCAL_MR))
         return FH_OK;
-    if (rt->reg != NULL)
-        return FH_OK;      /* the firehose cache pins it (reg_local.c) */
     fh_seg_range_t r;
-    /* (With FH_REG_STRATEGY=firehose segments have no registration of their
-     * own: r.mr is NULL and the buffer takes the temporary path.) */
     if (fh_seg_find(rt, rt->rank, (uintptr_t)local, n, &r) == FH_OK && r.mr != NULL) {
         *lmr = r.mr;
         return FH_OK;
@@ -76,20 +76,12 @@ void fh_rma_local_mr_release(struct fh_mr *lmr)
         fh_rt->cops->mr_dereg(fh_rt->conduit, lmr);
 }
 
-int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
+int fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+            uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr, bool own_lmr)
 {
-    return fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, rkey, ctr, true);
-}
-
-int fh_rma_xfer(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
-{
-    if (fh_rt->reg != NULL && rank != fh_rt->rank)
-        return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
-    if (fh_rt->strat != NULL && rank != fh_rt->rank)
-        return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr, false);
-    return fh_rma_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr);
+    assert(rank != fh_rt->rank);   /* callers copy to themselves */
+    assert(!own_lmr || (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR));
+    return fh_rt->reg_ops->xfer(t, is_put, rank, local, lmr, remote, n, rkey, ctr, own_lmr);
 }
 
 /* The rest of a transfer the conduit had no transmit resources for
@@ -183,9 +175,8 @@ static bool queue_rest(fh_path_t *p, bool is_put, int rank, char *local, struct 
     return true;
 }
 
-int fh_rma_post_ex(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                   uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
-                   bool count)
+int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+            uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr, bool count)
 {
     fh_path_t *p = t->path;
     int rc = FH_ERR_AGAIN;
@@ -229,8 +220,8 @@ static int validate(const char *fn, int rank, const void *local, const void *rem
     if ((uintptr_t)local + n < (uintptr_t)local || (uintptr_t)remote + n < (uintptr_t)remote)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: address + %zu bytes overflows", fn, n);
     rc = fh_seg_find(fh_rt, rank, (uintptr_t)remote, n, r);
-    if (rc == FH_ERR_OUT_OF_SEGMENT && fh_rt->reg != NULL &&
-        fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING) {
+    if (rc == FH_ERR_OUT_OF_SEGMENT && fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING &&
+        (fh_rt->reg_ops->caps & FH_REG_CAP_ANY_ADDRESS)) {
         /* Any address: the target's cache refuses unmapped memory. */
         memset(r, 0, sizeof *r);
         return FH_OK;
@@ -271,10 +262,11 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr, &temp)) != FH_OK)
         return rc;
     /* A temporary registration of the local buffer is released when the
-     * transfer completed: by the comparison strategies' record (it waits
-     * for the target), else here -- the wait is for our NIC, never for the
-     * target's CPU (firehose.h, "Blocking"). */
-    bool strat_owns = temp && fh_rt->strat != NULL;
+     * transfer completed: by the strategy when it can own it (the
+     * comparison strategies' records wait for the target), else here --
+     * the wait is for our NIC, never for the target's CPU (firehose.h,
+     * "Blocking"). */
+    bool strat_owns = temp && (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR);
     if (temp && !strat_owns)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
     fh_ctr_t stack_ctr = {.status = FH_OK};
@@ -293,12 +285,8 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     } else if (mode == RMA_NBI) {
         ctr = &t->nbi;
     }
-    if (fh_rt->strat != NULL)
-        rc = fh_strat_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, ctr,
-                           strat_owns);
-    else
-        rc = fh_rma_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n,
-                         &r.rkey, ctr);
+    rc = fh_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr,
+                 strat_owns);
     if (mode == RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
         if (temp && !strat_owns)
@@ -539,8 +527,8 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         bool temp;
         if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr, &temp)) != FH_OK)
             break;
-        rc = fh_rma_xfer(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey,
-                         &ctr);
+        rc = fh_xfer(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey, &ctr,
+                     false);
         if (temp) {
             int wrc = fh_wait_ctr(t, &ctr);
             fh_rma_local_mr_release(lmr);

@@ -9,19 +9,16 @@
  * fh_finalize, because a reader may still hold one (their number is bounded
  * by the number of create/destroy calls).
  *
- * Registration strategy pin-everything: each piece is registered whole at
- * creation (FH_MR_LOCAL | remote read/write) and its key is exchanged.
- * Strategy firehose: pieces are bucket-aligned whole buckets, not registered
- * (rkey {0, 0}); they are announced to the cache (fh_reg_expose), which
- * registers on demand.  At destroy the cache lets go of the piece before it
- * is unmapped (fh_reg_seg_release: every cached region of it invalidated,
- * peers' firehoses on it revoked and acknowledged), followed by a second
- * barrier so every rank keeps polling until all revocations are done.
- * Segments still alive at fh_finalize are retired instead (fh_reg_fini
- * deregisters every region, then unmaps them).
- * Strategies rendezvous, rendezvous-cache and bounce (strategy.c): pieces
- * are page-aligned and not registered (rkey {0, 0}); the rendezvous forms
- * register parts of them per peer request.
+ * What a piece is to peers is the registration strategy's (reg/reg.h):
+ * it is mapped in whole units of seg_align (the page; firehose: the
+ * bucket) and handed to seg_expose, which registers it whole and returns
+ * its key (pin-everything), announces it to the cache that registers on
+ * demand (firehose), or does nothing (the comparison strategies register
+ * per operation or not at all): then its key is {0, 0}.  Strategies with
+ * FH_REG_CAP_SEG_REVOKE revoke peers' keys at destroy and need a second
+ * barrier, so every rank keeps polling until all revocations are done.
+ * Segments still alive at fh_finalize are retired (seg_retire: firehose
+ * deregisters every region at its fini, then unmaps them).
  *
  * Key lifetime: a key must never outlive its memory -- a peer still holding
  * one would read and write whatever gets mapped at that address next.  So
@@ -29,12 +26,12 @@
  * requests for it are refused from then on), (2) waits until no service-
  * path handler can still be using the previous table (fence_handlers), (3)
  * deregisters every registration made inside our piece for peers
- * (fh_strat_seg_destroy: all of them, given back by the peer or not;
- * firehose: fh_reg_seg_release, after the holders acknowledged) and
- * the piece's own (pin-everything), and only then (4) unmaps it.  A
- * deregistration that fails leaves the memory mapped (leaked) rather than
- * reusable.  fh_finalize deregisters everything (fh_strat_fini, then here
- * and in fh_reg_fini) before unmapping.  A late use of an old key then
+ * (seg_release: the rendezvous forms all of them, given back by the peer
+ * or not; firehose after the holders acknowledged) and the piece's own
+ * (pin-everything), and only then (4) unmaps it.  A deregistration that
+ * fails leaves the memory mapped (leaked) rather than reusable.
+ * fh_finalize deregisters everything (fini_keys, then here, then the
+ * strategy's fini) before unmapping.  A late use of an old key then
  * completes with an error at the initiator.
  */
 #include <assert.h>
@@ -165,17 +162,17 @@ int fh_seg_init(fh_rt_t *rt)
  * the memory, which is unmapped only if no registration of it can be left
  * -- with keep_mapped (the caller could not deregister something inside
  * it) or when this deregistration fails, it stays mapped (leaked) so that
- * nothing else is ever mapped under a live key.  Under firehose the cache
- * must have let go of it first (cache_done: fh_reg_seg_release ran);
- * otherwise it is retired, unmapped by fh_reg_fini. */
+ * nothing else is ever mapped under a live key.  A strategy with
+ * seg_retire must have let go of it first (released: seg_release ran);
+ * otherwise it is retired, unmapped by the strategy's fini. */
 static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped,
-                              bool cache_done)
+                              bool released)
 {
     if (sg->mr != NULL && rt->cops->mr_dereg(rt->conduit, sg->mr) != FH_OK)
         keep_mapped = true;
     sg->mr = NULL;
-    if (sg->base != NULL && rt->reg != NULL && !cache_done)
-        fh_reg_unexpose_and_retire(rt, sg->base, sg->mapped);   /* unmapped at fini */
+    if (sg->base != NULL && rt->reg_ops->seg_retire != NULL && !released)
+        rt->reg_ops->seg_retire(rt, sg->base, sg->mapped);   /* unmapped at its fini */
     else if (sg->base != NULL && !keep_mapped)
         munmap(sg->base, sg->mapped);
     else if (sg->base != NULL)
@@ -202,6 +199,32 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
     }
 }
 
+/* Maps sg's piece of size bytes: whole units of the strategy's alignment
+ * (the page, or the firehose bucket), aligned to it, not yet reachable by
+ * peers.  Sets sg->base and sg->mapped; FH_ERR_NO_MEMORY leaves base NULL. */
+static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t b = rt->reg_ops->seg_align != NULL ? rt->reg_ops->seg_align(rt) : page;
+    assert(b >= page && (b & (b - 1)) == 0);
+    sg->mapped = (size + b - 1) & ~(b - 1);
+    size_t extra = b > page ? b : 0;   /* room to align inside */
+    char *raw = mmap(NULL, sg->mapped + extra, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        sg->base = NULL;
+        return FH_ERR_NO_MEMORY;
+    }
+    uintptr_t al = ((uintptr_t)raw + b - 1) & ~(uintptr_t)(b - 1);
+    size_t head = al - (uintptr_t)raw;
+    if (head)
+        munmap(raw, head);
+    if (extra - head)
+        munmap((char *)al + sg->mapped, extra - head);
+    sg->base = (void *)al;
+    return FH_OK;
+}
+
 /* What each rank contributes to the creation exchange. */
 struct seg_wire {
     int64_t status;
@@ -217,7 +240,6 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     if (seg == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_segment_create: NULL seg");
     fh_rt_t *rt = fh_rt;
-    long page = sysconf(_SC_PAGESIZE);
     if (size > (SIZE_MAX >> 2))
         return fh_set_error(FH_ERR_OVERFLOW, "fh_segment_create: size %zu is too large", size);
 
@@ -233,58 +255,24 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
     if (sg == NULL) {
         mine.status = FH_ERR_LIMIT;
-    } else if (size > 0 && rt->reg != NULL) {
-        /* FH_REG_STRATEGY=firehose: bucket-aligned, whole buckets, not
-         * registered (the cache registers on demand); rkey {0, 0}. */
-        size_t b = fh_reg_bucket(rt);
-        sg->mapped = (size + b - 1) & ~(b - 1);
-        char *raw = mmap(NULL, sg->mapped + b, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (raw == MAP_FAILED) {
-            sg->base = NULL;
-            mine.status = FH_ERR_NO_MEMORY;
-        } else {
-            uintptr_t al = ((uintptr_t)raw + b - 1) & ~(uintptr_t)(b - 1);
-            size_t head = al - (uintptr_t)raw;
-            if (head)
-                munmap(raw, head);
-            if (b - head)
-                munmap((char *)al + sg->mapped, b - head);
-            sg->base = (void *)al;
-            sg->mr = NULL;
-            if (fh_reg_expose(rt, sg->base, sg->mapped) != FH_OK) {
-                munmap(sg->base, sg->mapped);
-                sg->base = NULL;
-                mine.status = FH_ERR_NO_MEMORY;
-            } else {
-                mine.base = (uint64_t)al;
-                mine.size = size;
-            }
-        }
     } else if (size > 0) {
-        sg->mapped = (size + (size_t)page - 1) & ~((size_t)page - 1);
-        sg->base = mmap(NULL, sg->mapped, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (sg->base == MAP_FAILED) {
+        rc = map_piece(rt, sg, size);
+        fh_rkey_t rk = {0, 0};
+        sg->mr = NULL;
+        if (rc == FH_OK && rt->reg_ops->seg_expose != NULL &&
+            rt->reg_ops->seg_expose(rt, sg->base, sg->mapped, &sg->mr, &rk) != FH_OK) {
+            munmap(sg->base, sg->mapped);
             sg->base = NULL;
+            sg->mr = NULL;
+            rc = FH_ERR_NO_MEMORY;
+        }
+        if (rc != FH_OK) {
             mine.status = FH_ERR_NO_MEMORY;
         } else {
-            fh_rkey_t rk = {0, 0};
-            int mrc = FH_OK;
-            sg->mr = NULL;
-            if (rt->strat == NULL)   /* pin-everything; the others register per op */
-                mrc = rt->cops->mr_reg(rt->conduit, sg->base, sg->mapped,
-                                       FH_MR_LOCAL | FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE,
-                                       &sg->mr, &rk);
-            if (mrc != FH_OK) {
-                sg->mr = NULL;
-                mine.status = FH_ERR_NO_MEMORY;
-            } else {
-                mine.base = (uint64_t)(uintptr_t)sg->base;
-                mine.size = size;
-                mine.key = rk.key;
-                mine.kbase = rk.base;
-            }
+            mine.base = (uint64_t)(uintptr_t)sg->base;
+            mine.size = size;
+            mine.key = rk.key;
+            mine.kbase = rk.base;
         }
     }
     struct seg_wire *all = calloc((size_t)rt->nranks, sizeof *all);
@@ -312,13 +300,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         /* Never published, but under firehose announced to the cache: it
          * lets go first, as at destroy (a no-op unless FH_SEGMENT=
          * everything let a peer reach it). */
-        if (sg && sg->base != NULL && rt->reg != NULL) {
+        unsigned undead = 0;
+        if (sg && sg->base != NULL && rt->reg_ops->seg_release != NULL) {
             pthread_mutex_unlock(&rt->seg_lock);
-            fh_reg_seg_release(rt, t, sg->base, sg->mapped);
+            undead = rt->reg_ops->seg_release(rt, t, sg->base, sg->mapped);
             pthread_mutex_lock(&rt->seg_lock);
         }
         if (sg)
-            seg_release_local(rt, sg, false, true);
+            seg_release_local(rt, sg, undead != 0, true);
         pthread_mutex_unlock(&rt->seg_lock);
         fh_coll_leave();
         free(all);
@@ -425,20 +414,20 @@ int fh_segment_destroy(fh_seg_t seg)
     if (rc != FH_OK)   /* lookups would still find memory we are about to unmap */
         fh_fatal("fh_segment_destroy: out of memory publishing the segment table");
     fence_handlers(rt);
-    if (rt->reg != NULL) {
-        /* Revoke the cache's firehoses on our piece; then a second barrier,
-         * so that no rank leaves (and stops polling) before every rank's
-         * REVOKEs were acknowledged. */
-        if (sg->base != NULL)
-            fh_reg_seg_release(rt, t, sg->base, sg->mapped);
+    /* What the strategy registered inside our piece for peers goes before
+     * the memory (no lock held: it may wait for peers' acknowledgements). */
+    unsigned undead = 0;
+    if (sg->base != NULL && rt->reg_ops->seg_release != NULL)
+        undead = rt->reg_ops->seg_release(rt, t, sg->base, sg->mapped);
+    if (rt->reg_ops->caps & FH_REG_CAP_SEG_REVOKE) {
+        /* A second barrier, so that no rank leaves (and stops polling)
+         * before every rank's revocations were acknowledged. */
         if ((rc = fh_barrier_internal(t, sig, "fh_segment_destroy")) != FH_OK)
             fh_fatal("fh_segment_destroy: the barrier after the revocations failed: %s",
                      fh_strerror(rc));
     }
     pthread_mutex_lock(&rt->seg_lock);
     assert(sg->dying && !sg->live);
-    unsigned undead = sg->base != NULL
-                          ? fh_strat_seg_destroy(rt, (uintptr_t)sg->base, sg->mapped) : 0;
     seg_release_local(rt, sg, undead != 0, true);
     free(sg->pieces);
     sg->pieces = NULL;

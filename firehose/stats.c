@@ -38,8 +38,8 @@ int fh_stats_peer(int rank, fh_peer_stats_t *out)
         add_peer(rt, rank, acc);
     }
     memcpy(out, acc, sizeof *out);
-    fh_reg_stats(rt, rank, out);   /* the firehose cache's counters, if any */
-    fh_strat_stats(rt, rank, out); /* the comparison strategies', if any */
+    if (rt->reg_ops->stats != NULL)
+        rt->reg_ops->stats(rt, rank, out);   /* the registration strategy's counters */
     return FH_OK;
 }
 

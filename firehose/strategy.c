@@ -20,20 +20,8 @@
 
 #include "strategy.h"
 
-static int is_comparison(int kind)
-{
-    return kind == FH_REG_RENDEZVOUS || kind == FH_REG_RENDEZVOUS_CACHE ||
-           kind == FH_REG_BOUNCE;
-}
-
 int fh_strat_init(fh_rt_t *rt)
 {
-    /* Registered under every strategy: a peer configured differently gets
-     * an error reply (FH_ERR_CONFIG) instead of waiting forever. */
-    strat_bounce_register_handlers();
-    strat_rdv_register_handlers();
-    if (!is_comparison(rt->cfg.reg_strategy))
-        return FH_OK;
     struct fh_strat *s = calloc(1, sizeof *s);
     if (s == NULL || (s->peer = calloc((size_t)rt->nranks, sizeof *s->peer)) == NULL) {
         free(s);
@@ -51,9 +39,7 @@ int fh_strat_init(fh_rt_t *rt)
     rt->strat = s;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "registration strategy %s: max registration %zu, bounce chunk %zu",
-                       s->kind == FH_REG_BOUNCE ? "bounce"
-                       : s->kind == FH_REG_RENDEZVOUS ? "rendezvous" : "rendezvous-cache",
-                       s->R, s->chunk);
+                       rt->reg_ops->name, s->R, s->chunk);
     return FH_OK;
 }
 
@@ -333,3 +319,39 @@ void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
     }
     pthread_mutex_unlock(&s->lock);
 }
+
+/* ------------------------------------------------------------ tables */
+
+static int strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                      uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
+                      bool own_lmr)
+{
+    (void)rkey;   /* segments have none: keys come per operation */
+    return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr, own_lmr);
+}
+
+static unsigned strat_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+{
+    (void)t;      /* nothing to wait for: peers' keys die with our deregistration */
+    return fh_strat_seg_destroy(rt, (uintptr_t)base, len);
+}
+
+/* Segments are mapped and not registered (no seg_expose: rkey {0, 0});
+ * each transfer asks the target (rendezvous) or sends the bytes (bounce). */
+#define STRAT_TABLE(name_, caps_, handlers_)                                 \
+    {                                                                        \
+        .name = name_, .caps = caps_, .handlers = handlers_,                 \
+        .init = fh_strat_init, .fini_keys = fh_strat_fini,                   \
+        .seg_release = strat_seg_release, .xfer = strat_xfer,                \
+        .progress = fh_strat_progress, .path_fini = fh_strat_path_fini,      \
+        .stats = fh_strat_stats,                                             \
+    }
+
+const fh_reg_ops_t fh_reg_rendezvous =
+    STRAT_TABLE("rendezvous", FH_REG_CAP_LOCAL_MR | FH_REG_CAP_NB_OWNS_LMR,
+                strat_rdv_register_handlers);
+/* (Its handlers are the rendezvous ones, registered by that table.) */
+const fh_reg_ops_t fh_reg_rendezvous_cache =
+    STRAT_TABLE("rendezvous-cache", FH_REG_CAP_LOCAL_MR | FH_REG_CAP_NB_OWNS_LMR, NULL);
+const fh_reg_ops_t fh_reg_bounce =
+    STRAT_TABLE("bounce", FH_REG_CAP_NB_OWNS_LMR, strat_bounce_register_handlers);

@@ -25,7 +25,7 @@
  *      old pages are simply gone and the checks below still apply) and
  *      fills it with a marker.
  *   3. The attacker issues a raw put and a raw get with the old key to the
- *      old address (rt->cops->put/get through fh_rma_post_ex, nothing of the
+ *      old address (rt->cops->put/get through fh_post, nothing of the
  *      registration strategy involved) and polls each to completion (no
  *      completion within 10 s counts as a hang).  Each must complete with
  *      an error status, and the get must bring back neither the old nor the
@@ -160,7 +160,7 @@ static fh_tls_t side[NSIDE];
 
 /* One put or get of [local, +n) <-> rank 1's `remote` with key *rk, posted
  * straight on the conduit through side path t (rt->cops->put/get via
- * fh_rma_post_ex, nothing of the registration strategy involved), then
+ * fh_post, nothing of the registration strategy involved), then
  * polled to completion.  Returns the post's error, the completion status,
  * or RAW_HANG (the counter is then leaked on purpose: the conduit may still
  * complete into it). */
@@ -173,7 +173,7 @@ static int raw_rma(fh_tls_t *t, bool is_put, void *local, uint64_t remote, size_
     CHECK(rc == FH_OK, "local registration", "FH_OK, saw %s", tu_errname(rc));
     fh_ctr_t *ctr = calloc(1, sizeof *ctr);
     CHECK(ctr != NULL, "calloc", "memory");
-    rc = fh_rma_post_ex(t, is_put, 1, local, lmr, remote, n, rk, ctr, false);
+    rc = fh_post(t, is_put, 1, local, lmr, remote, n, rk, ctr, false);
     double end = fh_now() + 10.0;
     for (;;) {
         pthread_mutex_lock(&t->path->lock);

@@ -1,0 +1,142 @@
+/*
+ * reg.h -- the registration strategy contract: how the runtime core makes
+ * peers' memory reachable by RDMA, one table per FH_REG_STRATEGY value.
+ *
+ * The core (rma.c, segment.c, init.c, thread.c, path.c, stats.c) never
+ * names a strategy: it holds rt->reg_ops, picked once at fh_init
+ * (fh_reg_pick), tests its capability bits and calls its hooks.  This is
+ * the only registration header the core includes.
+ *
+ *   strategy          table                      files (firehose/reg/)
+ *   pin-everything    fh_reg_pin_everything      pin_everything.c
+ *   firehose          fh_reg_firehose            firehose*.c, firehose_internal.h
+ *   rendezvous        fh_reg_rendezvous          rendezvous.c, strat_common.{c,h}
+ *   rendezvous-cache  fh_reg_rendezvous_cache    (the same files, with a cache)
+ *   bounce            fh_reg_bounce              bounce.c, strat_common.{c,h}
+ *
+ * Hooks.  Every hook but xfer may be NULL: the core then does nothing at
+ * that point.  No hook runs inside an AM handler; a strategy's own AM
+ * handlers run under the service path's lock like every handler.  Lock
+ * order (internal.h): a path lock comes before a strategy's own lock, and
+ * nothing sends or polls while holding the strategy's lock.  Each hook's
+ * comment says which lock the core holds when it calls it.
+ */
+#ifndef FH_REG_H
+#define FH_REG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conduit.h"
+#include "firehose.h"
+
+struct fh_rt;
+struct fh_path;
+struct fh_tls;
+struct fh_ctr;
+
+enum fh_reg_cap {
+    /* xfer can take ownership of a temporary local registration
+     * (fh_rma_local_mr) and release it when the transfer is over, so a
+     * non-blocking call stays non-blocking; without it the core completes
+     * such a transfer before returning. */
+    FH_REG_CAP_NB_OWNS_LMR = 1u << 0,
+    /* FH_SEGMENT=everything: any mapped address of a peer is a target. */
+    FH_REG_CAP_ANY_ADDRESS = 1u << 1,
+    /* The core registers local buffers the conduit needs registered
+     * (fh_rma_local_mr); without it the strategy pins them itself, or
+     * needs no local registration at all. */
+    FH_REG_CAP_LOCAL_MR    = 1u << 2,
+    /* seg_release revokes keys peers hold: fh_segment_destroy runs a
+     * second barrier after it, so no rank stops polling before every
+     * rank's revocations were acknowledged. */
+    FH_REG_CAP_SEG_REVOKE  = 1u << 3,
+};
+
+typedef struct fh_reg_ops {
+    const char *name;        /* the FH_REG_STRATEGY value */
+    unsigned caps;           /* enum fh_reg_cap */
+
+    /* ---- life cycle (fh_init / fh_finalize: one thread, no lock) */
+    /* Registers the strategy's AM handlers.  Called for EVERY table at
+     * fh_init, whichever strategy is active, so that a peer configured
+     * with another strategy gets an error reply instead of silence. */
+    void     (*handlers)(void);
+    /* After the conduit connected; collective (may use the bootstrap).
+     * Returns FH_OK or an error with its text set. */
+    int      (*init)(struct fh_rt *rt);
+    /* fh_finalize, before any segment is unmapped: deregisters every key
+     * given to peers.  Returns the deregistrations that failed (the
+     * segments then stay mapped). */
+    unsigned (*fini_keys)(struct fh_rt *rt);
+    /* fh_finalize, after the segments are gone, before the conduit closes. */
+    void     (*fini)(struct fh_rt *rt);
+
+    /* ---- segments (rt->seg_lock held unless said otherwise) */
+    /* Alignment and granularity of our segment pieces; NULL: the page. */
+    size_t   (*seg_align)(const struct fh_rt *rt);
+    /* Peers may reach [base, +len) from now on: fills *mr with the piece's
+     * own registration and *rkey with its key, or leaves them NULL and
+     * {0, 0} (registered per operation).  An error leaves nothing behind. */
+    int      (*seg_expose)(struct fh_rt *rt, void *base, size_t len, struct fh_mr **mr,
+                           fh_rkey_t *rkey);
+    /* A piece alive at fh_finalize, or one whose creation failed after
+     * seg_expose, without seg_release: the strategy keeps it mapped until
+     * fini (its registrations may still cover it) and unmaps it then.
+     * NULL: the core unmaps it at once. */
+    void     (*seg_retire)(struct fh_rt *rt, void *base, size_t len);
+    /* fh_segment_destroy (after the segment was unpublished and no handler
+     * still uses it) or a failed creation: deregisters everything
+     * registered inside [base, +len) for peers, waiting (polling through
+     * t, fh_wait_round) for what peers must acknowledge.  NO lock held,
+     * not in a handler.  Returns the deregistrations that failed (the
+     * piece then stays mapped). */
+    unsigned (*seg_release)(struct fh_rt *rt, struct fh_tls *t, void *base, size_t len);
+
+    /* ---- transfers */
+    /* A put/get of n bytes between local (registered as lmr, or NULL) and
+     * [remote, +n), validated inside rank's segment (or any address with
+     * FH_REG_CAP_ANY_ADDRESS), rank != ours.  rkey: the segment's key
+     * ({0, 0} when registered per operation).  Counts into ctr and never
+     * waits for the target: what cannot go now proceeds from progress.
+     * own_lmr (only with FH_REG_CAP_NB_OWNS_LMR): lmr is a temporary
+     * registration the transfer releases when over, also on failure.
+     * Returns FH_OK or an error with its text set (parts already started
+     * still complete into ctr).  No lock held, not in a handler. */
+    int      (*xfer)(struct fh_tls *t, bool is_put, int rank, char *local,
+                     struct fh_mr *lmr, uint64_t remote, size_t n, const fh_rkey_t *rkey,
+                     struct fh_ctr *ctr, bool own_lmr);
+
+    /* ---- hooks of the core's loops */
+    /* Every API entry (fh_enter), after the state checks.  No lock held,
+     * not in a handler; may poll. */
+    void     (*on_entry)(struct fh_tls *t);
+    /* Every progress round (fh_progress).  No lock held, not in a handler. */
+    void     (*progress)(struct fh_tls *t);
+    /* Path set-up (before init) and teardown.  No lock held. */
+    void     (*path_init)(struct fh_path *p);
+    void     (*path_fini)(struct fh_path *p);
+    /* End of every poll of p: moves on what the poll made ready.  p->lock
+     * held; may run in the thread that runs handlers, never inside one. */
+    void     (*poll_end)(struct fh_path *p);
+    /* Whether p still holds strategy work (a path whose threads exited is
+     * polled until idle).  p->lock held. */
+    bool     (*path_busy)(const struct fh_path *p);
+    /* A thread's state is being released at its exit: give back what the
+     * strategy keeps per thread.  No lock held. */
+    void     (*thread_exit)(struct fh_tls *t);
+    /* Adds the strategy's counters for peer (every peer when peer is our
+     * rank).  Any thread, also a handler; takes only the strategy's lock. */
+    void     (*stats)(struct fh_rt *rt, int peer, fh_peer_stats_t *out);
+} fh_reg_ops_t;
+
+extern const fh_reg_ops_t fh_reg_pin_everything, fh_reg_firehose, fh_reg_rendezvous,
+    fh_reg_rendezvous_cache, fh_reg_bounce;
+
+/* The table of an FH_REG_STRATEGY value (FH_REG_*, config.h). */
+const fh_reg_ops_t *fh_reg_pick(int strategy);
+/* Runs every table's handlers hook (fh_init). */
+void fh_reg_register_all_handlers(void);
+
+#endif /* FH_REG_H */

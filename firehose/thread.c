@@ -1,0 +1,155 @@
+/*
+ * thread.c -- threads: their binding to paths, and the checks every API
+ * entry makes (fh_enter, fh_check_rank, fh_rank, fh_nranks).
+ *
+ * Threads bind to a path on their first call (fh_tls()).  With
+ * FH_PATHS=independent a thread gets the least-loaded thread path, so up to
+ * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
+ * the service path.  A thread's binding is dropped when it exits: the
+ * thread-exit hook (fh_tls_release, the destructor of rt->tls_key)
+ * completes its NB and NBI operations and frees their handle slots, gives
+ * the registration strategy back what it keeps per thread (firehose: its
+ * cached references) and frees its state.  Replies to its AM requests may
+ * still be on their way: if no other thread is bound to its path, the path
+ * is "orphaned" and every thread's progress polls it until it is idle
+ * (fh_path_orphan, path.c), so those replies' handlers run.  After that
+ * the thread is "exiting": fh_tls() returns NULL and fh_enter fails with
+ * FH_ERR_STATE, so a firehose call from a later pthread-key destructor gets
+ * an error instead of the freed state.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static _Atomic uint32_t next_tid = 1;
+static _Thread_local fh_tls_t *tls_self;
+/* Set once the thread-exit hook has freed this thread's state. */
+static _Thread_local bool tls_exited;
+
+void fh_tls_release(void *arg)
+{
+    fh_tls_t *t = arg;
+    fh_rt_t *rt = fh_rt;
+    /* Completions of this thread's NB and NBI operations point at t (the
+     * NBI counter, t->quiet_ops): they must land before t is freed.  Any
+     * thread polling our path may be completing them, so the counts are
+     * read under the path lock only (fh_wait_quiet; it returns after one
+     * poll if none is pending).  Then the handles nobody will wait for are
+     * freed: their slots would leak. */
+    if (rt != NULL) {
+        fh_wait_quiet(t);
+        pthread_mutex_lock(&t->path->lock);
+        uint32_t n = fh_ht_free_owned(&t->path->handles, t->tid);
+        pthread_mutex_unlock(&t->path->lock);
+        if (n != 0)
+            fh_log_verbose(2, "thread %u exited with %u handles not waited for",
+                           t->tid, n);
+    }
+    if (rt != NULL && rt->reg_ops->thread_exit != NULL)
+        rt->reg_ops->thread_exit(t);
+    if (rt != NULL && t->bound) {
+        pthread_mutex_lock(&rt->bind_lock);
+        if (--t->path->nbound == 0 && t->path->index != 0)
+            fh_path_orphan(t->path);     /* replies to us may still come */
+        pthread_mutex_unlock(&rt->bind_lock);
+    }
+    /* Handlers the waits above ran still needed tls_self; from here on the
+     * thread is exiting and every entry point refuses (fh_tls()). */
+    if (tls_self == t) {
+        tls_self = NULL;
+        tls_exited = true;
+    }
+    free(t);
+}
+
+static fh_path_t *choose_path(fh_rt_t *rt)
+{
+    if (rt->npaths == 1)
+        return &rt->paths[0];
+    fh_path_t *best = &rt->paths[1];
+    for (int i = 2; i < rt->npaths; i++)
+        if (rt->paths[i].nbound < best->nbound)
+            best = &rt->paths[i];
+    return best;
+}
+
+fh_tls_t *fh_tls(void)
+{
+    fh_tls_t *t = tls_self;
+    if (t != NULL)
+        return t;
+    if (tls_exited)
+        return NULL;
+    fh_rt_t *rt = fh_rt;
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        fh_fatal("out of memory binding a thread");
+    t->tid = atomic_fetch_add(&next_tid, 1);
+    pthread_mutex_lock(&rt->bind_lock);
+    t->path = choose_path(rt);
+    t->path->nbound++;
+    if (t->path->index != 0)
+        fh_path_adopt(t->path);      /* polled by its owner from now on */
+    t->bound = 1;
+    t->nbi.owner_ops = &t->quiet_ops;
+    pthread_mutex_unlock(&rt->bind_lock);
+    fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);
+    pthread_setspecific(rt->tls_key, t);
+    tls_self = t;
+    return t;
+}
+
+fh_tls_t *fh_tls_peek(void)
+{
+    return tls_self;
+}
+
+fh_tls_t *fh_enter(const char *fn, int *err)
+{
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP) {
+        *err = fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
+        return NULL;
+    }
+    fh_tls_t *t = fh_tls();
+    if (t == NULL) {
+        *err = fh_set_error(FH_ERR_STATE, "%s: the calling thread is exiting (firehose "
+                            "released its state at thread exit)", fn);
+        return NULL;
+    }
+    if (t->in_handler) {
+        *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
+        return NULL;
+    }
+    const fh_reg_ops_t *reg = fh_rt->reg_ops;
+    if (reg->on_entry != NULL)
+        reg->on_entry(t);   /* firehose: freed memory is revoked (revoke.c) */
+    return t;
+}
+
+int fh_check_rank(const char *fn, int rank)
+{
+    if (rank < 0 || rank >= fh_rt->nranks)
+        return fh_set_error(FH_ERR_RANK, "%s: rank %d is out of range [0, %d)", fn,
+                            rank, fh_rt->nranks);
+    return FH_OK;
+}
+
+int fh_rank(void)
+{
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_rank: firehose is not initialized");
+    return fh_rt->rank;
+}
+
+int fh_nranks(void)
+{
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_nranks: firehose is not initialized");
+    return fh_rt->nranks;
+}
+
+void fh_tls_finalize(void)
+{
+    free(tls_self);
+    tls_self = NULL;
+}
