@@ -24,7 +24,7 @@ set -u
 mode=${LAYER_CALLS_MODE:-report}
 case ${1:-} in
 --enforce) mode=enforce ;;
---write-allow) mode=write ;;
+--write-allow) mode="write" ;;
 '') ;;
 *)
     echo "usage: $0 [--enforce | --write-allow]" >&2
