@@ -13,7 +13,7 @@
 # Usage (make check runs the default after the build; it sets top_srcdir
 # and top_builddir; by hand from the build directory:
 #   top_srcdir=.. top_builddir=. sh ../tests/docs/layer_calls.sh):
-#   layer_calls.sh               report; exit 0 (1 only if nothing to read)
+#   layer_calls.sh [--report]    report; exit 0 (1 only if nothing to read)
 #   layer_calls.sh --enforce     report, and fail on an upward call that is
 #                                not in tests/docs/layer_calls.allow, or on
 #                                an allowlisted call that no longer occurs
@@ -23,11 +23,12 @@ set -u
 
 mode=${LAYER_CALLS_MODE:-report}
 case ${1:-} in
+--report) mode=report ;;
 --enforce) mode=enforce ;;
 --write-allow) mode="write" ;;
 '') ;;
 *)
-    echo "usage: $0 [--enforce | --write-allow]" >&2
+    echo "usage: $0 [--report | --enforce | --write-allow]" >&2
     exit 2 ;;
 esac
 top=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
