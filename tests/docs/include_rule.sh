@@ -189,17 +189,15 @@ nedges=$(wc -l < "$tmp/edges")
 if [ "$mode" = report ]; then
     echo "include_rule: $nfiles files, $nedges project includes"
     echo
-    echo "Layers (bottom to top) and the files in each:"
-    while read -r f; do layer "$f"; done < "$tmp/files" | sort -n | uniq -c \
-        | while read -r n l; do
-            case $l in
-            0) what="include/" ;; 1) what="firehose/util/" ;;
-            2) what="firehose/cache/ firehose/memmon/ firehose/boot/" ;;
-            3) what="conduits/" ;; 4) what="firehose/reg/" ;; 5) what="firehose/ (the core)" ;;
-            *) what="everything else (caf/ shmem/ tools/ bench/ tests/)" ;;
-            esac
-            printf '  L%s %4d  %s\n' "$l" "$n" "$what"
-        done
+    echo "Layers (bottom to top): files, and the folders they sit in:"
+    while read -r f; do
+        d=${f%/*}
+        case $d in */*/*) d=${d%/*} ;; esac
+        echo "$(layer "$f") $d"
+    done < "$tmp/files" | LC_ALL=C sort -k1,1n -k2 | awk '
+        NR == 1 || $1 != l { if (NR > 1) printf "  L%s %4d  %s\n", l, n, s; l = $1; n = 0; s = ""; p = "" }
+        { n++; if ($2 != p) s = s (s == "" ? "" : " ") $2; p = $2 }
+        END { if (NR > 0) printf "  L%s %4d  %s\n", l, n, s }'
     echo
     echo "Includes across folders (count, file folder -> header folder):"
     awk '{ f = $1; h = $3; sub(/\/[^\/]*$/, "", f); sub(/\/[^\/]*$/, "", h)
