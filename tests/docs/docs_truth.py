@@ -4,7 +4,7 @@
     top_srcdir=. top_builddir=_build python3 tests/docs/docs_truth.py
 
 Reads every Markdown file the project ships to users (README.md, docs/*.md,
-the READMEs under tests/ and bench/) and the man pages, and checks:
+every folder's README) and the man pages, and checks:
 
   1. every FH_* name is a variable of the configuration table
      (`fhinfo --markdown`, generated from firehose/config.c), an identifier
@@ -46,8 +46,10 @@ def read(path):
 
 docs = [os.path.join(top, "README.md")]
 docs += sorted(glob.glob(os.path.join(top, "docs", "*.md")))
-docs += sorted(glob.glob(os.path.join(top, "tests", "*", "README*")))
-docs += sorted(glob.glob(os.path.join(top, "bench", "**", "README*"), recursive=True))
+# every folder's README (what lives there, what it may include)
+for folder in ("include", "firehose", "conduits", "caf", "tools", "tests", "bench"):
+    docs += sorted(f for f in glob.glob(os.path.join(top, folder, "**", "README*"), recursive=True)
+                   if not f.startswith(build + os.sep))
 mans = [os.path.join(top, p) for p in ("tools/fhrun.1", "caf/caf.1", "caf/cafrun.1")]
 
 
