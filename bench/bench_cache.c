@@ -6,7 +6,7 @@
  * for 1 .. --threads threads, each thread on its own bucket, every
  * implementation in the same run:
  *
- *   fhc-locked   today's path (firehose/reg.c fh_reg_xfer): the per-rank
+ *   fhc-locked   today's path (firehose/reg/firehose.c fh_reg_xfer): the per-rank
  *                mutex around fhc_chunk_len + fhc_acquire of a firehose we
  *                hold, then the mutex around fhc_release.  The fhc_t is a
  *                real cache (cache/fhc.h, exported by libfirehose) wired to
@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/fhc.h"
+#include "firehose/cache/fhc.h"
 #include "fhbench.h"
 
 #ifdef FH_HAVE_UCS
@@ -80,7 +80,7 @@ typedef struct fhc_side {
 typedef struct fhc_ctx {
     fhc_side_t ini, tgt;         /* rank 0 (us), rank 1 (the target) */
     msgq_t q;
-    pthread_mutex_t lock;        /* reg.c's g->lock */
+    pthread_mutex_t lock;        /* firehose.c's g->lock */
     char *area;
     fhc_op_t *op;                /* [nthreads]: one held firehose each */
 } fhc_ctx_t;
@@ -313,7 +313,7 @@ static void ucx_close(void *ctx)
 /* ---------------------------------------------------------- fh-hit */
 
 #ifdef FHB_HAVE_REG_HIT
-#include "internal.h"
+#include "firehose/internal.h"
 
 /* Rank 1's segment, created collectively by fhb_cache before rank 1 parks. */
 static void *fhhit_remote;

@@ -38,7 +38,7 @@
 #include <rdma/fi_rma.h>
 
 #include "fhbench.h"
-#include "internal.h"
+#include "firehose/internal.h"
 
 #define MAX_SIZE FHB_MAX_SIZE
 #define WINDOW 64

@@ -36,7 +36,7 @@
 #include <infiniband/verbs.h>
 
 #include "fhbench.h"
-#include "internal.h"
+#include "firehose/internal.h"
 
 #define MAX_SIZE FHB_MAX_SIZE
 #define WINDOW 64

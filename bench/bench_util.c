@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "fhbench.h"
-#include "internal.h"
+#include "firehose/internal.h"
 
 #ifndef FHB_SRCDIR
 #define FHB_SRCDIR "."

@@ -49,7 +49,7 @@ double fhb_now_ns(void);
 double fhb_quantile(double *v, size_t n, double p);
 
 /* The effective firehose M (FH_FIREHOSE_M, else 3/4 of what can be
- * pinned, as firehose/reg.c derives it) and bucket size. */
+ * pinned, as firehose/reg/firehose.c derives it) and bucket size. */
 size_t fhb_firehose_m(void);
 size_t fhb_bucket(void);
 /* "firehose", "pin-everything", ... : this run's FH_REG_STRATEGY. */

@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "internal.h"
+#include "firehose/internal.h"
 
 static int cmp_double(const void *a, const void *b)
 {

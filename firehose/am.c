@@ -31,7 +31,7 @@ struct fh_token {
 fh_path_t *fh_token_path(fh_token_t tok) { return tok->path; }
 
 /* The registration strategies' messages (firehose moves, rendezvous and
- * bounce messages) are counted in reg_moves (reg.c, strategy.c), not in
+ * bounce messages) are counted in reg_moves (firehose.c, strat_common.c), not in
  * am_sent / am_received: those count what the client's operations cost in
  * AMs under any registration strategy. */
 static int is_move_handler(unsigned h)

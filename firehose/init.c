@@ -19,13 +19,6 @@ fh_rt_t *fh_rt;
 fh_handler_entry_t fh_handlers[256];
 _Atomic int fh_rt_state;
 
-double fh_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 #ifdef FH_TEST_HOOKS
 void (*fh_test_hook)(enum fh_test_point where);
 #endif

@@ -11,17 +11,17 @@
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
  *   stats.c    per-peer counters
- *   reg.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
+ *   firehose.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
  *              wired to the conduit, the move AMs and the RMA path
- *   reg_xfer.c   ... its asynchronous transfers
- *   reg_hit.c    ... its lock-free per-thread hit layer (reg_map.c: the hit
- *                layer's private map; shared state in reg_internal.h)
- *   reg_local.c  ... its local pins (local buffers on verbs-like conduits)
- *   revoke.c   freed or reused memory: the memory monitor (memmon.c), cache
+ *   firehose_xfer.c   ... its asynchronous transfers
+ *   firehose_hit.c    ... its lock-free per-thread hit layer (util/map.c: the hit
+ *                layer's private map; shared state in firehose_internal.h)
+ *   firehose_local.c  ... its local pins (local buffers on verbs-like conduits)
+ *   firehose_revoke.c   freed or reused memory: the memory monitor (memmon.c), cache
  *              invalidation, the revocation wait; FH_SEGMENT=everything
- *   strategy.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
- *              strategies kept for comparison (reg_rdv.c, reg_bounce.c;
- *              strategy.h)
+ *   strat_common.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
+ *              strategies kept for comparison (rendezvous.c, bounce.c;
+ *              strat_common.h)
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -36,7 +36,7 @@
  * its own path lock it may trylock the service path (never block on it).
  * Handlers run with the lock of the path that received the message; a request
  * handler's reply goes out on that same path (the service path), so no other
- * lock is needed.  The firehose cache lock (reg.c) comes after any path lock
+ * lock is needed.  The firehose cache lock (firehose.c) comes after any path lock
  * and is never held while taking one.
  *
  * Flow control.  A path holds `credits[r]` for requests towards rank r's
@@ -57,14 +57,15 @@
 #include <stdint.h>
 
 #include "am_wire.h"
-#include "cache/fhc.h"
-#include "bootstrap.h"
-#include "conduit.h"
-#include "config.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/boot/bootstrap.h"
+#include "conduits/conduit.h"
+#include "firehose/util/config.h"
 #include "firehose.h"
 #include "handle.h"
-#include "log.h"
-#include "reg/reg.h"
+#include "firehose/util/clock.h"
+#include "firehose/util/log.h"
+#include "firehose/reg/reg.h"
 
 struct fh_segmap;
 struct fh_reg;
@@ -111,7 +112,7 @@ typedef struct fh_path {
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */
 
-    /* FH_REG_STRATEGY=firehose (reg_xfer.c): chunks whose firehoses became
+    /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses became
      * ready, pushed by any thread under the cache lock (lock-free stack);
      * drained, and their RDMA posted, by whoever polls this path. */
     _Atomic(struct reg_xop *) reg_ready;
@@ -122,7 +123,7 @@ typedef struct fh_path {
                                    /*  cost more than a hit; p->lock) */
     /* Transfers waiting for transmit resources (rma.c, p->lock). */
     struct fh_rma_pend *rma_pend, **rma_pend_tail;
-    /* Comparison strategies' operations in progress (strategy.c) and NB
+    /* Comparison strategies' operations in progress (strat_common.c) and NB
      * atomic requests waiting for a credit (atomic.c): lock-free stacks,
      * pushed by the path's threads, taken whole by whoever moves them on. */
     _Atomic(struct strat_xop *) strat_ops;
@@ -164,8 +165,8 @@ typedef struct fh_rt {
     const fh_reg_ops_t *reg_ops;          /* the active FH_REG_STRATEGY (reg/reg.h) */
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
     struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
-                                             else NULL (strategy.c) */
-    struct fh_mm *mm;                     /* with reg: memory monitor glue (revoke.c) */
+                                             else NULL (strat_common.c) */
+    struct fh_mm *mm;                     /* with reg: memory monitor glue (firehose_revoke.c) */
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
@@ -184,7 +185,7 @@ typedef struct fh_tls {
     uint32_t tid;             /* unique, for handle ownership */
     int in_handler;           /* depth of handler nesting */
     int bound;                /* path->nbound counted for us */
-    struct reg_tc *reg_tc;    /* firehose hit layer (reg_hit.c), or NULL */
+    struct reg_tc *reg_tc;    /* firehose hit layer (firehose_hit.c), or NULL */
 } fh_tls_t;
 
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
@@ -293,11 +294,11 @@ enum {
     FH_H_ATOMIC_REP = 2,
     FH_H_BARRIER    = 3,
     FH_H_NOP        = 4,
-    FH_H_MOVE_REQ   = 5,      /* firehose cache move request (reg.c) */
+    FH_H_MOVE_REQ   = 5,      /* firehose cache move request (firehose.c) */
     FH_H_MOVE_REP   = 6,      /* ... and its reply */
-    FH_H_RDV_REQ    = 7,      /* rendezvous (de)registration request (reg_rdv.c) */
+    FH_H_RDV_REQ    = 7,      /* rendezvous (de)registration request (rendezvous.c) */
     FH_H_RDV_REP    = 8,      /* ... and its reply */
-    FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (reg_bounce.c) */
+    FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (bounce.c) */
     FH_H_BOUNCE_GET = 10,     /* bounce: get request */
     FH_H_BOUNCE_REP = 11      /* bounce: put ack / get data */
 };
@@ -373,7 +374,7 @@ int  fh_seg_init(fh_rt_t *rt);
  * while a key may still name it). */
 void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
 
-/* ---- reg.c (FH_REG_STRATEGY=firehose) */
+/* ---- firehose.c (FH_REG_STRATEGY=firehose) */
 /* Creates rt->reg (collective: agrees on the derived M/MAXVICTIM through the
  * bootstrap).  Called in fh_init after connect. */
 int  fh_reg_init(fh_rt_t *rt);
@@ -404,7 +405,7 @@ size_t fh_reg_m(const fh_rt_t *rt);
  * complete into ctr).  No lock held, not in a handler. */
 int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, fh_ctr_t *ctr);
-/* RMA completions whose op_ctx has this bit set belong to reg_xfer.c (a
+/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c (a
  * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
 #define FH_OPCTX_REG ((uintptr_t)1)
 void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status);
@@ -418,7 +419,7 @@ void fh_reg_progress(fh_tls_t *t);
 /* Thread exit: returns the thread's cached firehose references. */
 void fh_reg_thread_exit(fh_tls_t *t);
 
-/* The hit layer alone (reg_hit.c), for benchmarks and tests: lookup +
+/* The hit layer alone (firehose_hit.c), for benchmarks and tests: lookup +
  * reference of a firehose covering [raddr, raddr+len) of rank in the
  * calling thread's cache.  FH_OK: h holds it (h->key is the region key)
  * until fh_reg_hit_release; no process-wide lock was taken and no line
@@ -448,7 +449,7 @@ void fh_reg_unlock(fh_rt_t *rt);
  * Outside handlers, no lock held; called from progress too. */
 void fh_reg_flush(fh_tls_t *t);
 
-/* ---- reg_local.c: local pins through the cache (reg_xfer.c's chunks) */
+/* ---- firehose_local.c: local pins through the cache (firehose_xfer.c's chunks) */
 #define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
 typedef struct fh_reg_lpin {
     uintptr_t base;
@@ -469,7 +470,7 @@ int  fh_reg_local_pin(fh_rt_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t
 struct fh_mr *fh_reg_local_mr(const fh_reg_lpin_t *lp, uintptr_t a, size_t *max);
 void fh_reg_local_release(fh_rt_t *rt, fh_reg_lpin_t *lp);
 
-/* ---- revoke.c: freed or reused memory (with rt->reg only) */
+/* ---- firehose_revoke.c: freed or reused memory (with rt->reg only) */
 int  fh_mm_init(fh_rt_t *rt);          /* FH_MEMMON / FH_SEGMENT; sets rt->mm */
 void fh_mm_fini(fh_rt_t *rt);
 /* env->pin: may a registration of [addr, +len) be cached?  Watches it with
@@ -489,7 +490,7 @@ void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
 /* 1 iff every page of [addr, +len) (page-aligned) is mapped. */
 int  fh_mm_mapped(uintptr_t addr, size_t len);
 
-/* ---- strategy.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
+/* ---- strat_common.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
 /* Creates rt->strat for those strategies (no-op otherwise); after connect. */
 int  fh_strat_init(fh_rt_t *rt);
 /* Deregisters everything it registered; before the segments are unmapped.
@@ -550,15 +551,13 @@ int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void
 /* ---- stats.c */
 void fh_stats_at_finalize(fh_rt_t *rt);
 
-/* Time in seconds (monotonic). */
-double fh_now(void);
 
 /* ---- test hooks: points where a test build (-DFH_TEST_HOOKS, only in
  * check_LTLIBRARIES libfhrt_hooks.la) calls fh_test_hook to widen a race
  * window on purpose.  Normal builds compile them out. */
 enum fh_test_point {
-    FH_TP_MM_PUBLISH,         /* revoke.c: sync stored revoking, not yet seen */
-    FH_TP_MM_WAIT_COUNT       /* revoke.c: the wait loop took its count */
+    FH_TP_MM_PUBLISH,         /* firehose_revoke.c: sync stored revoking, not yet seen */
+    FH_TP_MM_WAIT_COUNT       /* firehose_revoke.c: the wait loop took its count */
 };
 #ifdef FH_TEST_HOOKS
 extern void (*fh_test_hook)(enum fh_test_point where);

@@ -122,7 +122,7 @@ fh_tls_t *fh_enter(const char *fn, int *err)
     }
     const fh_reg_ops_t *reg = fh_rt->reg_ops;
     if (reg->on_entry != NULL)
-        reg->on_entry(t);   /* firehose: freed memory is revoked (revoke.c) */
+        reg->on_entry(t);   /* firehose: freed memory is revoked (firehose_revoke.c) */
     return t;
 }
 

@@ -9,7 +9,7 @@
  *   fhinfo --check-env  exit 1 with a message if an FH_* variable in the
  *                       environment is unknown or has a bad value
  *
- * Everything printed comes from fh_config_table (firehose/config.c), so the
+ * Everything printed comes from fh_config_table (firehose/util/config.c), so the
  * documentation cannot drift from the parser.  fhinfo links only the common
  * code (config, log, error), never the network runtime: it works on a
  * machine without a usable NIC.
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "firehose/util/config.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"

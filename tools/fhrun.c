@@ -39,8 +39,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "boot_wire.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/boot/boot_wire.h"
 #include "firehose.h"
 
 #define MAX_RANKS        4096

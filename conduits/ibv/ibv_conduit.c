@@ -37,8 +37,8 @@
 #include <sys/resource.h>
 
 #include "ibv_internal.h"
-#include "bootstrap.h"
-#include "log.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/util/log.h"
 
 #define IBV_MAX_MSG_CAP  ((size_t)1 << 30)   /* 1 GiB */
 #define IBV_TIMEOUT      16

@@ -28,7 +28,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "conduit.h"
+#include "conduits/conduit.h"
 
 /* What a wr_id points at.  Every work request we post carries one of these
  * (unsignaled sends carry their connection's unsig_op). */

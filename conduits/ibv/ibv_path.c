@@ -41,7 +41,7 @@
 #include <string.h>
 
 #include "ibv_internal.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 #define IBV_SLOT_BYTES ((size_t)4 << 20)   /* send-slot memory per path */
 #define IBV_NOPS       256                  /* RMA contexts per path */

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 
 #include "ibv_internal.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 #define IBV_BATCH_MAX 32
 

@@ -30,8 +30,8 @@
 #include <sys/random.h>
 
 #include "ofi_internal.h"
-#include "bootstrap.h"
-#include "log.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/util/log.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
 #define OFI_MAX_MSG_CAP ((size_t)1 << 30)   /* 1 GiB */

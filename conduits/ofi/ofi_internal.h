@@ -28,7 +28,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#include "conduit.h"
+#include "conduits/conduit.h"
 #include "ofi_rx.h"
 
 /* What an fi_context points at.  Every context we hand to libfabric starts

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "ofi_internal.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 #define OFI_NRBUF      2
 #define OFI_CQ_BATCH   32

@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "ofi_internal.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 /* A random key of mr_key_size bytes (never 0, which some providers treat
  * as "no key"). */

@@ -9,7 +9,7 @@
 #include "bootstrap.h"
 #include "boot_impl.h"
 #include "firehose.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 /* FH_BOOT_TIMEOUT is documented (and validated for fh_init) in config.c's
  * table.  The bootstrap runs before/independently of the parsed

@@ -31,7 +31,7 @@
 #include "boot_impl.h"
 #include "boot_wire.h"
 #include "firehose.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 /* Extra seconds a rank waits in an allgather beyond FH_BOOT_TIMEOUT: fhrun
  * enforces the same timeout on connections and reports first, naming the

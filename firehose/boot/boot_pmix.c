@@ -22,7 +22,7 @@
 #include "bootstrap.h"
 #include "boot_impl.h"
 #include "firehose.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 typedef struct pmix_priv {
     pmix_proc_t me;

@@ -8,7 +8,7 @@
 #include "bootstrap.h"
 #include "boot_impl.h"
 #include "firehose.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 static int single_allgather(fh_boot_t *b, const void *in, void *out,
                             size_t len)

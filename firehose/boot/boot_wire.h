@@ -40,6 +40,7 @@
 #include <openssl/hmac.h>
 
 #include "bootstrap.h"
+#include "firehose/util/clock.h"
 
 #define FH_BOOT_HELLO_BYTES     (4 + FH_BOOT_NONCE_BYTES)
 #define FH_BOOT_CHALLENGE_BYTES (4 + FH_BOOT_NONCE_BYTES)
@@ -65,13 +66,6 @@ static inline uint32_t fh_get_u32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
-}
-
-static inline double fh_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Hex <-> bytes.  fh_unhex returns 0 on success, -1 on a malformed string. */

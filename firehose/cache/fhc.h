@@ -11,7 +11,7 @@
  * The design is docs/firehose-cache.md.  This module does no I/O, takes no
  * locks and starts no threads: registration, message sending and logging go
  * through the callbacks of fhc_env_t.  The runtime serializes calls on one
- * fhc_t (the per-rank cache lock); its lock-free hit layer (reg_hit.c) sits
+ * fhc_t (the per-rank cache lock); its lock-free hit layer (firehose_hit.c) sits
  * on top and holds ordinary acquisitions of this core open.
  *
  * Vocabulary (all sizes in bytes):
@@ -173,13 +173,13 @@ void fhc_release(fhc_t *c, fhc_op_t *op);
 
 /* Non-zero iff operations towards peer wait in its budget queue.  While
  * they do, the runtime must not keep idle references of its own on that
- * peer's firehoses (the hit layer returns them, see reg_hit.c). */
+ * peer's firehoses (the hit layer returns them, see firehose_hit.c). */
 int  fhc_budget_waiting(const fhc_t *c, uint32_t peer);
 /* Non-zero iff the HIT op holds a firehose its target revoked (a REVOKE
  * arrived while the op was in use; fhc acknowledges it when the op's
  * fhc_release drops the last use).  The runtime's hit layer keeps ops open
  * across many RDMAs: after a REVOKE it must stop using such an op and
- * release it once its RDMA in flight completed (reg_hit.c). */
+ * release it once its RDMA in flight completed (firehose_hit.c). */
 int  fhc_op_revoked(const fhc_t *c, const fhc_op_t *op);
 
 /* A move request (is_reply == 0) or reply from peer.  Never trusts msg. */

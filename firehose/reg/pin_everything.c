@@ -5,7 +5,7 @@
  * baseline the firehose paper compares against: no handshake ever, at the
  * price of pinning every segment in full.
  */
-#include "internal.h"
+#include "firehose/internal.h"
 #include "reg.h"
 
 static int pe_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr,

@@ -4,7 +4,7 @@
 #include <assert.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "firehose/util/config.h"
 #include "reg.h"
 
 static const fh_reg_ops_t *const tables[] = {

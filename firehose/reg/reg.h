@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conduit.h"
+#include "conduits/conduit.h"
 #include "firehose.h"
 
 struct fh_rt;

@@ -1,6 +1,6 @@
 /*
  * boot_test.c -- exercises the bootstrap layer alone (firehose/boot/ sources +
- * firehose/log.c).  Works under fhrun, mpirun (PMIx build) or alone.
+ * firehose/util/log.c).  Works under fhrun, mpirun (PMIx build) or alone.
  *
  *   boot_test                 3 allgathers (0, 8, 100000 bytes), barrier,
  *                             finalize; prints "rank r: ok"
@@ -28,9 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
+#include "firehose/boot/bootstrap.h"
 #include "firehose.h"
-#include "log.h"
+#include "firehose/util/log.h"
 
 /* log.c refers to fh_err_name(), which lives in the runtime proper. */
 __attribute__((weak)) const char *fh_err_name(int err)

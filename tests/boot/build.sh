@@ -8,8 +8,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/tests/boot/build}
 mkdir -p "$BUILD"
 cd "$ROOT"
-CFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -Iinclude -Ifirehose -Ifirehose/boot"
-BOOT="firehose/boot/boot.c firehose/boot/boot_fhrun.c firehose/boot/boot_pmix.c firehose/boot/boot_single.c firehose/log.c"
+CFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -Iinclude -I."
+BOOT="firehose/boot/boot.c firehose/boot/boot_fhrun.c firehose/boot/boot_pmix.c firehose/boot/boot_single.c firehose/util/log.c"
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 # OpenSSL libcrypto: the handshake's HMAC (boot_wire.h).
 CRYPTO=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)

@@ -43,8 +43,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "conduit.h"
-#include "log.h"
+#include "conduits/conduit.h"
+#include "firehose/util/log.h"
 #include "selftest_common.h"
 
 /* ------------------------------------------------------------ conduit */

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conduit.h"
-#include "log.h"
+#include "conduits/conduit.h"
+#include "firehose/util/log.h"
 #include "selftest_common.h"
 
 /* log.c needs this; the runtime's errors.c is not linked here. */

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conduit.h"
-#include "bootstrap.h"
-#include "log.h"
+#include "conduits/conduit.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/util/log.h"
 #include "selftest_common.h"
 
 int g_rank = 0;

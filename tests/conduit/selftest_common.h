@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "conduit.h"
-#include "bootstrap.h"
+#include "conduits/conduit.h"
+#include "firehose/boot/bootstrap.h"
 
 #define DIE(...) do { fprintf(stderr, "[rank %d] FAIL %s:%d: ", g_rank, \
         __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \

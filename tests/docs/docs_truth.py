@@ -7,7 +7,7 @@ Reads every Markdown file the project ships to users (README.md, docs/*.md,
 every folder's README) and the man pages, and checks:
 
   1. every FH_* name is a variable of the configuration table
-     (`fhinfo --markdown`, generated from firehose/config.c), an identifier
+     (`fhinfo --markdown`, generated from firehose/util/config.c), an identifier
      of include/firehose.h, or a name the code reads (a string literal
      "FH_..." in a source, script or test) or an identifier of the C code; a prefix pattern (`FH_IBV_*`)
      must match at least one of those;

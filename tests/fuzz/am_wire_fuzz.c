@@ -9,7 +9,7 @@
  * destination range does not wrap.  Re-encoding an accepted header must give
  * back the same header bytes.
  *
- *   clang -fsanitize=fuzzer,address,undefined -Iinclude -Ifirehose \
+ *   clang -fsanitize=fuzzer,address,undefined -Iinclude -I. \
  *         tests/fuzz/am_wire_fuzz.c firehose/am_wire.c -o am_wire_fuzz
  *   ./am_wire_fuzz -max_total_time=60
  */
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "am_wire.h"
+#include "firehose/am_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

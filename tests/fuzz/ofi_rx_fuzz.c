@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "am_wire.h"
-#include "ofi_rx.h"
+#include "firehose/am_wire.h"
+#include "conduits/ofi/ofi_rx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

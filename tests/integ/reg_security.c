@@ -37,9 +37,9 @@
 
 #include <sched.h>
 
-#include "cache/fhc_wire.h"
-#include "internal.h"
-#include "strategy.h"
+#include "firehose/cache/fhc_wire.h"
+#include "firehose/internal.h"
+#include "firehose/reg/strat_common.h"
 
 static int me, N, kind;
 static uint8_t *tbase;       /* target's segment piece */

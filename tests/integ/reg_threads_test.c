@@ -30,7 +30,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "internal.h"     /* the hit-layer timing API */
+#include "firehose/internal.h"     /* the hit-layer timing API */
 
 #define STRIPE 512u
 #define MAXT 16

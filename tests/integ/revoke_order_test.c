@@ -31,7 +31,7 @@
 #include <stdatomic.h>
 
 #include "testutil.h"
-#include "internal.h"     /* fh_test_hook, FH_TP_MM_PUBLISH */
+#include "firehose/internal.h"     /* fh_test_hook, FH_TP_MM_PUBLISH */
 
 #ifndef FH_TEST_HOOKS
 #error "revoke_order_test needs the runtime built with -DFH_TEST_HOOKS"

@@ -72,8 +72,8 @@
 #include <stdbool.h>
 #include <sys/mman.h>
 
-#include "internal.h"
-#include "strategy.h"
+#include "firehose/internal.h"
+#include "firehose/reg/strat_common.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000

@@ -41,7 +41,7 @@
 #include <stdatomic.h>
 
 #include "testutil.h"
-#include "internal.h"     /* exited-replies: the handle tables */
+#include "firehose/internal.h"     /* exited-replies: the handle tables */
 
 #define IDLE_BOUND 20.0            /* seconds an idle thread stays idle at most */
 #define SEG        ((size_t)4 << 20)

@@ -35,13 +35,13 @@
  * work.  The victim prints "DROPPED n" (its am_dropped total) and
  * forge_test.sh checks its log holds the reason of every kind above.
  */
-#include "../integ/testutil.h"
+#include "tests/integ/testutil.h"
 
 #include <sched.h>
 
-#include "am_wire.h"
-#include "internal.h"
-#include "ofi/ofi_internal.h"
+#include "firehose/am_wire.h"
+#include "firehose/internal.h"
+#include "conduits/ofi/ofi_internal.h"
 
 #define H_USER   FH_AM_USER_FIRST
 #define ATOM_VAL 0x2222222222222222ull

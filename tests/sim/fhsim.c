@@ -75,8 +75,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fhc.h"
-#include "fhc_map.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/cache/fhc_map.h"
 
 #define SEG_BASE  ((uintptr_t)1 << 40)     /* every rank's segment */
 #define HEAP_BASE ((uintptr_t)1 << 42)     /* local buffers outside it */

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "am_wire.h"
+#include "firehose/am_wire.h"
 #include "check_main.h"
 
 #define NR 4

@@ -1,6 +1,6 @@
 /*
  * test_config.c -- unit tests of the FH_* table and its parser
- * (firehose/config.c), with the Check framework.
+ * (firehose/util/config.c), with the Check framework.
  *
  * Each test runs in its own process (Check's fork mode) and starts from an
  * environment without FH_* variables (see clear_fh_env), so setenv in one
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "config.h"
+#include "firehose/util/config.h"
 #include "firehose.h"
 
 extern char **environ;

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "fhc.h"
-#include "fhc_wire.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/cache/fhc_wire.h"
 
 #define B    4096u
 #define RMAX (16u * B)

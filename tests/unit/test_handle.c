@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "check_main.h"
-#include "handle.h"
+#include "firehose/handle.h"
 
 START_TEST(alloc_lookup_free)
 {

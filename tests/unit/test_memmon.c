@@ -1,11 +1,11 @@
 /*
- * test_memmon.c -- the memory monitor (firehose/memmon.c) on this kernel:
+ * test_memmon.c -- the memory monitor (firehose/memmon/memmon.c) on this kernel:
  * each way of freeing watched memory (munmap, mmap MAP_FIXED over it,
  * madvise DONTNEED, mremap, a partial munmap) is reported with the right
  * range; unwatched memory is not; watching never changes what the program
  * reads (also in MODE_MISSING, where the monitor resolves page faults); a
  * file mapping or a range with a hole cannot be watched.  Skips (77) when userfaultfd is
- * unavailable here (the runtime then falls back, see revoke.c).
+ * unavailable here (the runtime then falls back, see firehose_revoke.c).
  */
 #include <check.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
-#include "memmon.h"
+#include "firehose/memmon/memmon.h"
 
 static fh_memmon_t *m;
 static uint64_t seen;

@@ -1,5 +1,5 @@
 /*
- * test_reg_map.c -- the hit layer's private map (firehose/reg_map.c):
+ * test_reg_map.c -- the hit layer's private map (firehose/util/map.c):
  * put/get/del, the 3/4 capacity limit, and deletion by backward shift
  * checked against a reference model over long random sequences with many
  * colliding keys (a tiny table wraps around its end all the time).
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "check_main.h"
-#include "reg_map.h"
+#include "firehose/util/map.h"
 
 START_TEST(put_get_del)
 {

@@ -1,12 +1,12 @@
 /*
- * reg_xfer.c -- asynchronous put/get through the firehose cache.
+ * firehose_xfer.c -- asynchronous put/get through the firehose cache.
  *
  * fh_reg_xfer() splits a transfer into chunks (never crossing a frame, see
  * fhc.h) and gives each a heap record (reg_xop_t) counted in the caller's
  * counter (stack counter of a blocking call, NB handle slot, or the
  * thread's NBI counter) and in path->inflight, so fh_wait/fh_wait_nbi/
  * fh_quiet see it.  Then, per chunk:
- *   - hit-layer hit (reg_hit.c): one piece with the cached key, posted now;
+ *   - hit-layer hit (firehose_hit.c): one piece with the cached key, posted now;
  *   - otherwise fhc_acquire under g->lock:
  *       FHC_HIT      posted now (and cached in the hit layer if one region);
  *       FHC_PENDING  the call returns; fhc calls reg_xop_ready() later, from
@@ -32,7 +32,7 @@
  *     (fh_mm_sync_locked); the hit layer checks the monitor inline and
  *     misses to it while events are pending;
  *   - a HIT chunk about to be posted pins its local buffer if the conduit
- *     needs a registration (local_pin -> reg_local.c; remote firehoses are
+ *     needs a registration (local_pin -> firehose_local.c; remote firehoses are
  *     held by then: "pin remote before local"; a cached local pin, else a
  *     temporary registration of exactly the chunk's bytes -- never a
  *     wait); pieces are split at local region boundaries; the pin is
@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reg_internal.h"
+#include "firehose_internal.h"
 
 static size_t post_limit(const fh_rt_t *rt)
 {
@@ -165,7 +165,7 @@ static int post_pieces(fh_path_t *p, reg_xop_t *x)
         char *l = x->local + (ra - x->op.raddr);
         struct fh_mr *lmr = x->lmr;
         if (x->lpinned) {
-            /* Split where the local registrations change (reg_local.c). */
+            /* Split where the local registrations change (firehose_local.c). */
             size_t max;
             lmr = fh_reg_local_mr(&x->lp, (uintptr_t)l, &max);
             if (len > max)
@@ -305,7 +305,7 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
                                        .rbase = e->base, .rlen = e->end - e->base};
     } else {
         pthread_mutex_lock(&g->lock);
-        fh_mm_sync_locked(fh_rt, g->c);    /* never a stale lookup (revoke.c) */
+        fh_mm_sync_locked(fh_rt, g->c);    /* never a stale lookup (firehose_revoke.c) */
         int a = fhc_acquire(g->c, &x->op);
         if (a == FHC_HIT) {
             x->status = FHC_HIT;

@@ -1,5 +1,5 @@
 /*
- * reg_rdv.c -- FH_REG_STRATEGY=rendezvous and rendezvous-cache (strategy.h).
+ * rendezvous.c -- FH_REG_STRATEGY=rendezvous and rendezvous-cache (strat_common.h).
  *
  * Both are the firehose paper's rendezvous comparison strategies: every
  * chunk of every operation costs a round trip to the target before its
@@ -26,16 +26,16 @@
  * segment is destroyed; the range must not cross that frame.  A handle to
  * deregister must name a registration made for the same peer.
  *
- * Key lifetime (strategy.h): a registration lives at most as long as its
+ * Key lifetime (strat_common.h): a registration lives at most as long as its
  * segment.  Destroying the segment deregisters the cache's frames and,
  * for plain rendezvous, every registration whose RDV_UNREGISTER has not
  * arrived -- a peer that never sends it (buggy, hostile, or just slower
  * than the destroy) cannot keep a key to memory that is unmapped and
  * maybe mapped again.  Such a revoked registration keeps its handle
- * (strategy.h: s->revoked) so that a late RDV_UNREGISTER is taken quietly:
+ * (strat_common.h: s->revoked) so that a late RDV_UNREGISTER is taken quietly:
  * freed, counted neither again nor as refused.
  *
- * Statistics (strategy.h, strat_peer_t): the target counts, in the
+ * Statistics (strat_common.h, strat_peer_t): the target counts, in the
  * requesting peer's row, a hit for a request served by a registration it
  * already had (rendezvous-cache: the frame was registered) and a miss for
  * one that needed a new registration (plain rendezvous: every request).
@@ -52,7 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategy.h"
+#include "strat_common.h"
 
 /* ------------------------------------------------------------ target */
 

@@ -1,5 +1,5 @@
 /*
- * reg_bounce.c -- FH_REG_STRATEGY=bounce (strategy.h): no registration at
+ * bounce.c -- FH_REG_STRATEGY=bounce (strat_common.h): no registration at
  * all; data travels inside AMs, copied through the conduit's pre-registered
  * message buffers, in chunks of at most fh_am_max_medium() bytes.
  *
@@ -12,7 +12,7 @@
  * Requests go on the calling thread's own path (replies come back to it, so
  * the thread that waits is the one that polls them); the AM credits bound
  * how many chunks are in flight (FH_AM_CREDITS): the chunks beyond them are
- * sent by later progress calls as replies return credits (strategy.h,
+ * sent by later progress calls as replies return credits (strat_common.h,
  * "Completion"), never by a call that waits for them.  The operation completes
  * when every chunk was answered: for a put, the data is then in the
  * target's memory.  A refusal is logged at the target; the error reaches
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategy.h"
+#include "strat_common.h"
 
 /* ------------------------------------------------------------ target */
 

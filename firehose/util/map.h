@@ -1,6 +1,6 @@
 /*
- * reg_map.h -- a thread's private map (peer, bucket number) -> entry index,
- * the lookup structure of the firehose hit layer (reg_hit.c).
+ * util/map.h -- a thread's private map (peer, bucket number) -> entry index,
+ * the lookup structure of the firehose hit layer (firehose_hit.c).
  *
  * Open addressing with linear probing over a power-of-two table; deletion
  * shifts the following run back (no tombstones), so a lookup stops at the

@@ -1,8 +1,8 @@
 /*
- * reg.c -- FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h,
+ * firehose.c -- FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h,
  * docs/firehose-cache.md) wired into the runtime.  Its companions:
- * reg_xfer.c (asynchronous transfers) and reg_hit.c (the lock-free
- * per-thread hit layer); shared state in reg_internal.h.
+ * firehose_xfer.c (asynchronous transfers) and firehose_hit.c (the lock-free
+ * per-thread hit layer); shared state in firehose_internal.h.
  *
  * One fhc_t per rank behind one mutex (g->lock; the core is single-threaded).
  * Lock order: a path lock may be held when g->lock is taken (completions and
@@ -23,14 +23,14 @@
  * operations waiting for it with that error.
  *
  * Operations never block inside the cache: a miss returns at once and the
- * chunk proceeds when its move reply (or budget) arrives; see reg_xfer.c.
+ * chunk proceeds when its move reply (or budget) arrives; see firehose_xfer.c.
  *
  * Local buffers that need a registration are pinned through the cache after
- * the remote firehoses (reg_local.c, from reg_xfer.c).  Freed memory
- * (revoke.c): pending memory-monitor events are turned into fhc_invalidate
+ * the remote firehoses (firehose_local.c, from firehose_xfer.c).  Freed memory
+ * (firehose_revoke.c): pending memory-monitor events are turned into fhc_invalidate
  * before every fhc lookup, local pin and served move (fh_mm_sync_locked);
  * the hit layer checks the monitor's state word and takes the locked path
- * when events are pending (reg_hit.c); env_pin caches only what the monitor
+ * when events are pending (firehose_hit.c); env_pin caches only what the monitor
  * watches (fh_mm_may_cache).  A REVOKE from a peer also drops the hit
  * layer's references on the revoked firehose (reg_hit_revoke) before fhc
  * can acknowledge it.
@@ -43,8 +43,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cache/fhc_wire.h"
-#include "reg_internal.h"
+#include "firehose/cache/fhc_wire.h"
+#include "firehose_internal.h"
 
 /* ------------------------------------------------------------ env */
 
@@ -63,7 +63,7 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
         /* Part of the bucket-rounded range is not mapped or accessible (a
          * guard page next to a stack or heap mapping): evicting victims
          * cannot help, so not retried; a local pin falls back to a
-         * temporary registration of the exact bytes (reg_local.c). */
+         * temporary registration of the exact bytes (firehose_local.c). */
         return FHC_ERR_INVALID;
     if (rc != FH_OK)
         return FHC_ERR_NO_MEMORY;
@@ -86,7 +86,7 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     if (addr + len < addr)
         return 0;
     if (fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
-        return fh_mm_mapped(addr, len);    /* any mapped memory (revoke.c) */
+        return fh_mm_mapped(addr, len);    /* any mapped memory (firehose_revoke.c) */
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
             return 1;
@@ -514,7 +514,7 @@ void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
 }
 
 /* The segment's memory leaves the cache the way freed memory does
- * (revoke.c, docs/firehose-cache.md "Remote firehoses: the revocation
+ * (firehose_revoke.c, docs/firehose-cache.md "Remote firehoses: the revocation
  * protocol"), only announced by the runtime instead of the monitor: in one
  * cache-lock section the span stops being allowed() (later moves for it are
  * refused) and every region meeting it is invalidated (idle ones and
@@ -627,7 +627,7 @@ static int fhs_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_m
 static void fhs_on_entry(fh_tls_t *t)
 {
     if (fh_rt->mm != NULL)
-        fh_mm_entry(t);     /* freed memory: invalidate, revoke (revoke.c) */
+        fh_mm_entry(t);     /* freed memory: invalidate, revoke (firehose_revoke.c) */
 }
 
 static void fhs_path_init(fh_path_t *p)

@@ -1,8 +1,8 @@
 /*
- * strategy.h -- the registration strategies kept for comparison with the
+ * strat_common.h -- the registration strategies kept for comparison with the
  * firehose cache (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce):
- * state shared by strategy.c (life cycle, segments, dispatch, stats),
- * reg_rdv.c (both rendezvous forms) and reg_bounce.c.
+ * state shared by strat_common.c (life cycle, segments, dispatch, stats),
+ * rendezvous.c (both rendezvous forms) and bounce.c.
  *
  *   rendezvous        per chunk of at most R = FH_REGION_MAX bytes the
  *                     initiator asks the target (RDV_REQ on the service
@@ -60,11 +60,11 @@
 #ifndef FH_STRATEGY_H
 #define FH_STRATEGY_H
 
-#include "cache/fhc_map.h"
-#include "internal.h"
+#include "firehose/cache/fhc_map.h"
+#include "firehose/internal.h"
 
 /* The rendezvous message (FH_H_RDV_REQ payload and FH_H_RDV_REP payload;
- * host byte order, like the AM header; reg_rdv.c explains the protocol). */
+ * host byte order, like the AM header; rendezvous.c explains the protocol). */
 enum { RDV_REGISTER = 1, RDV_UNREGISTER = 2, RDV_REPLY = 3 };
 typedef struct rdv_msg {
     uint32_t op;
@@ -80,7 +80,7 @@ _Static_assert(sizeof(rdv_msg_t) == 56, "rdv_msg_t has no padding");
 #define RDV_DEPTH 4
 
 typedef struct strat_peer {
-    /* Target side, per request of the peer (reg_rdv.c): */
+    /* Target side, per request of the peer (rendezvous.c): */
     uint64_t hits;             /* rendezvous-cache: frame already registered */
     uint64_t misses;           /* a registration was made for it */
     uint64_t requests;         /* strategy messages we sent to the peer */
@@ -148,7 +148,7 @@ struct fh_strat {
     strat_peer_t *peer;        /* [nranks] */
 };
 
-/* One rendezvous chunk of an operation (reg_rdv.c). */
+/* One rendezvous chunk of an operation (rendezvous.c). */
 enum { RDV_FREE, RDV_ASKING, RDV_WAITING, RDV_RDMA, RDV_UNREG };
 typedef struct rdv_slot {
     int state;                 /* RDV_*: what the chunk waits for */
@@ -174,18 +174,18 @@ typedef struct strat_xop {
     uint64_t remote;
     size_t n;
     int status;                /* first error, else FH_OK */
-    /* bounce (reg_bounce.c): one waiter for all chunk replies */
+    /* bounce (bounce.c): one waiter for all chunk replies */
     strat_wait_t w;
     uint64_t token;
     size_t nchunks, sent;
-    /* rendezvous (reg_rdv.c): chunks [tail, head) asked for, in order */
+    /* rendezvous (rendezvous.c): chunks [tail, head) asked for, in order */
     uintptr_t seg_base, seg_end;
     size_t issued;
     unsigned head, tail;
     rdv_slot_t slot[RDV_DEPTH];
 } strat_xop_t;
 
-/* ---- strategy.c */
+/* ---- strat_common.c */
 /* Registers a waiter for one reply-bearing token; returns the token or 0
  * when out of memory.  The caller removes it with strat_wait_end. */
 uint64_t strat_wait_begin(struct fh_strat *s, int peer, strat_wait_t *w, uint32_t pending);
@@ -194,7 +194,7 @@ void     strat_wait_end(struct fh_strat *s, int peer, uint64_t token);
 strat_wait_t *strat_wait_find(struct fh_strat *s, int peer, uint64_t token);
 void     strat_list_push(strat_list_t *l, strat_entry_t *e);
 void     strat_list_remove(strat_list_t *l, strat_entry_t *e);
-/* ---- reg_rdv.c, reg_bounce.c: the two kinds of operation.  start fills
+/* ---- rendezvous.c, bounce.c: the two kinds of operation.  start fills
  * in its part of x (FH_OK, or an error and nothing started); step moves x
  * on without waiting and returns true once x is over (x->status final, no
  * reply or RDMA of it outstanding, no waiter registered).  No lock held. */

@@ -1,12 +1,12 @@
 /*
- * reg_internal.h -- the state shared by the three files of
+ * firehose_internal.h -- the state shared by the three files of
  * FH_REG_STRATEGY=firehose (docs/firehose-cache.md, "Integration"):
  *
- *   reg.c       the per-rank cache (fhc_t) behind g->lock: env callbacks,
+ *   firehose.c       the per-rank cache (fhc_t) behind g->lock: env callbacks,
  *               the move AMs and their outbox, life cycle, stats
- *   reg_xfer.c  asynchronous transfers: per-chunk op records, the per-path
+ *   firehose_xfer.c  asynchronous transfers: per-chunk op records, the per-path
  *               ready lists, posting, completion
- *   reg_hit.c   the hit layer: per-thread caches of firehose references,
+ *   firehose_hit.c   the hit layer: per-thread caches of firehose references,
  *               reclaimed for peers whose budget queue is not empty
  *
  * Lock order (never the reverse): path lock -> g->lock.  Nothing sends,
@@ -16,9 +16,9 @@
 #ifndef FH_REG_INTERNAL_H
 #define FH_REG_INTERNAL_H
 
-#include "cache/fhc.h"
-#include "internal.h"
-#include "reg_map.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/internal.h"
+#include "firehose/util/map.h"
 
 /* Largest move reply: header + FHC_MAX_PIECES regions (fhc_wire.h). */
 #define REG_REPLY_MAX (16u + 40u * FHC_MAX_PIECES)
@@ -56,7 +56,7 @@ struct fh_reg {
     unsigned bshift;               /* log2(bucket) */
     int nranks;
 
-    /* Hit layer (reg_hit.c), under lock. */
+    /* Hit layer (firehose_hit.c), under lock. */
     struct reg_tc *tcs;            /* every thread cache ever made */
     struct reg_hpeer {
         uint8_t swept;             /* see reg_hit_budget() */
@@ -64,9 +64,9 @@ struct fh_reg {
     } *hpeer;                      /* [nranks] */
 };
 
-/* ---- hit layer entries (reg_hit.c) */
+/* ---- hit layer entries (firehose_hit.c) */
 
-/* Entry state word (reg_ent_t.state), see reg_hit.c:
+/* Entry state word (reg_ent_t.state), see firehose_hit.c:
  *   < REG_ENT_WANTED      LIVE, value = RDMA chunks in flight through it
  *   REG_ENT_WANTED | n    LIVE but a budget queue wants it back: no new hits;
  *                         the release that brings n to 0 returns it
@@ -89,7 +89,7 @@ typedef struct reg_ent {
     struct reg_tc *tc;
 } __attribute__((aligned(64))) reg_ent_t;
 
-/* ---- op records (reg_xfer.c) */
+/* ---- op records (firehose_xfer.c) */
 
 /* One chunk of a put/get in flight.  Allocated at submit, freed when its
  * last RDMA piece completed (or at once for errors and put-in-move).
@@ -111,7 +111,7 @@ typedef struct reg_xop {
     unsigned nposted;              /* pieces posted completely so far */
     size_t poff;                   /* bytes of piece[nposted] posted */
     fhc_op_t op;                   /* pieces; fhc's record when ent == NULL */
-    fh_reg_lpin_t lp;              /* local pins (reg_local.c), when lpinned */
+    fh_reg_lpin_t lp;              /* local pins (firehose_local.c), when lpinned */
 } reg_xop_t;
 
 /* FH_REG_CHECK=1: fhc's invariants for peer (both sides), after a cache
@@ -123,14 +123,14 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
         fh_fatal("firehose cache: invariant broken (peer %u): %s", peer, why);
 }
 
-/* ---- reg.c */
+/* ---- firehose.c */
 /* (fh_reg_flush, internal.h: sends queued cache messages.) */
 
-/* ---- reg_xfer.c */
+/* ---- firehose_xfer.c */
 /* fhc's ready() for chunk records (g->lock held). */
 void reg_xop_ready(fhc_op_t *op, int status);
 
-/* ---- reg_hit.c (all under g->lock unless said otherwise) */
+/* ---- firehose_hit.c (all under g->lock unless said otherwise) */
 /* A peer may have a budget queue now: return idle hit-layer references on
  * it and mark busy ones wanted.  Call after every fhc call on that peer
  * (it also runs reg_check). */

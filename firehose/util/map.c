@@ -1,8 +1,8 @@
 /*
- * reg_map.c -- insertion and deletion of the hit layer's private map.
- * See reg_map.h.
+ * util/map.c -- insertion and deletion of the hit layer's private map.
+ * See util/map.h.
  */
-#include "reg_map.h"
+#include "map.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * revoke.c -- memory that is freed or reused, in the runtime: the memory
+ * firehose_revoke.c -- memory that is freed or reused, in the runtime: the memory
  * monitor's life cycle (FH_MEMMON), turning its events into cache
  * invalidations, the revocation wait at runtime entry, and which memory
  * may be registered and cached at all (FH_SEGMENT).  The protocol itself
@@ -9,9 +9,9 @@
  *
  * When invalidations are processed (fh_mm_sync_locked, bounded work):
  *   - at every runtime entry (fh_mm_entry, from fh_enter),
- *   - before serving a move (reg.c, move handler),
- *   - before every fhc lookup and local pin (reg_xfer.c, reg_local.c);
- *   - the hit layer (reg_hit.c) compares the monitor's state word with
+ *   - before serving a move (firehose.c, move handler),
+ *   - before every fhc lookup and local pin (firehose_xfer.c, firehose_local.c);
+ *   - the hit layer (firehose_hit.c) compares the monitor's state word with
  *     `seen` on every hit (two loads, inline) and misses to the locked path
  *     -- which syncs -- when they differ.
  * At runtime entry the thread then waits, polling and holding no lock,
@@ -21,11 +21,11 @@
  * memory that was freed before the call.
  *
  * Locking: fh_mm_sync_locked and fh_mm_may_cache run under the cache lock
- * (reg.c's g->lock); fh_mm_entry takes it briefly and never holds it while
+ * (firehose.c's g->lock); fh_mm_entry takes it briefly and never holds it while
  * polling.  The monitor thread takes no lock at all (memmon.h).
  *
  * Revocations we RECEIVE (a peer freed memory we hold a firehose on) are
- * handled in reg.c's move handler: fhc drops the firehose from its map and
+ * handled in firehose.c's move handler: fhc drops the firehose from its map and
  * the hit layer drops its cached references on it (reg_hit_revoke), so the
  * ack leaves only after the RDMA through it completed.
  */
@@ -34,9 +34,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cache/fhc.h"
-#include "internal.h"
-#include "memmon.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/internal.h"
+#include "firehose/memmon/memmon.h"
 
 struct fh_mm {
     fh_memmon_t *mon;              /* NULL: no monitor */

@@ -1,13 +1,13 @@
 /*
- * strategy.c -- the comparison registration strategies (strategy.h): life
- * cycle, the operation records and their progress (strategy.h,
+ * strat_common.c -- the comparison registration strategies (strat_common.h): life
+ * cycle, the operation records and their progress (strat_common.h,
  * "Completion"), segment destruction, waiters, counters.
  *
  * Segments under these strategies are mmap'ed and not registered (rkey
- * {0, 0}, see segment.c); the transfer code in reg_rdv.c / reg_bounce.c
+ * {0, 0}, see segment.c); the transfer code in rendezvous.c / bounce.c
  * decides what, if anything, gets registered.
  *
- * Key lifetime (strategy.h, "Security"): whatever the rendezvous forms
+ * Key lifetime (strat_common.h, "Security"): whatever the rendezvous forms
  * registered for peers inside a segment piece is deregistered by
  * fh_strat_seg_destroy before the piece is unmapped -- the cache's frames
  * by design, plain rendezvous registrations whose RDV_UNREGISTER has not
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strategy.h"
+#include "strat_common.h"
 
 int fh_strat_init(fh_rt_t *rt)
 {
@@ -185,7 +185,7 @@ void fh_strat_path_fini(fh_path_t *p)
  * base+size) (s->lock held) and counts it released in its peer's row: the
  * cache's frames, and plain rendezvous registrations whose RDV_UNREGISTER
  * did not come.  Those keep their handle on s->revoked (up to revoked_cap
- * per peer, see strategy.h).  Returns the number of deregistrations that
+ * per peer, see strat_common.h).  Returns the number of deregistrations that
  * failed; revoked[peer] counts plain rendezvous revocations per peer. */
 static unsigned revoke_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, size_t size,
                              uint32_t *revoked)

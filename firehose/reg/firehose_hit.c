@@ -1,5 +1,5 @@
 /*
- * reg_hit.c -- the hit layer of FH_REG_STRATEGY=firehose: per-thread caches
+ * firehose_hit.c -- the hit layer of FH_REG_STRATEGY=firehose: per-thread caches
  * of firehose references, so that a hit takes no process-wide lock and
  * writes no cache line another thread writes (docs/firehose-cache.md,
  * "The hit layer").
@@ -9,7 +9,7 @@
  *     region of a peer), so fhc counts the firehose as in use and never
  *     picks it as a victim;
  *   - a private map (peer, bucket) -> entry for every bucket of the region
- *     (reg_map.h), read and written by the owner only.
+ *     (util/map.h), read and written by the owner only.
  * A hit: map lookup, range check, CAS state n -> n+1 (n < WANTED).  The
  * release (when the chunk's RDMA completed): atomic decrement.  Only the
  * owner increments; decrements come from whichever thread completes the
@@ -59,7 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reg_internal.h"
+#include "firehose_internal.h"
 
 #define TC_ENTRIES 256u      /* firehoses one thread keeps referenced */
 #define TC_SLOTS   8192u     /* map slots: TC_ENTRIES * 16 buckets / (3/4) */
@@ -74,7 +74,7 @@ typedef struct reg_tc {
     unsigned bshift;
     uint64_t *hits;                /* [nranks]: owner writes (relaxed) */
     /* The memory monitor's state word and the value last processed (both
-     * NULL without a monitor; revoke.c): a hit is taken only while they
+     * NULL without a monitor; firehose_revoke.c): a hit is taken only while they
      * are equal, so pending events always go through the locked path,
      * which processes them first. */
     const _Atomic uint64_t *mm_state, *mm_seen;

@@ -73,7 +73,7 @@ static inline int fh_memmon_pending(const fh_memmon_t *m, uint64_t seen)
     return m != NULL && fh_memmon_state(m) != seen;
 }
 /* The state word itself, for callers that inline the check (the hit layer,
- * reg_hit.c: an acquire load of it compared with the last value drained). */
+ * firehose_hit.c: an acquire load of it compared with the last value drained). */
 const _Atomic uint64_t *fh_memmon_state_word(const fh_memmon_t *m);
 
 /* Consumer (callers serialize): waits until the monitor is not busy (it

@@ -1,11 +1,11 @@
 /*
- * reg_local.c -- FH_REG_STRATEGY=firehose: registrations of LOCAL buffers
+ * firehose_local.c -- FH_REG_STRATEGY=firehose: registrations of LOCAL buffers
  * (put sources, get destinations) on conduits that need them (verbs lkeys),
  * through the cache's local pins (fhc_pin_local, charged against
  * MAXVICTIM) instead of a registration per operation.
  *
  * A chunk's local range (<= R bytes, so <= 2 local frames) is pinned once,
- * when the chunk is about to be posted (reg_xfer.c: after its remote
+ * when the chunk is about to be posted (firehose_xfer.c: after its remote
  * firehoses were acquired); each remote piece is then posted in sub-pieces,
  * one per local region it meets, each with that region's registration
  * (fh_reg_local_mr); the pins are released when the chunk's last RDMA piece
@@ -13,7 +13,7 @@
  *
  * Fallback (never waits, so it cannot deadlock): when the cache cannot pin
  * -- MAXVICTIM full of local pins (FHC_ERR_AGAIN), memory that cannot be
- * watched by the memory monitor (revoke.c), a registration failure on the
+ * watched by the memory monitor (firehose_revoke.c), a registration failure on the
  * bucket-rounded range -- the chunk's local range gets a temporary
  * registration of exactly its bytes, released at the chunk's completion.
  *
@@ -24,8 +24,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "cache/fhc.h"
-#include "internal.h"
+#include "firehose/cache/fhc.h"
+#include "firehose/internal.h"
 
 /* Whether [l, l+n) needs a local registration for this transfer. */
 static int needs_pin(const fh_rt_t *rt, bool is_put, size_t n)
