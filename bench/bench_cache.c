@@ -18,7 +18,7 @@
  *                do nothing (as ours do here).
  *
  *   fh-hit       the runtime's own hit layer, fh_reg_hit_acquire /
- *                fh_reg_hit_release (firehose/internal.h), on a firehose
+ *                fh_reg_hit_release (firehose/reg/firehose_internal.h), on a firehose
  *                the runtime holds on rank 1's segment.  Compiled when
  *                FHB_HAVE_REG_HIT is defined (add -DFHB_HAVE_REG_HIT to
  *                bench_fhbench_CPPFLAGS once the layer is merged): its
@@ -314,6 +314,7 @@ static void ucx_close(void *ctx)
 
 #ifdef FHB_HAVE_REG_HIT
 #include "firehose/internal.h"
+#include "firehose/reg/firehose_internal.h"
 
 /* Rank 1's segment, created collectively by fhb_cache before rank 1 parks. */
 static void *fhhit_remote;
@@ -332,7 +333,7 @@ static void *fhhit_open(int nthreads)
 
 static void fhhit_run(void *ctx, int thread, long n)
 {
-    fh_tls_t *t = fh_tls();
+    fh_thread_t *t = &fh_tls()->base;
     uintptr_t raddr = (uintptr_t)ctx + (size_t)thread * 65536;
     for (long i = 0; i < n; i++) {
         fh_reg_hit_t h;

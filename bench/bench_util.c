@@ -17,6 +17,7 @@
 
 #include "fhbench.h"
 #include "firehose/internal.h"
+#include "firehose/reg/firehose_internal.h"
 
 #ifndef FHB_SRCDIR
 #define FHB_SRCDIR "."
@@ -137,7 +138,7 @@ const char *fhb_paths(void)
 
 size_t fhb_firehose_m(void)
 {
-    return fh_rt ? fh_reg_m(fh_rt) : 0;
+    return fh_rt ? fh_reg_m(&fh_rt->core) : 0;
 }
 
 size_t fhb_bucket(void)

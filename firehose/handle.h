@@ -1,10 +1,8 @@
 /*
  * handle.h -- completion counters and the per-path table of NB handles.
  *
- * An fh_ctr counts a set of network operations in flight: one blocking call,
- * one NB handle, or a thread's NBI operations.  Conduit completions carry a
- * pointer to the fh_ctr as their op_ctx.  A counter is touched only with its
- * path's lock held, so it needs no atomics.
+ * The completion counter fh_ctr (reg/services.h: the registration
+ * strategies count into it too) is embedded in every handle slot.
  *
  * Handle encoding (fh_handle_t, 64 bits):
  *   bits  0..7   path index that owns the slot
@@ -21,32 +19,7 @@
 #include <stdint.h>
 
 #include "firehose.h"
-
-typedef struct fh_ctr {
-    uint32_t pending;   /* operations not yet completed */
-    int status;         /* first error seen, else FH_OK */
-    uint64_t *owner_ops;  /* NULL (a blocking call's counter), or the
-                             owning thread's count of NB/NBI operations in
-                             flight -- what fh_quiet waits for; it moves
-                             with pending, under the same path lock */
-} fh_ctr_t;
-
-/* One more operation counts in c. */
-static inline void fh_ctr_add(fh_ctr_t *c)
-{
-    c->pending++;
-    if (c->owner_ops != NULL)
-        ++*c->owner_ops;
-}
-
-static inline void fh_ctr_complete(fh_ctr_t *c, int status)
-{
-    if (status != FH_OK && c->status == FH_OK)
-        c->status = status;
-    c->pending--;
-    if (c->owner_ops != NULL)
-        --*c->owner_ops;
-}
+#include "firehose/reg/services.h"   /* fh_ctr_t: completion counting */
 
 typedef struct fh_hslot {
     fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr == slot */

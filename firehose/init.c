@@ -93,6 +93,7 @@ static int init_fail(fh_rt_t *rt, int err)
         rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
     }
     fh_peer_fini(rt);
+    fh_reg_bind(NULL);
     free(rt);
     atomic_store(&fh_rt_state, FH_RT_NONE);
     return err;
@@ -124,6 +125,8 @@ int fh_init(int *argc, char ***argv)
     }
     fh_log_set_verbose((int)rt->cfg.verbose);
     rt->reg_ops = fh_reg_pick(rt->cfg.reg_strategy);
+    rt->svc = &fh_reg_services;
+    fh_reg_bind(&rt->core);
 
     fh_set_error(FH_OK, "%s", "");   /* init_fail reports what the failing step set */
     int rc = fh_boot_open(&rt->boot);
@@ -181,6 +184,7 @@ int fh_init(int *argc, char ***argv)
     rt->paths = calloc((size_t)rt->npaths, sizeof *rt->paths);
     if (rt->paths == NULL)
         return init_fail(rt, FH_ERR_NO_MEMORY);
+    rt->svc_path = &rt->paths[0].base;
     for (int i = 0; i < rt->npaths; i++) {
         rc = fh_path_setup(rt, &rt->paths[i], i);
         if (rc != FH_OK)
@@ -194,7 +198,7 @@ int fh_init(int *argc, char ***argv)
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_reg_register_all_handlers();
-    if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(rt)) != FH_OK)
+    if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(&rt->core)) != FH_OK)
         return init_fail(rt, rc);
     fh_atomic_init();
     fh_coll_init();
@@ -257,15 +261,16 @@ int fh_finalize(void)
     /* Keys die before their memory: every registration for peers is
      * deregistered before any segment is unmapped. */
     const fh_reg_ops_t *reg = rt->reg_ops;
-    unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(rt) : 0;
+    unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
     fh_seg_fini(rt, undead != 0);
     if (reg->fini != NULL)
-        reg->fini(rt);   /* firehose: unpins everything; before the conduit closes */
+        reg->fini(&rt->core);   /* firehose: unpins everything; before the conduit closes */
     for (int i = 0; i < rt->npaths; i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
     rt->boot->ops->finalize(rt->boot);
     fh_peer_fini(rt);
+    fh_reg_bind(NULL);
     fh_rt = NULL;
     /* Thread states of other threads are freed by their exit; ours now. */
     pthread_setspecific(rt->tls_key, NULL);

@@ -11,17 +11,12 @@
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
  *   stats.c    per-peer counters
- *   firehose.c      FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h)
- *              wired to the conduit, the move AMs and the RMA path
- *   firehose_xfer.c   ... its asynchronous transfers
- *   firehose_hit.c    ... its lock-free per-thread hit layer (util/map.c: the hit
- *                layer's private map; shared state in firehose_internal.h)
- *   firehose_local.c  ... its local pins (local buffers on verbs-like conduits)
- *   firehose_revoke.c   freed or reused memory: the memory monitor (memmon.c), cache
- *              invalidation, the revocation wait; FH_SEGMENT=everything
- *   strat_common.c FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce, the
- *              strategies kept for comparison (rendezvous.c, bounce.c;
- *              strat_common.h)
+ *   peer.c     the same-host dead-peer check
+ *   services.c the calls the registration strategies get (reg/services.h)
+ *
+ * The registration strategies live in firehose/reg/ (README there); the
+ * core reaches the active one only through rt->reg_ops (reg/reg.h), and
+ * they reach the core only through reg/services.h.
  *
  * Paths.  Path 0 is the service path: peers send every AM request and every
  * RMA to it, and it sends replies.  Paths 1..npaths-1 are thread paths, bound
@@ -65,21 +60,11 @@
 #include "handle.h"
 #include "firehose/util/clock.h"
 #include "firehose/util/log.h"
+#include "firehose/util/test_point.h"
 #include "firehose/reg/reg.h"
+#include "firehose/reg/services.h"
 
 struct fh_segmap;
-struct fh_reg;
-struct fh_strat;
-struct reg_xop;
-struct reg_tc;
-struct reg_ent;
-struct fh_mm;
-
-/* Relaxed single-writer counter update: the writer holds the path lock,
- * readers (fh_stats_peer) use relaxed loads. */
-#define FH_STAT_ADD(field, v) \
-    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), \
-                     __ATOMIC_RELAXED)
 
 /* A reply or credit packet that could not be sent yet (conduit said AGAIN);
  * flushed in order at the end of the next poll of the path. */
@@ -90,10 +75,14 @@ typedef struct fh_backlog {
     unsigned char bytes[];    /* header + payload */
 } fh_backlog_t;
 
+/* The objects below begin with the views the registration strategies get
+ * (reg/services.h): the view as a member (&p->base, to call a strategy) and
+ * its fields spliced in (p->lock, for the core). */
 typedef struct fh_path {
-    pthread_mutex_t lock;
-    int index;
-    struct fh_cpath *cp;
+    union {
+        fh_path_base_t base;
+        struct { FH_PATH_FIELDS };
+    };
     struct fh_rt *rt;
 
     uint32_t *credits;        /* [nranks] requests we may still send */
@@ -102,31 +91,19 @@ typedef struct fh_path {
     fh_backlog_t *backlog, **backlog_tail;
 
     fh_htable_t handles;
-    uint64_t inflight;        /* RMA ops posted here and not completed */
 
     int nbound;               /* threads bound (protected by rt->bind_lock) */
-    fh_peer_stats_t *stats;   /* [nranks], written under the path lock */
     int polling;              /* re-entrancy guard for poll on this path */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
     _Atomic int orphaned;     /* no thread bound any more and maybe work of
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */
 
-    /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses became
-     * ready, pushed by any thread under the cache lock (lock-free stack);
-     * drained, and their RDMA posted, by whoever polls this path. */
-    _Atomic(struct reg_xop *) reg_ready;
-    struct reg_xop *reg_retry, **reg_retry_tail;  /* drained, not all posted */
-    int reg_draining;
-    struct reg_xop *reg_free;      /* finished chunk records kept for reuse */
-    unsigned reg_nfree;            /* (~2 KiB each: malloc'd per chunk, they */
-                                   /*  cost more than a hit; p->lock) */
     /* Transfers waiting for transmit resources (rma.c, p->lock). */
     struct fh_rma_pend *rma_pend, **rma_pend_tail;
-    /* Comparison strategies' operations in progress (strat_common.c) and NB
-     * atomic requests waiting for a credit (atomic.c): lock-free stacks,
-     * pushed by the path's threads, taken whole by whoever moves them on. */
-    _Atomic(struct strat_xop *) strat_ops;
+    /* NB atomic requests waiting for a credit (atomic.c): a lock-free
+     * stack, pushed by the path's threads, taken whole by whoever moves
+     * them on. */
     _Atomic(struct atomic_defer *) atomic_defer;
 } fh_path_t;
 
@@ -136,20 +113,15 @@ typedef struct fh_handler_entry {
 } fh_handler_entry_t;
 
 typedef struct fh_rt {
-    fh_config_t cfg;
-    fh_boot_t *boot;
-    int rank, nranks;
+    union {
+        fh_core_t core;
+        struct { FH_CORE_FIELDS };
+    };
     int npaths;
-
-    const fh_conduit_ops_t *cops;
-    struct fh_conduit *conduit;
-    fh_conduit_limits_t limits;
-
-    fh_path_t *paths;         /* [npaths] */
+    fh_path_t *paths;         /* [npaths]; svc_path is &paths[0] */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
 
-    size_t am_max_medium;
     size_t am_max_packet;
 
     _Atomic(struct fh_segmap *) segmap;   /* immutable snapshot, swapped */
@@ -162,31 +134,30 @@ typedef struct fh_rt {
     _Atomic uint32_t barrier_arrived[64][2];
     _Atomic uint64_t barrier_sig[64][2][2];   /* signature range that arrived */
 
-    const fh_reg_ops_t *reg_ops;          /* the active FH_REG_STRATEGY (reg/reg.h) */
-    struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
-    struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
-                                             else NULL (strat_common.c) */
-    struct fh_mm *mm;                     /* with reg: memory monitor glue (firehose_revoke.c) */
-
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
-
-    _Atomic int finalizing;
 } fh_rt_t;
 
 /* Per-thread state. */
 typedef struct fh_tls {
-    fh_path_t *path;
+    union {
+        fh_thread_t base;
+        struct { FH_THREAD_FIELDS(struct fh_path) };
+    };
     fh_ctr_t nbi;             /* this thread's NBI operations (updated by
                                  completions under path->lock) */
     uint64_t quiet_ops;       /* its NB and NBI operations in flight, NB
                                  atomics included: what fh_quiet waits for
                                  (fh_ctr owner_ops; path->lock) */
     uint32_t tid;             /* unique, for handle ownership */
-    int in_handler;           /* depth of handler nesting */
     int bound;                /* path->nbound counted for us */
-    struct reg_tc *reg_tc;    /* firehose hit layer (firehose_hit.c), or NULL */
 } fh_tls_t;
+
+_Static_assert(offsetof(fh_path_t, base) == 0 && offsetof(fh_rt_t, core) == 0 &&
+               offsetof(fh_tls_t, base) == 0, "a strategy's view is its object's head");
+/* The object a strategy's view belongs to. */
+static inline fh_path_t *fh_path_of(fh_path_base_t *b) { return (fh_path_t *)b; }
+static inline fh_tls_t *fh_tls_of(fh_thread_t *b) { return (fh_tls_t *)b; }
 
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
 extern fh_rt_t *fh_rt;
@@ -288,25 +259,19 @@ int  fh_am_try_request(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                        unsigned handler, const void *payload, size_t len,
                        const uint64_t *args, unsigned nargs);
 
-/* Runtime-internal handler indices (< FH_AM_USER_FIRST). */
+/* Runtime-internal handler indices (< FH_AM_USER_FIRST); the strategies'
+ * own, FH_H_REG_FIRST..FH_H_REG_LAST, are in reg/services.h. */
 enum {
     FH_H_ATOMIC_REQ = 1,
     FH_H_ATOMIC_REP = 2,
     FH_H_BARRIER    = 3,
-    FH_H_NOP        = 4,
-    FH_H_MOVE_REQ   = 5,      /* firehose cache move request (firehose.c) */
-    FH_H_MOVE_REP   = 6,      /* ... and its reply */
-    FH_H_RDV_REQ    = 7,      /* rendezvous (de)registration request (rendezvous.c) */
-    FH_H_RDV_REP    = 8,      /* ... and its reply */
-    FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (bounce.c) */
-    FH_H_BOUNCE_GET = 10,     /* bounce: get request */
-    FH_H_BOUNCE_REP = 11      /* bounce: put ack / get data */
+    FH_H_NOP        = 4
 };
 /* Handlers of the registration strategies' own protocols: their messages
  * count in reg_moves, not in am_sent/am_received. */
 static inline int fh_am_handler_is_reg(unsigned h)
 {
-    return h >= FH_H_MOVE_REQ && h <= FH_H_BOUNCE_REP;
+    return h >= FH_H_REG_FIRST && h <= FH_H_REG_LAST;
 }
 /* Short reply with a runtime-internal handler index. */
 int fh_am_reply_internal(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs);
@@ -352,17 +317,7 @@ void fh_rma_drain_locked(fh_path_t *p);
 /* Frees what is still queued on p (teardown). */
 void fh_rma_path_fini(fh_path_t *p);
 
-/* Counts one put/get of n bytes to rank in p's per-peer stats (p->lock held). */
-void fh_stat_rma(fh_path_t *p, int rank, bool is_put, size_t n);
-
 /* ---- segment.c */
-typedef struct fh_seg_range {
-    uintptr_t base, end;      /* [base, end) */
-    fh_rkey_t rkey;
-    fh_seg_t seg;
-    struct fh_mr *mr;         /* our own pieces only: the local registration */
-} fh_seg_range_t;
-
 /* Looks up [addr, addr+n) of `rank`; returns FH_OK and the range, or
  * FH_ERR_OUT_OF_SEGMENT / FH_ERR_OVERFLOW.  Lock-free. */
 int  fh_seg_find(fh_rt_t *rt, int rank, uintptr_t addr, size_t n,
@@ -374,150 +329,13 @@ int  fh_seg_init(fh_rt_t *rt);
  * while a key may still name it). */
 void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
 
-/* ---- firehose.c (FH_REG_STRATEGY=firehose) */
-/* Creates rt->reg (collective: agrees on the derived M/MAXVICTIM through the
- * bootstrap).  Called in fh_init after connect. */
-int  fh_reg_init(fh_rt_t *rt);
-/* Destroys the cache (unpins everything) and unmaps retired segment memory;
- * before the conduit closes. */
-void fh_reg_fini(fh_rt_t *rt);
-/* Our segment memory [base, base+len) may / may no longer be registered for
- * peers.  unexpose_and_retire keeps the mapping until fh_reg_fini (regions
- * may still cover it; the memory must not be reused while they exist):
- * for fh_finalize and failed creations.  fh_reg_seg_release (segment
- * destroy, after its barrier; no lock held, not in a handler) instead
- * invalidates every cached region of it and waits, polling, until every
- * peer holding a firehose on it acknowledged the revocation: at return no
- * peer can reach it and the caller may unmap it. */
-int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
-void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
-void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len);
-size_t fh_reg_bucket(const fh_rt_t *rt);
-/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
-size_t fh_reg_pinnable(const fh_rt_t *rt);
-/* M: the cache's agreed value under firehose, else what it would default to. */
-size_t fh_reg_m(const fh_rt_t *rt);
-/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
- * rank != us.  Non-blocking: every chunk counts one in ctr->pending (and in
- * path->inflight) until it completed, with its error if any; a chunk that
- * misses proceeds when its move reply arrives.  Returns FH_OK, or an error
- * for a chunk that could not even be submitted (earlier chunks still
- * complete into ctr).  No lock held, not in a handler. */
-int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                 uint64_t remote, size_t n, fh_ctr_t *ctr);
-/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c (a
- * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
+/* ---- services.c: the table of calls the strategies get (reg/services.h) */
+extern const fh_reg_services_t fh_reg_services;
+
+/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c
+ * (a chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
 #define FH_OPCTX_REG ((uintptr_t)1)
-void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status);
-/* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
- * held; called at the end of every poll of p. */
-void fh_reg_drain_locked(fh_path_t *p);
-/* Frees p's recycled chunk records (path teardown). */
-void fh_reg_path_fini(fh_path_t *p);
-/* Progress duties of every thread (no lock held): sends queued moves. */
-void fh_reg_progress(fh_tls_t *t);
-/* Thread exit: returns the thread's cached firehose references. */
-void fh_reg_thread_exit(fh_tls_t *t);
-
-/* The hit layer alone (firehose_hit.c), for benchmarks and tests: lookup +
- * reference of a firehose covering [raddr, raddr+len) of rank in the
- * calling thread's cache.  FH_OK: h holds it (h->key is the region key)
- * until fh_reg_hit_release; no process-wide lock was taken and no line
- * shared with another thread's hits was written.  FH_REG_MISS: not cached
- * (nothing held).  fh_reg_hit_warm (blocking, may send a move) makes the
- * range cached if it fits in one firehose: FH_OK, or an error
- * (FH_ERR_INVALID if the range crosses a frame). */
-#define FH_REG_MISS 1
-typedef struct fh_reg_hit {
-    struct reg_ent *ent;
-    uintptr_t raddr;
-    size_t len;
-    uint64_t key[2];
-} fh_reg_hit_t;
-int  fh_reg_hit_acquire(fh_tls_t *t, int rank, uintptr_t raddr, size_t len,
-                        fh_reg_hit_t *h);
-void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h);
-int  fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len);
-/* Adds the cache's counters for peer (or all peers if peer == our rank). */
-void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
-/* The cache under its lock (NULL after fh_reg_fini began); every
- * fh_reg_lock is paired with fh_reg_unlock.  Nothing that sends, polls or
- * takes a path lock may run in between. */
-struct fhc *fh_reg_lock(fh_rt_t *rt);
-void fh_reg_unlock(fh_rt_t *rt);
-/* Sends queued cache messages (moves, revokes, acks) on the service path.
- * Outside handlers, no lock held; called from progress too. */
-void fh_reg_flush(fh_tls_t *t);
-
-/* ---- firehose_local.c: local pins through the cache (firehose_xfer.c's chunks) */
-#define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
-typedef struct fh_reg_lpin {
-    uintptr_t base;
-    size_t len;
-    unsigned npins;
-    fhc_local_t pin[FH_REG_LPIN_MAX];
-    struct fh_mr *temp;       /* fallback: a registration of exactly the range */
-} fh_reg_lpin_t;
-/* Makes [l, l+n) (n <= R) usable as the local side of a transfer: nothing
- * when the conduit needs no registration for it, else cached local pins,
- * else a temporary registration.  Takes the cache lock (a path lock may be
- * held); never waits on a peer.  Call after acquiring the remote
- * firehoses; release after the RDMA completed, before the firehoses. */
-int  fh_reg_local_pin(fh_rt_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t *lp);
-/* The registration to use for local address a (inside lp's range; NULL
- * when none is needed) and, in *max, how many bytes from a it covers:
- * a piece is posted in sub-pieces split there. */
-struct fh_mr *fh_reg_local_mr(const fh_reg_lpin_t *lp, uintptr_t a, size_t *max);
-void fh_reg_local_release(fh_rt_t *rt, fh_reg_lpin_t *lp);
-
-/* ---- firehose_revoke.c: freed or reused memory (with rt->reg only) */
-int  fh_mm_init(fh_rt_t *rt);          /* FH_MEMMON / FH_SEGMENT; sets rt->mm */
-void fh_mm_fini(fh_rt_t *rt);
-/* env->pin: may a registration of [addr, +len) be cached?  Watches it with
- * the monitor.  Under the cache lock. */
-int  fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed);
-/* Turns pending monitor events into fhc_invalidate calls (REVOKEs are
- * queued).  Under the cache lock; cheap when nothing is pending. */
-void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c);
-/* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
- * every REVOKE we sent is acknowledged. */
-void fh_mm_entry(fh_tls_t *t);
-uint64_t fh_mm_invalidations(const fh_rt_t *rt);
-/* For the hit layer's inline check: the monitor's state word (NULL: no
- * monitor) and the value last processed; they differ while events wait. */
-void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
-                     const _Atomic uint64_t **seen);
-/* 1 iff every page of [addr, +len) (page-aligned) is mapped. */
-int  fh_mm_mapped(uintptr_t addr, size_t len);
-
-/* ---- strat_common.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
-/* Creates rt->strat for those strategies (no-op otherwise); after connect. */
-int  fh_strat_init(fh_rt_t *rt);
-/* Deregisters everything it registered; before the segments are unmapped.
- * Returns the number of deregistrations that failed (the segments must then
- * stay mapped: fh_seg_fini). */
-unsigned fh_strat_fini(fh_rt_t *rt);
-/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
- * rank != us, counted into ctr like fh_rma_xfer: it starts what it can and
- * returns; fh_strat_progress does the rest (waits for nothing).  own_lmr:
- * lmr is a temporary registration (fh_rma_local_mr) that the operation
- * releases once it is over -- also when the call fails. */
-int  fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                   uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr);
-/* Moves the strategy operations of the calling thread's path on (sends
- * what credits allow, posts RDMA whose key arrived, completes what is
- * done).  No lock held, not in a handler; no-op without rt->strat. */
-void fh_strat_progress(fh_tls_t *t);
-/* Frees the operation records left on p (teardown). */
-void fh_strat_path_fini(fh_path_t *p);
-/* Our segment piece [base, base+size) is being destroyed (after the
- * destroy barrier, unpublished, no handler still using it): deregisters
- * everything registered inside it for peers, released or not -- before it
- * is unmapped.  Returns the number of deregistrations that failed (the
- * piece must then stay mapped). */
-unsigned fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size);
-/* Adds the strategy's counters for peer (or all peers if peer == our rank). */
-void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out);
+void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status);
 
 /* ---- atomic.c */
 void fh_atomic_init(void);
@@ -551,23 +369,5 @@ int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void
 /* ---- stats.c */
 void fh_stats_at_finalize(fh_rt_t *rt);
 
-
-/* ---- test hooks: points where a test build (-DFH_TEST_HOOKS, only in
- * check_LTLIBRARIES libfhrt_hooks.la) calls fh_test_hook to widen a race
- * window on purpose.  Normal builds compile them out. */
-enum fh_test_point {
-    FH_TP_MM_PUBLISH,         /* firehose_revoke.c: sync stored revoking, not yet seen */
-    FH_TP_MM_WAIT_COUNT       /* firehose_revoke.c: the wait loop took its count */
-};
-#ifdef FH_TEST_HOOKS
-extern void (*fh_test_hook)(enum fh_test_point where);
-#define FH_TEST_POINT(where) do {                       \
-        void (*fh_th_)(enum fh_test_point) = fh_test_hook; \
-        if (fh_th_ != NULL)                             \
-            fh_th_(where);                              \
-    } while (0)
-#else
-#define FH_TEST_POINT(where) ((void)0)
-#endif
 
 #endif /* FH_INTERNAL_H */

@@ -36,7 +36,7 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     p->rt = rt;
     p->backlog_tail = &p->backlog;
     if (rt->reg_ops->path_init != NULL)
-        rt->reg_ops->path_init(p);
+        rt->reg_ops->path_init(&p->base);
     fh_ht_init(&p->handles, (unsigned)index);
     p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
     p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
@@ -65,7 +65,7 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
         free(b);
     }
     if (rt->reg_ops->path_fini != NULL)
-        rt->reg_ops->path_fini(p);
+        rt->reg_ops->path_fini(&p->base);
     fh_rma_path_fini(p);
     fh_atomic_path_fini(p);
     fh_ht_fini(&p->handles);
@@ -95,7 +95,7 @@ static void up_on_complete(void *arg, void *op_ctx, int status)
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));
     if ((uintptr_t)op_ctx & FH_OPCTX_REG) {
-        fh_reg_piece_done(p, op_ctx, status);
+        fh_reg_piece_done(&p->base, op_ctx, status);
         return;
     }
     fh_ctr_t *ctr = op_ctx;
@@ -128,7 +128,7 @@ void fh_path_poll_locked(fh_path_t *p)
     if (p->rma_pend != NULL)
         fh_rma_drain_locked(p);
     if (p->rt->reg_ops->poll_end != NULL)
-        p->rt->reg_ops->poll_end(p);
+        p->rt->reg_ops->poll_end(&p->base);
 }
 
 void fh_progress_locked(fh_path_t *p)
@@ -148,7 +148,7 @@ static bool path_idle_locked(const fh_path_t *p)
 {
     const fh_reg_ops_t *reg = p->rt->reg_ops;
     if (p->inflight != 0 || p->handles.live != 0 || p->backlog != NULL ||
-        (reg->path_busy != NULL && reg->path_busy(p)))
+        (reg->path_busy != NULL && reg->path_busy(&p->base)))
         return false;
     for (int r = 0; r < p->rt->nranks; r++)
         if (p->credits[r] != (uint32_t)p->rt->cfg.am_credits)
@@ -201,7 +201,7 @@ void fh_progress(fh_tls_t *t)
      * moves, revokes and revoke acks handlers produced; the comparison
      * strategies' operations). */
     if (fh_rt->reg_ops->progress != NULL)
-        fh_rt->reg_ops->progress(t);
+        fh_rt->reg_ops->progress(&t->base);
     fh_atomic_progress(t);
 }
 

@@ -31,17 +31,6 @@ static size_t chunk_limit(const fh_rt_t *rt)
     return c;
 }
 
-void fh_stat_rma(fh_path_t *p, int rank, bool is_put, size_t n)
-{
-    if (is_put) {
-        FH_STAT_ADD(p->stats[rank].puts, 1);
-        FH_STAT_ADD(p->stats[rank].put_bytes, n);
-    } else {
-        FH_STAT_ADD(p->stats[rank].gets, 1);
-        FH_STAT_ADD(p->stats[rank].get_bytes, n);
-    }
-}
-
 int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                     struct fh_mr **lmr, bool *temp)
 {
@@ -81,7 +70,8 @@ int fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
 {
     assert(rank != fh_rt->rank);   /* callers copy to themselves */
     assert(!own_lmr || (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR));
-    return fh_rt->reg_ops->xfer(t, is_put, rank, local, lmr, remote, n, rkey, ctr, own_lmr);
+    return fh_rt->reg_ops->xfer(&t->base, is_put, rank, local, lmr, remote, n, rkey, ctr,
+                                 own_lmr);
 }
 
 /* The rest of a transfer the conduit had no transmit resources for
@@ -190,7 +180,7 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
         rc = queue_rest(p, is_put, rank, local, lmr, remote, off, n, rkey, ctr)
                  ? FH_OK : FH_ERR_NO_MEMORY;
     if (rc == FH_OK && count)
-        fh_stat_rma(p, rank, is_put, n);
+        fh_stat_rma(&p->base, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
         return fh_set_error(rc, "%s to rank %d failed: %s", is_put ? "put" : "get", rank,

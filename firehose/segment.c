@@ -172,7 +172,7 @@ static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped,
         keep_mapped = true;
     sg->mr = NULL;
     if (sg->base != NULL && rt->reg_ops->seg_retire != NULL && !released)
-        rt->reg_ops->seg_retire(rt, sg->base, sg->mapped);   /* unmapped at its fini */
+        rt->reg_ops->seg_retire(&rt->core, sg->base, sg->mapped);   /* unmapped at its fini */
     else if (sg->base != NULL && !keep_mapped)
         munmap(sg->base, sg->mapped);
     else if (sg->base != NULL)
@@ -205,7 +205,7 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
 static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t b = rt->reg_ops->seg_align != NULL ? rt->reg_ops->seg_align(rt) : page;
+    size_t b = rt->reg_ops->seg_align != NULL ? rt->reg_ops->seg_align(&rt->core) : page;
     assert(b >= page && (b & (b - 1)) == 0);
     sg->mapped = (size + b - 1) & ~(b - 1);
     size_t extra = b > page ? b : 0;   /* room to align inside */
@@ -260,7 +260,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         fh_rkey_t rk = {0, 0};
         sg->mr = NULL;
         if (rc == FH_OK && rt->reg_ops->seg_expose != NULL &&
-            rt->reg_ops->seg_expose(rt, sg->base, sg->mapped, &sg->mr, &rk) != FH_OK) {
+            rt->reg_ops->seg_expose(&rt->core, sg->base, sg->mapped, &sg->mr, &rk) != FH_OK) {
             munmap(sg->base, sg->mapped);
             sg->base = NULL;
             sg->mr = NULL;
@@ -303,7 +303,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         unsigned undead = 0;
         if (sg && sg->base != NULL && rt->reg_ops->seg_release != NULL) {
             pthread_mutex_unlock(&rt->seg_lock);
-            undead = rt->reg_ops->seg_release(rt, t, sg->base, sg->mapped);
+            undead = rt->reg_ops->seg_release(&rt->core, &t->base, sg->base, sg->mapped);
             pthread_mutex_lock(&rt->seg_lock);
         }
         if (sg)
@@ -418,7 +418,7 @@ int fh_segment_destroy(fh_seg_t seg)
      * the memory (no lock held: it may wait for peers' acknowledgements). */
     unsigned undead = 0;
     if (sg->base != NULL && rt->reg_ops->seg_release != NULL)
-        undead = rt->reg_ops->seg_release(rt, t, sg->base, sg->mapped);
+        undead = rt->reg_ops->seg_release(&rt->core, &t->base, sg->base, sg->mapped);
     if (rt->reg_ops->caps & FH_REG_CAP_SEG_REVOKE) {
         /* A second barrier, so that no rank leaves (and stops polling)
          * before every rank's revocations were acknowledged. */

@@ -39,7 +39,7 @@ int fh_stats_peer(int rank, fh_peer_stats_t *out)
     }
     memcpy(out, acc, sizeof *out);
     if (rt->reg_ops->stats != NULL)
-        rt->reg_ops->stats(rt, rank, out);   /* the registration strategy's counters */
+        rt->reg_ops->stats(&rt->core, rank, out);   /* the registration strategy's counters */
     return FH_OK;
 }
 

@@ -46,7 +46,7 @@ void fh_tls_release(void *arg)
                            t->tid, n);
     }
     if (rt != NULL && rt->reg_ops->thread_exit != NULL)
-        rt->reg_ops->thread_exit(t);
+        rt->reg_ops->thread_exit(&t->base);
     if (rt != NULL && t->bound) {
         pthread_mutex_lock(&rt->bind_lock);
         if (--t->path->nbound == 0 && t->path->index != 0)
@@ -122,7 +122,7 @@ fh_tls_t *fh_enter(const char *fn, int *err)
     }
     const fh_reg_ops_t *reg = fh_rt->reg_ops;
     if (reg->on_entry != NULL)
-        reg->on_entry(t);   /* firehose: freed memory is revoked (firehose_revoke.c) */
+        reg->on_entry(&t->base);   /* firehose: freed memory is revoked (firehose_revoke.c) */
     return t;
 }
 

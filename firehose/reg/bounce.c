@@ -29,7 +29,7 @@
 static int check_range(struct fh_strat *s, int src, const char *what, unsigned nargs,
                        const uint64_t *args, size_t len, size_t max)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     int st = FH_OK;
     const char *why = NULL;
     fh_seg_range_t r;
@@ -45,7 +45,7 @@ static int check_range(struct fh_strat *s, int src, const char *what, unsigned n
     } else if (args[1] > UINTPTR_MAX || args[1] + len < args[1]) {
         st = FH_ERR_OVERFLOW;
         why = "wrapping range";
-    } else if (fh_seg_find(rt, rt->rank, (uintptr_t)args[1], len, &r) != FH_OK) {
+    } else if (svc_seg_find(rt->rank, (uintptr_t)args[1], len, &r) != FH_OK) {
         st = FH_ERR_OUT_OF_SEGMENT;
         why = "outside our segments";
     }
@@ -65,12 +65,13 @@ static void h_bounce_put(fh_token_t tok, void *buf, size_t nbytes, const uint64_
                          unsigned nargs)
 {
     int src;
-    fh_token_source(tok, &src);
-    int st = check_range(fh_rt->strat, src, "put", nargs, args, nbytes, fh_rt->am_max_medium);
+    svc_token_source(tok, &src);
+    int st = check_range(fh_reg_core->strat, src, "put", nargs, args, nbytes,
+                         fh_reg_core->am_max_medium);
     if (st == FH_OK)
         memcpy((void *)(uintptr_t)args[1], buf, nbytes);
     uint64_t rep[3] = {nargs ? args[0] : 0, (uint64_t)(int64_t)st, nargs > 2 ? args[2] : 0};
-    fh_am_reply_internal(tok, FH_H_BOUNCE_REP, rep, 3);
+    svc_am_reply(tok, FH_H_BOUNCE_REP, rep, 3);
 }
 
 static void h_bounce_get(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
@@ -78,15 +79,16 @@ static void h_bounce_get(fh_token_t tok, void *buf, size_t nbytes, const uint64_
 {
     (void)buf;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     size_t len = nargs == 4 && nbytes == 0 ? (size_t)args[3] : 0;
-    int st = check_range(fh_rt->strat, src, "get", nargs, args, len, fh_rt->am_max_medium);
+    int st = check_range(fh_reg_core->strat, src, "get", nargs, args, len,
+                         fh_reg_core->am_max_medium);
     uint64_t rep[3] = {nargs ? args[0] : 0, (uint64_t)(int64_t)st, nargs > 2 ? args[2] : 0};
     if (st == FH_OK)
-        fh_am_reply_medium_args_internal(tok, FH_H_BOUNCE_REP, (void *)(uintptr_t)args[1],
-                                         len, rep, 3);
+        svc_am_reply_medium_args(tok, FH_H_BOUNCE_REP, (void *)(uintptr_t)args[1],
+                                 len, rep, 3);
     else
-        fh_am_reply_internal(tok, FH_H_BOUNCE_REP, rep, 3);
+        svc_am_reply(tok, FH_H_BOUNCE_REP, rep, 3);
 }
 
 /* ------------------------------------------------------------ initiator */
@@ -94,9 +96,9 @@ static void h_bounce_get(fh_token_t tok, void *buf, size_t nbytes, const uint64_
 static void h_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
                          unsigned nargs)
 {
-    struct fh_strat *s = fh_rt->strat;
+    struct fh_strat *s = fh_reg_core->strat;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     if (s == NULL || nargs != 3) {
         fh_log_error("bounce: dropped a malformed reply from rank %d", src);
         return;
@@ -131,9 +133,9 @@ static void h_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_
 
 void strat_bounce_register_handlers(void)
 {
-    fh_am_register_internal(FH_H_BOUNCE_PUT, h_bounce_put, "bounce-put");
-    fh_am_register_internal(FH_H_BOUNCE_GET, h_bounce_get, "bounce-get");
-    fh_am_register_internal(FH_H_BOUNCE_REP, h_bounce_rep, "bounce-rep");
+    svc_am_register(FH_H_BOUNCE_PUT, h_bounce_put, "bounce-put");
+    svc_am_register(FH_H_BOUNCE_GET, h_bounce_get, "bounce-get");
+    svc_am_register(FH_H_BOUNCE_REP, h_bounce_rep, "bounce-rep");
 }
 
 int strat_bounce_start(struct fh_strat *s, strat_xop_t *x)
@@ -154,7 +156,7 @@ int strat_bounce_start(struct fh_strat *s, strat_xop_t *x)
 
 /* Sends the chunks the path's credits allow; over once every chunk sent
  * was answered. */
-bool strat_bounce_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+bool strat_bounce_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
 {
     size_t C = s->chunk, sent = x->sent;
     int rc = FH_OK;
@@ -162,10 +164,10 @@ bool strat_bounce_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
         size_t off = x->sent * C;
         size_t len = x->n - off < C ? x->n - off : C;
         uint64_t args[4] = {x->token, x->remote + off, off, len};
-        rc = x->is_put ? fh_am_try_request(t, t->path, x->rank, FH_AM_REQ_MEDIUM,
-                                           FH_H_BOUNCE_PUT, x->local + off, len, args, 4)
-                       : fh_am_try_request(t, t->path, x->rank, FH_AM_REQ_SHORT,
-                                           FH_H_BOUNCE_GET, NULL, 0, args, 4);
+        rc = x->is_put ? svc_am_try_request(t, t->path, x->rank, FH_SVC_AM_MEDIUM,
+                                            FH_H_BOUNCE_PUT, x->local + off, len, args, 4)
+                       : svc_am_try_request(t, t->path, x->rank, FH_SVC_AM_SHORT,
+                                            FH_H_BOUNCE_GET, NULL, 0, args, 4);
         if (rc != FH_OK)
             break;
         x->sent++;

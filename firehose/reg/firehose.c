@@ -45,6 +45,7 @@
 
 #include "firehose/cache/fhc_wire.h"
 #include "firehose_internal.h"
+#include "reg.h"
 
 /* ------------------------------------------------------------ env */
 
@@ -52,7 +53,7 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
                    uint64_t key[2])
 {
     (void)arg;
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     if (!fh_mm_may_cache(rt, addr, len, remote))
         return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
     unsigned acc = FH_MR_LOCAL | (remote ? FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE : 0);
@@ -76,7 +77,7 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
 static void env_unpin(void *arg, void *mr)
 {
     (void)arg;
-    fh_rt->cops->mr_dereg(fh_rt->conduit, mr);
+    fh_reg_core->cops->mr_dereg(fh_reg_core->conduit, mr);
 }
 
 /* Called with g->lock held (from inside fhc). */
@@ -85,7 +86,7 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     struct fh_reg *g = arg;
     if (addr + len < addr)
         return 0;
-    if (fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
+    if (fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
         return fh_mm_mapped(addr, len);    /* any mapped memory (firehose_revoke.c) */
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
@@ -170,9 +171,9 @@ static bool has_peer(const reg_msg_t *l, uint32_t peer)
  * the next progress call (fh_reg_progress) -- so a non-blocking put or get
  * that misses returns at once, and a peer that does not poll delays only
  * the requests to it. */
-void fh_reg_flush(fh_tls_t *t)
+void fh_reg_flush(fh_thread_t *t)
 {
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     if (g == NULL)
         return;
     bool kept_some = false;
@@ -197,9 +198,9 @@ void fh_reg_flush(fh_tls_t *t)
                 break;
             int rc = FH_ERR_AGAIN;
             if (!has_peer(kept, m->peer))
-                rc = fh_am_try_request(t, &fh_rt->paths[0], (int)m->peer,
-                                       FH_AM_REQ_MEDIUM, FH_H_MOVE_REQ, m->bytes, m->len,
-                                       NULL, 0);
+                rc = svc_am_try_request(t, fh_reg_core->svc_path, (int)m->peer,
+                                        FH_SVC_AM_MEDIUM, FH_H_MOVE_REQ, m->bytes, m->len,
+                                        NULL, 0);
             if (rc == FH_ERR_AGAIN) {
                 m->next = NULL;
                 *kept_tail = m;
@@ -207,7 +208,7 @@ void fh_reg_flush(fh_tls_t *t)
                 continue;
             }
             if (rc != FH_OK) {
-                if (!atomic_load(&fh_rt->finalizing))
+                if (!atomic_load(&fh_reg_core->finalizing))
                     fh_log_error("firehose cache: cannot send a cache message to rank "
                                  "%u: %s; its operations fail", m->peer, fh_strerror(rc));
                 fail_move(g, m, rc);
@@ -218,7 +219,7 @@ void fh_reg_flush(fh_tls_t *t)
     }
 }
 
-void fh_reg_progress(fh_tls_t *t)
+void fh_reg_progress(fh_thread_t *t)
 {
     if (t->in_handler == 0)
         fh_reg_flush(t);
@@ -229,9 +230,9 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 {
     (void)args;
     (void)nargs;
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     if (g == NULL) {
         fh_log_error("dropped a firehose move from rank %d: FH_REG_STRATEGY differs", src);
         return;
@@ -241,7 +242,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     pthread_mutex_lock(&g->lock);
     g->capturing = 1;
     g->cap_len = 0;
-    fh_mm_sync_locked(fh_rt, g->c);    /* never grant memory known to be freed */
+    fh_mm_sync_locked(fh_reg_core, g->c);    /* never grant memory known to be freed */
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
     if (fhc_wire_kind(buf, nbytes) == FHC_WIRE_REVOKE)
         reg_hit_revoke(g, (uint32_t)src);  /* cached references let go (acks) */
@@ -253,7 +254,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     g->cap_len = 0;
     pthread_mutex_unlock(&g->lock);
     if (len != 0)
-        fh_am_reply_medium_internal(tok, FH_H_MOVE_REP, rep, len);
+        svc_am_reply_medium(tok, FH_H_MOVE_REP, rep, len);
 }
 
 static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
@@ -261,9 +262,9 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 {
     (void)args;
     (void)nargs;
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     if (g == NULL)
         return;
     pthread_mutex_lock(&g->lock);
@@ -279,7 +280,7 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 /* What this host lets us pin: min(conduit limit, 2/3 RAM), and
  * RLIMIT_MEMLOCK only where registration really pins (limits.reg_pins):
  * over tcp or shm nothing is locked, and `ulimit -l` must not cap the job. */
-size_t fh_reg_pinnable(const fh_rt_t *rt)
+size_t fh_reg_pinnable(const fh_core_t *rt)
 {
     size_t lim = SIZE_MAX;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -299,7 +300,7 @@ size_t fh_reg_pinnable(const fh_rt_t *rt)
  * size; every rank computes the same from the agreed M), said once by rank
  * 0.  When even a page per peer does not fit, the error says what to
  * raise.  Returns the bucket size or 0 (error set). */
-static size_t fit_bucket(const fh_rt_t *rt, size_t bucket, size_t page, size_t M)
+static size_t fit_bucket(const fh_core_t *rt, size_t bucket, size_t page, size_t M)
 {
     size_t peers = (size_t)rt->nranks - 1;
     if (peers == 0 || M / peers >= bucket)
@@ -327,7 +328,7 @@ static size_t fit_bucket(const fh_rt_t *rt, size_t bucket, size_t page, size_t M
     return b;
 }
 
-int fh_reg_init(fh_rt_t *rt)
+int fh_reg_init(fh_core_t *rt)
 {
     struct fh_reg *g = calloc(1, sizeof *g);
     if (g == NULL)
@@ -408,8 +409,8 @@ int fh_reg_init(fh_rt_t *rt)
         free(g);
         return rc;
     }
-    fh_am_register_internal(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
-    fh_am_register_internal(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
+    svc_am_register(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
+    svc_am_register(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
     rt->reg = g;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "firehose cache: M=%zu MAXVICTIM=%zu F=%zu R=%zu B=%zu "
@@ -418,7 +419,7 @@ int fh_reg_init(fh_rt_t *rt)
     return FH_OK;
 }
 
-void fh_reg_fini(fh_rt_t *rt)
+void fh_reg_fini(fh_core_t *rt)
 {
     struct fh_reg *g = rt->reg;
     if (g == NULL)
@@ -443,23 +444,23 @@ void fh_reg_fini(fh_rt_t *rt)
     free(g);
 }
 
-struct fhc *fh_reg_lock(fh_rt_t *rt)
+struct fhc *fh_reg_lock(fh_core_t *rt)
 {
     pthread_mutex_lock(&rt->reg->lock);
     return rt->reg->c;
 }
 
-void fh_reg_unlock(fh_rt_t *rt)
+void fh_reg_unlock(fh_core_t *rt)
 {
     pthread_mutex_unlock(&rt->reg->lock);
 }
 
-size_t fh_reg_bucket(const fh_rt_t *rt)
+size_t fh_reg_bucket(const fh_core_t *rt)
 {
     return rt->reg ? rt->reg->bucket : 0;
 }
 
-size_t fh_reg_m(const fh_rt_t *rt)
+size_t fh_reg_m(const fh_core_t *rt)
 {
     if (rt->reg != NULL)
         return rt->reg->M;
@@ -480,7 +481,7 @@ static int span_push(reg_span_t **a, size_t *n, size_t *cap, uintptr_t base, uin
     return FH_OK;
 }
 
-int fh_reg_expose(fh_rt_t *rt, void *base, size_t len)
+int fh_reg_expose(fh_core_t *rt, void *base, size_t len)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
@@ -500,7 +501,7 @@ static void span_remove(struct fh_reg *g, uintptr_t base)
         }
 }
 
-void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
+void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
@@ -526,7 +527,7 @@ void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len)
  * the same collective).  A region still pinned locally (an operation of
  * ours from this memory still in flight, against the destroy contract) is
  * deregistered at its last unpin; no peer holds its key any more. */
-void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
@@ -543,13 +544,13 @@ void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
         pthread_mutex_unlock(&g->lock);
         if (pending == 0)
             return;
-        fh_wait_round(t, &idle);
+        svc_wait_round(t, &idle);
     }
 }
 
 /* ------------------------------------------------------------ stats */
 
-void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
+void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
 {
     struct fh_reg *g = rt->reg;
     if (g == NULL)
@@ -600,7 +601,7 @@ void fh_reg_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
 
 /* ------------------------------------------------------------ table */
 
-static int fhs_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr,
+static int fhs_seg_expose(fh_core_t *rt, void *base, size_t len, struct fh_mr **mr,
                           fh_rkey_t *rkey)
 {
     /* Not registered: the cache registers on demand (rkey {0, 0}). */
@@ -609,13 +610,13 @@ static int fhs_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr
     return fh_reg_expose(rt, base, len);
 }
 
-static unsigned fhs_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+static unsigned fhs_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
 {
     fh_reg_seg_release(rt, t, base, len);
     return 0;   /* the cache's deregistration failures are its own (logged) */
 }
 
-static int fhs_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+static int fhs_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                     uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
                     bool own_lmr)
 {
@@ -624,24 +625,24 @@ static int fhs_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_m
     return fh_reg_xfer(t, is_put, rank, local, lmr, remote, n, ctr);
 }
 
-static void fhs_on_entry(fh_tls_t *t)
+static void fhs_on_entry(fh_thread_t *t)
 {
-    if (fh_rt->mm != NULL)
+    if (fh_reg_core->mm != NULL)
         fh_mm_entry(t);     /* freed memory: invalidate, revoke (firehose_revoke.c) */
 }
 
-static void fhs_path_init(fh_path_t *p)
+static void fhs_path_init(fh_path_base_t *p)
 {
     p->reg_retry_tail = &p->reg_retry;
 }
 
-static bool fhs_path_busy(const fh_path_t *p)
+static bool fhs_path_busy(const fh_path_base_t *p)
 {
     return p->reg_retry != NULL ||
            atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL;
 }
 
-static void fhs_poll_end(fh_path_t *p)
+static void fhs_poll_end(fh_path_base_t *p)
 {
     if (fhs_path_busy(p))
         fh_reg_drain_locked(p);

@@ -118,7 +118,7 @@ static void ent_recycle(reg_tc_t *tc, reg_ent_t *e)
 /* ------------------------------------------------------------ hit path */
 
 /* The hit path proper, inlined into both entry points (no PLT call). */
-static inline reg_ent_t *lookup_ref(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len)
+static inline reg_ent_t *lookup_ref(fh_thread_t *t, uint32_t peer, uintptr_t raddr, size_t len)
 {
     reg_tc_t *tc = t->reg_tc;
     if (tc == NULL)
@@ -147,7 +147,7 @@ static inline reg_ent_t *lookup_ref(fh_tls_t *t, uint32_t peer, uintptr_t raddr,
     return NULL;
 }
 
-reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len)
+reg_ent_t *reg_hit_lookup(fh_thread_t *t, uint32_t peer, uintptr_t raddr, size_t len)
 {
     return lookup_ref(t, peer, raddr, len);
 }
@@ -156,7 +156,7 @@ reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t le
  * out of WANTED (hits refuse it; sweeps skip it). */
 static void unref_wanted(reg_ent_t *e)
 {
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     pthread_mutex_lock(&g->lock);
     uint32_t want = REG_ENT_WANTED;
     int ok = atomic_compare_exchange_strong(&e->state, &want, REG_ENT_RECLAIMING);
@@ -184,7 +184,7 @@ void reg_hit_unref(reg_ent_t *e)
 
 /* ------------------------------------------------------------ the API */
 
-int fh_reg_hit_acquire(fh_tls_t *t, int rank, uintptr_t raddr, size_t len, fh_reg_hit_t *h)
+int fh_reg_hit_acquire(fh_thread_t *t, int rank, uintptr_t raddr, size_t len, fh_reg_hit_t *h)
 {
     reg_ent_t *e = lookup_ref(t, (uint32_t)rank, raddr, len);
     if (e == NULL)
@@ -197,7 +197,7 @@ int fh_reg_hit_acquire(fh_tls_t *t, int rank, uintptr_t raddr, size_t len, fh_re
     return FH_OK;
 }
 
-void fh_reg_hit_release(fh_tls_t *t, fh_reg_hit_t *h)
+void fh_reg_hit_release(fh_thread_t *t, fh_reg_hit_t *h)
 {
     (void)t;
     assert(h->ent != NULL);
@@ -285,7 +285,7 @@ static uint32_t tc_alloc(struct fh_reg *g, reg_tc_t *tc)
     return UINT32_MAX;
 }
 
-void reg_hit_install(struct fh_reg *g, fh_tls_t *t, reg_xop_t *x)
+void reg_hit_install(struct fh_reg *g, fh_thread_t *t, reg_xop_t *x)
 {
     reg_tc_t *tc = t->reg_tc;
     const fhc_piece_t *pc = &x->op.piece[0];
@@ -347,11 +347,11 @@ void reg_hit_install(struct fh_reg *g, fh_tls_t *t, reg_xop_t *x)
 
 /* ------------------------------------------------------------ life cycle */
 
-reg_tc_t *reg_hit_tc(fh_tls_t *t)
+reg_tc_t *reg_hit_tc(fh_thread_t *t)
 {
     if (t->reg_tc != NULL)
         return t->reg_tc;
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     pthread_mutex_lock(&g->lock);
     reg_tc_t *tc = g->tcs;
     while (tc != NULL && !tc->orphan)
@@ -376,7 +376,7 @@ reg_tc_t *reg_hit_tc(fh_tls_t *t)
         tc->hand = 0;
         tc->bshift = g->bshift;
         tc->hits = hits;
-        fh_mm_hit_words(fh_rt, &tc->mm_state, &tc->mm_seen);
+        fh_mm_hit_words(fh_reg_core, &tc->mm_state, &tc->mm_seen);
         tc->orphan = 0;
         tc->next = g->tcs;
         g->tcs = tc;
@@ -386,10 +386,10 @@ reg_tc_t *reg_hit_tc(fh_tls_t *t)
     return tc;
 }
 
-void fh_reg_thread_exit(fh_tls_t *t)
+void fh_reg_thread_exit(fh_thread_t *t)
 {
     reg_tc_t *tc = t->reg_tc;
-    struct fh_reg *g = fh_rt->reg;
+    struct fh_reg *g = fh_reg_core->reg;
     if (tc == NULL || g == NULL)
         return;
     pthread_mutex_lock(&g->lock);

@@ -16,14 +16,26 @@
 #ifndef FH_REG_INTERNAL_H
 #define FH_REG_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "firehose/cache/fhc.h"
-#include "firehose/internal.h"
+#include "firehose/reg/services.h"
 #include "firehose/util/map.h"
 
 /* Largest move reply: header + FHC_MAX_PIECES regions (fhc_wire.h). */
 #define REG_REPLY_MAX (16u + 40u * FHC_MAX_PIECES)
 /* Move request without data: header + FHC_MAX_PIECES releases. */
 #define REG_REQ_FIXED (40u + 8u * FHC_MAX_PIECES)
+
+/* Local pins of one chunk (firehose_local.c). */
+#define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
+typedef struct fh_reg_lpin {
+    uintptr_t base;
+    size_t len;
+    unsigned npins;
+    fhc_local_t pin[FH_REG_LPIN_MAX];
+    struct fh_mr *temp;       /* fallback: a registration of exactly the range */
+} fh_reg_lpin_t;
 
 typedef struct reg_msg {
     struct reg_msg *next;
@@ -37,6 +49,7 @@ typedef struct reg_span {
 } reg_span_t;
 
 struct reg_tc;
+struct reg_ent;
 
 struct fh_reg {
     pthread_mutex_t lock;          /* the cache, outbox, capture, spans, tcs */
@@ -98,7 +111,7 @@ typedef struct reg_ent {
 typedef struct reg_xop {
     fh_ctr_t pc;                   /* the pieces in flight (+1 while posting) */
     struct reg_xop *next;          /* ready list / retry list */
-    fh_path_t *path;
+    fh_path_base_t *path;
     fh_ctr_t *uctr;                /* the caller's: stack, handle or NBI */
     reg_ent_t *ent;                /* hit-layer reference, or NULL: fhc op */
     char *local;                   /* buffer of the whole chunk */
@@ -143,16 +156,126 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer);
 /* After fhc_acquire(&x->op) returned FHC_HIT with one piece: moves the
  * reference into a new entry of the thread's cache (x->ent set, x->op
  * released), or leaves x alone when no entry is available. */
-void reg_hit_install(struct fh_reg *g, fh_tls_t *t, reg_xop_t *x);
+void reg_hit_install(struct fh_reg *g, fh_thread_t *t, reg_xop_t *x);
 /* Lock-free lookup + reference on the calling thread's cache. */
-reg_ent_t *reg_hit_lookup(fh_tls_t *t, uint32_t peer, uintptr_t raddr, size_t len);
+reg_ent_t *reg_hit_lookup(fh_thread_t *t, uint32_t peer, uintptr_t raddr, size_t len);
 /* Drops one reference (any thread; no lock, or a path lock, held). */
 void reg_hit_unref(reg_ent_t *e);
 /* The calling thread's cache, created on first use (takes g->lock). */
-struct reg_tc *reg_hit_tc(fh_tls_t *t);
+struct reg_tc *reg_hit_tc(fh_thread_t *t);
 /* fh_reg_fini: frees every cache (fhc is being destroyed). */
 void reg_hit_fini(struct fh_reg *g);
 /* Adds hit-layer hits towards peer (all peers if peer < 0). */
 uint64_t reg_hit_count(struct fh_reg *g, int peer);
+
+/* ================= the strategy's functions (FH_REG_STRATEGY=firehose) */
+
+/* ---- firehose.c (FH_REG_STRATEGY=firehose) */
+/* Creates rt->reg (collective: agrees on the derived M/MAXVICTIM through the
+ * bootstrap).  Called in fh_init after connect. */
+int  fh_reg_init(fh_core_t *rt);
+/* Destroys the cache (unpins everything) and unmaps retired segment memory;
+ * before the conduit closes. */
+void fh_reg_fini(fh_core_t *rt);
+/* Our segment memory [base, base+len) may / may no longer be registered for
+ * peers.  unexpose_and_retire keeps the mapping until fh_reg_fini (regions
+ * may still cover it; the memory must not be reused while they exist):
+ * for fh_finalize and failed creations.  fh_reg_seg_release (segment
+ * destroy, after its barrier; no lock held, not in a handler) instead
+ * invalidates every cached region of it and waits, polling, until every
+ * peer holding a firehose on it acknowledged the revocation: at return no
+ * peer can reach it and the caller may unmap it. */
+int  fh_reg_expose(fh_core_t *rt, void *base, size_t len);
+void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len);
+void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
+size_t fh_reg_bucket(const fh_core_t *rt);
+/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
+size_t fh_reg_pinnable(const fh_core_t *rt);
+/* M: the cache's agreed value under firehose, else what it would default to. */
+size_t fh_reg_m(const fh_core_t *rt);
+/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
+ * rank != us.  Non-blocking: every chunk counts one in ctr->pending (and in
+ * path->inflight) until it completed, with its error if any; a chunk that
+ * misses proceeds when its move reply arrives.  Returns FH_OK, or an error
+ * for a chunk that could not even be submitted (earlier chunks still
+ * complete into ctr).  No lock held, not in a handler. */
+int  fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                 uint64_t remote, size_t n, fh_ctr_t *ctr);
+/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c (a
+ * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
+#define FH_OPCTX_REG ((uintptr_t)1)
+void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status);
+/* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
+ * held; called at the end of every poll of p. */
+void fh_reg_drain_locked(fh_path_base_t *p);
+/* Frees p's recycled chunk records (path teardown). */
+void fh_reg_path_fini(fh_path_base_t *p);
+/* Progress duties of every thread (no lock held): sends queued moves. */
+void fh_reg_progress(fh_thread_t *t);
+/* Thread exit: returns the thread's cached firehose references. */
+void fh_reg_thread_exit(fh_thread_t *t);
+
+/* The hit layer alone (firehose_hit.c), for benchmarks and tests: lookup +
+ * reference of a firehose covering [raddr, raddr+len) of rank in the
+ * calling thread's cache.  FH_OK: h holds it (h->key is the region key)
+ * until fh_reg_hit_release; no process-wide lock was taken and no line
+ * shared with another thread's hits was written.  FH_REG_MISS: not cached
+ * (nothing held).  fh_reg_hit_warm (blocking, may send a move) makes the
+ * range cached if it fits in one firehose: FH_OK, or an error
+ * (FH_ERR_INVALID if the range crosses a frame). */
+#define FH_REG_MISS 1
+typedef struct fh_reg_hit {
+    struct reg_ent *ent;
+    uintptr_t raddr;
+    size_t len;
+    uint64_t key[2];
+} fh_reg_hit_t;
+int  fh_reg_hit_acquire(fh_thread_t *t, int rank, uintptr_t raddr, size_t len,
+                        fh_reg_hit_t *h);
+void fh_reg_hit_release(fh_thread_t *t, fh_reg_hit_t *h);
+int  fh_reg_hit_warm(fh_thread_t *t, int rank, uintptr_t raddr, size_t len);
+/* Adds the cache's counters for peer (or all peers if peer == our rank). */
+void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out);
+/* The cache under its lock (NULL after fh_reg_fini began); every
+ * fh_reg_lock is paired with fh_reg_unlock.  Nothing that sends, polls or
+ * takes a path lock may run in between. */
+struct fhc *fh_reg_lock(fh_core_t *rt);
+void fh_reg_unlock(fh_core_t *rt);
+/* Sends queued cache messages (moves, revokes, acks) on the service path.
+ * Outside handlers, no lock held; called from progress too. */
+void fh_reg_flush(fh_thread_t *t);
+
+/* ---- firehose_local.c: local pins through the cache (firehose_xfer.c's chunks) */
+/* Makes [l, l+n) (n <= R) usable as the local side of a transfer: nothing
+ * when the conduit needs no registration for it, else cached local pins,
+ * else a temporary registration.  Takes the cache lock (a path lock may be
+ * held); never waits on a peer.  Call after acquiring the remote
+ * firehoses; release after the RDMA completed, before the firehoses. */
+int  fh_reg_local_pin(fh_core_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t *lp);
+/* The registration to use for local address a (inside lp's range; NULL
+ * when none is needed) and, in *max, how many bytes from a it covers:
+ * a piece is posted in sub-pieces split there. */
+struct fh_mr *fh_reg_local_mr(const fh_reg_lpin_t *lp, uintptr_t a, size_t *max);
+void fh_reg_local_release(fh_core_t *rt, fh_reg_lpin_t *lp);
+
+/* ---- firehose_revoke.c: freed or reused memory (with rt->reg only) */
+int  fh_mm_init(fh_core_t *rt);          /* FH_MEMMON / FH_SEGMENT; sets rt->mm */
+void fh_mm_fini(fh_core_t *rt);
+/* env->pin: may a registration of [addr, +len) be cached?  Watches it with
+ * the monitor.  Under the cache lock. */
+int  fh_mm_may_cache(fh_core_t *rt, uintptr_t addr, size_t len, int exposed);
+/* Turns pending monitor events into fhc_invalidate calls (REVOKEs are
+ * queued).  Under the cache lock; cheap when nothing is pending. */
+void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c);
+/* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
+ * every REVOKE we sent is acknowledged. */
+void fh_mm_entry(fh_thread_t *t);
+uint64_t fh_mm_invalidations(const fh_core_t *rt);
+/* For the hit layer's inline check: the monitor's state word (NULL: no
+ * monitor) and the value last processed; they differ while events wait. */
+void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
+                     const _Atomic uint64_t **seen);
+/* 1 iff every page of [addr, +len) (page-aligned) is mapped. */
+int  fh_mm_mapped(uintptr_t addr, size_t len);
 
 #endif /* FH_REG_INTERNAL_H */

@@ -25,15 +25,15 @@
 #include <string.h>
 
 #include "firehose/cache/fhc.h"
-#include "firehose/internal.h"
+#include "firehose_internal.h"
 
 /* Whether [l, l+n) needs a local registration for this transfer. */
-static int needs_pin(const fh_rt_t *rt, bool is_put, size_t n)
+static int needs_pin(const fh_core_t *rt, bool is_put, size_t n)
 {
     return rt->limits.needs_local_mr && !(is_put && n <= rt->limits.max_inject);
 }
 
-int fh_reg_local_pin(fh_rt_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t *lp)
+int fh_reg_local_pin(fh_core_t *rt, bool is_put, char *l, size_t n, fh_reg_lpin_t *lp)
 {
     /* No memset: lp is large (2 x FHC_MAX_PIECES registrations) and this
      * runs for every chunk; fhc_pin_local fills what it returns. */
@@ -90,7 +90,7 @@ struct fh_mr *fh_reg_local_mr(const fh_reg_lpin_t *lp, uintptr_t a, size_t *max)
     fh_fatal("firehose cache: local address %p outside its pins", (void *)a);
 }
 
-void fh_reg_local_release(fh_rt_t *rt, fh_reg_lpin_t *lp)
+void fh_reg_local_release(fh_core_t *rt, fh_reg_lpin_t *lp)
 {
     if (lp->npins) {
         struct fhc *c = fh_reg_lock(rt);

@@ -35,8 +35,9 @@
 #include <unistd.h>
 
 #include "firehose/cache/fhc.h"
-#include "firehose/internal.h"
 #include "firehose/memmon/memmon.h"
+#include "firehose/util/test_point.h"
+#include "firehose_internal.h"
 
 struct fh_mm {
     fh_memmon_t *mon;              /* NULL: no monitor */
@@ -49,7 +50,7 @@ struct fh_mm {
     _Atomic int said_uncached;     /* the fallback was logged */
 };
 
-int fh_mm_init(fh_rt_t *rt)
+int fh_mm_init(fh_core_t *rt)
 {
     struct fh_mm *mm = calloc(1, sizeof *mm);
     if (mm == NULL)
@@ -82,7 +83,7 @@ int fh_mm_init(fh_rt_t *rt)
     return FH_OK;
 }
 
-void fh_mm_fini(fh_rt_t *rt)
+void fh_mm_fini(fh_core_t *rt)
 {
     struct fh_mm *mm = rt->mm;
     if (mm == NULL)
@@ -92,7 +93,7 @@ void fh_mm_fini(fh_rt_t *rt)
     rt->mm = NULL;
 }
 
-int fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed)
+int fh_mm_may_cache(fh_core_t *rt, uintptr_t addr, size_t len, int exposed)
 {
     struct fh_mm *mm = rt->mm;
     if (mm->mon != NULL && fh_memmon_watch(mm->mon, addr, len) == 0)
@@ -112,7 +113,7 @@ int fh_mm_may_cache(fh_rt_t *rt, uintptr_t addr, size_t len, int exposed)
     return 0;
 }
 
-void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c)
+void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c)
 {
     struct fh_mm *mm = rt->mm;
     if (mm == NULL || mm->mon == NULL || c == NULL ||
@@ -141,9 +142,9 @@ void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c)
     atomic_store_explicit(&mm->seen, state, memory_order_release);
 }
 
-void fh_mm_entry(fh_tls_t *t)
+void fh_mm_entry(fh_thread_t *t)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     struct fh_mm *mm = rt->mm;
     if (mm == NULL)
         return;
@@ -171,11 +172,11 @@ void fh_mm_entry(fh_tls_t *t)
         FH_TEST_POINT(FH_TP_MM_WAIT_COUNT);
         if (n == 0 || atomic_load(&rt->finalizing))
             return;
-        fh_wait_round(t, &idle);
+        svc_wait_round(t, &idle);
     }
 }
 
-void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
+void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
                      const _Atomic uint64_t **seen)
 {
     struct fh_mm *mm = rt->mm;
@@ -183,7 +184,7 @@ void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
     *seen = mm != NULL ? &mm->seen : NULL;
 }
 
-uint64_t fh_mm_invalidations(const fh_rt_t *rt)
+uint64_t fh_mm_invalidations(const fh_core_t *rt)
 {
     return rt->mm ? atomic_load_explicit(&rt->mm->invalidations, memory_order_relaxed) : 0;
 }

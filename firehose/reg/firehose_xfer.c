@@ -53,7 +53,7 @@
 
 #include "firehose_internal.h"
 
-static size_t post_limit(const fh_rt_t *rt)
+static size_t post_limit(const fh_core_t *rt)
 {
     size_t c = rt->cfg.xfer_chunk;
     if (rt->limits.max_msg && rt->limits.max_msg < c)
@@ -64,7 +64,7 @@ static size_t post_limit(const fh_rt_t *rt)
 void reg_xop_ready(fhc_op_t *op, int status)
 {
     reg_xop_t *x = op->user;
-    fh_path_t *p = x->path;
+    fh_path_base_t *p = x->path;
     x->status = status;
     struct reg_xop *head = atomic_load_explicit(&p->reg_ready, memory_order_relaxed);
     do {
@@ -78,7 +78,7 @@ void reg_xop_ready(fhc_op_t *op, int status)
  * put on a hit would otherwise malloc and free ~2 KiB every time. */
 #define XOP_KEEP 64
 
-static reg_xop_t *xop_alloc(fh_path_t *p)
+static reg_xop_t *xop_alloc(fh_path_base_t *p)
 {
     reg_xop_t *x = p->reg_free;
     if (x == NULL)
@@ -88,7 +88,7 @@ static reg_xop_t *xop_alloc(fh_path_t *p)
     return x;
 }
 
-static void xop_free(fh_path_t *p, reg_xop_t *x)
+static void xop_free(fh_path_base_t *p, reg_xop_t *x)
 {
     if (p->reg_nfree >= XOP_KEEP) {
         free(x);
@@ -99,7 +99,7 @@ static void xop_free(fh_path_t *p, reg_xop_t *x)
     p->reg_nfree++;
 }
 
-void fh_reg_path_fini(fh_path_t *p)
+void fh_reg_path_fini(fh_path_base_t *p)
 {
     while (p->reg_free != NULL) {
         reg_xop_t *x = p->reg_free;
@@ -110,7 +110,7 @@ void fh_reg_path_fini(fh_path_t *p)
 }
 
 /* The chunk is over: count it in the caller's counter.  p->lock held. */
-static void chunk_done(fh_path_t *p, reg_xop_t *x, int status)
+static void chunk_done(fh_path_base_t *p, reg_xop_t *x, int status)
 {
     assert(x->pc.pending == 0 && x->path == p);
     fh_ctr_complete(x->uctr, status);
@@ -120,17 +120,17 @@ static void chunk_done(fh_path_t *p, reg_xop_t *x, int status)
 }
 
 /* Every piece of a HIT chunk completed: release, then finish. */
-static void pieces_done(fh_path_t *p, reg_xop_t *x)
+static void pieces_done(fh_path_base_t *p, reg_xop_t *x)
 {
     /* Local before remote (the reverse of acquisition). */
     if (x->lpinned) {
-        fh_reg_local_release(fh_rt, &x->lp);
+        fh_reg_local_release(fh_reg_core, &x->lp);
         x->lpinned = false;
     }
     if (x->ent != NULL) {
         reg_hit_unref(x->ent);
     } else {
-        struct fh_reg *g = fh_rt->reg;
+        struct fh_reg *g = fh_reg_core->reg;
         pthread_mutex_lock(&g->lock);
         fhc_release(g->c, &x->op);
         reg_hit_budget(g, x->op.peer);
@@ -139,7 +139,7 @@ static void pieces_done(fh_path_t *p, reg_xop_t *x)
     chunk_done(p, x, x->pc.status);
 }
 
-void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status)
+void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status)
 {
     reg_xop_t *x = (reg_xop_t *)((uintptr_t)op_ctx & ~(uintptr_t)FH_OPCTX_REG);
     assert(x->path == p && x->pc.pending > 0);
@@ -152,9 +152,9 @@ void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status)
 
 /* Posts the pieces of x not posted yet.  p->lock held.  Returns FH_OK (all
  * posted, or a hard error recorded in x->pc.status) or FH_ERR_AGAIN. */
-static int post_pieces(fh_path_t *p, reg_xop_t *x)
+static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     size_t lim = post_limit(rt);
     void *ctx = (void *)((uintptr_t)x | FH_OPCTX_REG);
     while (x->nposted < x->op.npieces) {
@@ -203,7 +203,7 @@ static int post_pieces(fh_path_t *p, reg_xop_t *x)
  * posting anything.  p->lock held (then g->lock inside). */
 static void local_pin(reg_xop_t *x)
 {
-    int rc = fh_reg_local_pin(fh_rt, x->is_put, x->local, x->op.len, &x->lp);
+    int rc = fh_reg_local_pin(fh_reg_core, x->is_put, x->local, x->op.len, &x->lp);
     x->lpinned = true;     /* lp is valid (empty on failure) */
     if (rc != FH_OK) {
         if (x->pc.status == FH_OK)
@@ -212,7 +212,7 @@ static void local_pin(reg_xop_t *x)
     }
 }
 
-void fh_reg_drain_locked(fh_path_t *p)
+void fh_reg_drain_locked(fh_path_base_t *p)
 {
     if (p->reg_draining)
         return;
@@ -256,7 +256,7 @@ void fh_reg_drain_locked(fh_path_t *p)
 
 /* A new record for [raddr, raddr+len) of rank, counted in ctr.  The
  * thread's path lock is held. */
-static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
+static reg_xop_t *xop_new(fh_thread_t *t, bool is_put, int rank, char *local,
                           struct fh_mr *lmr, uintptr_t raddr, size_t len, fh_ctr_t *ctr)
 {
     reg_xop_t *x = xop_alloc(t->path);
@@ -289,10 +289,10 @@ static reg_xop_t *xop_new(fh_tls_t *t, bool is_put, int rank, char *local,
 }
 
 /* Submits one chunk: p->lock held.  Returns FH_OK or an fhc error. */
-static int submit(fh_tls_t *t, reg_xop_t *x)
+static int submit(fh_thread_t *t, reg_xop_t *x)
 {
-    struct fh_reg *g = fh_rt->reg;
-    fh_path_t *p = t->path;
+    struct fh_reg *g = fh_reg_core->reg;
+    fh_path_base_t *p = t->path;
     fh_ctr_add(x->uctr);
     p->inflight++;
     reg_ent_t *e = reg_hit_lookup(t, x->op.peer, x->op.raddr, x->op.len);
@@ -305,7 +305,7 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
                                        .rbase = e->base, .rlen = e->end - e->base};
     } else {
         pthread_mutex_lock(&g->lock);
-        fh_mm_sync_locked(fh_rt, g->c);    /* never a stale lookup (firehose_revoke.c) */
+        fh_mm_sync_locked(fh_reg_core, g->c);    /* never a stale lookup (firehose_revoke.c) */
         int a = fhc_acquire(g->c, &x->op);
         if (a == FHC_HIT) {
             x->status = FHC_HIT;
@@ -327,12 +327,12 @@ static int submit(fh_tls_t *t, reg_xop_t *x)
     return FH_OK;
 }
 
-int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                 uint64_t remote, size_t n, fh_ctr_t *ctr)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     struct fh_reg *g = rt->reg;
-    fh_path_t *p = t->path;
+    fh_path_base_t *p = t->path;
     reg_hit_tc(t);
     int rc = FH_OK;
     size_t off = 0;
@@ -358,7 +358,7 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
         }
         fh_reg_drain_locked(p);
         if (p->reg_retry != NULL)
-            fh_progress_locked(p);      /* out of send resources: reap some */
+            svc_progress_locked(p);      /* out of send resources: reap some */
         off += len;
     }
     if (rc == FH_OK)
@@ -370,9 +370,9 @@ int fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *l
 
 /* ------------------------------------------------------------ warm */
 
-int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
+int fh_reg_hit_warm(fh_thread_t *t, int rank, uintptr_t raddr, size_t len)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     struct fh_reg *g = rt->reg;
     if (g == NULL || rank < 0 || rank >= rt->nranks || rank == rt->rank || len == 0 ||
         raddr % g->R + len > g->R)
@@ -387,7 +387,7 @@ int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
         /* An acquisition without RDMA: installs the entry on an fhc hit,
          * or waits for the move and releases (the next round hits fhc). */
         fh_ctr_t ctr = {.status = FH_OK};
-        fh_path_t *p = t->path;
+        fh_path_base_t *p = t->path;
         pthread_mutex_lock(&p->lock);
         reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);
         if (x == NULL) {
@@ -404,7 +404,7 @@ int fh_reg_hit_warm(fh_tls_t *t, int rank, uintptr_t raddr, size_t len)
         if (a < 0)
             return a;
         fh_reg_flush(t);
-        int rc = fh_wait_ctr(t, &ctr);
+        int rc = svc_wait_ctr(t, &ctr);
         if (rc != FH_OK)
             return rc;
     }

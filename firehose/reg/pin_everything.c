@@ -5,10 +5,9 @@
  * baseline the firehose paper compares against: no handshake ever, at the
  * price of pinning every segment in full.
  */
-#include "firehose/internal.h"
 #include "reg.h"
 
-static int pe_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr,
+static int pe_seg_expose(fh_core_t *rt, void *base, size_t len, struct fh_mr **mr,
                          fh_rkey_t *rkey)
 {
     int rc = rt->cops->mr_reg(rt->conduit, base, len,
@@ -20,12 +19,12 @@ static int pe_seg_expose(fh_rt_t *rt, void *base, size_t len, struct fh_mr **mr,
     return rc;
 }
 
-static int pe_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+static int pe_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                    uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
                    bool own_lmr)
 {
     (void)own_lmr;   /* no FH_REG_CAP_NB_OWNS_LMR: always false */
-    return fh_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr, true);
+    return svc_post(t, is_put, rank, local, lmr, remote, n, rkey, ctr, true);
 }
 
 /* The piece's own registration (seg_expose's *mr) is deregistered by the

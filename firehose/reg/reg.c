@@ -7,6 +7,14 @@
 #include "firehose/util/config.h"
 #include "reg.h"
 
+fh_core_t *fh_reg_core;
+
+void fh_reg_bind(fh_core_t *core)
+{
+    assert(core == NULL || core->svc != NULL);
+    fh_reg_core = core;
+}
+
 static const fh_reg_ops_t *const tables[] = {
     [FH_REG_PIN_EVERYTHING]   = &fh_reg_pin_everything,
     [FH_REG_FIREHOSE]         = &fh_reg_firehose,

@@ -14,6 +14,9 @@
  *   rendezvous-cache  fh_reg_rendezvous_cache    (the same files, with a cache)
  *   bounce            fh_reg_bounce              bounce.c, strat_common.{c,h}
  *
+ * What the core gives a strategy in return (its state, completion
+ * counting, its calls) is services.h.
+ *
  * Hooks.  Every hook but xfer may be NULL: the core then does nothing at
  * that point.  No hook runs inside an AM handler; a strategy's own AM
  * handlers run under the service path's lock like every handler.  Lock
@@ -30,11 +33,7 @@
 
 #include "conduits/conduit.h"
 #include "firehose.h"
-
-struct fh_rt;
-struct fh_path;
-struct fh_tls;
-struct fh_ctr;
+#include "services.h"
 
 enum fh_reg_cap {
     /* xfer can take ownership of a temporary local registration
@@ -65,34 +64,34 @@ typedef struct fh_reg_ops {
     void     (*handlers)(void);
     /* After the conduit connected; collective (may use the bootstrap).
      * Returns FH_OK or an error with its text set. */
-    int      (*init)(struct fh_rt *rt);
+    int      (*init)(fh_core_t *rt);
     /* fh_finalize, before any segment is unmapped: deregisters every key
      * given to peers.  Returns the deregistrations that failed (the
      * segments then stay mapped). */
-    unsigned (*fini_keys)(struct fh_rt *rt);
+    unsigned (*fini_keys)(fh_core_t *rt);
     /* fh_finalize, after the segments are gone, before the conduit closes. */
-    void     (*fini)(struct fh_rt *rt);
+    void     (*fini)(fh_core_t *rt);
 
     /* ---- segments (rt->seg_lock held unless said otherwise) */
     /* Alignment and granularity of our segment pieces; NULL: the page. */
-    size_t   (*seg_align)(const struct fh_rt *rt);
+    size_t   (*seg_align)(const fh_core_t *rt);
     /* Peers may reach [base, +len) from now on: fills *mr with the piece's
      * own registration and *rkey with its key, or leaves them NULL and
      * {0, 0} (registered per operation).  An error leaves nothing behind. */
-    int      (*seg_expose)(struct fh_rt *rt, void *base, size_t len, struct fh_mr **mr,
+    int      (*seg_expose)(fh_core_t *rt, void *base, size_t len, struct fh_mr **mr,
                            fh_rkey_t *rkey);
     /* A piece alive at fh_finalize, or one whose creation failed after
      * seg_expose, without seg_release: the strategy keeps it mapped until
      * fini (its registrations may still cover it) and unmaps it then.
      * NULL: the core unmaps it at once. */
-    void     (*seg_retire)(struct fh_rt *rt, void *base, size_t len);
+    void     (*seg_retire)(fh_core_t *rt, void *base, size_t len);
     /* fh_segment_destroy (after the segment was unpublished and no handler
      * still uses it) or a failed creation: deregisters everything
      * registered inside [base, +len) for peers, waiting (polling through
      * t, fh_wait_round) for what peers must acknowledge.  NO lock held,
      * not in a handler.  Returns the deregistrations that failed (the
      * piece then stays mapped). */
-    unsigned (*seg_release)(struct fh_rt *rt, struct fh_tls *t, void *base, size_t len);
+    unsigned (*seg_release)(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
 
     /* ---- transfers */
     /* A put/get of n bytes between local (registered as lmr, or NULL) and
@@ -104,31 +103,31 @@ typedef struct fh_reg_ops {
      * registration the transfer releases when over, also on failure.
      * Returns FH_OK or an error with its text set (parts already started
      * still complete into ctr).  No lock held, not in a handler. */
-    int      (*xfer)(struct fh_tls *t, bool is_put, int rank, char *local,
+    int      (*xfer)(fh_thread_t *t, bool is_put, int rank, char *local,
                      struct fh_mr *lmr, uint64_t remote, size_t n, const fh_rkey_t *rkey,
-                     struct fh_ctr *ctr, bool own_lmr);
+                     fh_ctr_t *ctr, bool own_lmr);
 
     /* ---- hooks of the core's loops */
     /* Every API entry (fh_enter), after the state checks.  No lock held,
      * not in a handler; may poll. */
-    void     (*on_entry)(struct fh_tls *t);
+    void     (*on_entry)(fh_thread_t *t);
     /* Every progress round (fh_progress).  No lock held, not in a handler. */
-    void     (*progress)(struct fh_tls *t);
+    void     (*progress)(fh_thread_t *t);
     /* Path set-up (before init) and teardown.  No lock held. */
-    void     (*path_init)(struct fh_path *p);
-    void     (*path_fini)(struct fh_path *p);
+    void     (*path_init)(fh_path_base_t *p);
+    void     (*path_fini)(fh_path_base_t *p);
     /* End of every poll of p: moves on what the poll made ready.  p->lock
      * held; may run in the thread that runs handlers, never inside one. */
-    void     (*poll_end)(struct fh_path *p);
+    void     (*poll_end)(fh_path_base_t *p);
     /* Whether p still holds strategy work (a path whose threads exited is
      * polled until idle).  p->lock held. */
-    bool     (*path_busy)(const struct fh_path *p);
+    bool     (*path_busy)(const fh_path_base_t *p);
     /* A thread's state is being released at its exit: give back what the
      * strategy keeps per thread.  No lock held. */
-    void     (*thread_exit)(struct fh_tls *t);
+    void     (*thread_exit)(fh_thread_t *t);
     /* Adds the strategy's counters for peer (every peer when peer is our
      * rank).  Any thread, also a handler; takes only the strategy's lock. */
-    void     (*stats)(struct fh_rt *rt, int peer, fh_peer_stats_t *out);
+    void     (*stats)(fh_core_t *rt, int peer, fh_peer_stats_t *out);
 } fh_reg_ops_t;
 
 extern const fh_reg_ops_t fh_reg_pin_everything, fh_reg_firehose, fh_reg_rendezvous,

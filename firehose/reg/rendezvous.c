@@ -77,12 +77,12 @@ static void refuse(fh_token_t tok, struct fh_strat *s, int src, const rdv_msg_t 
         pthread_mutex_unlock(&s->lock);
     }
     rdv_msg_t rep = {.op = RDV_REPLY, .status = status, .token = q->token};
-    fh_am_reply_medium_internal(tok, FH_H_RDV_REP, &rep, sizeof rep);
+    svc_am_reply_medium(tok, FH_H_RDV_REP, &rep, sizeof rep);
 }
 
 static void unregister(struct fh_strat *s, int src, uint64_t handle)
 {
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     pthread_mutex_lock(&s->lock);
     strat_entry_t *e = s->kind == FH_REG_RENDEZVOUS
                            ? fhc_map_get(&s->tmap, (uint64_t)src, handle) : NULL;
@@ -119,10 +119,10 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
 {
     (void)args;
     (void)nargs;
-    fh_rt_t *rt = fh_rt;
+    fh_core_t *rt = fh_reg_core;
     struct fh_strat *s = rt->strat;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     rdv_msg_t q = {0};
     if (nbytes != sizeof q) {
         if (nbytes >= 16)
@@ -153,7 +153,7 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
         return;
     }
     fh_seg_range_t r;
-    if (fh_seg_find(rt, rt->rank, (uintptr_t)q.addr, (size_t)q.len, &r) != FH_OK) {
+    if (svc_seg_find(rt->rank, (uintptr_t)q.addr, (size_t)q.len, &r) != FH_OK) {
         refuse(tok, s, src, &q, FH_ERR_OUT_OF_SEGMENT, "outside our segments");
         return;
     }
@@ -226,7 +226,7 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
          * destroy fences the service path, whose lock we hold, before it
          * revokes and unmaps (segment.c). */
     }
-    fh_am_reply_medium_internal(tok, FH_H_RDV_REP, &rep, sizeof rep);
+    svc_am_reply_medium(tok, FH_H_RDV_REP, &rep, sizeof rep);
 }
 
 static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
@@ -234,9 +234,9 @@ static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
 {
     (void)args;
     (void)nargs;
-    struct fh_strat *s = fh_rt->strat;
+    struct fh_strat *s = fh_reg_core->strat;
     int src;
-    fh_token_source(tok, &src);
+    svc_token_source(tok, &src);
     rdv_msg_t m;
     if (s == NULL || nbytes != sizeof m) {
         fh_log_error("rendezvous: dropped a malformed reply from rank %d (%zu bytes)", src,
@@ -265,16 +265,16 @@ static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
 
 void strat_rdv_register_handlers(void)
 {
-    fh_am_register_internal(FH_H_RDV_REQ, h_rdv_req, "rendezvous-req");
-    fh_am_register_internal(FH_H_RDV_REP, h_rdv_rep, "rendezvous-rep");
+    svc_am_register(FH_H_RDV_REQ, h_rdv_req, "rendezvous-req");
+    svc_am_register(FH_H_RDV_REP, h_rdv_rep, "rendezvous-rep");
 }
 
 /* ------------------------------------------------------------ initiator */
 
-static int try_send(fh_tls_t *t, struct fh_strat *s, int rank, const rdv_msg_t *m)
+static int try_send(fh_thread_t *t, struct fh_strat *s, int rank, const rdv_msg_t *m)
 {
-    int rc = fh_am_try_request(t, &fh_rt->paths[0], rank, FH_AM_REQ_MEDIUM, FH_H_RDV_REQ,
-                               m, sizeof *m, NULL, 0);
+    int rc = svc_am_try_request(t, fh_reg_core->svc_path, rank, FH_SVC_AM_MEDIUM,
+                                FH_H_RDV_REQ, m, sizeof *m, NULL, 0);
     if (rc == FH_OK) {
         pthread_mutex_lock(&s->lock);
         s->peer[rank].requests++;
@@ -287,7 +287,7 @@ int strat_rdv_start(struct fh_strat *s, strat_xop_t *x)
 {
     (void)s;
     fh_seg_range_t seg;
-    if (fh_seg_find(fh_rt, x->rank, (uintptr_t)x->remote, x->n, &seg) != FH_OK)
+    if (svc_seg_find(x->rank, (uintptr_t)x->remote, x->n, &seg) != FH_OK)
         return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
                             x->is_put ? "put" : "get", x->rank);
     x->seg_base = seg.base;
@@ -320,7 +320,7 @@ static int prepare(struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
 
 /* Asks for registrations ahead, up to RDV_DEPTH chunks (both forms, every
  * chunk: no initiator-side key cache). */
-static void ask_ahead(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+static void ask_ahead(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
 {
     while (x->status == FH_OK && x->issued < x->n && x->head - x->tail < RDV_DEPTH) {
         rdv_slot_t *sl = &x->slot[x->head % RDV_DEPTH];
@@ -350,7 +350,7 @@ static void ask_ahead(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
 
 /* The reply of sl is in: checks that it covers the chunk and posts the
  * chunk's RDMA (queued by rma.c if the conduit cannot take it now). */
-static void got_key(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
+static void got_key(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
 {
     strat_wait_end(s, x->rank, sl->token);
     const strat_wait_t *w = &sl->w;
@@ -365,11 +365,11 @@ static void got_key(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot_t 
     if (sl->status != FH_OK || x->status != FH_OK)
         return;
     fh_rkey_t rk = {w->key[0], w->key[1]};
-    sl->status = fh_post(t, x->is_put, x->rank, x->local + sl->off, x->lmr, sl->raddr,
-                         sl->len, &rk, &sl->rdma, false);
+    sl->status = svc_post(t, x->is_put, x->rank, x->local + sl->off, x->lmr, sl->raddr,
+                          sl->len, &rk, &sl->rdma, false);
 }
 
-bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
+bool strat_rdv_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
 {
     ask_ahead(t, s, x);
     /* Chunks complete in order. */
@@ -381,7 +381,7 @@ bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x)
             got_key(t, s, x, sl);
         }
         if (sl->state == RDV_RDMA) {
-            fh_path_t *p = t->path;
+            fh_path_base_t *p = t->path;
             pthread_mutex_lock(&p->lock);
             bool busy = sl->rdma.pending != 0;
             int st = sl->rdma.status;

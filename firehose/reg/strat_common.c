@@ -18,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reg.h"
 #include "strat_common.h"
 
-int fh_strat_init(fh_rt_t *rt)
+int fh_strat_init(fh_core_t *rt)
 {
     struct fh_strat *s = calloc(1, sizeof *s);
     if (s == NULL || (s->peer = calloc((size_t)rt->nranks, sizeof *s->peer)) == NULL) {
@@ -45,7 +46,7 @@ int fh_strat_init(fh_rt_t *rt)
 
 /* Frees every entry of l, deregistering those still registered; returns
  * the number of deregistrations that failed. */
-static unsigned drop_list(fh_rt_t *rt, strat_list_t *l)
+static unsigned drop_list(fh_core_t *rt, strat_list_t *l)
 {
     unsigned failed = 0;
     while (l->head != NULL) {
@@ -58,7 +59,7 @@ static unsigned drop_list(fh_rt_t *rt, strat_list_t *l)
     return failed;
 }
 
-unsigned fh_strat_fini(fh_rt_t *rt)
+unsigned fh_strat_fini(fh_core_t *rt)
 {
     struct fh_strat *s = rt->strat;
     if (s == NULL)
@@ -79,7 +80,7 @@ unsigned fh_strat_fini(fh_rt_t *rt)
 }
 
 /* Pushes the list [first .. last] on p's records. */
-static void push_ops(fh_path_t *p, strat_xop_t *first, strat_xop_t *last)
+static void push_ops(fh_path_base_t *p, strat_xop_t *first, strat_xop_t *last)
 {
     strat_xop_t *head = atomic_load_explicit(&p->strat_ops, memory_order_relaxed);
     do {
@@ -89,10 +90,10 @@ static void push_ops(fh_path_t *p, strat_xop_t *first, strat_xop_t *last)
                                                     memory_order_relaxed));
 }
 
-int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+int fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                   uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr)
 {
-    struct fh_strat *s = fh_rt->strat;
+    struct fh_strat *s = fh_reg_core->strat;
     strat_xop_t *x = calloc(1, sizeof *x);
     int rc = FH_ERR_NO_MEMORY;
     if (x != NULL) {
@@ -106,10 +107,10 @@ int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr 
     if (rc != FH_OK) {
         free(x);
         if (own_lmr)
-            fh_rma_local_mr_release(lmr);
+            svc_local_mr_release(lmr);
         return rc;
     }
-    fh_path_t *p = t->path;
+    fh_path_base_t *p = t->path;
     pthread_mutex_lock(&p->lock);
     fh_ctr_add(ctr);
     p->inflight++;
@@ -120,10 +121,10 @@ int fh_strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr 
     return FH_OK;
 }
 
-void fh_strat_progress(fh_tls_t *t)
+void fh_strat_progress(fh_thread_t *t)
 {
-    struct fh_strat *s = fh_rt->strat;
-    fh_path_t *p = t->path;
+    struct fh_strat *s = fh_reg_core->strat;
+    fh_path_base_t *p = t->path;
     if (s == NULL || t->in_handler != 0 ||
         atomic_load_explicit(&p->strat_ops, memory_order_relaxed) == NULL)
         return;
@@ -137,7 +138,7 @@ void fh_strat_progress(fh_tls_t *t)
         bool over = s->kind == FH_REG_BOUNCE ? strat_bounce_step(t, s, x)
                                              : strat_rdv_step(t, s, x);
         if (over && x->own_lmr) {
-            fh_rma_local_mr_release(x->lmr);   /* no RDMA of x is in flight */
+            svc_local_mr_release(x->lmr);   /* no RDMA of x is in flight */
             x->own_lmr = false;
         }
         if (over) {
@@ -171,7 +172,7 @@ void fh_strat_progress(fh_tls_t *t)
     }
 }
 
-void fh_strat_path_fini(fh_path_t *p)
+void fh_strat_path_fini(fh_path_base_t *p)
 {
     strat_xop_t *x = atomic_exchange_explicit(&p->strat_ops, NULL, memory_order_acquire);
     while (x != NULL) {
@@ -187,7 +188,7 @@ void fh_strat_path_fini(fh_path_t *p)
  * did not come.  Those keep their handle on s->revoked (up to revoked_cap
  * per peer, see strat_common.h).  Returns the number of deregistrations that
  * failed; revoked[peer] counts plain rendezvous revocations per peer. */
-static unsigned revoke_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, size_t size,
+static unsigned revoke_range(fh_core_t *rt, struct fh_strat *s, uintptr_t base, size_t size,
                              uint32_t *revoked)
 {
     unsigned failed = 0;
@@ -222,7 +223,7 @@ static unsigned revoke_range(fh_rt_t *rt, struct fh_strat *s, uintptr_t base, si
     return failed;
 }
 
-unsigned fh_strat_seg_destroy(fh_rt_t *rt, uintptr_t base, size_t size)
+unsigned fh_strat_seg_destroy(fh_core_t *rt, uintptr_t base, size_t size)
 {
     struct fh_strat *s = rt->strat;
     if (s == NULL || s->kind == FH_REG_BOUNCE || size == 0)
@@ -299,7 +300,7 @@ void strat_wait_end(struct fh_strat *s, int peer, uint64_t token)
 
 /* ------------------------------------------------------------ stats */
 
-void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
+void fh_strat_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
 {
     struct fh_strat *s = rt->strat;
     if (s == NULL)
@@ -322,7 +323,7 @@ void fh_strat_stats(fh_rt_t *rt, int peer, fh_peer_stats_t *out)
 
 /* ------------------------------------------------------------ tables */
 
-static int strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+static int strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                       uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
                       bool own_lmr)
 {
@@ -330,7 +331,7 @@ static int strat_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh
     return fh_strat_xfer(t, is_put, rank, local, lmr, remote, n, ctr, own_lmr);
 }
 
-static unsigned strat_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len)
+static unsigned strat_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
 {
     (void)t;      /* nothing to wait for: peers' keys die with our deregistration */
     return fh_strat_seg_destroy(rt, (uintptr_t)base, len);

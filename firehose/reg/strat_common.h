@@ -61,7 +61,7 @@
 #define FH_STRATEGY_H
 
 #include "firehose/cache/fhc_map.h"
-#include "firehose/internal.h"
+#include "firehose/reg/services.h"
 
 /* The rendezvous message (FH_H_RDV_REQ payload and FH_H_RDV_REP payload;
  * host byte order, like the AM header; rendezvous.c explains the protocol). */
@@ -200,10 +200,39 @@ void     strat_list_remove(strat_list_t *l, strat_entry_t *e);
  * reply or RDMA of it outstanding, no waiter registered).  No lock held. */
 void strat_rdv_register_handlers(void);
 int  strat_rdv_start(struct fh_strat *s, strat_xop_t *x);
-bool strat_rdv_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x);
+bool strat_rdv_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x);
 
 void strat_bounce_register_handlers(void);
 int  strat_bounce_start(struct fh_strat *s, strat_xop_t *x);
-bool strat_bounce_step(fh_tls_t *t, struct fh_strat *s, strat_xop_t *x);
+bool strat_bounce_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x);
+
+/* ---- strat_common.c (FH_REG_STRATEGY=rendezvous | rendezvous-cache | bounce) */
+/* Creates rt->strat (the table's init hook); after connect. */
+int  fh_strat_init(fh_core_t *rt);
+/* Deregisters everything it registered; before the segments are unmapped.
+ * Returns the number of deregistrations that failed (the segments must then
+ * stay mapped: fh_seg_fini). */
+unsigned fh_strat_fini(fh_core_t *rt);
+/* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
+ * rank != us, counted into ctr like every xfer hook: it starts what it can and
+ * returns; fh_strat_progress does the rest (waits for nothing).  own_lmr:
+ * lmr is a temporary registration (fh_rma_local_mr) that the operation
+ * releases once it is over -- also when the call fails. */
+int  fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
+                   uint64_t remote, size_t n, fh_ctr_t *ctr, bool own_lmr);
+/* Moves the strategy operations of the calling thread's path on (sends
+ * what credits allow, posts RDMA whose key arrived, completes what is
+ * done).  No lock held, not in a handler; no-op without rt->strat. */
+void fh_strat_progress(fh_thread_t *t);
+/* Frees the operation records left on p (teardown). */
+void fh_strat_path_fini(fh_path_base_t *p);
+/* Our segment piece [base, base+size) is being destroyed (after the
+ * destroy barrier, unpublished, no handler still using it): deregisters
+ * everything registered inside it for peers, released or not -- before it
+ * is unmapped.  Returns the number of deregistrations that failed (the
+ * piece must then stay mapped). */
+unsigned fh_strat_seg_destroy(fh_core_t *rt, uintptr_t base, size_t size);
+/* Adds the strategy's counters for peer (or all peers if peer == our rank). */
+void fh_strat_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out);
 
 #endif /* FH_STRATEGY_H */

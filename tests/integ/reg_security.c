@@ -39,6 +39,7 @@
 
 #include "firehose/cache/fhc_wire.h"
 #include "firehose/internal.h"
+#include "firehose/reg/firehose_internal.h"
 #include "firehose/reg/strat_common.h"
 
 static int me, N, kind;
@@ -141,7 +142,7 @@ static void move(const char *what, uint64_t lo, uint64_t hi, unsigned nrel,
 /* Returns the number of refusals the F test adds. */
 static void attack_firehose(uint64_t *granted_bases, unsigned *ngranted)
 {
-    size_t B = fh_reg_bucket(fh_rt);
+    size_t B = fh_reg_bucket(&fh_rt->core);
     uintptr_t b = (uintptr_t)tbase;
     uint64_t end = (uint64_t)(b + ((tsize + B - 1) & ~(B - 1)));
     move("move: span outside the segments", end + 16 * B, end + 17 * B, 0, NULL, 0, 0,

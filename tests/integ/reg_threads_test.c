@@ -30,7 +30,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "firehose/internal.h"     /* the hit-layer timing API */
+#include "firehose/internal.h"
+#include "firehose/reg/firehose_internal.h"   /* the hit-layer timing API */
 
 #define STRIPE 512u
 #define MAXT 16
@@ -283,7 +284,7 @@ static int cmp_double(const void *a, const void *b)
 static void *bench_thread(void *arg)
 {
     int k = (int)(intptr_t)arg;
-    fh_tls_t *t = fh_tls();
+    fh_thread_t *t = &fh_tls()->base;
     uintptr_t ra = (uintptr_t)tbase + (uintptr_t)k * 4096;
     CHECK_RC(fh_reg_hit_warm(t, tgt, ra, 64), FH_OK);
     fh_reg_hit_t h;

@@ -1,0 +1,270 @@
+/*
+ * services.h -- what the runtime core gives a registration strategy: the
+ * part of its state a strategy may read or own, completion counting, and
+ * a table of the core's calls a strategy may make.  With reg.h (what a
+ * strategy gives the core) this is the whole boundary: a file of
+ * firehose/reg/ includes no header of the core.
+ *
+ * State.  The core's runtime, path and thread objects (firehose/internal.h)
+ * begin with the views below, the way a UCX transport's interface begins
+ * with uct_base_iface_t: fh_core_t, fh_path_base_t and fh_thread_t are the
+ * first members of fh_rt_t, fh_path_t and fh_tls_t.  Each view is also
+ * spliced into its object as anonymous members (FH_*_FIELDS, the pattern of
+ * Linux's struct_group), so the core names the same fields directly
+ * (p->lock) and a strategy through the view (p->lock on an fh_path_base_t).
+ * The core passes &rt->core, &p->base, &t->base to the hooks.
+ *
+ * Calls.  The core fills an fh_reg_services_t and binds it with
+ * fh_reg_bind() before any strategy runs; strategies call it through the
+ * svc_* wrappers below.  So nothing in reg/ links against a core symbol
+ * (tests/docs/layer_calls.sh checks it).
+ *
+ * Locks: as internal.h states.  p->lock is the path's lock; the strategy
+ * fields of a path are protected as their comments say.
+ */
+#ifndef FH_REG_SERVICES_H
+#define FH_REG_SERVICES_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conduits/conduit.h"
+#include "firehose.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/util/config.h"
+#include "firehose/util/log.h"
+
+struct fh_reg;
+struct fh_strat;
+struct fh_mm;
+struct reg_xop;
+struct reg_tc;
+struct strat_xop;
+struct fh_reg_ops;
+struct fh_reg_services;
+
+/* ---------------------------------------------------------- counters */
+
+/* An fh_ctr counts a set of network operations in flight: one blocking
+ * call, one NB handle, or a thread's NBI operations.  Conduit completions
+ * carry a pointer to it as their op_ctx.  A counter is touched only with
+ * its path's lock held, so it needs no atomics. */
+typedef struct fh_ctr {
+    uint32_t pending;   /* operations not yet completed */
+    int status;         /* first error seen, else FH_OK */
+    uint64_t *owner_ops;  /* NULL (a blocking call's counter), or the
+                             owning thread's count of NB/NBI operations in
+                             flight -- what fh_quiet waits for; it moves
+                             with pending, under the same path lock */
+} fh_ctr_t;
+
+/* One more operation counts in c. */
+static inline void fh_ctr_add(fh_ctr_t *c)
+{
+    c->pending++;
+    if (c->owner_ops != NULL)
+        ++*c->owner_ops;
+}
+
+static inline void fh_ctr_complete(fh_ctr_t *c, int status)
+{
+    if (status != FH_OK && c->status == FH_OK)
+        c->status = status;
+    c->pending--;
+    if (c->owner_ops != NULL)
+        --*c->owner_ops;
+}
+
+/* Relaxed single-writer counter update: the writer holds the path lock,
+ * readers (fh_stats_peer) use relaxed loads. */
+#define FH_STAT_ADD(field, v) \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), \
+                     __ATOMIC_RELAXED)
+
+/* ---------------------------------------------------------- state views */
+
+/* The runtime (fh_rt_t's head).  Set at fh_init, read-only afterwards,
+ * except each strategy's own pointer (reg, strat, mm) and finalizing. */
+#define FH_CORE_FIELDS                                                       \
+    fh_config_t cfg;                                                         \
+    fh_boot_t *boot;                                                         \
+    int rank, nranks;                                                        \
+    const fh_conduit_ops_t *cops;                                            \
+    struct fh_conduit *conduit;                                              \
+    fh_conduit_limits_t limits;                                              \
+    size_t am_max_medium;                                                    \
+    struct fh_path_base *svc_path;  /* path 0: AM requests and replies */     \
+    const struct fh_reg_ops *reg_ops;   /* the active strategy (reg.h) */    \
+    const struct fh_reg_services *svc;  /* the core's calls (below) */       \
+    struct fh_reg *reg;     /* FH_REG_STRATEGY=firehose, else NULL */        \
+    struct fh_strat *strat; /* rendezvous, rendezvous-cache, bounce */       \
+    struct fh_mm *mm;       /* with reg: memory monitor glue */              \
+    _Atomic int finalizing;
+
+typedef struct fh_core {
+    FH_CORE_FIELDS
+} fh_core_t;
+
+/* A path (fh_path_t's head): a conduit endpoint and its lock, and the
+ * strategies' per-path state. */
+#define FH_PATH_FIELDS                                                       \
+    pthread_mutex_t lock;                                                    \
+    int index;                                                               \
+    struct fh_cpath *cp;                                                     \
+    uint64_t inflight;        /* RMA ops posted here and not completed */    \
+    fh_peer_stats_t *stats;   /* [nranks], written under the path lock */    \
+    /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses    \
+     * became ready, pushed by any thread under the cache lock (lock-free    \
+     * stack); drained, and their RDMA posted, by whoever polls the path. */ \
+    _Atomic(struct reg_xop *) reg_ready;                                     \
+    struct reg_xop *reg_retry, **reg_retry_tail;  /* drained, not posted */  \
+    int reg_draining;                                                        \
+    struct reg_xop *reg_free;  /* finished chunk records kept for reuse */   \
+    unsigned reg_nfree;        /* (~2 KiB each: malloc'd per chunk, they */  \
+                               /*  cost more than a hit; p->lock) */         \
+    /* The comparison strategies' operations in progress (strat_common.c):   \
+     * a lock-free stack pushed by the path's threads. */                    \
+    _Atomic(struct strat_xop *) strat_ops;
+
+typedef struct fh_path_base {
+    FH_PATH_FIELDS
+} fh_path_base_t;
+
+/* A thread (fh_tls_t's head).  path_t: the type of its path as the reader
+ * sees it (the core: struct fh_path; a strategy: struct fh_path_base --
+ * the same object, whose first member is the view). */
+#define FH_THREAD_FIELDS(path_t)                                             \
+    path_t *path;                                                            \
+    int in_handler;           /* depth of handler nesting */                 \
+    struct reg_tc *reg_tc;    /* firehose hit layer (firehose_hit.c), or NULL */
+
+typedef struct fh_thread {
+    FH_THREAD_FIELDS(struct fh_path_base)
+} fh_thread_t;
+
+/* Counts one put/get of n bytes to rank in p's per-peer stats (p->lock held). */
+static inline void fh_stat_rma(fh_path_base_t *p, int rank, bool is_put, size_t n)
+{
+    if (is_put) {
+        FH_STAT_ADD(p->stats[rank].puts, 1);
+        FH_STAT_ADD(p->stats[rank].put_bytes, n);
+    } else {
+        FH_STAT_ADD(p->stats[rank].gets, 1);
+        FH_STAT_ADD(p->stats[rank].get_bytes, n);
+    }
+}
+
+/* ---------------------------------------------------------- AM handlers */
+
+/* The strategies' own AM handler indices (< FH_AM_USER_FIRST); their
+ * messages count in reg_moves, not in am_sent/am_received. */
+enum {
+    FH_H_REG_FIRST  = 5,
+    FH_H_MOVE_REQ   = 5,      /* firehose cache move request (firehose.c) */
+    FH_H_MOVE_REP   = 6,      /* ... and its reply */
+    FH_H_RDV_REQ    = 7,      /* rendezvous (de)registration request (rendezvous.c) */
+    FH_H_RDV_REP    = 8,      /* ... and its reply */
+    FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (bounce.c) */
+    FH_H_BOUNCE_GET = 10,     /* bounce: get request */
+    FH_H_BOUNCE_REP = 11,     /* bounce: put ack / get data */
+    FH_H_REG_LAST   = 11
+};
+
+/* ---------------------------------------------------------- segments */
+
+/* A remote or local segment piece covering a looked-up range. */
+typedef struct fh_seg_range {
+    uintptr_t base, end;      /* [base, end) */
+    fh_rkey_t rkey;
+    fh_seg_t seg;
+    struct fh_mr *mr;         /* our own pieces only: the local registration */
+} fh_seg_range_t;
+
+/* ---------------------------------------------------------- the core's calls */
+
+/* Request kinds a strategy sends (am_try_request). */
+enum fh_svc_am_kind { FH_SVC_AM_SHORT, FH_SVC_AM_MEDIUM };
+
+typedef struct fh_reg_services {
+    /* AM.  am_register: a runtime-internal handler (FH_H_REG_*), at init.
+     * am_try_request: a short or medium request on path p that waits for
+     * nothing -- FH_ERR_AGAIN (nothing sent, no error text) when p has no
+     * credit towards rank or no transmit resources; not to ourselves, not
+     * from a handler, no lock held.  am_reply*: from a request handler
+     * only, with its token (valid while the handler runs).  token_source:
+     * the rank the transport says sent the token's message. */
+    void (*am_register)(unsigned index, fh_am_handler_t fn, const char *name);
+    int  (*am_try_request)(fh_thread_t *t, fh_path_base_t *p, int rank,
+                           enum fh_svc_am_kind kind,
+                           unsigned handler, const void *payload, size_t len,
+                           const uint64_t *args, unsigned nargs);
+    int  (*am_reply)(fh_token_t tok, unsigned h, const uint64_t *args, unsigned nargs);
+    int  (*am_reply_medium)(fh_token_t tok, unsigned h, const void *src, size_t nbytes);
+    int  (*am_reply_medium_args)(fh_token_t tok, unsigned h, const void *src,
+                                 size_t nbytes, const uint64_t *args, unsigned nargs);
+    int  (*token_source)(fh_token_t tok, int *rank);
+    /* Waiting.  wait_round: one round of the progress rule of every
+     * waiting loop (*idle starts at 0); no lock held, not in a handler.
+     * wait_ctr: polls until ctr->pending == 0, returns ctr->status.
+     * progress_locked: polls p (p->lock held) and trylocks the service
+     * path, to reap transmit resources. */
+    void (*wait_round)(fh_thread_t *t, unsigned *idle);
+    int  (*wait_ctr)(fh_thread_t *t, fh_ctr_t *ctr);
+    void (*progress_locked)(fh_path_base_t *p);
+    /* Segments: [addr, +n) of rank inside one segment piece -> FH_OK and
+     * *out, or FH_ERR_OUT_OF_SEGMENT / FH_ERR_OVERFLOW.  Lock-free. */
+    int  (*seg_find)(int rank, uintptr_t addr, size_t n, fh_seg_range_t *out);
+    /* RDMA with a known key (fh_post, internal.h): on t's path, counting
+     * into ctr (and the per-peer put/get counters with count); never waits
+     * for transmit resources.  local_mr_release: frees a temporary local
+     * registration the core made (FH_REG_CAP_NB_OWNS_LMR). */
+    int  (*post)(fh_thread_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
+                 bool count);
+    void (*local_mr_release)(struct fh_mr *lmr);
+} fh_reg_services_t;
+
+/* The runtime the strategies serve: set by fh_reg_bind() in fh_init (before
+ * any hook runs), NULL again at the end of fh_finalize. */
+extern fh_core_t *fh_reg_core;
+void fh_reg_bind(fh_core_t *core);
+
+#define FH_SVC (fh_reg_core->svc)
+static inline void svc_am_register(unsigned index, fh_am_handler_t fn, const char *name)
+{ FH_SVC->am_register(index, fn, name); }
+static inline int svc_am_try_request(fh_thread_t *t, fh_path_base_t *p, int rank,
+                                     enum fh_svc_am_kind kind, unsigned handler,
+                                     const void *payload, size_t len, const uint64_t *args,
+                                     unsigned nargs)
+{ return FH_SVC->am_try_request(t, p, rank, kind, handler, payload, len, args, nargs); }
+static inline int svc_am_reply(fh_token_t tok, unsigned h, const uint64_t *args,
+                               unsigned nargs)
+{ return FH_SVC->am_reply(tok, h, args, nargs); }
+static inline int svc_am_reply_medium(fh_token_t tok, unsigned h, const void *src,
+                                      size_t nbytes)
+{ return FH_SVC->am_reply_medium(tok, h, src, nbytes); }
+static inline int svc_am_reply_medium_args(fh_token_t tok, unsigned h, const void *src,
+                                           size_t nbytes, const uint64_t *args,
+                                           unsigned nargs)
+{ return FH_SVC->am_reply_medium_args(tok, h, src, nbytes, args, nargs); }
+static inline int svc_token_source(fh_token_t tok, int *rank)
+{ return FH_SVC->token_source(tok, rank); }
+static inline void svc_wait_round(fh_thread_t *t, unsigned *idle)
+{ FH_SVC->wait_round(t, idle); }
+static inline int svc_wait_ctr(fh_thread_t *t, fh_ctr_t *ctr)
+{ return FH_SVC->wait_ctr(t, ctr); }
+static inline void svc_progress_locked(fh_path_base_t *p)
+{ FH_SVC->progress_locked(p); }
+static inline int svc_seg_find(int rank, uintptr_t addr, size_t n, fh_seg_range_t *out)
+{ return FH_SVC->seg_find(rank, addr, n, out); }
+static inline int svc_post(fh_thread_t *t, bool is_put, int rank, void *local,
+                           struct fh_mr *lmr, uint64_t remote, size_t n,
+                           const fh_rkey_t *rkey, fh_ctr_t *ctr, bool count)
+{ return FH_SVC->post(t, is_put, rank, local, lmr, remote, n, rkey, ctr, count); }
+static inline void svc_local_mr_release(struct fh_mr *lmr)
+{ FH_SVC->local_mr_release(lmr); }
+
+#endif /* FH_REG_SERVICES_H */

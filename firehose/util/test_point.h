@@ -1,0 +1,25 @@
+/*
+ * test_point.h -- points where a test build (-DFH_TEST_HOOKS, only in
+ * check_LTLIBRARIES libfhrt_hooks.la) calls fh_test_hook to widen a race
+ * window on purpose.  Normal builds compile them out.  The hook variable is
+ * defined by the runtime (init.c) in that build only.
+ */
+#ifndef FH_TEST_POINT_H
+#define FH_TEST_POINT_H
+
+enum fh_test_point {
+    FH_TP_MM_PUBLISH,         /* firehose_revoke.c: sync stored revoking, not yet seen */
+    FH_TP_MM_WAIT_COUNT       /* firehose_revoke.c: the wait loop took its count */
+};
+#ifdef FH_TEST_HOOKS
+extern void (*fh_test_hook)(enum fh_test_point where);
+#define FH_TEST_POINT(where) do {                       \
+        void (*fh_th_)(enum fh_test_point) = fh_test_hook; \
+        if (fh_th_ != NULL)                             \
+            fh_th_(where);                              \
+    } while (0)
+#else
+#define FH_TEST_POINT(where) ((void)0)
+#endif
+
+#endif /* FH_TEST_POINT_H */
