@@ -1,7 +1,7 @@
 /*
- * boot_wire.h -- helpers shared by tools/fhrun.c and boot_fhrun.c for the
- * wire protocol defined in bootstrap.h (header-only so fhrun builds from one
- * source file).
+ * boot_wire.h -- helpers shared by fhrun (tools/launcher/) and boot_fhrun.c
+ * for the wire protocol defined in bootstrap.h (header-only: fhrun links no
+ * bootstrap code).
  *
  * Conventions layered on bootstrap.h (both sides are in this tree):
  *   - the launcher's non-zero status word on refusal is one of

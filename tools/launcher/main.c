@@ -1,5 +1,5 @@
 /*
- * fhrun.c -- launches an N-rank firehose job on this host.
+ * main.c (fhrun) -- launches an N-rank firehose job on this host.
  *
  *   fhrun -n N [options] prog [args...]
  *
