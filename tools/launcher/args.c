@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +28,9 @@ static void usage(FILE *f)
             "  -v, --verbose         report launcher activity (repeat for more)\n"
             "  -h, --help            this help\n"
             "      --version         print the version\n\n"
-            "Environment: FH_BOOT_TIMEOUT (s, default 60) bounds how long ranks\n"
+            "Environment: FH_BOOT_TIMEOUT (s, default %d) bounds how long ranks\n"
             "may take to connect.  See fhrun(1).\n",
-            MAX_RANKS);
+            MAX_RANKS, FH_BOOT_TIMEOUT_DEFAULT);
 }
 
 int fhrun_parse_args(int argc, char **argv)
@@ -87,15 +86,9 @@ int fhrun_parse_args(int argc, char **argv)
     }
     if (fr.opts.nranks == 0)
         die(2, "missing -n N (the number of ranks)");
-    const char *bt = getenv("FH_BOOT_TIMEOUT");
-    if (bt && *bt) {
-        errno = 0;
-        long v = strtol(bt, &end, 10);
-        if (errno || *end || v < 1 || v > INT_MAX / 1000)
-            die(2, "FH_BOOT_TIMEOUT=%s: expected a number of seconds, at least "
-                "1", bt);
-        fr.opts.boot_timeout = (int)v;
-    }
+    char err[256];
+    if (fh_boot_timeout_env(&fr.opts.boot_timeout, err, sizeof err) < 0)
+        die(2, "%s", err);
     if (fr.opts.prefix_cmd && !fr.opts.prefix_cmd[strspn(fr.opts.prefix_cmd, " \t")])
         die(2, "--prefix-cmd: empty command");
     fr.opts.prog_argv = argv + optind;

@@ -33,7 +33,7 @@
 #include "fhrun.h"
 
 struct fhrun fr = {
-    .opts.boot_timeout = 60,
+    .opts.boot_timeout = FH_BOOT_TIMEOUT_DEFAULT,
     .job.listen_fd = -1,
     .job.sig_pipe = {-1, -1},
     .job.latent_rank = -1,
