@@ -29,6 +29,10 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+/* uthash's allocation failure: like every other one in fhrun. */
+#define uthash_fatal(why) die(1, "out of memory (%s)", why)
+#include <uthash.h>
+
 #include "firehose/boot/bootstrap.h"
 #include "firehose/boot/boot_wire.h"
 
@@ -74,6 +78,7 @@ typedef struct rank {
     int pipe_fd[2];
     char *line[2];
     size_t line_len[2];
+    UT_hash_handle hh;       /* in fr.job.by_pid from spawn until reaped */
 } rank_t;
 
 /* A connection in its handshake (bootstrap.h): reading the hello, then,
@@ -107,6 +112,7 @@ struct fhrun {
     /* job: the running job (main.c, server.c, spawn.c, reap.c). */
     struct {
         rank_t *ranks;               /* [opts.nranks] */
+        rank_t *by_pid;              /* uthash on pid: the unreaped ranks */
         pend_t pend[MAX_PENDING];    /* connections in their handshake */
         int npend;
         int listen_fd;

@@ -241,6 +241,7 @@ static void teardown(void)
         }
     }
     shbuf_unref(fr.ag.buf);
+    HASH_CLEAR(hh, fr.job.by_pid);
     free(fr.job.ranks);
     close(fr.job.listen_fd);
     close(fr.job.sig_pipe[0]);

@@ -173,15 +173,12 @@ void reap(void)
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0)
             return;
-        int rn = -1;
-        for (int i = 0; i < fr.opts.nranks; i++)
-            if (fr.job.ranks[i].pid == pid && !fr.job.ranks[i].reaped) {
-                rn = i;
-                break;
-            }
-        if (rn < 0)
+        rank_t *r;
+        HASH_FIND(hh, fr.job.by_pid, &pid, sizeof pid, r);
+        if (!r)
             continue;
-        rank_t *r = &fr.job.ranks[rn];
+        int rn = (int)(r - fr.job.ranks);
+        HASH_DEL(fr.job.by_pid, r);
         r->reaped = 1;
         remove_rank_shm(pid);
         r->code = WIFEXITED(st) ? WEXITSTATUS(st)

@@ -166,6 +166,7 @@ void spawn(int rn)
         fr.job.pgid = pid;
     setpgid(pid, fr.job.pgid);  /* also in the child: whichever runs first */
     r->pid = pid;
+    HASH_ADD(hh, fr.job.by_pid, pid, sizeof r->pid, r);
     free_argv(argv);
     if (fr.opts.tag_output) {
         close(pout[1]);
