@@ -89,7 +89,8 @@ int fhrun_parse_args(int argc, char **argv)
     char err[256];
     if (fh_boot_timeout_env(&fr.opts.boot_timeout, err, sizeof err) < 0)
         die(2, "%s", err);
-    if (fr.opts.prefix_cmd && !fr.opts.prefix_cmd[strspn(fr.opts.prefix_cmd, " \t")])
+    const char *pc = fr.opts.prefix_cmd;
+    if (pc && !pc[strspn(pc, " \t")])
         die(2, "--prefix-cmd: empty command");
     fr.opts.prog_argv = argv + optind;
     fr.opts.prog_argc = argc - optind;

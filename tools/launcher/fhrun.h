@@ -98,7 +98,7 @@ _Static_assert(FH_BOOT_PROOF_BYTES >= FH_BOOT_HELLO_BYTES,
  * part; read anywhere. */
 struct fhrun {
     /* opts: what the user asked for (args.c); fixed before the job starts. */
-    struct {
+    struct fhrun_opts {
         int nranks;
         int verbose;                 /* -v count: 1 activity, 2 protocol */
         int tag_output;
@@ -110,7 +110,7 @@ struct fhrun {
         int prog_argc;
     } opts;
     /* job: the running job (main.c, server.c, spawn.c, reap.c). */
-    struct {
+    struct fhrun_job {
         rank_t *ranks;               /* [opts.nranks] */
         rank_t *by_pid;              /* uthash on pid: the unreaped ranks */
         pend_t pend[MAX_PENDING];    /* connections in their handshake */
@@ -129,7 +129,7 @@ struct fhrun {
         int latent_rank;             /* exited 0 before connecting; -1 */
     } job;
     /* end: how the job ends (reap.c). */
-    struct {
+    struct fhrun_end {
         int exit_code, code_set;     /* the first non-zero code sticks */
         int failed;                  /* teardown started */
         int term_mode;               /* signal/timeout: kill everyone */
@@ -140,7 +140,7 @@ struct fhrun {
         char death_msg[FH_BOOT_MAX_MSG];
     } end;
     /* ag: the current allgather round (server.c). */
-    struct {
+    struct fhrun_ag {
         shbuf_t *buf;                /* the result being built, or NULL */
         uint32_t len;                /* bytes per rank */
         int count;                   /* contributions so far */

@@ -48,7 +48,8 @@ enum { W_SIG = -1, W_LISTEN = -2, W_PEND = 1 << 20, W_OUT = 2 << 20,
  * the listener and the rank table. */
 static void setup(void)
 {
-    if (getrandom(fr.job.key, sizeof fr.job.key, 0) != (ssize_t)sizeof fr.job.key)
+    if (getrandom(fr.job.key, sizeof fr.job.key, 0) !=
+        (ssize_t)sizeof fr.job.key)
         die(1, "getrandom: %s", strerror(errno));
     fh_hex(fr.job.key, sizeof fr.job.key, fr.job.key_hex);
 
@@ -88,7 +89,8 @@ static void run_timers(double now)
             fr.opts.job_timeout);
         terminate_job(124);
     }
-    if (!fr.end.failed && fr.job.any_connected && now >= fr.job.connect_deadline) {
+    if (!fr.end.failed && fr.job.any_connected &&
+        now >= fr.job.connect_deadline) {
         char list[512];
         size_t n = 0;
         int count = 0;

@@ -17,7 +17,7 @@
 
 #include "fhrun.h"
 
-/* ---- messages ---------------------------------------------------------------- */
+/* ---- messages ------------------------------------------------------------ */
 
 void write_all(int fd, const char *p, size_t n)
 {
@@ -78,7 +78,7 @@ void die(int code, const char *fmt, ...)
     exit(code);
 }
 
-/* ---- send queues ------------------------------------------------------------- */
+/* ---- send queues --------------------------------------------------------- */
 
 shbuf_t *shbuf_new(size_t len)
 {
@@ -146,7 +146,7 @@ void enqueue(rank_t *r, shbuf_t *b)
     flush_rank(r);
 }
 
-/* ---- --tag-output ------------------------------------------------------------ */
+/* ---- --tag-output -------------------------------------------------------- */
 
 void emit_line(int rn, int s, const char *p, size_t n)
 {

@@ -143,7 +143,7 @@ void kill_stragglers(void)
     }
 }
 
-/* ---- children ---------------------------------------------------------------- */
+/* ---- children ------------------------------------------------------------ */
 
 /* A rank that ends without closing its endpoints (killed, _exit after a
  * peer's death, fh_abort) leaves the shared-memory files of libfabric's shm
@@ -197,7 +197,8 @@ void reap(void)
         } else if (fr.job.any_connected) {
             rank_death(rn, 0, "exited with status 0 before fh_finalize");
         } else if (fr.job.latent_rank < 0) {
-            fr.job.latent_rank = rn;  /* a death only if this is a firehose job */
+            /* a death only if this is a firehose job */
+            fr.job.latent_rank = rn;
         }
         if (fr.end.failed)
             set_code(r->code);

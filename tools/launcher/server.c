@@ -24,74 +24,88 @@
 
 #include "fhrun.h"
 
-/* ---- listening socket ------------------------------------------------------- */
+/* ---- listening socket ---------------------------------------------------- */
+
+/* A private unix socket, $TMPDIR/fhrun.XXXXXX/boot.sock. */
+static void listen_unix(struct fhrun_job *j)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if (snprintf(j->sock_dir, sizeof j->sock_dir, "%s/fhrun.XXXXXX", tmp) >=
+        (int)sizeof j->sock_dir)
+        die(1, "TMPDIR is too long");
+    if (!mkdtemp(j->sock_dir)) {
+        int e = errno;
+        j->sock_dir[0] = '\0';
+        die(1, "cannot create a directory in %s: %s", tmp, strerror(e));
+    }
+    snprintf(j->sock_path, sizeof j->sock_path, "%s/boot.sock", j->sock_dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(j->sock_path) >= sizeof sa.sun_path)
+        die(1, "socket path %s is too long for a unix socket (%zu bytes "
+            "max); set TMPDIR to a shorter directory", j->sock_path,
+            sizeof sa.sun_path - 1);
+    strcpy(sa.sun_path, j->sock_path);
+    j->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                          0);
+    if (j->listen_fd < 0 ||
+        bind(j->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        die(1, "cannot create the socket %s: %s", j->sock_path,
+            strerror(errno));
+    snprintf(j->boot_addr, sizeof j->boot_addr, "unix:%s", j->sock_path);
+}
+
+/* TCP on spec (--listen tcp:ADDR:PORT): an address the ranks can reach,
+ * not a wildcard; port 0 picks one. */
+static void listen_tcp(struct fhrun_job *j, const char *spec)
+{
+    char host[256], port[16];
+    if (fh_parse_addr(spec, host, sizeof host, port, sizeof port) != 't')
+        die(1, "--listen %s: expected tcp:ADDR:PORT", spec);
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
+        die(1, "--listen %s: give an address the ranks can connect to, not "
+            "a wildcard", spec);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
+    int g = getaddrinfo(host, port, &hints, &res);
+    if (g)
+        die(1, "--listen %s: %s", spec, gai_strerror(g));
+    int e = 0;
+    for (ai = res; ai; ai = ai->ai_next) {
+        j->listen_fd = socket(ai->ai_family,
+                              ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                              ai->ai_protocol);
+        if (j->listen_fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(j->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(j->listen_fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        e = errno;
+        close(j->listen_fd);
+        j->listen_fd = -1;
+    }
+    freeaddrinfo(res);
+    if (j->listen_fd < 0)
+        die(1, "--listen %s: cannot bind: %s", spec, strerror(e));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(j->listen_fd, (struct sockaddr *)&ss, &sl);
+    unsigned p = ss.ss_family == AF_INET6
+                     ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                     : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(j->boot_addr, sizeof j->boot_addr,
+             strchr(host, ':') ? "tcp:[%s]:%u" : "tcp:%s:%u", host, p);
+}
 
 void open_listener(void)
 {
-    if (!fr.opts.listen_spec) {
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !*tmp)
-            tmp = "/tmp";
-        if (snprintf(fr.job.sock_dir, sizeof fr.job.sock_dir, "%s/fhrun.XXXXXX", tmp) >=
-            (int)sizeof fr.job.sock_dir)
-            die(1, "TMPDIR is too long");
-        if (!mkdtemp(fr.job.sock_dir)) {
-            int e = errno;
-            fr.job.sock_dir[0] = '\0';
-            die(1, "cannot create a directory in %s: %s", tmp, strerror(e));
-        }
-        snprintf(fr.job.sock_path, sizeof fr.job.sock_path, "%s/boot.sock", fr.job.sock_dir);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(fr.job.sock_path) >= sizeof sa.sun_path)
-            die(1, "socket path %s is too long for a unix socket (%zu bytes "
-                "max); set TMPDIR to a shorter directory", fr.job.sock_path,
-                sizeof sa.sun_path - 1);
-        strcpy(sa.sun_path, fr.job.sock_path);
-        fr.job.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                           0);
-        if (fr.job.listen_fd < 0 || bind(fr.job.listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-            die(1, "cannot create the socket %s: %s", fr.job.sock_path, strerror(errno));
-        snprintf(fr.job.boot_addr, sizeof fr.job.boot_addr, "unix:%s", fr.job.sock_path);
-    } else {
-        char host[256], port[16];
-        if (fh_parse_addr(fr.opts.listen_spec, host, sizeof host, port, sizeof port) != 't')
-            die(1, "--listen %s: expected tcp:ADDR:PORT", fr.opts.listen_spec);
-        if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
-            die(1, "--listen %s: give an address the ranks can connect to, not "
-                "a wildcard", fr.opts.listen_spec);
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-        int g = getaddrinfo(host, port, &hints, &res);
-        if (g)
-            die(1, "--listen %s: %s", fr.opts.listen_spec, gai_strerror(g));
-        int e = 0;
-        for (ai = res; ai; ai = ai->ai_next) {
-            fr.job.listen_fd = socket(ai->ai_family,
-                               ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                               ai->ai_protocol);
-            if (fr.job.listen_fd < 0) {
-                e = errno;
-                continue;
-            }
-            int one = 1;
-            setsockopt(fr.job.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (bind(fr.job.listen_fd, ai->ai_addr, ai->ai_addrlen) == 0)
-                break;
-            e = errno;
-            close(fr.job.listen_fd);
-            fr.job.listen_fd = -1;
-        }
-        freeaddrinfo(res);
-        if (fr.job.listen_fd < 0)
-            die(1, "--listen %s: cannot bind: %s", fr.opts.listen_spec, strerror(e));
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        getsockname(fr.job.listen_fd, (struct sockaddr *)&ss, &sl);
-        unsigned p = ss.ss_family == AF_INET6
-                         ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        snprintf(fr.job.boot_addr, sizeof fr.job.boot_addr,
-                 strchr(host, ':') ? "tcp:[%s]:%u" : "tcp:%s:%u", host, p);
-    }
+    if (!fr.opts.listen_spec)
+        listen_unix(&fr.job);
+    else
+        listen_tcp(&fr.job, fr.opts.listen_spec);
     if (listen(fr.job.listen_fd, SOMAXCONN) < 0)
         die(1, "listen on %s: %s", fr.job.boot_addr, strerror(errno));
 }
@@ -108,7 +122,7 @@ void cleanup_socket(void)
     }
 }
 
-/* ---- connections ----------------------------------------------------------- */
+/* ---- connections --------------------------------------------------------- */
 
 void close_rank_conn(rank_t *r)
 {
@@ -183,8 +197,8 @@ static void contribute(int rn, const unsigned char *data, uint32_t len)
         fr.ag.first = rn;
     } else if (len != fr.ag.len) {
         launcher_abort("allgather length mismatch: rank %d contributed %u "
-                       "bytes but rank %d contributed %u", fr.ag.first, fr.ag.len,
-                       rn, len);
+                       "bytes but rank %d contributed %u", fr.ag.first,
+                       fr.ag.len, rn, len);
         return;
     }
     if (len)
@@ -337,7 +351,7 @@ void read_rank(int rn)
     }
 }
 
-/* ---- handshakes ---------------------------------------------------------------- */
+/* ---- handshakes ---------------------------------------------------------- */
 
 static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -494,7 +508,8 @@ int read_pend(pend_t *p)
 void accept_all(void)
 {
     for (;;) {
-        int fd = accept4(fr.job.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(fr.job.listen_fd, NULL, NULL,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;

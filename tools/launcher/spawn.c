@@ -158,8 +158,8 @@ void spawn(int rn)
         int n = snprintf(line, sizeof line, "fhrun: rank %d: cannot run '%s': "
                          "%s\n", rn, argv[0], strerror(e));
         if (n > 0)
-            write_all(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n
-                                                                  : sizeof line - 1);
+            write_all(STDERR_FILENO, line,
+                      (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         _exit(e == ENOENT ? 127 : 126);
     }
     if (!fr.job.pgid)
