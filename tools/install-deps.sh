@@ -15,7 +15,7 @@ set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libfabric-dev libfabric-bin rdma-core libibverbs-dev librdmacm-dev \
-ibverbs-providers check libpmix-dev openmpi-bin libopenmpi-dev \
+ibverbs-providers uthash-dev check libpmix-dev openmpi-bin libopenmpi-dev \
 iproute2 procps clang libclang-rt-14-dev python3 libucx-dev libssl-dev \
 gfortran"
 case "${1:-}" in

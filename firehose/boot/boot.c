@@ -2,43 +2,27 @@
  * boot.c -- fh_boot_open(): picks the bootstrap from the environment
  * (fhrun, then PMIx, then singleton; see bootstrap.h).
  */
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 
 #include "bootstrap.h"
 #include "boot_impl.h"
+#include "boot_wire.h"
 #include "firehose.h"
 #include "firehose/util/log.h"
-
-/* FH_BOOT_TIMEOUT is documented (and validated for fh_init) in config.c's
- * table.  The bootstrap runs before/independently of the parsed
- * configuration (tests and fhrun use it alone), so it reads the variable
- * itself, here and only here. */
-static int boot_timeout(int *out)
-{
-    const char *s = getenv("FH_BOOT_TIMEOUT");
-    *out = 60;
-    if (!s || !*s)
-        return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < 1 || v > INT_MAX / 1000) {
-        fh_log_error("FH_BOOT_TIMEOUT=%s: expected a number of seconds, at "
-                     "least 1", s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 int fh_boot_open(fh_boot_t **out)
 {
     int timeout_s, rc;
+    char err[256];
     *out = NULL;
-    if (boot_timeout(&timeout_s) < 0)
+    /* FH_BOOT_TIMEOUT is documented (and validated for fh_init) in config.c's
+     * table.  The bootstrap runs before, or without, the parsed
+     * configuration (tests and fhrun use it alone), so it reads the variable
+     * itself, with the parser fhrun uses too. */
+    if (fh_boot_timeout_env(&timeout_s, err, sizeof err) < 0) {
+        fh_log_error("%s", err);
         return FH_ERR_BOOTSTRAP;
+    }
 
     static const char *const fhvars[] = {"FH_BOOT_ADDR", "FH_JOB_KEY",
                                          "FH_RANK", "FH_NRANKS"};

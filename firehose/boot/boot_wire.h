@@ -1,7 +1,7 @@
 /*
- * boot_wire.h -- helpers shared by tools/fhrun.c and boot_fhrun.c for the
- * wire protocol defined in bootstrap.h (header-only so fhrun builds from one
- * source file).
+ * boot_wire.h -- helpers shared by fhrun (tools/launcher/) and boot_fhrun.c
+ * for the wire protocol defined in bootstrap.h (header-only: fhrun links no
+ * bootstrap code).
  *
  * Conventions layered on bootstrap.h (both sides are in this tree):
  *   - the launcher's non-zero status word on refusal is one of
@@ -25,6 +25,7 @@
 #define FH_BOOT_WIRE_H
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 
 #include "bootstrap.h"
 #include "firehose/util/clock.h"
+#include "firehose/util/config.h"
 
 #define FH_BOOT_HELLO_BYTES     (4 + FH_BOOT_NONCE_BYTES)
 #define FH_BOOT_CHALLENGE_BYTES (4 + FH_BOOT_NONCE_BYTES)
@@ -53,6 +55,31 @@
 #define FH_BOOT_REFUSED_DUP     3u   /* rank already connected / finished */
 #define FH_BOOT_RANK_LAUNCHER   0xffffffffu
 #define FH_BOOT_MAX_MSG         65536u  /* abort / dead message text */
+
+/* FH_BOOT_TIMEOUT from the environment, the one parser of it outside the
+ * config table: the bootstrap (boot.c) and fhrun read it before, or
+ * without, fh_init's configuration.  Returns 0 with *seconds set (to
+ * FH_BOOT_TIMEOUT_DEFAULT when unset or empty), or -1 with *seconds
+ * untouched and the reason in err when the value is not a whole number of
+ * seconds in 1..INT_MAX/1000 (so milliseconds fit an int). */
+static inline int fh_boot_timeout_env(int *seconds, char *err, size_t errlen)
+{
+    const char *s = getenv("FH_BOOT_TIMEOUT");
+    if (!s || !*s) {
+        *seconds = FH_BOOT_TIMEOUT_DEFAULT;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 1 || v > INT_MAX / 1000) {
+        snprintf(err, errlen, "FH_BOOT_TIMEOUT=%s: expected a number of "
+                 "seconds, at least 1", s);
+        return -1;
+    }
+    *seconds = (int)v;
+    return 0;
+}
 
 static inline void fh_put_u32(unsigned char *p, uint32_t v)
 {

@@ -80,7 +80,7 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Log level: 1 prints the effective configuration and conduit choice.", 0},
     {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,
      "Print per-peer statistics at fh_finalize.", 0},
-    {"FH_BOOT_TIMEOUT", FH_CFG_INT, "60", NULL, F(boot_timeout), 0,
+    {"FH_BOOT_TIMEOUT", FH_CFG_INT, FH_CFG_STR(FH_BOOT_TIMEOUT_DEFAULT), NULL, F(boot_timeout), 0,
      "Seconds to wait for the launcher and peers during fh_init.", 0},
     {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
      "Idle polls a blocking call (fh_wait, fh_barrier, ...) makes before it yields "

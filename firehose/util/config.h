@@ -14,6 +14,15 @@
 
 #include <stddef.h>
 
+/* FH_BOOT_TIMEOUT's default, in seconds: how long a rank waits for the
+ * launcher and its peers, and fhrun for its ranks to connect.  A number
+ * here because the bootstrap and fhrun read the variable without the table
+ * (fh_boot_timeout_env, firehose/boot/boot_wire.h); the table's row shows
+ * it as text with FH_CFG_STR. */
+#define FH_BOOT_TIMEOUT_DEFAULT 60
+#define FH_CFG_STR_(x) #x
+#define FH_CFG_STR(x)  FH_CFG_STR_(x)
+
 typedef enum fh_cfg_type {
     FH_CFG_BOOL,    /* 0/1, yes/no, on/off, true/false          -> int    */
     FH_CFG_INT,     /* decimal integer (ranges: check_ranges)   -> long   */

@@ -106,7 +106,7 @@ PATH_RE = re.compile(r"(?<![\w./-])((?:\.\./|\./)?(?:tools|bench|tests|docs|caf|
                      r"\.ci)/[\w./+-]*[\w+-])")
 # Programs and scripts whose options a document may show: the files that define them.
 OPTION_SOURCES = {
-    "fhrun": ["tools/fhrun.c"],
+    "fhrun": ["tools/launcher/*.c"],
     "fhinfo": ["tools/fhinfo.c"],
     "fhbench": ["bench/*.c"],
     "caf": ["caf/caf.in"],

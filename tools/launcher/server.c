@@ -1,0 +1,529 @@
+/*
+ * server.c -- the bootstrap server (the launcher's side of bootstrap.h).
+ *
+ * open_listener() creates the socket the ranks find in FH_BOOT_ADDR: a
+ * private unix socket under $TMPDIR, or TCP with --listen.  A new
+ * connection is "pending" (fr.job.pend) until its handshake ends: the
+ * rank's hello, our challenge, the rank's proof that it knows the job key
+ * (HMAC, boot_wire.h), our accept with our own proof.  Nothing a peer sends
+ * is acted on before its MAC checks out.  An accepted rank then sends
+ * requests (allgather, finalize, abort), read by a small state machine
+ * (on_unit); a round of allgather completes when every rank contributed,
+ * and the result goes to every rank from one shared buffer.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fhrun.h"
+
+/* ---- listening socket ---------------------------------------------------- */
+
+/* A private unix socket, $TMPDIR/fhrun.XXXXXX/boot.sock. */
+static void listen_unix(struct fhrun_job *j)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if (snprintf(j->sock_dir, sizeof j->sock_dir, "%s/fhrun.XXXXXX", tmp) >=
+        (int)sizeof j->sock_dir)
+        die(1, "TMPDIR is too long");
+    if (!mkdtemp(j->sock_dir)) {
+        int e = errno;
+        j->sock_dir[0] = '\0';
+        die(1, "cannot create a directory in %s: %s", tmp, strerror(e));
+    }
+    snprintf(j->sock_path, sizeof j->sock_path, "%s/boot.sock", j->sock_dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(j->sock_path) >= sizeof sa.sun_path)
+        die(1, "socket path %s is too long for a unix socket (%zu bytes "
+            "max); set TMPDIR to a shorter directory", j->sock_path,
+            sizeof sa.sun_path - 1);
+    strcpy(sa.sun_path, j->sock_path);
+    j->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                          0);
+    if (j->listen_fd < 0 ||
+        bind(j->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        die(1, "cannot create the socket %s: %s", j->sock_path,
+            strerror(errno));
+    snprintf(j->boot_addr, sizeof j->boot_addr, "unix:%s", j->sock_path);
+}
+
+/* TCP on spec (--listen tcp:ADDR:PORT): an address the ranks can reach,
+ * not a wildcard; port 0 picks one. */
+static void listen_tcp(struct fhrun_job *j, const char *spec)
+{
+    char host[256], port[16];
+    if (fh_parse_addr(spec, host, sizeof host, port, sizeof port) != 't')
+        die(1, "--listen %s: expected tcp:ADDR:PORT", spec);
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
+        die(1, "--listen %s: give an address the ranks can connect to, not "
+            "a wildcard", spec);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
+    int g = getaddrinfo(host, port, &hints, &res);
+    if (g)
+        die(1, "--listen %s: %s", spec, gai_strerror(g));
+    int e = 0;
+    for (ai = res; ai; ai = ai->ai_next) {
+        j->listen_fd = socket(ai->ai_family,
+                              ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                              ai->ai_protocol);
+        if (j->listen_fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(j->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(j->listen_fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        e = errno;
+        close(j->listen_fd);
+        j->listen_fd = -1;
+    }
+    freeaddrinfo(res);
+    if (j->listen_fd < 0)
+        die(1, "--listen %s: cannot bind: %s", spec, strerror(e));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(j->listen_fd, (struct sockaddr *)&ss, &sl);
+    unsigned p = ss.ss_family == AF_INET6
+                     ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                     : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(j->boot_addr, sizeof j->boot_addr,
+             strchr(host, ':') ? "tcp:[%s]:%u" : "tcp:%s:%u", host, p);
+}
+
+void open_listener(void)
+{
+    if (!fr.opts.listen_spec)
+        listen_unix(&fr.job);
+    else
+        listen_tcp(&fr.job, fr.opts.listen_spec);
+    if (listen(fr.job.listen_fd, SOMAXCONN) < 0)
+        die(1, "listen on %s: %s", fr.job.boot_addr, strerror(errno));
+}
+
+void cleanup_socket(void)
+{
+    if (fr.job.sock_path[0]) {
+        unlink(fr.job.sock_path);
+        fr.job.sock_path[0] = '\0';
+    }
+    if (fr.job.sock_dir[0]) {
+        rmdir(fr.job.sock_dir);
+        fr.job.sock_dir[0] = '\0';
+    }
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+void close_rank_conn(rank_t *r)
+{
+    if (r->fd < 0)
+        return;
+    close(r->fd);
+    r->fd = -1;
+    while (r->oq) {
+        oitem_t *it = r->oq;
+        r->oq = it->next;
+        shbuf_unref(it->b);
+        free(it);
+    }
+    r->oq_tail = NULL;
+    free(r->payload);
+    r->payload = NULL;
+}
+
+void on_rank_eof(rank_t *r, const char *why)
+{
+    int rn = (int)(r - fr.job.ranks);
+    vlog(2, "rank %d: connection closed (%s)", rn, why);
+    close_rank_conn(r);
+    if (!r->finalized && !r->aborted && !r->reaped && !fr.end.failed)
+        r->eof_deadline = fh_now() + EOF_GRACE;
+}
+
+void send_death(rank_t *r)
+{
+    size_t ml = strlen(fr.end.death_msg);
+    shbuf_t *b = shbuf_new(16 + ml);
+    fh_put_u32(b->data, FH_BOOT_MSG_DEAD);
+    fh_put_u32(b->data + 4, fr.end.death_rank);
+    fh_put_u32(b->data + 8, fr.end.death_status);
+    fh_put_u32(b->data + 12, (uint32_t)ml);
+    memcpy(b->data + 16, fr.end.death_msg, ml);
+    enqueue(r, b);
+    shbuf_unref(b);
+}
+
+/* ---- requests from ranks ------------------------------------------------- */
+
+void reset_round(void)
+{
+    shbuf_unref(fr.ag.buf);
+    fr.ag.buf = NULL;
+    fr.ag.count = 0;
+    for (int i = 0; i < fr.opts.nranks; i++)
+        fr.job.ranks[i].contributed = 0;
+}
+
+static void contribute(int rn, const unsigned char *data, uint32_t len)
+{
+    if (fr.end.failed)
+        return;
+    rank_t *r = &fr.job.ranks[rn];
+    for (int i = 0; i < fr.opts.nranks; i++)
+        if (fr.job.ranks[i].finalized) {
+            launcher_abort("rank %d started an allgather/barrier after rank %d "
+                           "called fh_finalize", rn, i);
+            return;
+        }
+    if (r->contributed) {
+        launcher_abort("rank %d joined the same allgather twice (protocol "
+                       "error)", rn);
+        return;
+    }
+    if (!fr.ag.buf) {
+        fr.ag.buf = shbuf_new(4 + (size_t)len * (size_t)fr.opts.nranks);
+        fh_put_u32(fr.ag.buf->data, FH_BOOT_MSG_ALLGATHER);
+        fr.ag.len = len;
+        fr.ag.first = rn;
+    } else if (len != fr.ag.len) {
+        launcher_abort("allgather length mismatch: rank %d contributed %u "
+                       "bytes but rank %d contributed %u", fr.ag.first,
+                       fr.ag.len, rn, len);
+        return;
+    }
+    if (len)
+        memcpy(fr.ag.buf->data + 4 + (size_t)rn * len, data, len);
+    r->contributed = 1;
+    if (++fr.ag.count < fr.opts.nranks)
+        return;
+    vlog(2, "allgather of %u bytes complete", len);
+    shbuf_t *b = fr.ag.buf;
+    fr.ag.buf = NULL;
+    fr.ag.count = 0;
+    for (int i = 0; i < fr.opts.nranks; i++) {
+        fr.job.ranks[i].contributed = 0;
+        enqueue(&fr.job.ranks[i], b);
+    }
+    shbuf_unref(b);
+}
+
+static void on_finalize(int rn)
+{
+    rank_t *r = &fr.job.ranks[rn];
+    vlog(2, "rank %d: finalize", rn);
+    r->finalized = 1;
+    close_rank_conn(r);
+    if (!fr.end.failed && fr.ag.count > 0)
+        launcher_abort("rank %d called fh_finalize while %d rank(s) wait in an "
+                       "allgather/barrier", rn, fr.ag.count);
+}
+
+static void on_abort(int rn, uint32_t code, const char *text)
+{
+    rank_t *r = &fr.job.ranks[rn];
+    int c = (code & 0xff) ? (int)(code & 0xff) : 1;
+    char what[FH_BOOT_MAX_MSG];
+    r->aborted = 1;
+    if (fr.end.failed) {
+        vlog(1, "rank %d aborted too (code %u): %s", rn, code, text);
+    } else {
+        msg("rank %d (pid %d) aborted the job (code %u): %s", rn, (int)r->pid,
+            code, text);
+        snprintf(what, sizeof what, "%d aborted the job (code %u): %s",
+                 (int)r->pid, code, text);
+        set_code(c);
+        job_fail((uint32_t)rn, c, what);
+    }
+    /* Last: text may point into r->payload.  Closing tells the rank we have
+     * read its request. */
+    close_rank_conn(r);
+}
+
+/* A complete unit (per r->rstate) has arrived; moves to the next state. */
+static void on_unit(int rn)
+{
+    rank_t *r = &fr.job.ranks[rn];
+    switch (r->rstate) {
+    case RS_OP: {
+        uint32_t op = fh_get_u32(r->hdr);
+        if (op == FH_BOOT_OP_ALLGATHER) {
+            r->rstate = RS_AGLEN;
+            r->dst = r->hdr;
+            r->need = 4;
+        } else if (op == FH_BOOT_OP_ABORT) {
+            r->rstate = RS_ABHDR;
+            r->dst = r->hdr;
+            r->need = 8;
+        } else if (op == FH_BOOT_OP_FINALIZE) {
+            on_finalize(rn);
+            return;
+        } else {
+            launcher_abort("rank %d sent an unknown request %u (protocol "
+                           "error)", rn, op);
+            on_rank_eof(r, "protocol error");
+            return;
+        }
+        break;
+    }
+    case RS_AGLEN:
+        r->arg = fh_get_u32(r->hdr);
+        if ((size_t)r->arg * (size_t)fr.opts.nranks > MAX_RESULT) {
+            launcher_abort("rank %d asked for an allgather of %u bytes per "
+                           "rank (over the %zu-byte limit)", rn, r->arg,
+                           MAX_RESULT);
+            on_rank_eof(r, "oversized request");
+            return;
+        }
+        r->payload = malloc(r->arg ? r->arg : 1);
+        if (!r->payload) {
+            msg("out of memory");
+            exit(1);
+        }
+        r->rstate = RS_AGDATA;
+        r->dst = r->payload;
+        r->need = r->arg;
+        break;
+    case RS_AGDATA:
+        contribute(rn, r->payload, r->arg);
+        free(r->payload);
+        r->payload = NULL;
+        r->rstate = RS_OP;
+        r->dst = r->hdr;
+        r->need = 4;
+        break;
+    case RS_ABHDR: {
+        r->arg = fh_get_u32(r->hdr);
+        uint32_t ml = fh_get_u32(r->hdr + 4);
+        if (ml > FH_BOOT_MAX_MSG) {
+            on_abort(rn, r->arg, "(message too long)");
+            return;
+        }
+        r->payload = malloc(ml + 1);
+        if (!r->payload) {
+            msg("out of memory");
+            exit(1);
+        }
+        r->rstate = RS_ABMSG;
+        r->dst = r->payload;
+        r->need = ml;
+        break;
+    }
+    case RS_ABMSG:
+        r->payload[r->need] = '\0';
+        on_abort(rn, r->arg, (const char *)r->payload);
+        return;
+    }
+    r->have = 0;
+    if (r->need == 0 && r->fd >= 0)
+        on_unit(rn);
+}
+
+void read_rank(int rn)
+{
+    rank_t *r = &fr.job.ranks[rn];
+    while (r->fd >= 0) {
+        ssize_t n = read(r->fd, r->dst + r->have, r->need - r->have);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            on_rank_eof(r, strerror(errno));
+            return;
+        }
+        if (n == 0) {
+            on_rank_eof(r, "EOF");
+            return;
+        }
+        r->have += (size_t)n;
+        if (r->have == r->need)
+            on_unit(rn);
+    }
+}
+
+/* ---- handshakes ---------------------------------------------------------- */
+
+static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
+{
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    msg("refused a connection: %s", text);
+    unsigned char st[4];
+    fh_put_u32(st, why);
+    ssize_t w = send(p->fd, st, 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    /* Discard what the peer sent beyond the message we judged (a rank of
+     * the old protocol sends a longer hello): closing a socket with unread
+     * input resets the connection, and the peer could lose the status. */
+    unsigned char junk[256];
+    for (int i = 0; i < 16; i++)
+        if (recv(p->fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
+            break;
+}
+
+/* mac: the launcher's proof for this rank (sent after status 0). */
+static void accept_rank(int rn, int fd, uint32_t pid,
+                        const unsigned char mac[FH_BOOT_MAC_BYTES])
+{
+    rank_t *r = &fr.job.ranks[rn];
+    r->fd = fd;
+    r->ever_connected = 1;
+    r->rstate = RS_OP;
+    r->dst = r->hdr;
+    r->need = 4;
+    r->have = 0;
+    r->eof_deadline = 0;
+    vlog(1, "rank %d connected (pid %u)", rn, pid);
+    if (!fr.job.any_connected) {
+        fr.job.any_connected = 1;
+        if (fh_now() > fr.job.connect_deadline)
+            fr.job.connect_deadline = fh_now() + fr.opts.boot_timeout;
+    }
+    shbuf_t *b = shbuf_new(FH_BOOT_ACCEPT_BYTES);
+    fh_put_u32(b->data, 0);
+    memcpy(b->data + 4, mac, FH_BOOT_MAC_BYTES);
+    enqueue(r, b);
+    shbuf_unref(b);
+    if (fr.end.failed) {
+        send_death(r);
+    } else if (fr.job.latent_rank >= 0) {
+        int lr = fr.job.latent_rank;
+        fr.job.latent_rank = -1;
+        rank_death(lr, 0, "exited with status 0 before fh_finalize");
+    }
+}
+
+/* Sends our challenge once the hello (magic, nonce_R) is in.  Returns 0, or
+ * -1 if the connection is to be closed (refusal already sent and logged). */
+static int send_challenge(pend_t *p)
+{
+    if (fh_get_u32(p->buf) != FH_BOOT_MAGIC) {
+        /* Not this protocol: an older rank (it would have sent its key),
+         * a stray client.  Reported as a key failure, as before. */
+        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
+        return -1;
+    }
+    memcpy(p->nonce_r, p->buf + 4, FH_BOOT_NONCE_BYTES);
+    if (fh_boot_nonce(p->nonce_l) < 0) {
+        msg("refused a connection: getrandom: %s", strerror(errno));
+        return -1;
+    }
+    unsigned char ch[FH_BOOT_CHALLENGE_BYTES];
+    fh_put_u32(ch, FH_BOOT_MAGIC);
+    memcpy(ch + 4, p->nonce_l, FH_BOOT_NONCE_BYTES);
+    /* The peer has sent nothing since its hello and waits for this: the
+     * socket's send buffer is empty, 36 bytes always fit. */
+    ssize_t w = send(p->fd, ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w != (ssize_t)sizeof ch) {
+        vlog(1, "dropped a connection during the handshake: %s",
+             w < 0 ? strerror(errno) : "short send");
+        return -1;
+    }
+    p->got_hello = 1;
+    p->have = 0;
+    return 0;
+}
+
+/* The proof (rank, pid, MAC) is in.  Returns 1 if the rank was accepted
+ * (fd handed over), 0 if refused (refusal sent and logged). */
+static int check_proof(pend_t *p)
+{
+    uint32_t rn = fh_get_u32(p->buf);
+    uint32_t pid = fh_get_u32(p->buf + 4);
+    unsigned char want[FH_BOOT_MAC_BYTES], mine[FH_BOOT_MAC_BYTES];
+    /* Nothing the peer sent is acted on before its MAC checks out: rn and
+     * pid are only MAC input until then. */
+    if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_RANK, p->nonce_r, p->nonce_l, rn,
+                    pid, want) < 0 ||
+        !fh_boot_mac_equal(p->buf + 8, want))
+        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
+    else if (rn >= (uint32_t)fr.opts.nranks)
+        refuse(p, FH_BOOT_REFUSED_RANK, "rank %u out of range (job has "
+               "%d ranks)", rn, fr.opts.nranks);
+    else if (fr.job.ranks[rn].ever_connected)
+        refuse(p, FH_BOOT_REFUSED_DUP, "rank %u is already connected "
+               "(duplicate rank)", rn);
+    else if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_LAUNCHER, p->nonce_r,
+                         p->nonce_l, rn, pid, mine) < 0)
+        refuse(p, FH_BOOT_REFUSED_KEY, "cannot compute the handshake MAC "
+               "(libcrypto)");
+    else {
+        accept_rank((int)rn, p->fd, pid, mine);
+        return 1;
+    }
+    return 0;
+}
+
+/* Returns 1 if the pending entry is finished (fd closed or handed over). */
+int read_pend(pend_t *p)
+{
+    int complete = 0;  /* the peer sent all we asked for (vs EOF/error) */
+    for (;;) {
+        size_t want = p->got_hello ? FH_BOOT_PROOF_BYTES : FH_BOOT_HELLO_BYTES;
+        ssize_t n = read(p->fd, p->buf + p->have, want - p->have);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            break;
+        }
+        if (n == 0)
+            break;
+        p->have += (size_t)n;
+        if (p->have < want)
+            continue;
+        complete = 1;
+        if (!p->got_hello) {
+            if (send_challenge(p) < 0)
+                break;
+            complete = 0;
+            continue;  /* the proof may be in already (it cannot be valid) */
+        }
+        if (check_proof(p))
+            return 1;
+        break;
+    }
+    if (!complete)
+        vlog(1, "dropped a connection that closed during the handshake");
+    close(p->fd);
+    return 1;
+}
+
+void accept_all(void)
+{
+    for (;;) {
+        int fd = accept4(fr.job.listen_fd, NULL, NULL,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return;  /* EAGAIN, or EMFILE etc.: retried on the next poll */
+        }
+        if (fr.job.npend == MAX_PENDING) {
+            msg("refused a connection: too many connections in handshake");
+            close(fd);
+            continue;
+        }
+        fr.job.pend[fr.job.npend].fd = fd;
+        fr.job.pend[fr.job.npend].got_hello = 0;
+        fr.job.pend[fr.job.npend].have = 0;
+        fr.job.pend[fr.job.npend].deadline = fh_now() + fr.opts.boot_timeout;
+        fr.job.npend++;
+    }
+}
