@@ -39,6 +39,7 @@
 #include "ibv_internal.h"
 #include "firehose/boot/bootstrap.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 #define IBV_MAX_MSG_CAP  ((size_t)1 << 30)   /* 1 GiB */
 #define IBV_TIMEOUT      16
@@ -264,12 +265,9 @@ static int ibv_open(const fh_conduit_config_t *cfg,
                     const fh_conduit_upcalls_t *up,
                     struct fh_conduit **out, fh_conduit_limits_t *limits)
 {
-    int ret;
-    if (!cfg || !up || !out || !limits || cfg->npaths < 1 ||
-        cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-        cfg->am_max_packet == 0 || !up->on_am || !up->on_drop ||
-        !up->on_complete)
-        return fh_set_error(FH_ERR_INVALID, "ibv: invalid open arguments");
+    int ret = cu_check_open("ibv", cfg, up, out, limits);
+    if (ret)
+        return ret;
 
     struct fh_conduit *c = calloc(1, sizeof *c);
     if (!c)
