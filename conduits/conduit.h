@@ -60,6 +60,7 @@
 #include "firehose.h"
 
 struct fh_boot;
+struct fh_cfg_entry; /* firehose/util/config.h: one FH_* variable */
 struct fh_conduit;   /* conduit-private */
 struct fh_cpath;     /* conduit-private */
 struct fh_mr;        /* conduit-private: one memory registration */
@@ -69,17 +70,53 @@ typedef struct fh_conduit_config {
     int rank, nranks;
     int npaths;              /* paths per rank, the same on every rank */
     size_t am_max_packet;    /* largest am_send (header + payload) */
-    const char *provider;    /* ofi: FH_OFI_PROVIDER ("tcp", "shm", ...) */
-    const char *domain;      /* ofi: FH_OFI_DOMAIN, NULL/"" = first usable
-                                (a loopback one when all_local) */
     int all_local;           /* every rank shares this host's network
                                 namespace: endpoints may listen on loopback */
-    const char *ibv_device;  /* ibv: FH_IBV_DEVICE, NULL/"" = first active */
-    int ibv_port;            /* ibv: FH_IBV_PORT, 0 = first active */
-    int ibv_gid_index;       /* ibv: FH_IBV_GID_INDEX, -1 = automatic */
-    int ibv_td;              /* ibv: FH_IBV_TD, 0 off, 1 shared, 2 independent */
     int verbose;             /* FH_VERBOSE */
+    /* The conduit's own FH_* settings: the struct its settings table fills
+     * (ops->settings, e.g. ofi_settings_t of conduits/ofi/ofi_config.h),
+     * loaded and range-checked by fh_conduit_settings_load.  Read by probe
+     * and open only; the conduit copies what it keeps (strings included,
+     * or it keeps pointers into the environment, which outlives it). */
+    const void *settings;
 } fh_conduit_config_t;
+
+/* A conduit's own configuration: its table of FH_* variables, in the
+ * format of the core table (firehose/util/config.h: name, type, default, doc)
+ * and parsed by the same parser into the conduit's own struct.  Defined in
+ * conduits/<name>/<name>_config.c, which needs no network header, so that
+ * every conduit's table is known to fh_init (which checks them all, built
+ * or not: a bad FH_IBV_PORT fails on ofi too) and to tools/fhinfo. */
+typedef struct fh_conduit_settings {
+    const char *conduit;               /* "ofi" */
+    const struct fh_cfg_entry *table;  /* its variables */
+    size_t len;                        /* entries in table */
+    size_t size;                       /* bytes of the struct table fills */
+    /* Ranges and combinations the parser alone cannot express: FH_OK, or
+     * FH_ERR_CONFIG with "FH_X=value: reason" in err.  NULL = none. */
+    int (*check)(const void *settings, char *err, size_t errlen);
+} fh_conduit_settings_t;
+
+extern const fh_conduit_settings_t fh_ofi_settings;
+extern const fh_conduit_settings_t fh_ibv_settings;
+
+/* Every conduit's settings, built into this library or not. */
+#define FH_NCONDUITS 2
+extern const fh_conduit_settings_t *const fh_conduit_settings_all[FH_NCONDUITS];
+
+/* Storage for any conduit's settings struct (each <name>_config.c asserts
+ * that its struct fits), so callers need no allocation. */
+#define FH_CONDUIT_SETTINGS_MAX 256
+typedef union fh_conduit_settings_buf {
+    max_align_t align;
+    unsigned char bytes[FH_CONDUIT_SETTINGS_MAX];
+} fh_conduit_settings_buf_t;
+
+/* Fills out (s->size bytes, suitably aligned) from s's defaults and the
+ * environment and runs s->check: FH_OK or FH_ERR_CONFIG with
+ * "FH_X=value: reason" in err.  Thread-safe (reads the environment). */
+int fh_conduit_settings_load(const fh_conduit_settings_t *s, void *out,
+                             char *err, size_t errlen);
 
 /* What the conduit reports once open. */
 typedef struct fh_conduit_limits {
@@ -140,10 +177,12 @@ enum fh_post_flags {
 
 typedef struct fh_conduit_ops {
     const char *name;
+    const fh_conduit_settings_t *settings;   /* its FH_* variables */
 
-    /* Is this conduit usable here (FH_CONDUIT=auto asks)?  Returns 1 or 0
-     * and, for 0, the reason in why.  NULL means always usable.  Must not
-     * leave anything open. */
+    /* Is this conduit usable here (FH_CONDUIT=auto asks ibv's; fhinfo
+     * --conduits asks every one)?  Returns 1 or 0 and, for 0, the reason in
+     * why (for 1, why may say what it found).  NULL means always usable.
+     * Must not leave anything open. */
     int  (*probe)(const fh_conduit_config_t *cfg, char *why, size_t whylen);
 
     int  (*open)(const fh_conduit_config_t *cfg,
