@@ -16,10 +16,39 @@
  *     (sent by a peer's service path).  A conduit must therefore support the
  *     traffic (r, p) -> (r', 0) and (r', 0) -> (r, p) for all r, r', p.
  *   - Destinations are named (rank, path index).
- *   - Paths are not thread-safe: the runtime serializes all calls on one path
- *     (it owns a lock per path, uncontended when one thread owns the path).
- *     Calls on different paths may run concurrently and must not share locks
- *     on the fast path (post and poll).
+ *
+ * Threading and re-entry (what the runtime guarantees; every op below says
+ * which of these classes it is in, as "Called:")
+ *   - Life cycle (probe, open, connect, path_create, close, path_destroy):
+ *     one thread, inside fh_init (firehose/init.c: probe, open, the
+ *     path_creates, connect, in that order) or fh_finalize / a failing
+ *     fh_init (path_destroys, then close); nothing else of the conduit runs
+ *     meanwhile.  They may block (connect waits for every rank).
+ *   - Path ops (put, get, am_send, poll): serialized per path: the runtime
+ *     holds the path's lock (firehose/path.c) around every call on it, so
+ *     one call at a time per path, though not always from the same thread
+ *     (FH_PATHS=shared, orphaned paths, and the service path, which any
+ *     thread may poll).  Calls on different paths run concurrently and must
+ *     not share locks on the fast path (post and poll).  Only after connect.
+ *   - Registration (mr_reg, mr_dereg): thread-safe.  Called after connect,
+ *     from any thread, concurrently with each other and with the path ops of
+ *     any path: with no runtime lock held (a temporary registration of a
+ *     local buffer, firehose/rma.c), under the registration cache's lock
+ *     (firehose/reg.c env_pin/env_unpin), under the segment lock
+ *     (firehose/segment.c), and from inside upcalls (below).  So a conduit
+ *     must not hold, while it makes an upcall, a lock that mr_reg or
+ *     mr_dereg takes (ofi's key_lock is taken only inside mr_reg).
+ *   - Upcalls run inside poll, on the polling thread, with that path's lock
+ *     held.  From an upcall of path p the runtime may call: am_send on p
+ *     (an AM handler's reply, credits); mr_reg and mr_dereg (on_am: the
+ *     rendezvous target's request handler and the firehose cache's move
+ *     handler register; on_complete: releasing a firehose transfer's local
+ *     registration may deregister, firehose/reg_xfer.c pieces_done); and any
+ *     path op on *another* path (a thread path's upcall may poll the service
+ *     path, firehose/path.c fh_progress_locked).  Never poll, put or get on
+ *     p itself (a poll from inside p's upcalls returns at once: path.c's
+ *     `polling` flag; work an upcall makes ready is posted after poll
+ *     returns), and never a life-cycle op.
  *
  * Completion semantics the runtime relies on
  *   - put: the completion (on_complete) is reported only when the data is
@@ -141,7 +170,8 @@ typedef struct fh_path_attr {
     void *upcall_arg;        /* passed back in every upcall of this path */
 } fh_path_attr_t;
 
-/* Upcalls made from inside poll(), on the polling thread. */
+/* Upcalls made from inside poll(), on the polling thread, with the path's
+ * lock held; what they may call is in "Threading and re-entry" above. */
 typedef struct fh_conduit_upcalls {
     /* An AM packet from (src_rank, src_path), both verified by the transport
      * and in range, arrived on the path.  buf is valid during the call;
@@ -182,21 +212,34 @@ typedef struct fh_conduit_ops {
     /* Is this conduit usable here (FH_CONDUIT=auto asks ibv's; fhinfo
      * --conduits asks every one)?  Returns 1 or 0 and, for 0, the reason in
      * why (for 1, why may say what it found).  NULL means always usable.
-     * Must not leave anything open. */
+     * Must not leave anything open.
+     * Called: life cycle (fh_init before open; tools/fhinfo), may block. */
     int  (*probe)(const fh_conduit_config_t *cfg, char *why, size_t whylen);
 
+    /* Opens the NIC/domain; limits filled on FH_OK.  Errors: FH_ERR_INVALID
+     * (arguments), FH_ERR_CONFIG (cfg->settings NULL and the environment's
+     * invalid), else FH_ERR_NOT_SUPPORTED, FH_ERR_TRANSPORT or
+     * FH_ERR_NO_MEMORY; where a setting is at fault fh_set_error names it
+     * (e.g. "FH_OFI_PROVIDER=x: no such provider ...").
+     * Called: life cycle, once, may block. */
     int  (*open)(const fh_conduit_config_t *cfg,
                  const fh_conduit_upcalls_t *up,
                  struct fh_conduit **out, fh_conduit_limits_t *limits);
+    /* Releases everything; every path destroyed and every registration
+     * deregistered before.  Called: life cycle, last. */
     void (*close)(struct fh_conduit *c);
 
+    /* One path per index 0..npaths-1, each once, before connect.
+     * Called: life cycle.  path_destroy: at fh_finalize (after the runtime
+     * drained the path) or a failing fh_init, before close. */
     int  (*path_create)(struct fh_conduit *c, const fh_path_attr_t *attr,
                         struct fh_cpath **out);
     void (*path_destroy)(struct fh_cpath *p);
 
     /* Collective: called once on every rank after all npaths paths exist;
      * exchanges addresses through the bootstrap (boot->allgather) and makes
-     * every (rank, path) reachable as described above. */
+     * every (rank, path) reachable as described above.
+     * Called: life cycle, blocks until every rank has called it. */
     int  (*connect)(struct fh_conduit *c, struct fh_boot *boot);
 
     /* Registers [addr, addr+len).  Errors (with fh_set_error): FH_ERR_INVALID
@@ -204,14 +247,22 @@ typedef struct fh_conduit_ops {
      * caller decides whether that deserves a log line -- the cache expects
      * it for bucket-rounded ranges next to a guard page), FH_ERR_NO_MEMORY
      * when the pinning or NIC limits are reached (logged), FH_ERR_LIMIT /
-     * FH_ERR_TRANSPORT otherwise. */
+     * FH_ERR_TRANSPORT otherwise.  mr_dereg: FH_OK, FH_ERR_INVALID (NULL)
+     * or FH_ERR_TRANSPORT (logged); mr is freed either way.
+     * Called: registration (thread-safe; also from inside upcalls, see
+     * "Threading and re-entry"), after connect. */
     int  (*mr_reg)(struct fh_conduit *c, void *addr, size_t len,
                    unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
     int  (*mr_dereg)(struct fh_conduit *c, struct fh_mr *mr);
 
     /* RMA.  lmr is the registration covering the local buffer, or NULL (only
      * allowed when !needs_local_mr or len <= max_inject for put).  raddr is
-     * the target's virtual address inside the range described by rkey. */
+     * the target's virtual address inside the range described by rkey.
+     * Errors: FH_ERR_AGAIN (poll p and retry), FH_ERR_RANK (destination out
+     * of range), FH_ERR_STATE (before connect), FH_ERR_INVALID (no rkey, a
+     * local registration missing, a destination this path cannot reach),
+     * FH_ERR_TOO_BIG (len > max_msg), FH_ERR_PEER_DEAD / FH_ERR_TRANSPORT.
+     * Called: path op, never from an upcall of p. */
     int  (*put)(struct fh_cpath *p, int rank, int rpath,
                 const void *src, size_t len, struct fh_mr *lmr,
                 uint64_t raddr, const fh_rkey_t *rkey,
@@ -222,13 +273,16 @@ typedef struct fh_conduit_ops {
                 void *op_ctx, unsigned flags);
 
     /* Sends hdr followed by payload as one message (hdr_len + len <=
-     * am_max_packet).  Both buffers may be reused at return. */
+     * am_max_packet, else FH_ERR_TOO_BIG).  Both buffers may be reused at
+     * return.  Other errors as put's.
+     * Called: path op; also from inside an upcall of p (a handler's reply). */
     int  (*am_send)(struct fh_cpath *p, int rank, int rpath,
                     const void *hdr, size_t hdr_len,
                     const void *payload, size_t len);
 
     /* Reaps up to max events (completions and arrivals), making upcalls.
-     * Returns the number reaped (>= 0) or a negative error. */
+     * Returns the number reaped (>= 0) or a negative error.
+     * Called: path op, never from an upcall of p (the runtime's guard). */
     int  (*poll)(struct fh_cpath *p, int max);
 } fh_conduit_ops_t;
 
