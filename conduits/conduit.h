@@ -4,7 +4,9 @@
  * A conduit (conduits/<name>/) implements struct fh_conduit_ops.  The runtime
  * (firehose/) calls only these functions and never includes a libfabric or
  * verbs header; a conduit never includes runtime headers other than this one,
- * bootstrap.h (for the address exchange) and log.h.
+ * firehose/boot/bootstrap.h (for the address exchange), firehose/util/log.h
+ * and firehose/util/config.h (for its own FH_* table, <name>_config.c), plus
+ * what all conduits share: conduits/util/cu.h.
  *
  * Model
  *   - A conduit instance (struct fh_conduit) is one open NIC/domain.
@@ -34,18 +36,20 @@
  *     from any thread, concurrently with each other and with the path ops of
  *     any path: with no runtime lock held (a temporary registration of a
  *     local buffer, firehose/rma.c), under the registration cache's lock
- *     (firehose/reg.c env_pin/env_unpin), under the segment lock
- *     (firehose/segment.c), and from inside upcalls (below).  So a conduit
- *     must not hold, while it makes an upcall, a lock that mr_reg or
- *     mr_dereg takes (ofi's key_lock is taken only inside mr_reg).
+ *     (firehose/reg/firehose.c env_pin/env_unpin), under the segment
+ *     lock (firehose/segment.c, the pin-everything seg_expose hook), and
+ *     from inside upcalls (below).  So a conduit must not hold, while it
+ *     makes an upcall, a lock that mr_reg or mr_dereg takes (ofi's key_lock
+ *     is taken only inside mr_reg).
  *   - Upcalls run inside poll, on the polling thread, with that path's lock
  *     held.  From an upcall of path p the runtime may call: am_send on p
  *     (an AM handler's reply, credits); mr_reg and mr_dereg (on_am: the
  *     rendezvous target's request handler and the firehose cache's move
  *     handler register; on_complete: releasing a firehose transfer's local
- *     registration may deregister, firehose/reg_xfer.c pieces_done); and any
- *     path op on *another* path (a thread path's upcall may poll the service
- *     path, firehose/path.c fh_progress_locked).  Never poll, put or get on
+ *     registration may deregister, firehose/reg/firehose_xfer.c
+ *     pieces_done); and any path op on *another* path (a thread path's
+ *     upcall may poll the service path, firehose/path.c
+ *     fh_progress_locked).  Never poll, put or get on
  *     p itself (a poll from inside p's upcalls returns at once: path.c's
  *     `polling` flag; work an upcall makes ready is posted after poll
  *     returns), and never a life-cycle op.
