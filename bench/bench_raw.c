@@ -39,6 +39,7 @@
 
 #include "fhbench.h"
 #include "firehose/internal.h"
+#include "conduits/ofi/ofi_config.h"
 
 #define MAX_SIZE FHB_MAX_SIZE
 #define WINDOW 64
@@ -324,9 +325,9 @@ int fhb_raw(const fhb_opts_t *o)
         return fhb_raw_ibv(o);
 #endif
     const char *prov = o->provider;
+    const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
     if (!prov)
-        prov = fh_rt->cfg.ofi_provider && *fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider
-                                                                   : "tcp";
+        prov = os->provider && *os->provider ? os->provider : "tcp";
     raw_t r;
     memset(&r, 0, sizeof r);
     raw_open(&r, prov);

@@ -37,6 +37,7 @@
 
 #include "fhbench.h"
 #include "firehose/internal.h"
+#include "conduits/ibv/ibv_config.h"
 
 #define MAX_SIZE FHB_MAX_SIZE
 #define WINDOW 64
@@ -78,8 +79,8 @@ static void die(const char *what, int err)
 /* FH_IBV_DEVICE / FH_IBV_PORT, or the first device with an ACTIVE port. */
 static void pick_device(rawv_t *v)
 {
-    const char *want = fh_rt->cfg.ibv_device && *fh_rt->cfg.ibv_device
-                           ? fh_rt->cfg.ibv_device : NULL;
+    const ibv_settings_t *is = fh_conduit_settings_of(fh_rt, &fh_ibv_settings);
+    const char *want = is->device && *is->device ? is->device : NULL;
     int ndev = 0;
     struct ibv_device **list = ibv_get_device_list(&ndev);
     for (int d = 0; list && d < ndev && !v->ctx; d++) {
@@ -94,7 +95,7 @@ static void pick_device(rawv_t *v)
             continue;
         }
         for (int port = 1; port <= v->dattr.phys_port_cnt && !v->ctx; port++) {
-            if (fh_rt->cfg.ibv_port && port != fh_rt->cfg.ibv_port)
+            if (is->port && port != is->port)
                 continue;
             if (ibv_query_port(ctx, (uint8_t)port, &v->pattr) == 0 &&
                 v->pattr.state == IBV_PORT_ACTIVE) {
@@ -118,7 +119,8 @@ static void pick_device(rawv_t *v)
 /* The conduit's GID choice (see the header comment). */
 static void pick_gid(rawv_t *v)
 {
-    long want = fh_rt->cfg.ibv_gid_index;
+    long want = ((const ibv_settings_t *)fh_conduit_settings_of(
+                     fh_rt, &fh_ibv_settings))->gid_index;
     v->gid_index = -1;
     if (v->pattr.link_layer != IBV_LINK_LAYER_ETHERNET && want < 0)
         return;

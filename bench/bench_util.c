@@ -17,6 +17,7 @@
 
 #include "fhbench.h"
 #include "firehose/internal.h"
+#include "conduits/ofi/ofi_config.h"
 #include "firehose/reg/firehose_internal.h"
 
 #ifndef FHB_SRCDIR
@@ -168,8 +169,10 @@ static void git_rev(char *buf, size_t len)
  * description, "ibv rxe0 port 1 (RoCE)"), else "-". */
 static const char *provider(const char *conduit, char *buf, size_t len)
 {
-    if (strcmp(conduit, "ofi") == 0)
-        return fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
+    if (strcmp(conduit, "ofi") == 0) {
+        const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
+        return os->provider ? os->provider : "?";
+    }
     if (strcmp(conduit, "ibv") == 0) {
         char dev[64];
         if (sscanf(fh_rt->limits.description, "ibv %63s", dev) == 1)

@@ -4,7 +4,9 @@
  * A conduit (conduits/<name>/) implements struct fh_conduit_ops.  The runtime
  * (firehose/) calls only these functions and never includes a libfabric or
  * verbs header; a conduit never includes runtime headers other than this one,
- * bootstrap.h (for the address exchange) and log.h.
+ * firehose/boot/bootstrap.h (for the address exchange), firehose/util/log.h
+ * and firehose/util/config.h (for its own FH_* table, <name>_config.c), plus
+ * what all conduits share: conduits/util/cu.h.
  *
  * Model
  *   - A conduit instance (struct fh_conduit) is one open NIC/domain.
@@ -16,10 +18,41 @@
  *     (sent by a peer's service path).  A conduit must therefore support the
  *     traffic (r, p) -> (r', 0) and (r', 0) -> (r, p) for all r, r', p.
  *   - Destinations are named (rank, path index).
- *   - Paths are not thread-safe: the runtime serializes all calls on one path
- *     (it owns a lock per path, uncontended when one thread owns the path).
- *     Calls on different paths may run concurrently and must not share locks
- *     on the fast path (post and poll).
+ *
+ * Threading and re-entry (what the runtime guarantees; every op below says
+ * which of these classes it is in, as "Called:")
+ *   - Life cycle (probe, open, connect, path_create, close, path_destroy):
+ *     one thread, inside fh_init (firehose/init.c: probe, open, the
+ *     path_creates, connect, in that order) or fh_finalize / a failing
+ *     fh_init (path_destroys, then close); nothing else of the conduit runs
+ *     meanwhile.  They may block (connect waits for every rank).
+ *   - Path ops (put, get, am_send, poll): serialized per path: the runtime
+ *     holds the path's lock (firehose/path.c) around every call on it, so
+ *     one call at a time per path, though not always from the same thread
+ *     (FH_PATHS=shared, orphaned paths, and the service path, which any
+ *     thread may poll).  Calls on different paths run concurrently and must
+ *     not share locks on the fast path (post and poll).  Only after connect.
+ *   - Registration (mr_reg, mr_dereg): thread-safe.  Called after connect,
+ *     from any thread, concurrently with each other and with the path ops of
+ *     any path: with no runtime lock held (a temporary registration of a
+ *     local buffer, firehose/rma.c), under the registration cache's lock
+ *     (firehose/reg/firehose.c env_pin/env_unpin), under the segment
+ *     lock (firehose/segment.c, the pin-everything seg_expose hook), and
+ *     from inside upcalls (below).  So a conduit must not hold, while it
+ *     makes an upcall, a lock that mr_reg or mr_dereg takes (ofi's key_lock
+ *     is taken only inside mr_reg).
+ *   - Upcalls run inside poll, on the polling thread, with that path's lock
+ *     held.  From an upcall of path p the runtime may call: am_send on p
+ *     (an AM handler's reply, credits); mr_reg and mr_dereg (on_am: the
+ *     rendezvous target's request handler and the firehose cache's move
+ *     handler register; on_complete: releasing a firehose transfer's local
+ *     registration may deregister, firehose/reg/firehose_xfer.c
+ *     pieces_done); and any path op on *another* path (a thread path's
+ *     upcall may poll the service path, firehose/path.c
+ *     fh_progress_locked).  Never poll, put or get on
+ *     p itself (a poll from inside p's upcalls returns at once: path.c's
+ *     `polling` flag; work an upcall makes ready is posted after poll
+ *     returns), and never a life-cycle op.
  *
  * Completion semantics the runtime relies on
  *   - put: the completion (on_complete) is reported only when the data is
@@ -60,6 +93,7 @@
 #include "firehose.h"
 
 struct fh_boot;
+struct fh_cfg_entry; /* firehose/util/config.h: one FH_* variable */
 struct fh_conduit;   /* conduit-private */
 struct fh_cpath;     /* conduit-private */
 struct fh_mr;        /* conduit-private: one memory registration */
@@ -69,17 +103,53 @@ typedef struct fh_conduit_config {
     int rank, nranks;
     int npaths;              /* paths per rank, the same on every rank */
     size_t am_max_packet;    /* largest am_send (header + payload) */
-    const char *provider;    /* ofi: FH_OFI_PROVIDER ("tcp", "shm", ...) */
-    const char *domain;      /* ofi: FH_OFI_DOMAIN, NULL/"" = first usable
-                                (a loopback one when all_local) */
     int all_local;           /* every rank shares this host's network
                                 namespace: endpoints may listen on loopback */
-    const char *ibv_device;  /* ibv: FH_IBV_DEVICE, NULL/"" = first active */
-    int ibv_port;            /* ibv: FH_IBV_PORT, 0 = first active */
-    int ibv_gid_index;       /* ibv: FH_IBV_GID_INDEX, -1 = automatic */
-    int ibv_td;              /* ibv: FH_IBV_TD, 0 off, 1 shared, 2 independent */
     int verbose;             /* FH_VERBOSE */
+    /* The conduit's own FH_* settings: the struct its settings table fills
+     * (ops->settings, e.g. ofi_settings_t of conduits/ofi/ofi_config.h),
+     * loaded and range-checked by fh_conduit_settings_load.  Read by probe
+     * and open only; the conduit copies what it keeps (strings included,
+     * or it keeps pointers into the environment, which outlives it). */
+    const void *settings;
 } fh_conduit_config_t;
+
+/* A conduit's own configuration: its table of FH_* variables, in the
+ * format of the core table (firehose/util/config.h: name, type, default, doc)
+ * and parsed by the same parser into the conduit's own struct.  Defined in
+ * conduits/<name>/<name>_config.c, which needs no network header, so that
+ * every conduit's table is known to fh_init (which checks them all, built
+ * or not: a bad FH_IBV_PORT fails on ofi too) and to tools/fhinfo. */
+typedef struct fh_conduit_settings {
+    const char *conduit;               /* "ofi" */
+    const struct fh_cfg_entry *table;  /* its variables */
+    size_t len;                        /* entries in table */
+    size_t size;                       /* bytes of the struct table fills */
+    /* Ranges and combinations the parser alone cannot express: FH_OK, or
+     * FH_ERR_CONFIG with "FH_X=value: reason" in err.  NULL = none. */
+    int (*check)(const void *settings, char *err, size_t errlen);
+} fh_conduit_settings_t;
+
+extern const fh_conduit_settings_t fh_ofi_settings;
+extern const fh_conduit_settings_t fh_ibv_settings;
+
+/* Every conduit's settings, built into this library or not. */
+#define FH_NCONDUITS 2
+extern const fh_conduit_settings_t *const fh_conduit_settings_all[FH_NCONDUITS];
+
+/* Storage for any conduit's settings struct (each <name>_config.c asserts
+ * that its struct fits), so callers need no allocation. */
+#define FH_CONDUIT_SETTINGS_MAX 256
+typedef union fh_conduit_settings_buf {
+    max_align_t align;
+    unsigned char bytes[FH_CONDUIT_SETTINGS_MAX];
+} fh_conduit_settings_buf_t;
+
+/* Fills out (s->size bytes, suitably aligned) from s's defaults and the
+ * environment and runs s->check: FH_OK or FH_ERR_CONFIG with
+ * "FH_X=value: reason" in err.  Thread-safe (reads the environment). */
+int fh_conduit_settings_load(const fh_conduit_settings_t *s, void *out,
+                             char *err, size_t errlen);
 
 /* What the conduit reports once open. */
 typedef struct fh_conduit_limits {
@@ -104,7 +174,8 @@ typedef struct fh_path_attr {
     void *upcall_arg;        /* passed back in every upcall of this path */
 } fh_path_attr_t;
 
-/* Upcalls made from inside poll(), on the polling thread. */
+/* Upcalls made from inside poll(), on the polling thread, with the path's
+ * lock held; what they may call is in "Threading and re-entry" above. */
 typedef struct fh_conduit_upcalls {
     /* An AM packet from (src_rank, src_path), both verified by the transport
      * and in range, arrived on the path.  buf is valid during the call;
@@ -140,24 +211,39 @@ enum fh_post_flags {
 
 typedef struct fh_conduit_ops {
     const char *name;
+    const fh_conduit_settings_t *settings;   /* its FH_* variables */
 
-    /* Is this conduit usable here (FH_CONDUIT=auto asks)?  Returns 1 or 0
-     * and, for 0, the reason in why.  NULL means always usable.  Must not
-     * leave anything open. */
+    /* Is this conduit usable here (FH_CONDUIT=auto asks ibv's; fhinfo
+     * --conduits asks every one)?  Returns 1 or 0 and, for 0, the reason in
+     * why (for 1, why may say what it found).  NULL means always usable.
+     * Must not leave anything open.
+     * Called: life cycle (fh_init before open; tools/fhinfo), may block. */
     int  (*probe)(const fh_conduit_config_t *cfg, char *why, size_t whylen);
 
+    /* Opens the NIC/domain; limits filled on FH_OK.  Errors: FH_ERR_INVALID
+     * (arguments), FH_ERR_CONFIG (cfg->settings NULL and the environment's
+     * invalid), else FH_ERR_NOT_SUPPORTED, FH_ERR_TRANSPORT or
+     * FH_ERR_NO_MEMORY; where a setting is at fault fh_set_error names it
+     * (e.g. "FH_OFI_PROVIDER=x: no such provider ...").
+     * Called: life cycle, once, may block. */
     int  (*open)(const fh_conduit_config_t *cfg,
                  const fh_conduit_upcalls_t *up,
                  struct fh_conduit **out, fh_conduit_limits_t *limits);
+    /* Releases everything; every path destroyed and every registration
+     * deregistered before.  Called: life cycle, last. */
     void (*close)(struct fh_conduit *c);
 
+    /* One path per index 0..npaths-1, each once, before connect.
+     * Called: life cycle.  path_destroy: at fh_finalize (after the runtime
+     * drained the path) or a failing fh_init, before close. */
     int  (*path_create)(struct fh_conduit *c, const fh_path_attr_t *attr,
                         struct fh_cpath **out);
     void (*path_destroy)(struct fh_cpath *p);
 
     /* Collective: called once on every rank after all npaths paths exist;
      * exchanges addresses through the bootstrap (boot->allgather) and makes
-     * every (rank, path) reachable as described above. */
+     * every (rank, path) reachable as described above.
+     * Called: life cycle, blocks until every rank has called it. */
     int  (*connect)(struct fh_conduit *c, struct fh_boot *boot);
 
     /* Registers [addr, addr+len).  Errors (with fh_set_error): FH_ERR_INVALID
@@ -165,14 +251,22 @@ typedef struct fh_conduit_ops {
      * caller decides whether that deserves a log line -- the cache expects
      * it for bucket-rounded ranges next to a guard page), FH_ERR_NO_MEMORY
      * when the pinning or NIC limits are reached (logged), FH_ERR_LIMIT /
-     * FH_ERR_TRANSPORT otherwise. */
+     * FH_ERR_TRANSPORT otherwise.  mr_dereg: FH_OK, FH_ERR_INVALID (NULL)
+     * or FH_ERR_TRANSPORT (logged); mr is freed either way.
+     * Called: registration (thread-safe; also from inside upcalls, see
+     * "Threading and re-entry"), after connect. */
     int  (*mr_reg)(struct fh_conduit *c, void *addr, size_t len,
                    unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
     int  (*mr_dereg)(struct fh_conduit *c, struct fh_mr *mr);
 
     /* RMA.  lmr is the registration covering the local buffer, or NULL (only
      * allowed when !needs_local_mr or len <= max_inject for put).  raddr is
-     * the target's virtual address inside the range described by rkey. */
+     * the target's virtual address inside the range described by rkey.
+     * Errors: FH_ERR_AGAIN (poll p and retry), FH_ERR_RANK (destination out
+     * of range), FH_ERR_STATE (before connect), FH_ERR_INVALID (no rkey, a
+     * local registration missing, a destination this path cannot reach),
+     * FH_ERR_TOO_BIG (len > max_msg), FH_ERR_PEER_DEAD / FH_ERR_TRANSPORT.
+     * Called: path op, never from an upcall of p. */
     int  (*put)(struct fh_cpath *p, int rank, int rpath,
                 const void *src, size_t len, struct fh_mr *lmr,
                 uint64_t raddr, const fh_rkey_t *rkey,
@@ -183,13 +277,16 @@ typedef struct fh_conduit_ops {
                 void *op_ctx, unsigned flags);
 
     /* Sends hdr followed by payload as one message (hdr_len + len <=
-     * am_max_packet).  Both buffers may be reused at return. */
+     * am_max_packet, else FH_ERR_TOO_BIG).  Both buffers may be reused at
+     * return.  Other errors as put's.
+     * Called: path op; also from inside an upcall of p (a handler's reply). */
     int  (*am_send)(struct fh_cpath *p, int rank, int rpath,
                     const void *hdr, size_t hdr_len,
                     const void *payload, size_t len);
 
     /* Reaps up to max events (completions and arrivals), making upcalls.
-     * Returns the number reaped (>= 0) or a negative error. */
+     * Returns the number reaped (>= 0) or a negative error.
+     * Called: path op, never from an upcall of p (the runtime's guard). */
     int  (*poll)(struct fh_cpath *p, int max);
 } fh_conduit_ops_t;
 

@@ -41,9 +41,32 @@ int fh_config_size(const char *name, size_t *value)
     return fh_set_error(FH_ERR_INVALID, "fh_config_size: no variable %s", name);
 }
 
-static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
+const void *fh_conduit_settings_of(const fh_rt_t *rt,
+                                   const fh_conduit_settings_t *s)
+{
+    for (int i = 0; i < FH_NCONDUITS; i++)
+        if (fh_conduit_settings_all[i] == s)
+            return &rt->csettings[i];
+    return NULL;
+}
+
+/* Every conduit's settings, so that a bad value fails fh_init whichever
+ * conduit runs (as when they sat in the core table). */
+static int load_conduit_settings(fh_rt_t *rt, char *err, size_t errlen)
+{
+    for (int i = 0; i < FH_NCONDUITS; i++) {
+        int rc = fh_conduit_settings_load(fh_conduit_settings_all[i],
+                                          &rt->csettings[i], err, errlen);
+        if (rc != FH_OK)
+            return rc;
+    }
+    return FH_OK;
+}
+
+static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
                                             const fh_conduit_config_t *ccfg)
 {
+    const fh_config_t *cfg = &rt->cfg;
     char why[256] = "";
     switch (cfg->conduit) {
     case FH_CONDUIT_IBV:
@@ -56,7 +79,9 @@ static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
 #endif
     case FH_CONDUIT_AUTO:
 #ifdef FH_HAVE_IBV
-        if (fh_conduit_ibv.probe(ccfg, why, sizeof why)) {
+        fh_conduit_config_t pcfg = *ccfg;
+        pcfg.settings = fh_conduit_settings_of(rt, fh_conduit_ibv.settings);
+        if (fh_conduit_ibv.probe(&pcfg, why, sizeof why)) {
             fh_log_verbose(1, "FH_CONDUIT=auto: using ibv (a usable RDMA device exists)");
             return &fh_conduit_ibv;
         }
@@ -64,6 +89,7 @@ static const fh_conduit_ops_t *pick_conduit(const fh_config_t *cfg,
 #else
         (void)why;
         (void)ccfg;
+        (void)rt;
         fh_log_verbose(1, "FH_CONDUIT=auto: using ofi (built without the ibv conduit)");
 #endif
         return &fh_conduit_ofi;
@@ -117,7 +143,8 @@ int fh_init(int *argc, char ***argv)
         return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory");
     }
     char err[256];
-    if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK) {
+    if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK ||
+        load_conduit_settings(rt, err, sizeof err) != FH_OK) {
         fh_log_error("%s", err);
         free(rt);
         atomic_store(&fh_rt_state, FH_RT_NONE);
@@ -155,15 +182,13 @@ int fh_init(int *argc, char ***argv)
     fh_conduit_config_t ccfg = {
         .rank = rt->rank, .nranks = rt->nranks, .npaths = rt->npaths,
         .am_max_packet = rt->am_max_packet,
-        .provider = rt->cfg.ofi_provider, .domain = rt->cfg.ofi_domain,
         .all_local = rt->boot->local_nranks == rt->boot->nranks,
-        .ibv_device = rt->cfg.ibv_device, .ibv_port = (int)rt->cfg.ibv_port,
-        .ibv_gid_index = (int)rt->cfg.ibv_gid_index, .ibv_td = rt->cfg.ibv_td,
         .verbose = (int)rt->cfg.verbose,
     };
-    rt->cops = pick_conduit(&rt->cfg, &ccfg);
+    rt->cops = pick_conduit(rt, &ccfg);
     if (rt->cops == NULL)
         return init_fail(rt, fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: no conduit"));
+    ccfg.settings = fh_conduit_settings_of(rt, rt->cops->settings);
     fh_set_error(FH_OK, "%s", "");   /* pick_conduit's probing may have set one */
     rc = rt->cops->open(&ccfg, &fh_upcalls, &rt->conduit, &rt->limits);
     if (rc != FH_OK) {
@@ -212,6 +237,10 @@ int fh_init(int *argc, char ***argv)
                        rt->am_max_medium, rt->limits.max_inject, rt->limits.max_msg,
                        rt->limits.needs_local_mr);
         fh_config_print(&rt->cfg, stderr, "firehose[0]: config ");
+        for (int i = 0; i < FH_NCONDUITS; i++)
+            fh_config_print_table(fh_conduit_settings_all[i]->table,
+                                  fh_conduit_settings_all[i]->len, &rt->csettings[i],
+                                  stderr, "firehose[0]: config ");
     }
     fh_rt = rt;
     atomic_store_explicit(&fh_rt_state, FH_RT_UP, memory_order_release);

@@ -118,6 +118,9 @@ typedef struct fh_rt {
         struct { FH_CORE_FIELDS };
     };
     int npaths;
+    /* Every conduit's own FH_* settings, loaded and checked at init, in
+     * the order of fh_conduit_settings_all (fh_conduit_settings_of). */
+    fh_conduit_settings_buf_t csettings[FH_NCONDUITS];
     fh_path_t *paths;         /* [npaths]; svc_path is &paths[0] */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
@@ -184,6 +187,10 @@ int fh_check_rank(const char *fn, int rank);
 void fh_tls_release(void *arg);
 /* fh_finalize: frees the calling thread's state (its key is deleted). */
 void fh_tls_finalize(void);
+/* The settings of the conduit with these settings (ops->settings), as
+ * loaded at init: e.g. an ofi_settings_t * for &fh_ofi_settings. */
+const void *fh_conduit_settings_of(const fh_rt_t *rt,
+                                   const fh_conduit_settings_t *s);
 
 /* ---- peer.c: the runtime's own dead-peer check (no launcher needed) */
 /* Collective, in fh_init: every rank's host identity, pid, start time. */

@@ -8,16 +8,21 @@
  *                       README.md contains exactly this output)
  *   fhinfo --check-env  exit 1 with a message if an FH_* variable in the
  *                       environment is unknown or has a bad value
+ *   fhinfo --conduits   each conduit built in: its variables (effective
+ *                       values) and whether it is usable here, and why not
+ *                       (its probe, like ucx_info / fi_info)
  *
- * Everything printed comes from fh_config_table (firehose/util/config.c), so the
- * documentation cannot drift from the parser.  fhinfo links only the common
- * code (config, log, error), never the network runtime: it works on a
- * machine without a usable NIC.
+ * Everything printed comes from fh_config_table (firehose/util/config.c) and the
+ * conduits' own tables (conduits/<name>/<name>_config.c, fh_conduit_settings_all),
+ * so the documentation cannot drift from the parser.  fhinfo links the
+ * common code and the conduits (for --conduits), never the runtime: it
+ * works on a machine without a usable NIC.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conduits/conduit.h"
 #include "firehose/util/config.h"
 
 #ifndef PACKAGE_VERSION
@@ -46,14 +51,47 @@ static const char *type_name(fh_cfg_type_t t)
     return "?";
 }
 
+/* The tables: 0 is the core's, 1..FH_NCONDUITS each conduit's. */
+#define NTABLES (1 + FH_NCONDUITS)
+static const fh_cfg_entry_t *table_of(int t, size_t *len)
+{
+    if (t == 0) {
+        *len = fh_config_table_len;
+        return fh_config_table;
+    }
+    *len = fh_conduit_settings_all[t - 1]->len;
+    return fh_conduit_settings_all[t - 1]->table;
+}
+
 static const fh_cfg_entry_t *find_entry(const char *name, size_t namelen)
 {
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const char *n = fh_config_table[i].name;
-        if (strlen(n) == namelen && strncmp(n, name, namelen) == 0)
-            return &fh_config_table[i];
+    for (int t = 0; t < NTABLES; t++) {
+        size_t len;
+        const fh_cfg_entry_t *tab = table_of(t, &len);
+        for (size_t i = 0; i < len; i++) {
+            const char *n = tab[i].name;
+            if (strlen(n) == namelen && strncmp(n, name, namelen) == 0)
+                return &tab[i];
+        }
     }
     return NULL;
+}
+
+/* Loads and checks every table from the defaults and the environment:
+ * 0, or 1 after printing the first error. */
+static int load_all(void)
+{
+    fh_config_t cfg;
+    fh_conduit_settings_buf_t buf;
+    char err[256];
+    int rc = fh_config_load(&cfg, err, sizeof err);
+    for (int i = 0; rc == 0 && i < FH_NCONDUITS; i++)
+        rc = fh_conduit_settings_load(fh_conduit_settings_all[i], &buf, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "fhinfo: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 static int is_launcher_var(const char *name, size_t namelen)
@@ -95,11 +133,15 @@ static const char *closest_name(const char *name, size_t namelen)
 {
     const char *best = NULL;
     size_t best_d = 4; /* suggest only close matches */
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        size_t d = distance(name, namelen, fh_config_table[i].name);
-        if (d < best_d) {
-            best_d = d;
-            best = fh_config_table[i].name;
+    for (int t = 0; t < NTABLES; t++) {
+        size_t len;
+        const fh_cfg_entry_t *tab = table_of(t, &len);
+        for (size_t i = 0; i < len; i++) {
+            size_t d = distance(name, namelen, tab[i].name);
+            if (d < best_d) {
+                best_d = d;
+                best = tab[i].name;
+            }
         }
     }
     return best;
@@ -121,40 +163,54 @@ static void print_build(void)
     printf("\n\n");
 }
 
+static void print_entry(const fh_cfg_entry_t *e)
+{
+    printf("%s\n", e->name);
+    printf("    type: %s", type_name(e->type));
+    if (e->choices)
+        printf(" (%s)", e->choices);
+    printf("   default: %s", e->defval[0] ? e->defval : "(empty)");
+    if (e->same_everywhere)
+        printf("   same on all ranks");
+    printf("\n    %s\n\n", e->doc);
+}
+
 static void print_table(void)
 {
     print_build();
     printf("Environment variables (fhinfo -c shows the effective values):\n\n");
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
-        printf("%s\n", e->name);
-        printf("    type: %s", type_name(e->type));
-        if (e->choices)
-            printf(" (%s)", e->choices);
-        printf("   default: %s", e->defval[0] ? e->defval : "(empty)");
-        if (e->same_everywhere)
-            printf("   same on all ranks");
-        printf("\n    %s\n\n", e->doc);
+    for (size_t i = 0; i < fh_config_table_len; i++)
+        print_entry(&fh_config_table[i]);
+    for (int k = 0; k < FH_NCONDUITS; k++) {
+        const fh_conduit_settings_t *s = fh_conduit_settings_all[k];
+        printf("Conduit %s (fhinfo --conduits tells whether it is usable here):\n\n",
+               s->conduit);
+        for (size_t i = 0; i < s->len; i++)
+            print_entry(&s->table[i]);
     }
+}
+
+/* One "NAME=value" line: the environment's or the default. */
+static void print_value(const char *prefix, const fh_cfg_entry_t *e)
+{
+    const char *env = getenv(e->name);
+    if (env != NULL)
+        printf("%s%s=%s    # environment (default: %s)\n", prefix, e->name, env,
+               e->defval[0] ? e->defval : "empty");
+    else
+        printf("%s%s=%s\n", prefix, e->name, e->defval);
 }
 
 static int print_effective(void)
 {
-    fh_config_t cfg;
-    char err[256];
-    if (fh_config_load(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "fhinfo: %s\n", err);
+    if (load_all() != 0)
         return 1;
-    }
     printf("# effective FH_* configuration (defaults overridden by the environment)\n");
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
-        const char *env = getenv(e->name);
-        if (env != NULL)
-            printf("%s=%s    # environment (default: %s)\n", e->name, env,
-                   e->defval[0] ? e->defval : "empty");
-        else
-            printf("%s=%s\n", e->name, e->defval);
+    for (int t = 0; t < NTABLES; t++) {
+        size_t len;
+        const fh_cfg_entry_t *tab = table_of(t, &len);
+        for (size_t i = 0; i < len; i++)
+            print_value("", &tab[i]);
     }
     return 0;
 }
@@ -170,46 +226,95 @@ static void md_text(const char *s)
     }
 }
 
+static void md_row(const fh_cfg_entry_t *e)
+{
+    printf("| `%s` | ", e->name);
+    if (e->defval[0])
+        printf("`%s`", e->defval);
+    else
+        printf("(empty)");
+    printf(" | ");
+    md_text(e->doc);
+    if (e->choices) {
+        printf(" Choices: ");
+        const char *p = e->choices;
+        for (;;) {
+            size_t len = strcspn(p, "|");
+            printf("`%.*s`", (int)len, p);
+            if (p[len] == '\0')
+                break;
+            printf(", ");
+            p += len + 1;
+        }
+        printf(".");
+    }
+    if (e->type == FH_CFG_SIZE)
+        printf(" Accepts k, M, G suffixes.");
+    if (e->type == FH_CFG_BOOL)
+        printf(" Accepts 0/1, yes/no, on/off, true/false.");
+    if (e->same_everywhere)
+        printf(" Must be equal on all ranks.");
+    printf(" |\n");
+}
+
+/* The core's table, then one table per conduit (its own variables). */
 static void print_markdown(void)
 {
     printf("| Variable | Default | Description |\n");
     printf("|---|---|---|\n");
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
-        printf("| `%s` | ", e->name);
-        if (e->defval[0])
-            printf("`%s`", e->defval);
-        else
-            printf("(empty)");
-        printf(" | ");
-        md_text(e->doc);
-        if (e->choices) {
-            printf(" Choices: ");
-            const char *p = e->choices;
-            for (;;) {
-                size_t len = strcspn(p, "|");
-                printf("`%.*s`", (int)len, p);
-                if (p[len] == '\0')
-                    break;
-                printf(", ");
-                p += len + 1;
-            }
-            printf(".");
-        }
-        if (e->type == FH_CFG_SIZE)
-            printf(" Accepts k, M, G suffixes.");
-        if (e->type == FH_CFG_BOOL)
-            printf(" Accepts 0/1, yes/no, on/off, true/false.");
-        if (e->same_everywhere)
-            printf(" Must be equal on all ranks.");
-        printf(" |\n");
+    for (size_t i = 0; i < fh_config_table_len; i++)
+        md_row(&fh_config_table[i]);
+    for (int k = 0; k < FH_NCONDUITS; k++) {
+        const fh_conduit_settings_t *s = fh_conduit_settings_all[k];
+        printf("\nThe `%s` conduit's own variables (`conduits/%s/%s_config.c`):\n\n",
+               s->conduit, s->conduit, s->conduit);
+        printf("| Variable | Default | Description |\n");
+        printf("|---|---|---|\n");
+        for (size_t i = 0; i < s->len; i++)
+            md_row(&s->table[i]);
     }
+}
+
+/* The conduits built into this fhinfo (and the runtime beside it). */
+static const fh_conduit_ops_t *const built[] = {
+    &fh_conduit_ofi,
+#ifdef FH_HAVE_IBV
+    &fh_conduit_ibv,
+#endif
+};
+
+static int print_conduits(void)
+{
+    if (load_all() != 0)
+        return 1;
+    printf("Conduits built in (FH_CONDUIT chooses; auto takes ibv when usable, "
+           "else ofi):\n");
+#ifndef FH_HAVE_IBV
+    printf("\nibv\n    not built: configure did not find rdma-core (libibverbs-dev)\n");
+#endif
+    for (size_t k = 0; k < sizeof built / sizeof built[0]; k++) {
+        const fh_conduit_ops_t *ops = built[k];
+        fh_conduit_settings_buf_t buf;
+        char err[256], why[256] = "";
+        fh_conduit_settings_load(ops->settings, &buf, err, sizeof err);
+        /* One rank alone on this host: what fh_init would ask first. */
+        fh_conduit_config_t cfg = {
+            .rank = 0, .nranks = 1, .npaths = 1, .am_max_packet = 4096,
+            .all_local = 1, .verbose = 0, .settings = &buf,
+        };
+        int ok = ops->probe == NULL || ops->probe(&cfg, why, sizeof why);
+        printf("\n%s\n    %s%s%s\n", ops->name, ok ? "usable" : "not usable",
+               why[0] ? ": " : "", why);
+        for (size_t i = 0; i < ops->settings->len; i++)
+            print_value("    ", &ops->settings->table[i]);
+    }
+    return 0;
 }
 
 static int check_env(void)
 {
     int problems = 0, set = 0;
-    fh_config_t scratch;
+    union { fh_config_t core; fh_conduit_settings_buf_t conduit; } scratch;
     char err[256];
 
     for (char **ep = environ; *ep != NULL; ep++) {
@@ -238,10 +343,8 @@ static int check_env(void)
         }
     }
     /* Each value parses on its own; now the ranges and combinations. */
-    if (problems == 0 && fh_config_load(&scratch, err, sizeof err) != 0) {
-        fprintf(stderr, "fhinfo: %s\n", err);
+    if (problems == 0 && load_all() != 0)
         problems++;
-    }
     if (problems) {
         fprintf(stderr, "fhinfo: %d problem%s in the FH_* environment\n", problems,
                 problems == 1 ? "" : "s");
@@ -261,6 +364,8 @@ static void usage(FILE *f)
         "  --markdown    print the variable table in Markdown (as in README.md)\n"
         "  --check-env   exit 1 if an FH_* variable in the environment is unknown\n"
         "                or has an invalid value\n"
+        "  --conduits    each conduit built in: its variables and whether it is\n"
+        "                usable on this machine (and if not, why)\n"
         "  --version     print the version\n"
         "  -h, --help    this text\n");
 }
@@ -284,6 +389,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(opt, "--check-env") == 0)
         return check_env();
+    if (strcmp(opt, "--conduits") == 0)
+        return print_conduits();
     if (strcmp(opt, "--version") == 0) {
         printf("fhinfo (firehose) %s\n", PACKAGE_VERSION);
         return 0;

@@ -36,9 +36,11 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+#include "ibv_config.h"
 #include "ibv_internal.h"
 #include "firehose/boot/bootstrap.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 #define IBV_MAX_MSG_CAP  ((size_t)1 << 30)   /* 1 GiB */
 #define IBV_TIMEOUT      16
@@ -62,14 +64,23 @@ int ibv_err_status(enum ibv_wc_status st)
     }
 }
 
-/* The FH_IBV_* settings come from the runtime's config table (config.c),
- * through fh_conduit_config_t; the table has already range-checked them. */
+/* The FH_IBV_* settings (ibv_config.c): the runtime's, already loaded and
+ * range-checked, or (cfg->settings NULL: the self-tests) loaded here from
+ * the environment through the same table. */
 static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
 {
-    e->device = (cfg->ibv_device && cfg->ibv_device[0]) ? cfg->ibv_device : NULL;
-    e->port = cfg->ibv_port;
-    e->gid_index = cfg->ibv_gid_index;
-    switch (cfg->ibv_td) {
+    ibv_settings_t own;
+    const ibv_settings_t *s = cfg->settings;
+    if (s == NULL) {
+        char err[256];
+        if (fh_conduit_settings_load(&fh_ibv_settings, &own, err, sizeof err))
+            return fh_set_error(FH_ERR_CONFIG, "ibv: %s", err);
+        s = &own;
+    }
+    e->device = (s->device && s->device[0]) ? s->device : NULL;
+    e->port = (int)s->port;
+    e->gid_index = (int)s->gid_index;
+    switch (s->td) {
     case 0: e->td = IBV_TD_OFF; break;
     case 1: e->td = IBV_TD_SHARED; break;
     default: e->td = IBV_TD_INDEPENDENT; break;
@@ -264,19 +275,15 @@ static int ibv_open(const fh_conduit_config_t *cfg,
                     const fh_conduit_upcalls_t *up,
                     struct fh_conduit **out, fh_conduit_limits_t *limits)
 {
-    int ret;
-    if (!cfg || !up || !out || !limits || cfg->npaths < 1 ||
-        cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-        cfg->am_max_packet == 0 || !up->on_am || !up->on_drop ||
-        !up->on_complete)
-        return fh_set_error(FH_ERR_INVALID, "ibv: invalid open arguments");
+    int ret = cu_check_open("ibv", cfg, up, out, limits);
+    if (ret)
+        return ret;
 
     struct fh_conduit *c = calloc(1, sizeof *c);
     if (!c)
         return FH_ERR_NO_MEMORY;
     c->cfg = *cfg;
-    c->cfg.provider = NULL;
-    c->cfg.domain = NULL;
+    c->cfg.settings = NULL;   /* read during open only (ibv_read_env) */
     c->up = *up;
     c->gid_index = -1;
     c->paths = calloc((size_t)cfg->npaths, sizeof *c->paths);
@@ -564,8 +571,7 @@ static int ibv_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
         snprintf(why, whylen, "out of memory");
         return 0;
     }
-    ibv_read_env(&c->env, cfg);
-    int ok = ibv_pick_device(c) == FH_OK;
+    int ok = ibv_read_env(&c->env, cfg) == FH_OK && ibv_pick_device(c) == FH_OK;
     if (ok)
         ibv_close_device(c->ctx);
     else
@@ -576,6 +582,7 @@ static int ibv_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
 
 const fh_conduit_ops_t fh_conduit_ibv = {
     .name = "ibv",
+    .settings = &fh_ibv_settings,
     .probe = ibv_probe,
     .open = ibv_open,
     .close = ibv_close,

@@ -83,7 +83,7 @@ struct ibv_ev {
 #define IBV_CQ_BATCH 32
 #define IBV_INLINE_MAX 256    /* largest max_inline_data we ask for */
 
-/* Settings documented in config.c's table (read by ibv_read_env()). */
+/* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
 struct ibv_env {
     const char *device;       /* FH_IBV_DEVICE: NULL = first with an active port */

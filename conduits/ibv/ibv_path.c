@@ -42,19 +42,11 @@
 
 #include "ibv_internal.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
-#define IBV_SLOT_BYTES ((size_t)4 << 20)   /* send-slot memory per path */
 #define IBV_NOPS       256                  /* RMA contexts per path */
 #define IBV_SQ_DEPTH   128
 #define IBV_SQ_DEPTH_LARGE 32               /* path 0 of large jobs */
-
-static void *ibv_alloc_pages(size_t len)
-{
-    void *m = NULL;
-    if (posix_memalign(&m, 4096, len ? len : 1))
-        return NULL;
-    return m;
-}
 
 /* Thread domain(s) + parent domain, or the plain PD. */
 static void ibv_path_domain(struct fh_cpath *p)
@@ -198,15 +190,11 @@ static int ibv_qpn_index(struct fh_cpath *p)
 int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                     struct fh_cpath **out)
 {
-    int ret;
-    if (!c || !attr || !out || attr->index < 0 ||
-        attr->index >= c->cfg.npaths)
-        return fh_set_error(FH_ERR_INVALID, "ibv: path index %d out of [0, %d)",
-                            attr ? attr->index : -1, c ? c->cfg.npaths : 0);
-    if (c->paths[attr->index])
-        return fh_set_error(FH_ERR_STATE, "ibv: path %d exists", attr->index);
-    if (c->connected)
-        return fh_set_error(FH_ERR_STATE, "ibv: path created after connect");
+    int ret = cu_check_path_create("ibv", c ? &c->cfg : NULL,
+                                   c ? c->paths : NULL, c && c->connected,
+                                   attr, out);
+    if (ret)
+        return ret;
 
     struct fh_cpath *p = calloc(1, sizeof *p);
     if (!p)
@@ -224,11 +212,7 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         p->sq_depth = (uint32_t)c->dattr.max_qp_wr;
     p->sig_every = p->sq_depth / 2 ? p->sq_depth / 2 : 1;
     p->nops = IBV_NOPS;
-    p->nslots = IBV_SLOT_BYTES / c->rbuf_stride;
-    if (p->nslots < 16)
-        p->nslots = 16;
-    if (p->nslots > 256)
-        p->nslots = 256;
+    p->nslots = cu_send_slots(c->rbuf_stride);
     p->nrecv = (size_t)p->rx_msgs + 2 * IBV_CQ_BATCH + 16;
     if (c->dattr.max_srq_wr > 0 && p->nrecv > (size_t)c->dattr.max_srq_wr) {
         fh_log_verbose(1, "ibv: path %d: rx_msgs %u exceeds max_srq_wr %d: "
@@ -262,8 +246,8 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->slots = calloc(p->nslots, sizeof *p->slots);
     p->recvs = calloc(p->nrecv, sizeof *p->recvs);
     p->conns = calloc(p->nconns, sizeof *p->conns);
-    p->slot_mem = ibv_alloc_pages(p->nslots * c->rbuf_stride);
-    p->rbuf_mem = ibv_alloc_pages(p->nrecv * c->rbuf_stride);
+    p->slot_mem = cu_alloc_pages(p->nslots * c->rbuf_stride);
+    p->rbuf_mem = cu_alloc_pages(p->nrecv * c->rbuf_stride);
     if (!p->ops || !p->slots || !p->recvs || !p->conns || !p->slot_mem ||
         !p->rbuf_mem) {
         fh_log_error("ibv: path %d: out of memory for %zu x %zu receive "
@@ -393,13 +377,11 @@ int ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
 {
     struct fh_conduit *c = p->c;
     const size_t total = hdr_len + len;
-    if (total > c->am_max_packet || total < hdr_len)
-        return fh_set_error(FH_ERR_TOO_BIG,
-                            "ibv: am_send of %zu bytes over am_max_packet %zu",
-                            total, c->am_max_packet);
-    struct ibv_conn *k = NULL;
-    int ret = ibv_conn_for(p, rank, rpath, "am_send", &k);
+    int ret = cu_check_am_size("ibv", hdr_len, len, c->am_max_packet);
     if (ret)
+        return ret;
+    struct ibv_conn *k = NULL;
+    if ((ret = ibv_conn_for(p, rank, rpath, "am_send", &k)))
         return ret;
     if (k->status != FH_OK)
         return fh_set_error(k->status, "ibv: rank %d: connection from path "

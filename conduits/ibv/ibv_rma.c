@@ -40,6 +40,7 @@
 
 #include "ibv_internal.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 #define IBV_BATCH_MAX 32
 
@@ -47,12 +48,9 @@ int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
                  struct ibv_conn **out)
 {
     struct fh_conduit *c = p->c;
-    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
-        rpath >= c->cfg.npaths)
-        return fh_set_error(FH_ERR_RANK, "ibv: %s to (%d, %d)", what, rank,
-                            rpath);
-    if (!c->connected)
-        return fh_set_error(FH_ERR_STATE, "ibv: %s before connect", what);
+    int ret = cu_check_dest("ibv", what, &c->cfg, c->connected, rank, rpath);
+    if (ret)
+        return ret;
     if (p->index == 0) {
         *out = &p->conns[(size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath];
         return FH_OK;
@@ -125,10 +123,9 @@ void ibv_batch_add(struct fh_cpath *p, struct ibv_conn *k, struct ibv_op *op,
 int ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned access,
                struct fh_mr **out, fh_rkey_t *rkey)
 {
-    if (!c || !out || (!addr && len) ||
-        (access & ~(unsigned)(FH_MR_LOCAL | FH_MR_REMOTE_READ |
-                              FH_MR_REMOTE_WRITE)))
-        return fh_set_error(FH_ERR_INVALID, "ibv: mr_reg: bad arguments");
+    int ret = cu_check_mr_reg("ibv", c, out, addr, len, access);
+    if (ret)
+        return ret;
     int a = 0;
     if (access & FH_MR_LOCAL)
         a |= IBV_ACCESS_LOCAL_WRITE;
@@ -190,8 +187,8 @@ static int ibv_rma_post(struct fh_cpath *p, int is_put, int rank, int rpath,
     int ret = ibv_conn_for(p, rank, rpath, what, &k);
     if (ret)
         return ret;
-    if (!rkey)
-        return fh_set_error(FH_ERR_INVALID, "ibv: %s without rkey", what);
+    if ((ret = cu_check_rkey("ibv", what, rkey)))
+        return ret;
     if (len > c->limits.max_msg)
         return fh_set_error(FH_ERR_TOO_BIG, "ibv: %s of %zu bytes over "
                             "max_msg %zu", what, len, c->limits.max_msg);

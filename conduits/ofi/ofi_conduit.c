@@ -29,9 +29,11 @@
 #include <netinet/in.h>
 #include <sys/random.h>
 
+#include "ofi_config.h"
 #include "ofi_internal.h"
 #include "firehose/boot/bootstrap.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 #define OFI_API_VERSION FI_VERSION(1, 17)
 #define OFI_MAX_MSG_CAP ((size_t)1 << 30)   /* 1 GiB */
@@ -80,14 +82,34 @@ int ofi_err_to_fh(int e)
 
 #define OFI_QUEUE_DEPTH 256
 
-static struct fi_info *ofi_hints(const fh_conduit_config_t *cfg,
+/* The FH_OFI_* settings (ofi_config.c): the runtime's, already loaded, or
+ * (cfg->settings NULL: the self-tests) loaded into *own from the
+ * environment through the same table.  NULL after fh_set_error. */
+static const ofi_settings_t *ofi_settings(const fh_conduit_config_t *cfg,
+                                          ofi_settings_t *own)
+{
+    if (cfg->settings != NULL)
+        return cfg->settings;
+    char err[256];
+    if (fh_conduit_settings_load(&fh_ofi_settings, own, err, sizeof err)) {
+        fh_set_error(FH_ERR_CONFIG, "ofi: %s", err);
+        return NULL;
+    }
+    return own;
+}
+
+static const char *ofi_provider(const ofi_settings_t *s)
+{
+    return (s->provider && s->provider[0]) ? s->provider : "tcp";
+}
+
+static struct fi_info *ofi_hints(const ofi_settings_t *s,
                                  enum fi_threading threading)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
         return NULL;
-    const char *prov = (cfg->provider && cfg->provider[0]) ? cfg->provider
-                                                           : "tcp";
+    const char *prov = ofi_provider(s);
     /* FI_SOURCE: every receive completion names the sender's AV entry, the
      * only sender identity we believe (ofi_path.c). */
     h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV | FI_SOURCE;
@@ -108,8 +130,8 @@ static struct fi_info *ofi_hints(const fh_conduit_config_t *cfg,
     h->tx_attr->size = OFI_QUEUE_DEPTH;
     h->rx_attr->size = OFI_QUEUE_DEPTH;
     h->fabric_attr->prov_name = strdup(prov);
-    if (cfg->domain && cfg->domain[0])
-        h->domain_attr->name = strdup(cfg->domain);
+    if (s->domain && s->domain[0])
+        h->domain_attr->name = strdup(s->domain);
     return h;
 }
 
@@ -139,15 +161,16 @@ static int ofi_is_loopback(const struct fi_info *i)
  *                       interface (FI_TCP_IFACE): nothing of the job is
  *                       reachable from another host (docs/security.md);
  *   otherwise           the provider's first. */
-static struct fi_info *ofi_choose(const fh_conduit_config_t *cfg, struct fi_info *list)
+static struct fi_info *ofi_choose(const ofi_settings_t *s, int all_local,
+                                  struct fi_info *list)
 {
-    if (cfg->domain && cfg->domain[0]) {
+    if (s->domain && s->domain[0]) {
         for (struct fi_info *i = list; i; i = i->next)
-            if (i->domain_attr->name && strcmp(i->domain_attr->name, cfg->domain) == 0)
+            if (i->domain_attr->name && strcmp(i->domain_attr->name, s->domain) == 0)
                 return i;
         return NULL;
     }
-    if (cfg->all_local && !getenv("FI_TCP_IFACE"))
+    if (all_local && !getenv("FI_TCP_IFACE"))
         for (struct fi_info *i = list; i; i = i->next)
             if (ofi_is_loopback(i))
                 return i;
@@ -171,13 +194,14 @@ static void ofi_domain_names(const struct fi_info *list, char *buf, size_t len)
     }
 }
 
-static int ofi_getinfo(const fh_conduit_config_t *cfg, struct fi_info **out)
+static int ofi_getinfo(const ofi_settings_t *s, int all_local,
+                       struct fi_info **out)
 {
     static const enum fi_threading levels[] = {FI_THREAD_COMPLETION,
                                                FI_THREAD_SAFE};
     int ret = -FI_ENODATA;
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-        struct fi_info *h = ofi_hints(cfg, levels[i]);
+        struct fi_info *h = ofi_hints(s, levels[i]);
         if (!h)
             return -FI_ENOMEM;
         /* The domain is chosen below, among all the provider offers. */
@@ -188,12 +212,12 @@ static int ofi_getinfo(const fh_conduit_config_t *cfg, struct fi_info **out)
         fi_freeinfo(h);
         if (ret)
             continue;
-        struct fi_info *pick = ofi_choose(cfg, list);
+        struct fi_info *pick = ofi_choose(s, all_local, list);
         if (!pick) {
             char names[256];
             ofi_domain_names(list, names, sizeof names);
             fh_log_error("ofi: FH_OFI_DOMAIN=%s: provider %s has no such domain "
-                         "(it offers: %s)", cfg->domain,
+                         "(it offers: %s)", s->domain,
                          list->fabric_attr->prov_name, names);
             fi_freeinfo(list);
             return -FI_ENODATA;
@@ -224,24 +248,62 @@ static const char *ofi_threading_name(enum fi_threading t)
 
 static void ofi_close(struct fh_conduit *c);
 
+/* Why FH_OFI_PROVIDER (and FH_OFI_DOMAIN) gave nothing usable: logged, and
+ * in why when given (probe), else in fh_last_error (open). */
+static void ofi_no_provider(const ofi_settings_t *s, int ret, char *why,
+                            size_t whylen)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s%s%s: no such provider, or it "
+             "offers no RDM endpoints with FI_MSG|FI_RMA|FI_MULTI_RECV and "
+             "send-after-send ordering: %s", ofi_provider(s),
+             (s->domain && s->domain[0]) ? " FH_OFI_DOMAIN=" : "",
+             (s->domain && s->domain[0]) ? s->domain : "", fi_strerror(-ret));
+    if (why != NULL) {
+        snprintf(why, whylen, "%s", msg);
+        return;
+    }
+    fh_log_error("ofi: %s", msg);
+    fh_set_error(FH_ERR_NOT_SUPPORTED, "ofi: %s", msg);
+}
+
+/* Usable when FH_OFI_PROVIDER (in FH_OFI_DOMAIN) offers what we need
+ * (fhinfo --conduits asks; FH_CONDUIT=auto does not: ofi is its fallback).
+ * Asks fi_getinfo only: nothing is opened. */
+static int ofi_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
+{
+    ofi_settings_t own;
+    const ofi_settings_t *s = ofi_settings(cfg, &own);
+    if (s == NULL) {
+        snprintf(why, whylen, "%s", fh_last_error());
+        return 0;
+    }
+    struct fi_info *info = NULL;
+    int ret = ofi_getinfo(s, cfg->all_local, &info);
+    if (ret) {
+        ofi_no_provider(s, ret, why, whylen);
+        return 0;
+    }
+    snprintf(why, whylen, "provider %s, domain %s", info->fabric_attr->prov_name,
+             info->domain_attr->name ? info->domain_attr->name : "?");
+    fi_freeinfo(info);
+    return 1;
+}
+
 static int ofi_open(const fh_conduit_config_t *cfg,
                     const fh_conduit_upcalls_t *up,
                     struct fh_conduit **out, fh_conduit_limits_t *limits)
 {
-    int ret;
-    if (!cfg || !up || !out || !limits || cfg->npaths < 1 ||
-        cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-        cfg->am_max_packet == 0 || !up->on_am || !up->on_drop ||
-        !up->on_complete)
-        return fh_set_error(FH_ERR_INVALID, "ofi: invalid open arguments");
+    int ret = cu_check_open("ofi", cfg, up, out, limits);
+    if (ret)
+        return ret;
 
     struct fh_conduit *c = calloc(1, sizeof *c);
     if (!c)
         return FH_ERR_NO_MEMORY;
     pthread_mutex_init(&c->key_lock, NULL);
     c->cfg = *cfg;
-    c->cfg.provider = NULL;   /* not owned; only used during open */
-    c->cfg.domain = NULL;
+    c->cfg.settings = NULL;   /* not owned; only used during open */
     c->up = *up;
     c->paths = calloc((size_t)cfg->npaths, sizeof *c->paths);
     if (!c->paths) {
@@ -249,16 +311,15 @@ static int ofi_open(const fh_conduit_config_t *cfg,
         return FH_ERR_NO_MEMORY;
     }
 
-    ret = ofi_getinfo(cfg, &c->info);
+    ofi_settings_t own;
+    const ofi_settings_t *s = ofi_settings(cfg, &own);
+    if (s == NULL) {
+        ofi_close(c);
+        return FH_ERR_CONFIG;
+    }
+    ret = ofi_getinfo(s, cfg->all_local, &c->info);
     if (ret) {
-        fh_log_error("ofi: no provider \"%s\"%s%s offers RDM endpoints with "
-                     "FI_MSG|FI_RMA|FI_MULTI_RECV and send-after-send "
-                     "ordering: %s",
-                     (cfg->provider && cfg->provider[0]) ? cfg->provider
-                                                         : "tcp",
-                     (cfg->domain && cfg->domain[0]) ? " domain " : "",
-                     (cfg->domain && cfg->domain[0]) ? cfg->domain : "",
-                     fi_strerror(-ret));
+        ofi_no_provider(s, ret, NULL, 0);
         ofi_close(c);
         return FH_ERR_NOT_SUPPORTED;
     }
@@ -504,6 +565,8 @@ static int ofi_path_create_op(struct fh_conduit *c, const fh_path_attr_t *attr,
 
 const fh_conduit_ops_t fh_conduit_ofi = {
     .name = "ofi",
+    .settings = &fh_ofi_settings,
+    .probe = ofi_probe,
     .open = ofi_open,
     .close = ofi_close,
     .path_create = ofi_path_create_op,

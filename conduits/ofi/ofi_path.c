@@ -31,21 +31,11 @@
 
 #include "ofi_internal.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 #define OFI_NRBUF      2
 #define OFI_CQ_BATCH   32
-#define OFI_SLOT_BYTES ((size_t)4 << 20)   /* send-slot memory per path */
 #define OFI_ALIGN      16                   /* alignment of on_am buffers */
-
-static void *ofi_alloc_aligned(size_t len)
-{
-    void *p = NULL;
-    if (len == 0)
-        len = 1;
-    if (posix_memalign(&p, 4096, len))
-        return NULL;
-    return p;
-}
 
 /* shm names an endpoint "<pid>:<domain>:<ep>" and backs it with a file in
  * /dev/shm that survives a rank killed with SIGKILL; once PIDs wrap (pid_max
@@ -98,15 +88,11 @@ static int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                     struct fh_cpath **out)
 {
-    int ret;
-    if (!c || !attr || !out || attr->index < 0 ||
-        attr->index >= c->cfg.npaths)
-        return fh_set_error(FH_ERR_INVALID, "ofi: path index %d out of [0, %d)",
-                            attr ? attr->index : -1, c ? c->cfg.npaths : 0);
-    if (c->paths[attr->index])
-        return fh_set_error(FH_ERR_STATE, "ofi: path %d exists", attr->index);
-    if (c->connected)
-        return fh_set_error(FH_ERR_STATE, "ofi: path created after connect");
+    int ret = cu_check_path_create("ofi", c ? &c->cfg : NULL,
+                                   c ? c->paths : NULL, c && c->connected,
+                                   attr, out);
+    if (ret)
+        return ret;
 
     struct fh_cpath *p = calloc(1, sizeof *p);
     if (!p)
@@ -124,11 +110,7 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         p->nops = 64;
     if (p->nops > 4096)
         p->nops = 4096;
-    p->nslots = OFI_SLOT_BYTES / P;
-    if (p->nslots < 16)
-        p->nslots = 16;
-    if (p->nslots > 256)
-        p->nslots = 256;
+    p->nslots = cu_send_slots(P);
     if (c->tx_size && p->nslots > c->tx_size)
         p->nslots = c->tx_size;
     p->nrbufs = OFI_NRBUF;
@@ -186,10 +168,10 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                             c->am_max_packet) == FH_OK;
     /* AM send slots. */
     p->slots = calloc(p->nslots, sizeof *p->slots);
-    p->slot_mem = ofi_alloc_aligned(p->nslots * P);
+    p->slot_mem = cu_alloc_pages(p->nslots * P);
     /* Receive buffers. */
     p->rbufs = calloc(p->nrbufs, sizeof *p->rbufs);
-    p->rbuf_mem = ofi_alloc_aligned(p->nrbufs * p->rbuf_size);
+    p->rbuf_mem = cu_alloc_pages(p->nrbufs * p->rbuf_size);
     if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs || !p->rbuf_mem ||
         !p->tx_seq || !rx_ok) {
         ret = FH_ERR_NO_MEMORY;
@@ -277,16 +259,12 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
 {
     struct fh_conduit *c = p->c;
     const size_t total = hdr_len + len;
-    if (total > c->am_max_packet || total < hdr_len)
-        return fh_set_error(FH_ERR_TOO_BIG,
-                            "ofi: am_send of %zu bytes over am_max_packet %zu",
-                            total, c->am_max_packet);
-    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
-        rpath >= c->cfg.npaths)
-        return fh_set_error(FH_ERR_RANK, "ofi: am_send to (%d, %d)", rank,
+    int bad = cu_check_am_size("ofi", hdr_len, len, c->am_max_packet);
+    if (!bad)
+        bad = cu_check_dest("ofi", "am_send", &c->cfg, p->addrs != NULL, rank,
                             rpath);
-    if (!p->addrs)
-        return fh_set_error(FH_ERR_STATE, "ofi: am_send before connect");
+    if (bad)
+        return bad;
 
     struct ofi_op *s = p->slot_free;
     if (!s)
@@ -337,10 +315,10 @@ static void ofi_upcall(void *arg, void *rbv, uint32_t src, const char *buf,
         char *b;
         if (d < OFI_BOUNCE_DEPTH) {
             if (!p->bounce[d])
-                p->bounce[d] = ofi_alloc_aligned(c->am_max_packet);
+                p->bounce[d] = cu_alloc_pages(c->am_max_packet);
             b = p->bounce[d];
         } else {
-            b = tmp = ofi_alloc_aligned(len);
+            b = tmp = cu_alloc_pages(len);
         }
         if (!b)
             fh_fatal("ofi: out of memory for a receive bounce buffer");

@@ -38,6 +38,7 @@
 
 #include "ofi_internal.h"
 #include "firehose/util/log.h"
+#include "conduits/util/cu.h"
 
 /* A random key of mr_key_size bytes (never 0, which some providers treat
  * as "no key"). */
@@ -140,10 +141,9 @@ int ofi_mr_dereg(struct fh_conduit *c, struct fh_mr *m)
 int ofi_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned access,
                struct fh_mr **out, fh_rkey_t *rkey)
 {
-    if (!c || !out || (!addr && len) ||
-        (access & ~(unsigned)(FH_MR_LOCAL | FH_MR_REMOTE_READ |
-                              FH_MR_REMOTE_WRITE)))
-        return fh_set_error(FH_ERR_INVALID, "ofi: mr_reg: bad arguments");
+    int ret = cu_check_mr_reg("ofi", c, out, addr, len, access);
+    if (ret)
+        return ret;
     uint64_t fa = 0;
     if (access & FH_MR_LOCAL)
         fa |= FI_SEND | FI_RECV | FI_READ | FI_WRITE;
@@ -205,18 +205,13 @@ int ofi_mr_reg_path(struct fh_cpath *p, void *addr, size_t len,
     return FH_OK;
 }
 
-static inline int ofi_rma_check(struct fh_cpath *p, int rank, int rpath,
-                                const fh_rkey_t *rkey)
+/* The destination and key of a put/get (conduits/util/cu.h). */
+static inline int ofi_rma_check(struct fh_cpath *p, const char *what, int rank,
+                                int rpath, const fh_rkey_t *rkey)
 {
-    struct fh_conduit *c = p->c;
-    if (rank < 0 || rank >= c->cfg.nranks || rpath < 0 ||
-        rpath >= c->cfg.npaths)
-        return fh_set_error(FH_ERR_RANK, "ofi: RMA to (%d, %d)", rank, rpath);
-    if (!rkey)
-        return fh_set_error(FH_ERR_INVALID, "ofi: RMA without rkey");
-    if (!p->addrs)
-        return fh_set_error(FH_ERR_STATE, "ofi: RMA before connect");
-    return FH_OK;
+    int ret = cu_check_dest("ofi", what, &p->c->cfg, p->addrs != NULL, rank,
+                            rpath);
+    return ret ? ret : cu_check_rkey("ofi", what, rkey);
 }
 
 static inline uint64_t ofi_raddr(const struct fh_conduit *c, uint64_t raddr,
@@ -230,7 +225,7 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
             const fh_rkey_t *rkey, void *op_ctx, unsigned flags)
 {
     struct fh_conduit *c = p->c;
-    int ret = ofi_rma_check(p, rank, rpath, rkey);
+    int ret = ofi_rma_check(p, "put", rank, rpath, rkey);
     if (ret)
         return ret;
     if (len > c->limits.max_msg)
@@ -284,7 +279,7 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
             void *op_ctx, unsigned flags)
 {
     struct fh_conduit *c = p->c;
-    int ret = ofi_rma_check(p, rank, rpath, rkey);
+    int ret = ofi_rma_check(p, "get", rank, rpath, rkey);
     if (ret)
         return ret;
     if (len > c->limits.max_msg)

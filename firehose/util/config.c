@@ -17,21 +17,6 @@
 const fh_cfg_entry_t fh_config_table[] = {
     {"FH_CONDUIT", FH_CFG_ENUM, "auto", "auto|ofi|ibv", F(conduit), 1,
      "Network conduit; auto picks ibv when a usable RDMA device exists, else ofi.", 0},
-    {"FH_OFI_PROVIDER", FH_CFG_STRING, "tcp", NULL, F(ofi_provider), 1,
-     "libfabric provider for the ofi conduit (tcp, shm, verbs, cxi, efa, ...).", 0},
-    {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(ofi_domain), 0,
-     "libfabric domain (for tcp: the interface, e.g. eth0 or ib0) the endpoints listen on; "
-     "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
-     "every rank shares this host's network namespace (and FI_TCP_IFACE is unset), else the "
-     "provider's first (docs/security.md).", 0},
-    {"FH_IBV_DEVICE", FH_CFG_STRING, "", NULL, F(ibv_device), 0,
-     "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port.", 0},
-    {"FH_IBV_PORT", FH_CFG_INT, "0", NULL, F(ibv_port), 0,
-     "Port of the verbs device; 0 = first active port.", 0},
-    {"FH_IBV_GID_INDEX", FH_CFG_INT, "-1", NULL, F(ibv_gid_index), 0,
-     "GID index; -1 = RoCE v2 IPv4-mapped GID on Ethernet ports, LID on InfiniBand.", -1},
-    {"FH_IBV_TD", FH_CFG_ENUM, "independent", "off|shared|independent", F(ibv_td), 0,
-     "Thread domains per path: none, one, or two (private doorbell page on mlx5).", 0},
     {"FH_PATHS", FH_CFG_ENUM, "independent", "independent|shared", F(paths), 0,
      "independent: each thread gets its own endpoint and CQ; shared: one path for all.", 0},
     {"FH_MAX_THREADS", FH_CFG_INT, "0", NULL, F(max_threads), 1,
@@ -144,9 +129,9 @@ static int enum_index(const char *choices, const char *v)
 }
 
 int fh_config_parse_one(const fh_cfg_entry_t *e, const char *value,
-                        fh_config_t *cfg, char *err, size_t errlen)
+                        void *base, char *err, size_t errlen)
 {
-    char *field = (char *)cfg + e->offset;
+    char *field = (char *)base + e->offset;
     switch (e->type) {
     case FH_CFG_BOOL: {
         static const char *yes[] = {"1", "yes", "on", "true", "y"};
@@ -204,14 +189,6 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "FH_VERBOSE=%ld: expected 0 or more", c->verbose);
         return FH_ERR_CONFIG;
     }
-    if (c->ibv_port < 0 || c->ibv_port > 255) {
-        snprintf(err, errlen, "FH_IBV_PORT=%ld: expected 0..255", c->ibv_port);
-        return FH_ERR_CONFIG;
-    }
-    if (c->ibv_gid_index < -1 || c->ibv_gid_index > 65535) {
-        snprintf(err, errlen, "FH_IBV_GID_INDEX=%ld: expected -1..65535", c->ibv_gid_index);
-        return FH_ERR_CONFIG;
-    }
     if (c->max_threads < 0 || c->max_threads > 255) {
         snprintf(err, errlen, "FH_MAX_THREADS=%ld: expected 0..255", c->max_threads);
         return FH_ERR_CONFIG;
@@ -263,27 +240,41 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
-int fh_config_load(fh_config_t *cfg, char *err, size_t errlen)
+int fh_config_load_table(const fh_cfg_entry_t *table, size_t len, void *base,
+                         size_t size, char *err, size_t errlen)
 {
-    memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
-        int rc = fh_config_parse_one(e, e->defval, cfg, err, errlen);
+    memset(base, 0, size);
+    for (size_t i = 0; i < len; i++) {
+        const fh_cfg_entry_t *e = &table[i];
+        int rc = fh_config_parse_one(e, e->defval, base, err, errlen);
         if (rc)
             return rc; /* a bad default is a bug; the test suite catches it */
         const char *v = getenv(e->name);
-        if (v != NULL && (rc = fh_config_parse_one(e, v, cfg, err, errlen)))
+        if (v != NULL && (rc = fh_config_parse_one(e, v, base, err, errlen)))
             return rc;
     }
-    return check_ranges(cfg, err, errlen);
+    return 0;
+}
+
+int fh_config_load(fh_config_t *cfg, char *err, size_t errlen)
+{
+    int rc = fh_config_load_table(fh_config_table, fh_config_table_len, cfg,
+                                  sizeof *cfg, err, errlen);
+    return rc ? rc : check_ranges(cfg, err, errlen);
 }
 
 void fh_config_print(const fh_config_t *cfg, void *file, const char *prefix)
 {
+    fh_config_print_table(fh_config_table, fh_config_table_len, cfg, file, prefix);
+}
+
+void fh_config_print_table(const fh_cfg_entry_t *table, size_t len,
+                           const void *base, void *file, const char *prefix)
+{
     FILE *f = file;
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
-        const char *field = (const char *)cfg + e->offset;
+    for (size_t i = 0; i < len; i++) {
+        const fh_cfg_entry_t *e = &table[i];
+        const char *field = (const char *)base + e->offset;
         fprintf(f, "%s%s=", prefix ? prefix : "", e->name);
         switch (e->type) {
         case FH_CFG_BOOL: fprintf(f, "%d\n", *(const int *)field); break;

@@ -8,6 +8,9 @@
  *
  * Adding a tunable: add a field to struct fh_config and one row to the table
  * in config.c (name, type, default, choices, field offset, documentation).
+ * A conduit's own variables (FH_OFI_*, FH_IBV_*) live in its own table of
+ * the same entries (conduits/<name>/<name>_config.c, see conduit.h), parsed
+ * by the same functions into the conduit's own struct.
  */
 #ifndef FH_CONFIG_H
 #define FH_CONFIG_H
@@ -33,12 +36,6 @@ typedef enum fh_cfg_type {
 
 typedef struct fh_config {
     int         conduit;          /* FH_CONDUIT: index into "auto|ofi|ibv" */
-    const char *ofi_provider;     /* FH_OFI_PROVIDER */
-    const char *ofi_domain;       /* FH_OFI_DOMAIN */
-    const char *ibv_device;       /* FH_IBV_DEVICE */
-    long        ibv_port;         /* FH_IBV_PORT */
-    long        ibv_gid_index;    /* FH_IBV_GID_INDEX */
-    int         ibv_td;           /* FH_IBV_TD: index into "off|shared|independent" */
     int         paths;            /* FH_PATHS: 0 independent, 1 shared */
     long        max_threads;      /* FH_MAX_THREADS: independent paths */
     size_t      am_max_medium;    /* FH_AM_MAX_MEDIUM */
@@ -77,7 +74,8 @@ typedef struct fh_cfg_entry {
     fh_cfg_type_t type;
     const char   *defval;     /* default, as a user would write it */
     const char   *choices;    /* FH_CFG_ENUM: "auto|ofi|ibv"; else NULL */
-    size_t        offset;     /* offsetof(fh_config_t, field) */
+    size_t        offset;     /* offsetof(fh_config_t, field), or of the
+                                 conduit's settings struct */
     int           same_everywhere; /* must be equal on all ranks */
     const char   *doc;        /* one line */
     long          min;        /* FH_CFG_INT: smallest accepted value (0 unless set) */
@@ -90,13 +88,24 @@ extern const size_t fh_config_table_len;
  * FH_ERR_CONFIG and writes "FH_X=value: reason" into err. */
 int fh_config_load(fh_config_t *cfg, char *err, size_t errlen);
 
-/* Parses one value of the given entry into *cfg (used by load and tests). */
+/* Parses one value of the given entry into the struct at base (an
+ * fh_config_t for fh_config_table; used by load, conduits and tests). */
 int fh_config_parse_one(const fh_cfg_entry_t *e, const char *value,
-                        fh_config_t *cfg, char *err, size_t errlen);
+                        void *base, char *err, size_t errlen);
+
+/* Fills the struct at base (zeroed first, `size` bytes) from the defaults
+ * of table[0..len) and the environment, without range checks: FH_OK, or
+ * FH_ERR_CONFIG with "FH_X=value: reason" in err.  fh_config_load is this
+ * for fh_config_table plus its ranges. */
+int fh_config_load_table(const fh_cfg_entry_t *table, size_t len, void *base,
+                         size_t size, char *err, size_t errlen);
 
 /* Writes "NAME=value" for every entry, effective values, one per line, to a
  * FILE* (void * keeps stdio out). */
 void fh_config_print(const fh_config_t *cfg, void *file, const char *prefix);
+/* The same for any table and the struct it fills. */
+void fh_config_print_table(const fh_cfg_entry_t *table, size_t len,
+                           const void *base, void *file, const char *prefix);
 
 /* Parses "64k", "4M", "1g", "123": returns 0 or -1 (bad/overflow). */
 int fh_parse_size(const char *s, size_t *out);

@@ -59,7 +59,7 @@ void st_open(struct test *t)
 {
     fh_conduit_config_t cfg = {
         .rank = t->rank, .nranks = t->nranks, .npaths = NPATHS,
-        .am_max_packet = 65536, .provider = NULL, .domain = NULL,
+        .am_max_packet = 65536,   /* settings NULL: FH_IBV_* from the environment */
         .verbose = getenv("FH_VERBOSE") ? atoi(getenv("FH_VERBOSE")) : 0,
     };
     fh_log_set_rank(t->rank);

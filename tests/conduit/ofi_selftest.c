@@ -30,6 +30,7 @@
 
 #include "conduits/conduit.h"
 #include "firehose/util/log.h"
+#include "conduits/ofi/ofi_config.h"
 #include "selftest_common.h"
 
 /* log.c needs this; the runtime's errors.c is not linked here. */
@@ -55,9 +56,11 @@ void st_open(struct test *t)
 {
     fh_conduit_config_t cfg = {
         .rank = t->rank, .nranks = t->nranks, .npaths = NPATHS,
-        .am_max_packet = 65536, .provider = t->provider, .domain = "",
+        .am_max_packet = 65536,
         .verbose = getenv("FH_VERBOSE") ? atoi(getenv("FH_VERBOSE")) : 0,
     };
+    const ofi_settings_t os = {.provider = t->provider, .domain = ""};
+    cfg.settings = &os;
     fh_log_set_rank(t->rank);
     fh_log_set_verbose(cfg.verbose);
     int rc = CD.open(&cfg, &st_upcalls, &t->c, &t->lim);

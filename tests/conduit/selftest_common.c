@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conduits/ofi/ofi_config.h"
 #include "conduits/conduit.h"
 #include "firehose/boot/bootstrap.h"
 #include "firehose/util/log.h"
@@ -822,8 +823,12 @@ int st_run_dead(const char *provider, const char *dev0, const char *dev1)
     pid_t pid;
     int rank = fork_pair(&sb, NULL, &pid);
     struct fh_boot boot = {&pair_ops, rank, 2, rank, 2, &sb};
+    /* ofi: the provider given; ibv (provider NULL): FH_IBV_* from the
+     * environment (settings NULL). */
+    const ofi_settings_t os = {.provider = provider, .domain = ""};
     fh_conduit_config_t cfg = {.rank = rank, .nranks = 2, .npaths = 2,
-                               .am_max_packet = 4096, .provider = provider};
+                               .am_max_packet = 4096,
+                               .settings = provider ? &os : NULL};
     fh_log_set_rank(rank);
     if (rank ? dev1 : dev0)
         setenv("FH_IBV_DEVICE", rank ? dev1 : dev0, 1);

@@ -9,7 +9,9 @@
 #     --check-env` exits 1 naming it.
 #   - Free-text variables are checked where they are used: an unknown
 #     FH_OFI_PROVIDER / FH_OFI_DOMAIN / FH_IBV_DEVICE (FH_CONDUIT=ibv) ends
-#     fh_init with exit status 1 (not a crash) and a message naming the value.
+#     fh_init with exit status 1 (not a crash) and a message naming the
+#     variable and the value; `fhinfo --conduits` reports the conduit
+#     unusable for the same reason.
 #   - fhinfo --check-env: an unknown FH_ variable, and a value out of range,
 #     exit 1 naming them; valid settings and the launcher's own variables
 #     exit 0.
@@ -69,7 +71,7 @@ text_case() {  # DESC PATTERN VAR=VALUE...
     expect "$desc: fh_init ends the job with status 1 naming the value (status $rc)" \
         $([ $rc -eq 1 ] && grep -Eq "$pat" "$out"; echo $?) "$out"
 }
-text_case FH_OFI_PROVIDER=no-such-provider 'no-such-provider' FH_OFI_PROVIDER=no-such-provider
+text_case FH_OFI_PROVIDER=no-such-provider 'FH_OFI_PROVIDER=no-such-provider' FH_OFI_PROVIDER=no-such-provider
 text_case FH_OFI_DOMAIN=no-such-domain 'FH_OFI_DOMAIN=no-such-domain' FH_OFI_DOMAIN=no-such-domain
 text_case "FH_CONDUIT=ibv FH_IBV_DEVICE=no-such-device" \
     'FH_IBV_DEVICE=no-such-device|ibv: no RDMA device found' \
@@ -84,10 +86,27 @@ FH_AM_CREDITS=0 "$fhinfo" --check-env >"$out" 2>&1
 rc=$?
 expect "fhinfo --check-env: FH_AM_CREDITS=0 (out of range) exits 1 naming it (status $rc)" \
     $([ $rc -eq 1 ] && grep -q "FH_AM_CREDITS=0" "$out"; echo $?) "$out"
-FH_AM_CREDITS=8 FH_STATS=yes FH_RANK=0 FH_NRANKS=1 "$fhinfo" --check-env >"$out" 2>&1
+FH_AM_CREDITS=8 FH_STATS=yes FH_RANK=0 FH_NRANKS=1 FH_OFI_DOMAIN= FH_IBV_TD=shared \
+    "$fhinfo" --check-env >"$out" 2>&1
 rc=$?
-expect "fhinfo --check-env: valid settings and launcher variables exit 0 (status $rc)" \
-    $([ $rc -eq 0 ] && grep -q "environment is valid" "$out"; echo $?) "$out"
+expect "fhinfo --check-env: valid settings (conduits' included, FH_OFI_PROVIDER from above) and launcher variables exit 0 (status $rc)" \
+    $([ $rc -eq 0 ] && grep -q "environment is valid (5 variables set)" "$out"; echo $?) "$out"
+FH_IBV_PORT=256 "$fhinfo" --check-env >"$out" 2>&1
+rc=$?
+expect "fhinfo --check-env: FH_IBV_PORT=256 (a conduit's range) exits 1 naming it (status $rc)" \
+    $([ $rc -eq 1 ] && grep -q "FH_IBV_PORT=256: expected 0..255" "$out"; echo $?) "$out"
+
+# fhinfo --conduits: every conduit built in, its verdict and its variables
+"$fhinfo" --conduits >"$out" 2>&1
+rc=$?
+expect "fhinfo --conduits: ofi usable over tcp, its variables listed (status $rc)" \
+    $([ $rc -eq 0 ] && grep -q "^ofi$" "$out" && grep -q "^    usable" "$out" &&
+      grep -q "^    FH_OFI_PROVIDER=tcp" "$out" && grep -q "^    FH_OFI_DOMAIN=" "$out"; echo $?) "$out"
+FH_OFI_PROVIDER=no-such-provider "$fhinfo" --conduits >"$out" 2>&1
+rc=$?
+expect "fhinfo --conduits: FH_OFI_PROVIDER=no-such-provider: not usable, naming it (status $rc)" \
+    $([ $rc -eq 0 ] &&
+      grep -q "^    not usable: FH_OFI_PROVIDER=no-such-provider: " "$out"; echo $?) "$out"
 FH_AM_CREDITS=8 timeout 60 "$probe" >"$out" 2>&1
 rc=$?
 expect "a valid setting: fh_init FH_OK in a single rank (status $rc)" \

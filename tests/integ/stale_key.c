@@ -73,6 +73,7 @@
 #include <sys/mman.h>
 
 #include "firehose/internal.h"
+#include "conduits/ofi/ofi_config.h"
 #include "firehose/reg/strat_common.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -286,7 +287,8 @@ int main(int argc, char **argv)
     me = fh_rank();
     N = fh_nranks();
     kind = fh_rt->cfg.reg_strategy;
-    const char *prov = fh_rt->cfg.ofi_provider ? fh_rt->cfg.ofi_provider : "?";
+    const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
+    const char *prov = os->provider ? os->provider : "?";
     if (N < 2 || (kind != FH_REG_RENDEZVOUS && kind != FH_REG_RENDEZVOUS_CACHE &&
                   kind != FH_REG_PIN_EVERYTHING)) {
         TU_SAY("[0] SKIP: needs 2 ranks and FH_REG_STRATEGY rendezvous, rendezvous-cache "

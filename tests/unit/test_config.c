@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "conduits/conduit.h"
 #include "firehose/util/config.h"
 #include "firehose.h"
+#include "conduits/ofi/ofi_config.h"
 
 extern char **environ;
 
@@ -261,7 +263,10 @@ START_TEST(environment_overrides_defaults)
     ck_assert_uint_eq(cfg.xfer_chunk, (size_t)8 << 20);
     ck_assert_int_eq(cfg.paths, FH_PATHS_SHARED);
     ck_assert_int_eq(cfg.stats, 1);
-    ck_assert_str_eq(cfg.ofi_provider, "shm");
+    /* A conduit's variable, through the conduit's own table. */
+    ofi_settings_t os;
+    ck_assert_int_eq(fh_conduit_settings_load(&fh_ofi_settings, &os, err, sizeof err), 0);
+    ck_assert_str_eq(os.provider, "shm");
     /* Untouched variables keep their defaults. */
     fh_config_t def;
     memset(&def, 0, sizeof def);
@@ -288,13 +293,28 @@ END_TEST
  * be wrong for the parser; they are checked where they are used (the
  * conduits; tests/integ/config_reject.sh), and must be listed here so that
  * a new one is a deliberate choice. */
+/* Loads table t (-1: the core's, else conduit t's) from the environment. */
+static int load_table(int t, char *err, size_t errlen)
+{
+    if (t < 0) {
+        fh_config_t cfg;
+        return fh_config_load(&cfg, err, errlen);
+    }
+    fh_conduit_settings_buf_t buf;
+    return fh_conduit_settings_load(fh_conduit_settings_all[t], &buf, err, errlen);
+}
+
 START_TEST(every_variable_rejects_a_bad_value)
 {
     static const char *const free_text[] = {"FH_OFI_PROVIDER", "FH_OFI_DOMAIN",
                                             "FH_IBV_DEVICE"};
-    size_t checked = 0;
-    for (size_t i = 0; i < fh_config_table_len; i++) {
-        const fh_cfg_entry_t *e = &fh_config_table[i];
+    size_t checked = 0, total = 0;
+    for (int t = -1; t < FH_NCONDUITS; t++) {
+    const fh_cfg_entry_t *table = t < 0 ? fh_config_table : fh_conduit_settings_all[t]->table;
+    size_t len = t < 0 ? fh_config_table_len : fh_conduit_settings_all[t]->len;
+    total += len;
+    for (size_t i = 0; i < len; i++) {
+        const fh_cfg_entry_t *e = &table[i];
         const char *bad = NULL;
         switch (e->type) {
         case FH_CFG_BOOL:   bad = "maybe"; break;
@@ -311,9 +331,8 @@ START_TEST(every_variable_rejects_a_bad_value)
         }
         }
         char want[128], err[256] = "";
-        fh_config_t cfg;
         setenv(e->name, bad, 1);
-        int rc = fh_config_load(&cfg, err, sizeof err);
+        int rc = load_table(t, err, sizeof err);
         unsetenv(e->name);
         snprintf(want, sizeof want, "%s=%s", e->name, bad);
         ck_assert_msg(rc == FH_ERR_CONFIG, "%s should be rejected with FH_ERR_CONFIG, got %d",
@@ -322,22 +341,48 @@ START_TEST(every_variable_rejects_a_bad_value)
                       err);
         checked++;
     }
-    ck_assert_uint_eq(checked + 3, fh_config_table_len);
+    }
+    ck_assert_uint_eq(checked + 3, total);
 }
 END_TEST
 
 /* -------------------------------------------------------------- ranges */
 
-static void expect_range_error(const char *name, const char *value)
+static void expect_range_error_in(int table, const char *name, const char *value)
 {
     setenv(name, value, 1);
-    fh_config_t cfg;
     char err[256] = "";
-    int rc = fh_config_load(&cfg, err, sizeof err);
+    int rc = load_table(table, err, sizeof err);
     ck_assert_msg(rc == FH_ERR_CONFIG, "%s=%s should be rejected, got %d", name, value, rc);
     ck_assert_msg(strstr(err, name) != NULL, "message should name %s, got \"%s\"", name, err);
     unsetenv(name);
 }
+
+static void expect_range_error(const char *name, const char *value)
+{
+    expect_range_error_in(-1, name, value);
+}
+
+/* The ibv conduit's ranges (its check in conduits/ibv/ibv_config.c). */
+START_TEST(conduit_ranges_rejected)
+{
+    int ibv = -1;
+    for (int t = 0; t < FH_NCONDUITS; t++)
+        if (fh_conduit_settings_all[t] == &fh_ibv_settings)
+            ibv = t;
+    ck_assert_int_ge(ibv, 0);
+    expect_range_error_in(ibv, "FH_IBV_PORT", "256");
+    expect_range_error_in(ibv, "FH_IBV_PORT", "-1");
+    expect_range_error_in(ibv, "FH_IBV_GID_INDEX", "-2");
+    expect_range_error_in(ibv, "FH_IBV_GID_INDEX", "65536");
+    char err[256] = "";
+    setenv("FH_IBV_PORT", "255", 1);
+    setenv("FH_IBV_GID_INDEX", "65535", 1);
+    ck_assert_int_eq(load_table(ibv, err, sizeof err), FH_OK);
+    unsetenv("FH_IBV_PORT");
+    unsetenv("FH_IBV_GID_INDEX");
+}
+END_TEST
 
 START_TEST(max_threads_zero_means_auto)
 {
@@ -462,6 +507,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, max_threads_zero_means_auto);
     tcase_add_test(tc, am_credits_zero_rejected);
     tcase_add_test(tc, other_ranges_rejected);
+    tcase_add_test(tc, conduit_ranges_rejected);
     tcase_add_test(tc, range_limits_accepted);
     tcase_add_test(tc, wait_spin_encoding);
     suite_add_tcase(s, tc);

@@ -1,0 +1,50 @@
+/*
+ * ibv_config.c -- the ibv conduit's FH_* variables (fh_conduit_settings_t,
+ * conduit.h).  Compiled without verbs headers, so that fh_init checks them
+ * in every build (with or without rdma-core) and tools/fhinfo documents
+ * them.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "conduits/conduit.h"
+#include "firehose/util/config.h"
+#include "ibv_config.h"
+
+_Static_assert(sizeof(ibv_settings_t) <= FH_CONDUIT_SETTINGS_MAX,
+               "conduit.h: FH_CONDUIT_SETTINGS_MAX too small");
+
+#define F(field) offsetof(ibv_settings_t, field)
+
+static const fh_cfg_entry_t ibv_config_table[] = {
+    {"FH_IBV_DEVICE", FH_CFG_STRING, "", NULL, F(device), 0,
+     "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port.", 0},
+    {"FH_IBV_PORT", FH_CFG_INT, "0", NULL, F(port), 0,
+     "Port of the verbs device; 0 = first active port.", 0},
+    {"FH_IBV_GID_INDEX", FH_CFG_INT, "-1", NULL, F(gid_index), 0,
+     "GID index; -1 = RoCE v2 IPv4-mapped GID on Ethernet ports, LID on InfiniBand.", -1},
+    {"FH_IBV_TD", FH_CFG_ENUM, "independent", "off|shared|independent", F(td), 0,
+     "Thread domains per path: none, one, or two (private doorbell page on mlx5).", 0},
+};
+
+static int ibv_config_check(const void *settings, char *err, size_t errlen)
+{
+    const ibv_settings_t *s = settings;
+    if (s->port < 0 || s->port > 255) {
+        snprintf(err, errlen, "FH_IBV_PORT=%ld: expected 0..255", s->port);
+        return FH_ERR_CONFIG;
+    }
+    if (s->gid_index < -1 || s->gid_index > 65535) {
+        snprintf(err, errlen, "FH_IBV_GID_INDEX=%ld: expected -1..65535", s->gid_index);
+        return FH_ERR_CONFIG;
+    }
+    return FH_OK;
+}
+
+const fh_conduit_settings_t fh_ibv_settings = {
+    .conduit = "ibv",
+    .table = ibv_config_table,
+    .len = sizeof ibv_config_table / sizeof ibv_config_table[0],
+    .size = sizeof(ibv_settings_t),
+    .check = ibv_config_check,
+};

@@ -1,0 +1,15 @@
+/*
+ * ibv_config.h -- the ibv conduit's own FH_* variables (ibv_config.c), as
+ * fh_conduit_settings_load fills them.  Needs no verbs header.
+ */
+#ifndef FH_IBV_CONFIG_H
+#define FH_IBV_CONFIG_H
+
+typedef struct ibv_settings {
+    const char *device;       /* FH_IBV_DEVICE, "" = first with an active port */
+    long port;                /* FH_IBV_PORT, 0 = first active (0..255) */
+    long gid_index;           /* FH_IBV_GID_INDEX, -1 = automatic (-1..65535) */
+    int td;                   /* FH_IBV_TD: enum ibv_td_mode (ibv_internal.h) */
+} ibv_settings_t;
+
+#endif /* FH_IBV_CONFIG_H */

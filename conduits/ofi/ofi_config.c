@@ -1,0 +1,33 @@
+/*
+ * ofi_config.c -- the ofi conduit's FH_* variables (fh_conduit_settings_t,
+ * conduit.h).  Compiled without libfabric, so that fh_init checks them in
+ * every build and tools/fhinfo documents them.
+ */
+#include <stddef.h>
+
+#include "conduits/conduit.h"
+#include "firehose/util/config.h"
+#include "ofi_config.h"
+
+_Static_assert(sizeof(ofi_settings_t) <= FH_CONDUIT_SETTINGS_MAX,
+               "conduit.h: FH_CONDUIT_SETTINGS_MAX too small");
+
+#define F(field) offsetof(ofi_settings_t, field)
+
+static const fh_cfg_entry_t ofi_config_table[] = {
+    {"FH_OFI_PROVIDER", FH_CFG_STRING, "tcp", NULL, F(provider), 1,
+     "libfabric provider for the ofi conduit (tcp, shm, verbs, cxi, efa, ...).", 0},
+    {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(domain), 0,
+     "libfabric domain (for tcp: the interface, e.g. eth0 or ib0) the endpoints listen on; "
+     "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
+     "every rank shares this host's network namespace (and FI_TCP_IFACE is unset), else the "
+     "provider's first (docs/security.md).", 0},
+};
+
+const fh_conduit_settings_t fh_ofi_settings = {
+    .conduit = "ofi",
+    .table = ofi_config_table,
+    .len = sizeof ofi_config_table / sizeof ofi_config_table[0],
+    .size = sizeof(ofi_settings_t),
+    .check = NULL,
+};
