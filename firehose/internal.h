@@ -132,6 +132,10 @@ typedef struct fh_handler_entry {
     const char *name;
 } fh_handler_entry_t;
 
+/* Barrier slots (coll.c): one per dissemination round, ceil(log2 nranks),
+ * more than any int rank count needs. */
+#define FH_BARRIER_ROUNDS 64
+
 typedef struct fh_rt {
     fh_config_t cfg;
     fh_boot_t *boot;
@@ -156,8 +160,8 @@ typedef struct fh_rt {
 
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
-    _Atomic uint32_t barrier_arrived[64][2];
-    _Atomic uint64_t barrier_sig[64][2][2];   /* signature range that arrived */
+    _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
+    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][2];  /* signature range that arrived */
 
     struct fh_reg *reg;                   /* FH_REG_STRATEGY=firehose, else NULL */
     struct fh_strat *strat;               /* rendezvous, rendezvous-cache, bounce;
@@ -186,7 +190,9 @@ typedef struct fh_tls {
 
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
 extern fh_rt_t *fh_rt;
-extern fh_handler_entry_t fh_handlers[256];
+/* One entry per value of the wire's 8-bit handler index (am_wire.h). */
+#define FH_AM_NHANDLERS 256
+extern fh_handler_entry_t fh_handlers[FH_AM_NHANDLERS];
 
 /* ---- init.c */
 /* The calling thread's state, binding a path on first use; NULL once the
@@ -213,7 +219,6 @@ void fh_peer_check(fh_rt_t *rt);
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
-unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index);
 /* One round of progress for the calling thread: polls its path, (trylock)
  * the service path and paths whose threads exited with work in flight, and
  * sends queued cache messages.  Must be called without holding any path
@@ -233,12 +238,6 @@ void fh_path_orphan(fh_path_t *p);
 void fh_path_adopt(fh_path_t *p);
 /* Poll path p; caller holds p->lock. */
 void fh_path_poll_locked(fh_path_t *p);
-/* The wait policy of every loop that polls until something arrives: call it
- * after each round of progress that found nothing, with *idle counting those
- * rounds (start at 0).  Once more than FH_WAIT_SPIN rounds in a row were idle
- * it gives the core away (sched_yield) -- ranks often outnumber cores --
- * unless FH_WAIT_SPIN is -1.  Takes no lock. */
-void fh_wait_idle(unsigned *idle);
 /* Poll path p (lock held) and trylock-poll the service path: what a loop
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */
@@ -257,10 +256,6 @@ void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 int  fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                         const void *payload, size_t len, uint64_t long_dst,
                         const uint64_t *args, unsigned nargs);
-/* Sends an already-encoded packet on path p (lock held) or queues it. */
-void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath,
-                         const void *hdr, size_t hdr_len,
-                         const void *payload, size_t len);
 void fh_am_flush_backlog(fh_path_t *p);
 void fh_am_flush_credits(fh_path_t *p, bool all);
 /* Medium request with a runtime-internal handler, sent on path p (not the
@@ -308,12 +303,6 @@ void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *nam
 fh_path_t *fh_token_path(fh_token_t tok);
 
 /* ---- rma.c */
-/* Posts [chunks of] a put/get on the calling thread's path, counting into
- * ctr.  Arguments already validated; rank != self.  Never waits for
- * transmit resources: what the conduit cannot take now is queued on the
- * path (counted in ctr) and posted by its next poll. */
-int  fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                 uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr);
 /* The registration to pass as lmr for a local buffer: NULL when the conduit
  * does not need one; the covering segment's when the buffer is in one of our
  * segments; otherwise a temporary registration (*temp = true) that the
@@ -385,8 +374,6 @@ int  fh_reg_expose(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_rt_t *rt, void *base, size_t len);
 void fh_reg_seg_release(fh_rt_t *rt, fh_tls_t *t, void *base, size_t len);
 size_t fh_reg_bucket(const fh_rt_t *rt);
-/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
-size_t fh_reg_pinnable(const fh_rt_t *rt);
 /* M: the cache's agreed value under firehose, else what it would default to. */
 size_t fh_reg_m(const fh_rt_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
@@ -474,7 +461,6 @@ void fh_mm_sync_locked(fh_rt_t *rt, struct fhc *c);
 /* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
  * every REVOKE we sent is acknowledged. */
 void fh_mm_entry(fh_tls_t *t);
-uint64_t fh_mm_invalidations(const fh_rt_t *rt);
 /* For the hit layer's inline check: the monitor's state word (NULL: no
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_rt_t *rt, const _Atomic uint64_t **state,
@@ -539,9 +525,6 @@ int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
 /* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
 int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
                            void *out, size_t len);
-
-/* ---- stats.c */
-void fh_stats_at_finalize(fh_rt_t *rt);
 
 /* Time in seconds (monotonic). */
 double fh_now(void);

@@ -126,10 +126,6 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
 /* ---- reg.c */
 /* (fh_reg_flush, internal.h: sends queued cache messages.) */
 
-/* ---- reg_xfer.c */
-/* fhc's ready() for chunk records (g->lock held). */
-void reg_xop_ready(fhc_op_t *op, int status);
-
 /* ---- reg_hit.c (all under g->lock unless said otherwise) */
 /* A peer may have a budget queue now: return idle hit-layer references on
  * it and mark busy ones wanted.  Call after every fhc call on that peer

@@ -61,7 +61,8 @@ static size_t post_limit(const fh_rt_t *rt)
     return c;
 }
 
-void reg_xop_ready(fhc_op_t *op, int status)
+/* fhc's ready() for chunk records (g->lock held). */
+static void reg_xop_ready(fhc_op_t *op, int status)
 {
     reg_xop_t *x = op->user;
     fh_path_t *p = x->path;

@@ -76,8 +76,12 @@ void fh_rma_local_mr_release(struct fh_mr *lmr)
         fh_rt->cops->mr_dereg(fh_rt->conduit, lmr);
 }
 
-int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-                uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
+/* Posts [chunks of] a put/get on the calling thread's path, counting into
+ * ctr.  Arguments already validated; rank != self.  Never waits for
+ * transmit resources: what the conduit cannot take now is queued on the
+ * path (counted in ctr) and posted by its next poll. */
+static int fh_rma_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
+                       uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr)
 {
     return fh_rma_post_ex(t, is_put, rank, local, lmr, remote, n, rkey, ctr, true);
 }
