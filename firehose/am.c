@@ -221,7 +221,7 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         bool temp;
         if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
-        fh_ctr_t ctr = {.status = FH_OK};
+        fh_ctr_t ctr = FH_CTR_INIT;
         rc = fh_rma_xfer(t, true, rank, (void *)payload, lmr, long_dst, len, &r.rkey, &ctr);
         int wrc = fh_wait_ctr(t, &ctr);
         if (temp)

@@ -2,9 +2,15 @@
  * handle.h -- completion counters and the per-path table of NB handles.
  *
  * An fh_ctr counts a set of network operations in flight: one blocking call,
- * one NB handle, or a thread's NBI operations.  Conduit completions carry a
- * pointer to the fh_ctr as their op_ctx.  A counter is touched only with its
- * path's lock held, so it needs no atomics.
+ * one NB handle, or a thread's NBI operations.  A counter is touched only with
+ * its path's lock held, so it needs no atomics.
+ *
+ * Completion records (like UCX's uct_completion_t).  Whatever a conduit
+ * completion points to (its op_ctx) starts with an fh_compl_t, and the core's
+ * completion upcall (path.c) calls its done() -- it never needs to know what
+ * the owner is.  Every fh_ctr starts with one (done = fh_ctr_done: count the
+ * completion in the counter, FH_CTR_INIT); a firehose chunk record
+ * (reg_xfer.c) sets its own.
  *
  * Handle encoding (fh_handle_t, 64 bits):
  *   bits  0..7   path index that owns the slot
@@ -18,11 +24,23 @@
 #ifndef FH_HANDLE_H
 #define FH_HANDLE_H
 
+#include <assert.h>
 #include <stdint.h>
 
 #include "firehose.h"
 
+struct fh_path;
+
+/* done(c, p, status): an operation posted with op_ctx == c completed on path
+ * p with status.  Called from the conduit's completion upcall: p->lock held,
+ * p->inflight already decremented, not in a handler; it must not poll. */
+typedef struct fh_compl fh_compl_t;
+struct fh_compl {
+    void (*done)(fh_compl_t *c, struct fh_path *p, int status);
+};
+
 typedef struct fh_ctr {
+    fh_compl_t compl;   /* first member: op_ctx == &ctr->compl == ctr */
     uint32_t pending;   /* operations not yet completed */
     int status;         /* first error seen, else FH_OK */
     uint64_t *owner_ops;  /* NULL (a blocking call's counter), or the
@@ -31,9 +49,16 @@ typedef struct fh_ctr {
                              with pending, under the same path lock */
 } fh_ctr_t;
 
+/* The done() of a counter: fh_ctr_complete(c, status). */
+void fh_ctr_done(fh_compl_t *c, struct fh_path *p, int status);
+
+/* An idle counter with its completion record set. */
+#define FH_CTR_INIT {.compl = {.done = fh_ctr_done}, .pending = 0, .status = FH_OK}
+
 /* One more operation counts in c. */
 static inline void fh_ctr_add(fh_ctr_t *c)
 {
+    assert(c->compl.done != NULL);   /* initialized: FH_CTR_INIT or compl set */
     c->pending++;
     if (c->owner_ops != NULL)
         ++*c->owner_ops;
@@ -49,7 +74,7 @@ static inline void fh_ctr_complete(fh_ctr_t *c, int status)
 }
 
 typedef struct fh_hslot {
-    fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr == slot */
+    fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr.compl == slot */
     uint32_t gen;
     uint32_t owner;     /* thread id of the creator */
     uint32_t next_free; /* free-list link (slot index + 1; 0 = end) */
@@ -77,7 +102,7 @@ typedef struct fh_htable {
 void fh_ht_init(fh_htable_t *t, unsigned path_index);
 void fh_ht_fini(fh_htable_t *t);
 
-/* A fresh slot owned by `owner` (ctr zeroed) and its handle, or NULL
+/* A fresh slot owned by `owner` (ctr idle: FH_CTR_INIT) and its handle, or NULL
  * (FH_ERR_NO_MEMORY / FH_ERR_LIMIT) when the table cannot grow. */
 fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out);
 

@@ -384,10 +384,6 @@ size_t fh_reg_m(const fh_rt_t *rt);
  * complete into ctr).  No lock held, not in a handler. */
 int  fh_reg_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, fh_ctr_t *ctr);
-/* RMA completions whose op_ctx has this bit set belong to reg_xfer.c (a
- * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
-#define FH_OPCTX_REG ((uintptr_t)1)
-void fh_reg_piece_done(fh_path_t *p, void *op_ctx, int status);
 /* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
  * held; called at the end of every poll of p. */
 void fh_reg_drain_locked(fh_path_t *p);

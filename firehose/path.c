@@ -96,13 +96,10 @@ static void up_on_complete(void *arg, void *op_ctx, int status)
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));
-    if ((uintptr_t)op_ctx & FH_OPCTX_REG) {
-        fh_reg_piece_done(p, op_ctx, status);
-        return;
-    }
-    fh_ctr_t *ctr = op_ctx;
-    fh_ctr_complete(ctr, status);
+    assert(p->inflight > 0);
     p->inflight--;
+    fh_compl_t *c = op_ctx;
+    c->done(c, p, status);
 }
 
 const fh_conduit_upcalls_t fh_upcalls = {

@@ -96,7 +96,8 @@ typedef struct reg_ent {
  * Posted and completed on `path` (under its lock); ready() may run on any
  * thread, under g->lock, and only pushes it onto path->reg_ready. */
 typedef struct reg_xop {
-    fh_ctr_t pc;                   /* the pieces in flight (+1 while posting) */
+    fh_ctr_t pc;                   /* first member: the pieces in flight (+1 while
+                                      posting); pc.compl is every piece's op_ctx */
     struct reg_xop *next;          /* ready list / retry list */
     fh_path_t *path;
     fh_ctr_t *uctr;                /* the caller's: stack, handle or NBI */
