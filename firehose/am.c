@@ -87,8 +87,9 @@ size_t fh_am_max_long_reply(void) { return fh_am_max_medium(); }
 
 /* ------------------------------------------------------------ sending */
 
-void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *hdr,
-                         size_t hdr_len, const void *payload, size_t len)
+/* Sends an already-encoded packet on path p (lock held) or queues it. */
+static void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *hdr,
+                                size_t hdr_len, const void *payload, size_t len)
 {
     if (p->backlog == NULL) {
         int rc = p->rt->cops->am_send(p->cp, rank, rpath, hdr, hdr_len, payload, len);
@@ -220,7 +221,7 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         bool temp;
         if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
-        fh_ctr_t ctr = {.status = FH_OK};
+        fh_ctr_t ctr = FH_CTR_INIT;
         rc = fh_xfer(t, true, rank, (char *)payload, lmr, long_dst, len, &r.rkey, &ctr, false);
         int wrc = fh_wait_ctr(t, &ctr);
         if (temp)
@@ -398,7 +399,7 @@ static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler
         return fh_set_error(FH_ERR_IN_HANDLER, "%s: a reply handler cannot reply", fn);
     if (tok->replied)
         return fh_set_error(FH_ERR_STATE, "%s: this request was already replied to", fn);
-    if (handler > 255 || get_handler(handler) == NULL)
+    if (handler >= FH_AM_NHANDLERS || get_handler(handler) == NULL)
         return fh_set_error(FH_ERR_HANDLER, "%s: handler %u is not registered", fn, handler);
     if (nargs > FH_AM_MAX_ARGS)
         return fh_set_error(FH_ERR_TOO_BIG, "%s: %u arguments (max %d)", fn, nargs,
@@ -504,13 +505,18 @@ static void owe_credit(fh_path_t *p, int rank, int rpath)
         send_credits(p, rank, rpath);
 }
 
+/* Dropped packets logged per path: the first FH_DROP_LOG_FIRST, then every
+ * FH_DROP_LOG_EVERY-th. */
+#define FH_DROP_LOG_FIRST 10
+#define FH_DROP_LOG_EVERY 1000
+
 void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 {
     fh_rt_t *rt = p->rt;
     int row = src_rank >= 0 && src_rank < rt->nranks ? src_rank : rt->rank;
     FH_STAT_ADD(p->stats[row].am_dropped, 1);
     uint64_t n = ++p->ndropped;
-    if (n > 10 && n % 1000 != 0)
+    if (n > FH_DROP_LOG_FIRST && n % FH_DROP_LOG_EVERY != 0)
         return;    /* a flood must not turn into a flood of log lines */
     char why[200];
     va_list ap;
@@ -522,9 +528,11 @@ void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
         snprintf(from, sizeof from, "rank %d", src_rank);
     else
         snprintf(from, sizeof from, "outside the job");
+    char more[48] = "";
+    if (n == FH_DROP_LOG_FIRST)
+        snprintf(more, sizeof more, "; logging every %dth from now on", FH_DROP_LOG_EVERY);
     fh_log_error("dropped a packet from %s on path %d: %s (%llu dropped on this path%s)",
-                 from, p->index, why, (unsigned long long)n,
-                 n == 10 ? "; logging every 1000th from now on" : "");
+                 from, p->index, why, (unsigned long long)n, more);
 }
 
 void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, size_t len)

@@ -68,7 +68,7 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
     int src = -1;
     fh_token_source(tok, &src);
     fh_rt_t *rt = fh_rt;
-    if (na != 4 || a[0] >= 64) {
+    if (na != 4 || a[0] >= FH_BARRIER_ROUNDS) {
         fh_am_drop(fh_token_path(tok), src, "a malformed barrier message");
         return;
     }

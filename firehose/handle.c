@@ -57,9 +57,7 @@ fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out)
     s->next_free = 0;
     s->live = 1;
     s->owner = owner;
-    s->ctr.pending = 0;
-    s->ctr.status = FH_OK;
-    s->ctr.owner_ops = NULL;
+    s->ctr = (fh_ctr_t)FH_CTR_INIT;
     s->result = 0;
     s->result_ready = 0;
     s->fetched = NULL;

@@ -1,8 +1,9 @@
 /*
  * handle.h -- completion counters and the per-path table of NB handles.
  *
- * The completion counter fh_ctr (reg/services.h: the registration
- * strategies count into it too) is embedded in every handle slot.
+ * The completion counter fh_ctr and its completion record fh_compl
+ * (reg/services.h: the registration strategies count into it and complete
+ * through it too) is embedded in every handle slot.
  *
  * Handle encoding (fh_handle_t, 64 bits):
  *   bits  0..7   path index that owns the slot
@@ -16,13 +17,14 @@
 #ifndef FH_HANDLE_H
 #define FH_HANDLE_H
 
+#include <assert.h>
 #include <stdint.h>
 
 #include "firehose.h"
-#include "firehose/reg/services.h"   /* fh_ctr_t: completion counting */
+#include "firehose/reg/services.h"   /* fh_ctr_t, fh_compl_t */
 
 typedef struct fh_hslot {
-    fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr == slot */
+    fh_ctr_t ctr;       /* first member: op_ctx == &slot->ctr.compl == slot */
     uint32_t gen;
     uint32_t owner;     /* thread id of the creator */
     uint32_t next_free; /* free-list link (slot index + 1; 0 = end) */
@@ -50,7 +52,7 @@ typedef struct fh_htable {
 void fh_ht_init(fh_htable_t *t, unsigned path_index);
 void fh_ht_fini(fh_htable_t *t);
 
-/* A fresh slot owned by `owner` (ctr zeroed) and its handle, or NULL
+/* A fresh slot owned by `owner` (ctr idle: FH_CTR_INIT) and its handle, or NULL
  * (FH_ERR_NO_MEMORY / FH_ERR_LIMIT) when the table cannot grow. */
 fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out);
 

@@ -16,8 +16,18 @@
 #include "internal.h"
 
 fh_rt_t *fh_rt;
-fh_handler_entry_t fh_handlers[256];
+fh_handler_entry_t fh_handlers[FH_AM_NHANDLERS];
 _Atomic int fh_rt_state;
+
+/* FH_MAX_THREADS=0: thread paths at most (its doc string in config.c says
+ * "at most 16" too). */
+#define FH_AUTO_THREADS_MAX 16
+/* The smallest medium AM payload a conduit's packet must leave room for
+ * after the header and FH_AM_MAX_ARGS arguments. */
+#define FH_AM_MIN_MEDIUM 64
+/* Each finalize drain round polls this long (seconds) for the last credits
+ * and replies before its barrier. */
+#define FH_FINALIZE_QUIET_S 0.02
 
 #ifdef FH_TEST_HOOKS
 void (*fh_test_hook)(enum fh_test_point where);
@@ -170,7 +180,8 @@ int fh_init(int *argc, char ***argv)
         /* One path per core: more threads than cores gain nothing from
          * private paths, and every path costs endpoint memory. */
         threads = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = threads < 1 ? 1 : threads > 16 ? 16 : threads;
+        threads = threads < 1 ? 1 : threads > FH_AUTO_THREADS_MAX ? FH_AUTO_THREADS_MAX
+                                                                  : threads;
     }
     rt->npaths = rt->cfg.paths == FH_PATHS_SHARED ? 1 : 1 + (int)threads;
     pthread_mutex_init(&rt->bind_lock, NULL);
@@ -200,7 +211,7 @@ int fh_init(int *argc, char ***argv)
     }
     if (rt->limits.am_max_packet < rt->am_max_packet)
         rt->am_max_packet = rt->limits.am_max_packet;
-    if (rt->am_max_packet < FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + 64)
+    if (rt->am_max_packet < FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + FH_AM_MIN_MEDIUM)
         return init_fail(rt, fh_set_error(FH_ERR_TRANSPORT,
                                           "fh_init: conduit message size %zu too small",
                                           rt->limits.am_max_packet));
@@ -260,7 +271,7 @@ static void finalize_drain(fh_rt_t *rt, fh_tls_t *t)
         fh_am_flush_credits(&rt->paths[0], true);
         fh_am_flush_backlog(&rt->paths[0]);
         pthread_mutex_unlock(&rt->paths[0].lock);
-        double end = fh_now() + 0.02;
+        double end = fh_now() + FH_FINALIZE_QUIET_S;
         for (unsigned idle = 0; fh_now() < end;)
             fh_wait_round(t, &idle);
         rt->boot->ops->barrier(rt->boot);
@@ -285,7 +296,7 @@ int fh_finalize(void)
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
     if (rt->cfg.stats)
-        fh_stats_at_finalize(rt);
+        fh_stats_print(stderr);
     atomic_store(&fh_rt_state, FH_RT_DOWN);
     /* Keys die before their memory: every registration for peers is
      * deregistered before any segment is unmapped. */

@@ -112,6 +112,10 @@ typedef struct fh_handler_entry {
     const char *name;
 } fh_handler_entry_t;
 
+/* Barrier slots (coll.c): one per dissemination round, ceil(log2 nranks),
+ * more than any int rank count needs. */
+#define FH_BARRIER_ROUNDS 64
+
 typedef struct fh_rt {
     union {
         fh_core_t core;
@@ -134,8 +138,8 @@ typedef struct fh_rt {
 
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
-    _Atomic uint32_t barrier_arrived[64][2];
-    _Atomic uint64_t barrier_sig[64][2][2];   /* signature range that arrived */
+    _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
+    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][2];  /* signature range that arrived */
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
@@ -164,7 +168,9 @@ static inline fh_tls_t *fh_tls_of(fh_thread_t *b) { return (fh_tls_t *)b; }
 
 /* The runtime: set once by fh_init, cleared by fh_finalize. */
 extern fh_rt_t *fh_rt;
-extern fh_handler_entry_t fh_handlers[256];
+/* One entry per value of the wire's 8-bit handler index (am_wire.h). */
+#define FH_AM_NHANDLERS 256
+extern fh_handler_entry_t fh_handlers[FH_AM_NHANDLERS];
 /* FH_RT_NONE (never initialized), FH_RT_UP (running), FH_RT_DOWN
  * (finalized) or FH_RT_STARTING (inside fh_init).  init.c writes it. */
 enum { FH_RT_NONE = 0, FH_RT_UP = 1, FH_RT_DOWN = 2, FH_RT_STARTING = 3 };
@@ -203,7 +209,6 @@ void fh_peer_check(fh_rt_t *rt);
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
-unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index);
 /* One round of progress for the calling thread: polls its path, (trylock)
  * the service path and paths whose threads exited with work in flight, and
  * sends queued cache messages.  Must be called without holding any path
@@ -223,12 +228,6 @@ void fh_path_orphan(fh_path_t *p);
 void fh_path_adopt(fh_path_t *p);
 /* Poll path p; caller holds p->lock. */
 void fh_path_poll_locked(fh_path_t *p);
-/* The wait policy of every loop that polls until something arrives: call it
- * after each round of progress that found nothing, with *idle counting those
- * rounds (start at 0).  Once more than FH_WAIT_SPIN rounds in a row were idle
- * it gives the core away (sched_yield) -- ranks often outnumber cores --
- * unless FH_WAIT_SPIN is -1.  Takes no lock. */
-void fh_wait_idle(unsigned *idle);
 /* Poll path p (lock held) and trylock-poll the service path: what a loop
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */
@@ -247,10 +246,6 @@ void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 int  fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                         const void *payload, size_t len, uint64_t long_dst,
                         const uint64_t *args, unsigned nargs);
-/* Sends an already-encoded packet on path p (lock held) or queues it. */
-void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath,
-                         const void *hdr, size_t hdr_len,
-                         const void *payload, size_t len);
 void fh_am_flush_backlog(fh_path_t *p);
 void fh_am_flush_credits(fh_path_t *p, bool all);
 /* Medium request with a runtime-internal handler, sent on path p (not the
@@ -339,11 +334,6 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
 /* ---- services.c: the table of calls the strategies get (reg/services.h) */
 extern const fh_reg_services_t fh_reg_services;
 
-/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c
- * (a chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
-#define FH_OPCTX_REG ((uintptr_t)1)
-void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status);
-
 /* ---- atomic.c */
 void fh_atomic_init(void);
 
@@ -372,9 +362,6 @@ int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
 /* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
 int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
                            void *out, size_t len);
-
-/* ---- stats.c */
-void fh_stats_at_finalize(fh_rt_t *rt);
 
 
 #endif /* FH_INTERNAL_H */

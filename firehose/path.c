@@ -14,18 +14,21 @@
 
 #include "internal.h"
 
+/* Receive slots a path pre-posts beyond the flow-control bound below. */
+#define FH_PATH_RX_MARGIN 8
+
 /* Receive space a path needs (see the flow-control comment in internal.h).
  * Thread path: from each rank at most `credits` replies plus two credit
  * packets.  Service path: additionally every (rank, path) may have `credits`
  * requests in flight to it. */
-unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index)
+static unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index)
 {
     unsigned c = (unsigned)rt->cfg.am_credits;
     unsigned n = (unsigned)rt->nranks;
     unsigned replies = n * (c + 2);
     if (index != 0)
-        return replies + 8;
-    return replies + n * (unsigned)rt->npaths * c + 8;
+        return replies + FH_PATH_RX_MARGIN;
+    return replies + n * (unsigned)rt->npaths * c + FH_PATH_RX_MARGIN;
 }
 
 int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
@@ -94,13 +97,10 @@ static void up_on_complete(void *arg, void *op_ctx, int status)
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));
-    if ((uintptr_t)op_ctx & FH_OPCTX_REG) {
-        fh_reg_piece_done(&p->base, op_ctx, status);
-        return;
-    }
-    fh_ctr_t *ctr = op_ctx;
-    fh_ctr_complete(ctr, status);
+    assert(p->inflight > 0);
     p->inflight--;
+    fh_compl_t *c = op_ctx;
+    c->done(c, &p->base, status);
 }
 
 const fh_conduit_upcalls_t fh_upcalls = {
@@ -109,13 +109,17 @@ const fh_conduit_upcalls_t fh_upcalls = {
     .on_complete = up_on_complete,
 };
 
+/* Completions and packets one conduit poll may deliver (the rest wait for
+ * the next poll). */
+#define FH_POLL_BATCH 64
+
 void fh_path_poll_locked(fh_path_t *p)
 {
     if (p->polling)
         return; /* a handler's send retried poll: events wait for the outer poll */
     p->polling = 1;
     fh_peer_check(p->rt);
-    int n = p->rt->cops->poll(p->cp, 64);
+    int n = p->rt->cops->poll(p->cp, FH_POLL_BATCH);
     if (n < 0 && !atomic_load(&p->rt->finalizing))
         fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));
     if (p->index == 0) {
@@ -205,7 +209,12 @@ void fh_progress(fh_tls_t *t)
     fh_atomic_progress(t);
 }
 
-void fh_wait_idle(unsigned *idle)
+/* The wait policy of every loop that polls until something arrives: call it
+ * after each round of progress that found nothing, with *idle counting those
+ * rounds (start at 0).  Once more than FH_WAIT_SPIN rounds in a row were idle
+ * it gives the core away (sched_yield) -- ranks often outnumber cores --
+ * unless FH_WAIT_SPIN is -1.  Takes no lock. */
+static void fh_wait_idle(unsigned *idle)
 {
     long spin = fh_rt->cfg.wait_spin;
     assert(spin >= -1 && spin <= FH_WAIT_SPIN_MAX);   /* config.c checked it */

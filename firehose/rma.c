@@ -106,8 +106,10 @@ static int post_from(fh_path_t *p, bool is_put, int rank, char *local, struct fh
         unsigned flags = (*off + len < n) ? FH_POST_MORE : 0;
         char *l = local + *off;
         int rc = is_put
-                     ? rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + *off, rkey, ctr, flags)
-                     : rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + *off, rkey, ctr, flags);
+                     ? rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + *off, rkey,
+                                     &ctr->compl, flags)
+                     : rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + *off, rkey,
+                                     &ctr->compl, flags);
         if (rc != FH_OK)
             return rc;
         fh_ctr_add(ctr);
@@ -259,7 +261,7 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     bool strat_owns = temp && (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR);
     if (temp && !strat_owns)
         mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
-    fh_ctr_t stack_ctr = {.status = FH_OK};
+    fh_ctr_t stack_ctr = FH_CTR_INIT;
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
     fh_path_t *p = t->path;
@@ -502,7 +504,7 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         return rc;
     if ((uintptr_t)llo + lspan < llo)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
-    fh_ctr_t ctr = {.status = FH_OK};
+    fh_ctr_t ctr = FH_CTR_INIT;
     for (size_t i = 0; i < count && rc == FH_OK; i++) {
         char *l = local + (ptrdiff_t)i * lstride;
         char *rm = remote + (ptrdiff_t)i * rstride;

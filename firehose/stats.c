@@ -92,9 +92,3 @@ int fh_stats_print(void *file)
     fflush(f);
     return FH_OK;
 }
-
-void fh_stats_at_finalize(fh_rt_t *rt)
-{
-    (void)rt;
-    fh_stats_print(stderr);
-}

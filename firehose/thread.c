@@ -91,6 +91,7 @@ fh_tls_t *fh_tls(void)
     if (t->path->index != 0)
         fh_path_adopt(t->path);      /* polled by its owner from now on */
     t->bound = 1;
+    t->nbi = (fh_ctr_t)FH_CTR_INIT;
     t->nbi.owner_ops = &t->quiet_ops;
     pthread_mutex_unlock(&rt->bind_lock);
     fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);

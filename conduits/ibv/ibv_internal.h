@@ -191,8 +191,6 @@ void ibv_path_destroy(struct fh_cpath *p);
 int  ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
 int  ibv_poll(struct fh_cpath *p, int max);
-/* Creates one RC QP on the path (RESET state). */
-int  ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k);
 
 /* ibv_rma.c */
 int  ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len,

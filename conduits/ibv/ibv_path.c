@@ -129,7 +129,8 @@ static int ibv_path_cq(struct fh_cpath *p)
     return FH_OK;
 }
 
-int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
+/* Creates one RC QP on the path (RESET state). */
+static int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
 {
     struct fh_conduit *c = p->c;
     struct ibv_qp_init_attr_ex a = {

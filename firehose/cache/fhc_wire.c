@@ -102,7 +102,7 @@ uint64_t fhc_req_peek_token(const void *buf, size_t len)
     return get64(p + 8);
 }
 
-size_t fhc_rep_size(const fhc_rep_t *r)
+static size_t fhc_rep_size(const fhc_rep_t *r)
 {
     return FHC_REP_HDR + FHC_REP_REGION * r->nreg;
 }

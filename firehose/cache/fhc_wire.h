@@ -78,7 +78,6 @@ size_t fhc_req_size(const fhc_req_t *r);
 size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap);
 int    fhc_req_decode(const void *buf, size_t len, fhc_req_t *r,
                       char *why, size_t whylen);
-size_t fhc_rep_size(const fhc_rep_t *r);
 size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap);
 int    fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r,
                       char *why, size_t whylen);

@@ -280,7 +280,7 @@ static void h_move_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
 /* What this host lets us pin: min(conduit limit, 2/3 RAM), and
  * RLIMIT_MEMLOCK only where registration really pins (limits.reg_pins):
  * over tcp or shm nothing is locked, and `ulimit -l` must not cap the job. */
-size_t fh_reg_pinnable(const fh_core_t *rt)
+static size_t fh_reg_pinnable(const fh_core_t *rt)
 {
     size_t lim = SIZE_MAX;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

@@ -102,6 +102,26 @@ static void ent_return(struct fh_reg *g, reg_ent_t *e)
     fhc_release(g->c, &e->tc->op[ent_index(e->tc, e)]);
 }
 
+/* Claims entry e for return, g->lock held; s is a value of e->state the
+ * caller loaded.  A LIVE entry (s < WANTED) is moved, by CAS, to RECLAIMING
+ * if idle (0) and to WANTED|n if n RDMA chunks are in flight (then no new
+ * hits, and the unref that empties it returns it).  Returns the state it
+ * replaced: 0 means the caller now holds a RECLAIMING entry and must
+ * ent_return it and make it DEAD; another count means it is WANTED now.  A
+ * state >= WANTED (not LIVE) is returned as it is, and nothing changes.
+ * With g->lock held only the count can move meanwhile (hits and unrefs;
+ * RECLAIMING is entered under g->lock only), hence the assertion. */
+static uint32_t ent_claim(reg_ent_t *e, uint32_t s)
+{
+    while (s < REG_ENT_WANTED) {
+        uint32_t to = s == 0 ? REG_ENT_RECLAIMING : (s | REG_ENT_WANTED);
+        if (atomic_compare_exchange_weak(&e->state, &s, to))
+            break;
+        assert(s < REG_ENT_WANTED);   /* only the count moves */
+    }
+    return s;
+}
+
 /* Owner: unmaps a DEAD entry and makes it FREE. */
 static void ent_recycle(reg_tc_t *tc, reg_ent_t *e)
 {
@@ -219,13 +239,7 @@ void reg_hit_budget(struct fh_reg *g, uint32_t peer)
             uint32_t s = atomic_load_explicit(&e->state, memory_order_acquire);
             if (s >= REG_ENT_WANTED || e->peer != peer)
                 continue;
-            for (;;) {
-                uint32_t to = s == 0 ? REG_ENT_RECLAIMING : (s | REG_ENT_WANTED);
-                if (atomic_compare_exchange_weak(&e->state, &s, to))
-                    break;
-                assert(s < REG_ENT_WANTED);   /* only the count moves */
-            }
-            if (s == 0) {
+            if (ent_claim(e, s) == 0) {
                 ent_return(g, e);
                 atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_release);
             }
@@ -243,13 +257,7 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer)
             if (s >= REG_ENT_WANTED || e->peer != peer ||
                 !fhc_op_revoked(g->c, &tc->op[i]))
                 continue;     /* WANTED ones are returned by their last unref */
-            for (;;) {
-                uint32_t to = s == 0 ? REG_ENT_RECLAIMING : (s | REG_ENT_WANTED);
-                if (atomic_compare_exchange_weak(&e->state, &s, to))
-                    break;
-                assert(s < REG_ENT_WANTED);   /* only the count moves */
-            }
-            if (s == 0) {      /* idle: fhc drops it and queues the ack now */
+            if (ent_claim(e, s) == 0) {   /* idle: fhc drops it and queues the ack now */
                 ent_return(g, e);
                 atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_release);
             } else {           /* RDMA in flight: its last release acks */
@@ -395,19 +403,11 @@ void fh_reg_thread_exit(fh_thread_t *t)
     pthread_mutex_lock(&g->lock);
     for (uint32_t i = 0; i < TC_ENTRIES; i++) {
         reg_ent_t *e = &tc->ent[i];
-        uint32_t s = atomic_load(&e->state);
-        for (;;) {
-            if (s == REG_ENT_FREE || s == REG_ENT_DEAD || s >= REG_ENT_WANTED)
-                break;
-            uint32_t to = s == 0 ? REG_ENT_RECLAIMING : (s | REG_ENT_WANTED);
-            if (atomic_compare_exchange_weak(&e->state, &s, to)) {
-                if (s == 0) {
-                    ent_return(g, e);
-                    atomic_store(&e->state, REG_ENT_DEAD);
-                    reg_hit_budget(g, e->peer);
-                }
-                break;
-            }
+        /* FREE and DEAD are >= WANTED: ent_claim leaves them (and WANTED) */
+        if (ent_claim(e, atomic_load(&e->state)) == 0) {
+            ent_return(g, e);
+            atomic_store(&e->state, REG_ENT_DEAD);
+            reg_hit_budget(g, e->peer);
         }
         if (atomic_load(&e->state) == REG_ENT_DEAD)
             ent_recycle(tc, e);

@@ -109,7 +109,8 @@ typedef struct reg_ent {
  * Posted and completed on `path` (under its lock); ready() may run on any
  * thread, under g->lock, and only pushes it onto path->reg_ready. */
 typedef struct reg_xop {
-    fh_ctr_t pc;                   /* the pieces in flight (+1 while posting) */
+    fh_ctr_t pc;                   /* first member: the pieces in flight (+1 while
+                                      posting); pc.compl is every piece's op_ctx */
     struct reg_xop *next;          /* ready list / retry list */
     fh_path_base_t *path;
     fh_ctr_t *uctr;                /* the caller's: stack, handle or NBI */
@@ -138,10 +139,6 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
 
 /* ---- firehose.c */
 /* (fh_reg_flush, internal.h: sends queued cache messages.) */
-
-/* ---- firehose_xfer.c */
-/* fhc's ready() for chunk records (g->lock held). */
-void reg_xop_ready(fhc_op_t *op, int status);
 
 /* ---- firehose_hit.c (all under g->lock unless said otherwise) */
 /* A peer may have a budget queue now: return idle hit-layer references on
@@ -189,8 +186,6 @@ int  fh_reg_expose(fh_core_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len);
 void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
 size_t fh_reg_bucket(const fh_core_t *rt);
-/* What this host lets us pin: min(RLIMIT_MEMLOCK, conduit limit, 2/3 RAM). */
-size_t fh_reg_pinnable(const fh_core_t *rt);
 /* M: the cache's agreed value under firehose, else what it would default to. */
 size_t fh_reg_m(const fh_core_t *rt);
 /* A put/get of n bytes with [remote, remote+n) validated in rank's segment,
@@ -201,10 +196,6 @@ size_t fh_reg_m(const fh_core_t *rt);
  * complete into ctr).  No lock held, not in a handler. */
 int  fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                  uint64_t remote, size_t n, fh_ctr_t *ctr);
-/* RMA completions whose op_ctx has this bit set belong to firehose_xfer.c (a
- * chunk record, not an fh_ctr); path.c hands them to fh_reg_piece_done. */
-#define FH_OPCTX_REG ((uintptr_t)1)
-void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status);
 /* Drains p's ready list: posts chunks whose firehoses are ready.  p->lock
  * held; called at the end of every poll of p. */
 void fh_reg_drain_locked(fh_path_base_t *p);
@@ -270,7 +261,6 @@ void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c);
 /* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
  * every REVOKE we sent is acknowledged. */
 void fh_mm_entry(fh_thread_t *t);
-uint64_t fh_mm_invalidations(const fh_core_t *rt);
 /* For the hit layer's inline check: the monitor's state word (NULL: no
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,

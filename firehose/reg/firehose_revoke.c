@@ -46,7 +46,6 @@ struct fh_mm {
                                       release, after revoking) */
     _Atomic uint32_t revoking;     /* fhc_revokes_pending as of the last store
                                       (every store under the cache lock) */
-    _Atomic uint64_t invalidations;
     _Atomic int said_uncached;     /* the fallback was logged */
 };
 
@@ -123,15 +122,13 @@ void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c)
     int all;
     uint64_t state;
     size_t n;
-    unsigned inv = 0;
     do {
         n = fh_memmon_drain(mm->mon, r, 64, &all, &state);
         if (all)
-            inv += fhc_invalidate(c, 0, SIZE_MAX);
+            fhc_invalidate(c, 0, SIZE_MAX);
         for (size_t i = 0; i < n; i++)
-            inv += fhc_invalidate(c, r[i].start, r[i].end - r[i].start);
+            fhc_invalidate(c, r[i].start, r[i].end - r[i].start);
     } while (n == 64);
-    atomic_fetch_add_explicit(&mm->invalidations, inv, memory_order_relaxed);
     /* Publication order (docs/firehose-cache.md, "Publication order"):
      * the REVOKEs are queued, then `revoking` says so, and only then does
      * `seen` (release) tell lock-free readers that the events are
@@ -182,11 +179,6 @@ void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
     struct fh_mm *mm = rt->mm;
     *state = mm != NULL && mm->mon != NULL ? fh_memmon_state_word(mm->mon) : NULL;
     *seen = mm != NULL ? &mm->seen : NULL;
-}
-
-uint64_t fh_mm_invalidations(const fh_core_t *rt)
-{
-    return rt->mm ? atomic_load_explicit(&rt->mm->invalidations, memory_order_relaxed) : 0;
 }
 
 int fh_mm_mapped(uintptr_t addr, size_t len)

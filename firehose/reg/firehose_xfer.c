@@ -20,7 +20,7 @@
  * or a waiting thread's help (fh_wait_round) -- drains it in fh_path_poll_locked: errors and
  * put-in-move (FHC_DONE_IN_MOVE) complete the chunk at once, hits post one
  * RDMA per piece (split at the conduit's message limit) with the record as
- * op_ctx (tagged, see FH_OPCTX_REG).  When the last piece completes the
+ * op_ctx (&x->pc.compl, whose done is piece_done).  When the last piece completes the
  * chunk releases its reference -- the hit-layer entry, or fhc_release under
  * g->lock (path lock -> g->lock) -- and completes the caller's counter.
  * If the conduit runs out of send resources, the record waits at the head
@@ -61,7 +61,8 @@ static size_t post_limit(const fh_core_t *rt)
     return c;
 }
 
-void reg_xop_ready(fhc_op_t *op, int status)
+/* fhc's ready() for chunk records (g->lock held). */
+static void reg_xop_ready(fhc_op_t *op, int status)
 {
     reg_xop_t *x = op->user;
     fh_path_base_t *p = x->path;
@@ -139,13 +140,13 @@ static void pieces_done(fh_path_base_t *p, reg_xop_t *x)
     chunk_done(p, x, x->pc.status);
 }
 
-void fh_reg_piece_done(fh_path_base_t *p, void *op_ctx, int status)
+/* The completion record of every piece of x (x->pc.compl, x's first
+ * member); path.c has already decremented p->inflight. */
+static void piece_done(fh_compl_t *c, fh_path_base_t *p, int status)
 {
-    reg_xop_t *x = (reg_xop_t *)((uintptr_t)op_ctx & ~(uintptr_t)FH_OPCTX_REG);
+    reg_xop_t *x = (reg_xop_t *)c;
     assert(x->path == p && x->pc.pending > 0);
     fh_ctr_complete(&x->pc, status);
-    assert(p->inflight > 0);
-    p->inflight--;
     if (x->pc.pending == 0)
         pieces_done(p, x);
 }
@@ -156,7 +157,7 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
 {
     fh_core_t *rt = fh_reg_core;
     size_t lim = post_limit(rt);
-    void *ctx = (void *)((uintptr_t)x | FH_OPCTX_REG);
+    void *ctx = &x->pc.compl;
     while (x->nposted < x->op.npieces) {
         const fhc_piece_t *pc = &x->op.piece[x->nposted];
         fh_rkey_t rk = {pc->key[0], pc->key[1]};
@@ -262,9 +263,9 @@ static reg_xop_t *xop_new(fh_thread_t *t, bool is_put, int rank, char *local,
     reg_xop_t *x = xop_alloc(t->path);
     if (x == NULL)
         return NULL;
-    assert(((uintptr_t)x & FH_OPCTX_REG) == 0);   /* the tag bit is free */
-    /* pending 1: released once every piece is posted; counts for no thread */
-    x->pc = (fh_ctr_t){.pending = 1, .status = FH_OK};
+    /* pending 1: released once every piece is posted; counts for no thread.
+     * Its completion record is the chunk's: pieces complete in piece_done. */
+    x->pc = (fh_ctr_t){.compl = {.done = piece_done}, .pending = 1, .status = FH_OK};
     x->next = NULL;
     x->path = t->path;
     x->uctr = ctr;
@@ -386,7 +387,7 @@ int fh_reg_hit_warm(fh_thread_t *t, int rank, uintptr_t raddr, size_t len)
         }
         /* An acquisition without RDMA: installs the entry on an fhc hit,
          * or waits for the move and releases (the next round hits fhc). */
-        fh_ctr_t ctr = {.status = FH_OK};
+        fh_ctr_t ctr = FH_CTR_INIT;
         fh_path_base_t *p = t->path;
         pthread_mutex_lock(&p->lock);
         reg_xop_t *x = xop_new(t, false, rank, NULL, NULL, raddr, len, &ctr);

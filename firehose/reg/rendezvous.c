@@ -299,6 +299,7 @@ int strat_rdv_start(struct fh_strat *s, strat_xop_t *x)
 static int prepare(struct fh_strat *s, strat_xop_t *x, rdv_slot_t *sl)
 {
     memset(sl, 0, sizeof *sl);
+    sl->rdma = (fh_ctr_t)FH_CTR_INIT;
     sl->raddr = x->remote + x->issued;
     sl->off = x->issued;
     size_t len = x->n - x->issued;

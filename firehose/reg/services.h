@@ -25,6 +25,7 @@
 #ifndef FH_REG_SERVICES_H
 #define FH_REG_SERVICES_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,11 +49,25 @@ struct fh_reg_services;
 
 /* ---------------------------------------------------------- counters */
 
+struct fh_path_base;
+
+/* Completion records (like UCX's uct_completion_t).  Whatever a conduit
+ * completion points to (its op_ctx) starts with an fh_compl_t, and the
+ * core's completion upcall (path.c) calls its done(c, p, status): an
+ * operation posted with op_ctx == c completed on path p.  Called with
+ * p->lock held, p->inflight already decremented, not in a handler; done()
+ * must not poll.  Every fh_ctr starts with one (fh_ctr_done, FH_CTR_INIT);
+ * the firehose strategy's chunk record sets its own. */
+typedef struct fh_compl fh_compl_t;
+struct fh_compl {
+    void (*done)(fh_compl_t *c, struct fh_path_base *p, int status);
+};
+
 /* An fh_ctr counts a set of network operations in flight: one blocking
- * call, one NB handle, or a thread's NBI operations.  Conduit completions
- * carry a pointer to it as their op_ctx.  A counter is touched only with
- * its path's lock held, so it needs no atomics. */
+ * call, one NB handle, or a thread's NBI operations.  A counter is touched
+ * only with its path's lock held, so it needs no atomics. */
 typedef struct fh_ctr {
+    fh_compl_t compl;   /* first member: op_ctx == &ctr->compl == ctr */
     uint32_t pending;   /* operations not yet completed */
     int status;         /* first error seen, else FH_OK */
     uint64_t *owner_ops;  /* NULL (a blocking call's counter), or the
@@ -61,9 +76,22 @@ typedef struct fh_ctr {
                              with pending, under the same path lock */
 } fh_ctr_t;
 
+static inline void fh_ctr_complete(fh_ctr_t *c, int status);
+
+/* The done() of a counter: fh_ctr_complete(c, status). */
+static inline void fh_ctr_done(fh_compl_t *c, struct fh_path_base *p, int status)
+{
+    (void)p;
+    fh_ctr_complete((fh_ctr_t *)c, status);
+}
+
+/* An idle counter with its completion record set. */
+#define FH_CTR_INIT {.compl = {.done = fh_ctr_done}, .pending = 0, .status = FH_OK}
+
 /* One more operation counts in c. */
 static inline void fh_ctr_add(fh_ctr_t *c)
 {
+    assert(c->compl.done != NULL);   /* initialized: FH_CTR_INIT or compl set */
     c->pending++;
     if (c->owner_ops != NULL)
         ++*c->owner_ops;

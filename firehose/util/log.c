@@ -20,7 +20,6 @@ static _Thread_local char last_error[256];
 
 void fh_log_set_rank(int rank) { log_rank = rank; }
 void fh_log_set_verbose(int level) { log_verbose = level; }
-int  fh_log_verbose_level(void) { return log_verbose; }
 
 static void emit(const char *fmt, va_list ap)
 {

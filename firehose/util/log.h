@@ -23,7 +23,6 @@
 
 void fh_log_set_rank(int rank);
 void fh_log_set_verbose(int level);
-int  fh_log_verbose_level(void);
 
 void fh_log_error(const char *fmt, ...) FH_PRINTF(1, 2);
 void fh_log_verbose(int level, const char *fmt, ...) FH_PRINTF(2, 3);

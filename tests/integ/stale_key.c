@@ -172,8 +172,9 @@ static int raw_rma(fh_tls_t *t, bool is_put, void *local, uint64_t remote, size_
     bool temp;
     int rc = fh_rma_local_mr("stale_key", is_put, local, n, &lmr, &temp);
     CHECK(rc == FH_OK, "local registration", "FH_OK, saw %s", tu_errname(rc));
-    fh_ctr_t *ctr = calloc(1, sizeof *ctr);
-    CHECK(ctr != NULL, "calloc", "memory");
+    fh_ctr_t *ctr = malloc(sizeof *ctr);
+    CHECK(ctr != NULL, "malloc", "memory");
+    *ctr = (fh_ctr_t)FH_CTR_INIT;
     rc = fh_post(t, is_put, 1, local, lmr, remote, n, rk, ctr, false);
     double end = fh_now() + 10.0;
     for (;;) {

@@ -94,7 +94,8 @@ END_TEST
 
 START_TEST(counter_keeps_first_error)
 {
-    fh_ctr_t c = {.pending = 3, .status = FH_OK};
+    fh_ctr_t c = FH_CTR_INIT;
+    c.pending = 3;
     fh_ctr_complete(&c, FH_OK);
     fh_ctr_complete(&c, FH_ERR_PEER_DEAD);
     fh_ctr_complete(&c, FH_ERR_TRANSPORT);
