@@ -507,6 +507,11 @@ int fh_config_size(const char *name, size_t *value);
  *                          operand over 32 bits, misaligned, outside our
  *                          segments (a correct initiator never sends them) */
 typedef struct fh_peer_stats {
+    uint32_t size;     /* in: bytes the caller's struct has (the
+                          FH_PEER_STATS_INIT it was built with); out: bytes
+                          filled, min(size, the library's sizeof) */
+    uint32_t version;  /* out: the library's FH_PEER_STATS_VERSION (new
+                          versions only append counters) */
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
                                                  strategy's (see reg_moves) */
@@ -523,15 +528,65 @@ typedef struct fh_peer_stats {
     uint64_t atomics_refused;
 } fh_peer_stats_t;
 
-/* Counters for `rank` (this rank gives the local totals).  Thread-safe,
- * handler-safe; values are read without stopping other threads, so they may
- * be slightly out of date. */
+#define FH_PEER_STATS_VERSION 1
+/* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
+ *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
+#define FH_PEER_STATS_INIT \
+    { .size = (uint32_t)sizeof(fh_peer_stats_t), .version = FH_PEER_STATS_VERSION }
+
+/* Counters for `rank` (this rank gives the local totals) into the first
+ * out->size bytes of *out (the library's counters a caller built against
+ * an older header does not know are left out; a newer caller's extra
+ * counters are left alone); out->size and out->version then describe what
+ * was filled.  Values are read without stopping other threads, so they may
+ * be slightly out of date.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_INVALID for a NULL out or an out->size
+ * smaller than the size/version header (8 bytes: a struct not set up with
+ * FH_PEER_STATS_INIT); FH_ERR_RANK. */
 int fh_stats_peer(int rank, fh_peer_stats_t *out);
 
 /* Human-readable statistics to the given stdio FILE* (void * to keep
  * <stdio.h> out of this header).  Also done at fh_finalize with FH_STATS=1.
  * Not handler-safe (FH_ERR_IN_HANDLER). */
 int fh_stats_print(void *file);
+
+/* ----------------------------------------------------------------- query */
+
+/* What this runtime is running with, for clients that adapt to it (e.g.
+ * whether any mapped address is an RMA target).  Set up with FH_INFO_INIT;
+ * fh_query fills min(size, the library's sizeof) bytes, like
+ * fh_stats_peer.  Every string is static (valid for the life of the
+ * process, also after fh_finalize). */
+typedef struct fh_info {
+    uint32_t size;            /* in: sizeof the caller's struct; out: filled */
+    uint32_t version;         /* out: the library's FH_INFO_VERSION */
+    const char *conduit;      /* "ofi" or "ibv" (FH_CONDUIT after auto) */
+    const char *reg_strategy; /* FH_REG_STRATEGY: "firehose", "pin-everything",
+                                 "rendezvous", "rendezvous-cache", "bounce" */
+    const char *segment_mode; /* FH_SEGMENT: "segments" or "everything" */
+    const char *paths;        /* FH_PATHS: "independent" or "shared" */
+    const char *bootstrap;    /* "fhrun", "pmix" or "singleton" */
+    int rank, nranks;
+    int npaths;               /* communication paths per rank, the service
+                                 path included (1 with FH_PATHS=shared) */
+    int any_address;          /* 1: an RMA target may be any mapped address
+                                 of the target rank (FH_SEGMENT=everything),
+                                 0: only addresses inside segments */
+    int needs_local_mr;       /* 1: the conduit needs registered local
+                                 buffers (ibv): local buffers outside the
+                                 segments cost a registration */
+} fh_info_t;
+
+#define FH_INFO_VERSION 1
+#define FH_INFO_INIT { .size = (uint32_t)sizeof(fh_info_t), .version = FH_INFO_VERSION }
+
+/* Fills *info as described above.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT (before fh_init, after fh_finalize);
+ * FH_ERR_INVALID for a NULL info or an info->size smaller than the
+ * size/version header (8 bytes). */
+int fh_query(fh_info_t *info);
 
 #ifdef __cplusplus
 }
