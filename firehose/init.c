@@ -281,6 +281,15 @@ int fh_init(int *argc, char ***argv)
     rt->rank = rt->boot->rank;
     rt->nranks = rt->boot->nranks;
     fh_log_set_rank(rt->rank);
+    /* Every rank finds the same mismatch (agree.c): each returns, none waits. */
+    if ((rc = fh_config_agree(rt->boot, &rt->cfg)) != FH_OK) {
+        if (rc != FH_ERR_CONFIG)
+            return init_fail(rt, rc);
+        rt->boot->ops->finalize(rt->boot);
+        free(rt);
+        atomic_store(&rt_state, 0);
+        return rc;
+    }
     long threads = rt->cfg.max_threads;
     if (threads == 0) {
         /* One path per core: more threads than cores gain nothing from
