@@ -105,7 +105,7 @@ static int name_mismatch(fh_boot_t *boot, const agree_src_t *src, size_t nsrc, s
     uint64_t *mine = calloc(nrows, sizeof *mine);
     uint64_t *all = calloc((size_t)n * nrows, sizeof *all);
     char *texts = calloc((size_t)n, VALUE_TEXT);
-    int rc = FH_ERR_NO_MEMORY;
+    int rc;
     if (mine == NULL || all == NULL || texts == NULL) {
         rc = fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory comparing settings");
         goto out;
@@ -128,8 +128,8 @@ static int name_mismatch(fh_boot_t *boot, const agree_src_t *src, size_t nsrc, s
                 other = r;
                 break;
             }
-    /* Round 1 saw a difference, so some row differs (a hash collision in
-     * round 1 alone cannot make it differ). */
+    /* Round 1's hashes are made of these rows, so one of them differs;
+     * should that ever fail, say so rather than run on. */
     if (other < 0) {
         rc = fh_set_error(FH_ERR_CONFIG, "fh_init: the settings that must be equal on "
                           "all ranks differ between ranks, but no single one does");
