@@ -34,7 +34,7 @@ typedef struct counts { uint64_t puts, gets, hits, misses; } counts_t;
 
 static counts_t snap(void)
 {
-    fh_peer_stats_t s;
+    fh_peer_stats_t s = FH_PEER_STATS_INIT;
     counts_t c = {0, 0, 0, 0};
     FHB_TRY(fh_stats_peer(fh_rank(), &s));
     c.puts = s.puts;

@@ -249,7 +249,7 @@ void fhb_csv_close(FILE *f)
 
 void fhb_reg_counts(uint64_t *hits, uint64_t *misses)
 {
-    fh_peer_stats_t s;
+    fh_peer_stats_t s = FH_PEER_STATS_INIT;
     *hits = *misses = 0;
     if (fh_stats_peer(fh_rank(), &s) == FH_OK) {
         *hits = s.reg_hits;

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
                    pm > 0 ? (double)sz / pm : 0.0);   /* B/us == MB/s */
         }
 
-        fh_peer_stats_t st;
+        fh_peer_stats_t st = FH_PEER_STATS_INIT;
         TRY(fh_stats_peer(1, &st));
         printf("\nper-peer counters of rank 0 for rank 1 (fh_stats_peer):\n");
         printf("  puts %" PRIu64 "  gets %" PRIu64 "  put_bytes %" PRIu64

@@ -74,6 +74,10 @@
 #include <sched.h>
 #include <time.h>
 
+/* uthash's allocation failure: like every other one here. */
+#define uthash_fatal(msg) fh_abort(1, "caf: collective: out of memory")
+#include <uthash.h>
+
 #define COLL_CHUNK ((size_t)256 << 10)
 #define COLL_EAGER ((size_t)2048)
 
@@ -88,44 +92,61 @@ enum { MSG_DATA = 1, MSG_CTS = 2, MSG_ABORT = 3 };
 /* chunk argument of a CAF_H_COLL_2 message that abandons a collective */
 #define CHUNK_ABORT UINT64_MAX
 
-typedef struct coll_msg {
-    struct coll_msg *next;
+/* Messages wait in a hash table keyed on what a receiver matches them by;
+ * messages with the same key (an ABORT may come twice) form a FIFO list
+ * under the first, which alone is in the table. */
+typedef struct coll_key {
     uint64_t team, seq, chunk;
-    int src, kind;
+    int32_t src, kind;
+} coll_key_t;              /* no padding: hashed as bytes */
+
+typedef struct coll_msg {
+    coll_key_t key;
+    struct coll_msg *next;   /* later messages with the same key */
+    struct coll_msg *last;   /* in the table's entry: the last of them */
+    UT_hash_handle hh;
     uint64_t off;     /* CTS: offset of the granted slot */
     void *data;       /* DATA: payload (owned when eager) */
     bool owned;
 } coll_msg_t;
 
-static coll_msg_t *q_head, *q_tail;
+static coll_msg_t *q_table;
 
 static void q_add(coll_msg_t *m)
 {
+    coll_msg_t *first;
     m->next = NULL;
-    if (q_tail)
-        q_tail->next = m;
-    else
-        q_head = m;
-    q_tail = m;
+    HASH_FIND(hh, q_table, &m->key, sizeof m->key, first);
+    if (first != NULL) {
+        first->last->next = m;
+        first->last = m;
+        return;
+    }
+    m->last = m;
+    HASH_ADD(hh, q_table, key, sizeof m->key, m);
 }
 
 static coll_msg_t *q_take(int kind, int src, uint64_t team, uint64_t seq,
                           uint64_t chunk)
 {
-    coll_msg_t *prev = NULL;
-    for (coll_msg_t *m = q_head; m; prev = m, m = m->next) {
-        if (m->kind != kind || m->src != src || m->team != team ||
-            m->seq != seq || m->chunk != chunk)
-            continue;
-        if (prev)
-            prev->next = m->next;
-        else
-            q_head = m->next;
-        if (q_tail == m)
-            q_tail = prev;
-        return m;
+    coll_key_t key;
+    memset(&key, 0, sizeof key);
+    key.team = team;
+    key.seq = seq;
+    key.chunk = chunk;
+    key.src = src;
+    key.kind = kind;
+    coll_msg_t *m;
+    HASH_FIND(hh, q_table, &key, sizeof key, m);
+    if (m == NULL)
+        return NULL;
+    HASH_DEL(q_table, m);
+    coll_msg_t *n = m->next;
+    if (n != NULL) {
+        n->last = m->last;
+        HASH_ADD(hh, q_table, key, sizeof n->key, n);
     }
-    return NULL;
+    return m;
 }
 
 static void msg_free(coll_msg_t *m)
@@ -145,11 +166,11 @@ static void data_handler(fh_token_t tok, void *buf, size_t n,
     coll_msg_t *m = calloc(1, sizeof *m);
     if (m == NULL)
         fh_abort(1, "caf: collective: out of memory");
-    m->kind = MSG_DATA;
-    m->src = src;
-    m->team = a[0];
-    m->seq = a[1];
-    m->chunk = a[2];
+    m->key.kind = MSG_DATA;
+    m->key.src = src;
+    m->key.team = a[0];
+    m->key.seq = a[1];
+    m->key.chunk = a[2];
     if (a[3]) {
         m->data = buf;
     } else {
@@ -174,11 +195,11 @@ static void cts_handler(fh_token_t tok, void *buf, size_t n,
     coll_msg_t *m = calloc(1, sizeof *m);
     if (m == NULL)
         fh_abort(1, "caf: collective: out of memory");
-    m->kind = a[2] == CHUNK_ABORT ? MSG_ABORT : MSG_CTS;
-    m->src = src;
-    m->team = a[0];
-    m->seq = a[1];
-    m->chunk = a[2] == CHUNK_ABORT ? 0 : a[2];
+    m->key.kind = a[2] == CHUNK_ABORT ? MSG_ABORT : MSG_CTS;
+    m->key.src = src;
+    m->key.team = a[0];
+    m->key.seq = a[1];
+    m->key.chunk = a[2] == CHUNK_ABORT ? 0 : a[2];
     m->off = a[3];
     q_add(m);
 }

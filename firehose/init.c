@@ -162,8 +162,6 @@ int fh_init(int *argc, char ***argv)
     }
     fh_log_set_verbose((int)rt->cfg.verbose);
     rt->reg_ops = fh_reg_pick(rt->cfg.reg_strategy);
-    rt->svc = &fh_reg_services;
-    fh_reg_bind(&rt->core);
 
     fh_set_error(FH_OK, "%s", "");   /* init_fail reports what the failing step set */
     int rc = fh_boot_open(&rt->boot);
@@ -175,6 +173,17 @@ int fh_init(int *argc, char ***argv)
     rt->rank = rt->boot->rank;
     rt->nranks = rt->boot->nranks;
     fh_log_set_rank(rt->rank);
+    /* Every rank finds the same mismatch (agree.c): each returns, none waits. */
+    if ((rc = fh_config_agree(rt->boot, &rt->cfg)) != FH_OK) {
+        if (rc != FH_ERR_CONFIG)
+            return init_fail(rt, rc);
+        rt->boot->ops->finalize(rt->boot);
+        free(rt);
+        atomic_store(&fh_rt_state, FH_RT_NONE);
+        return rc;
+    }
+    rt->svc = &fh_reg_services;
+    fh_reg_bind(&rt->core);     /* from here on the strategy's hooks may run */
     long threads = rt->cfg.max_threads;
     if (threads == 0) {
         /* One path per core: more threads than cores gain nothing from

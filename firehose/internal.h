@@ -198,6 +198,13 @@ void fh_tls_finalize(void);
 const void *fh_conduit_settings_of(const fh_rt_t *rt,
                                    const fh_conduit_settings_t *s);
 
+/* ---- agree.c: collective, in fh_init right after the bootstrap opens.
+ * FH_OK when every rank has the same value of every same_everywhere
+ * setting; else FH_ERR_CONFIG on every rank, fh_last_error() naming the
+ * first such variable, rank 0 and a rank that differs (and rank 0 logs
+ * it); FH_ERR_BOOTSTRAP/FH_ERR_NO_MEMORY if the exchange itself fails. */
+int fh_config_agree(fh_boot_t *boot, const fh_config_t *cfg);
+
 /* ---- peer.c: the runtime's own dead-peer check (no launcher needed) */
 /* Collective, in fh_init: every rank's host identity, pid, start time. */
 int  fh_peer_init(fh_rt_t *rt);

@@ -8,12 +8,17 @@
 
 #include "internal.h"
 
-#define NFIELDS (sizeof(fh_peer_stats_t) / sizeof(uint64_t))
+/* The counters: every field after the size/version header, all uint64_t. */
+#define FIRST offsetof(fh_peer_stats_t, puts)
+#define NFIELDS ((sizeof(fh_peer_stats_t) - FIRST) / sizeof(uint64_t))
+_Static_assert(FIRST + NFIELDS * sizeof(uint64_t) == sizeof(fh_peer_stats_t),
+               "fh_peer_stats_t: a header, then uint64_t counters only");
 
 static void add_peer(const fh_rt_t *rt, int rank, uint64_t *acc)
 {
     for (int i = 0; i < rt->npaths; i++) {
-        const uint64_t *f = (const uint64_t *)&rt->paths[i].stats[rank];
+        const uint64_t *f =
+            (const uint64_t *)((const char *)&rt->paths[i].stats[rank] + FIRST);
         for (size_t k = 0; k < NFIELDS; k++)
             acc[k] += __atomic_load_n(&f[k], __ATOMIC_RELAXED);
     }
@@ -26,20 +31,27 @@ int fh_stats_peer(int rank, fh_peer_stats_t *out)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_stats_peer: firehose is not initialized");
     if (out == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_stats_peer: NULL out");
+    if (out->size < FIRST)
+        return fh_set_error(FH_ERR_INVALID, "fh_stats_peer: out->size %u is smaller than "
+                            "the header (set it up with FH_PEER_STATS_INIT)", out->size);
     int rc = fh_check_rank("fh_stats_peer", rank);
     if (rc != FH_OK)
         return rc;
-    uint64_t acc[NFIELDS];
-    memset(acc, 0, sizeof acc);
+    fh_peer_stats_t all;
+    memset(&all, 0, sizeof all);
+    uint64_t *acc = (uint64_t *)((char *)&all + FIRST);
     if (rank == rt->rank) {
         for (int r = 0; r < rt->nranks; r++)
             add_peer(rt, r, acc);
     } else {
         add_peer(rt, rank, acc);
     }
-    memcpy(out, acc, sizeof *out);
     if (rt->reg_ops->stats != NULL)
-        rt->reg_ops->stats(&rt->core, rank, out);   /* the registration strategy's counters */
+        rt->reg_ops->stats(&rt->core, rank, &all);   /* the registration strategy's counters */
+    size_t n = out->size < sizeof all ? out->size : sizeof all;
+    all.size = (uint32_t)n;
+    all.version = FH_PEER_STATS_VERSION;
+    memcpy(out, &all, n);
     return FH_OK;
 }
 
@@ -78,7 +90,7 @@ int fh_stats_print(void *file)
     if (self != NULL && self->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "fh_stats_print: inside an AM handler");
     FILE *f = file ? file : stderr;
-    fh_peer_stats_t s;
+    fh_peer_stats_t s = FH_PEER_STATS_INIT;
     char who[32];
     for (int r = 0; r < rt->nranks; r++) {
         if (r == rt->rank)

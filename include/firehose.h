@@ -11,6 +11,18 @@
  *   - Functions return FH_OK (0) or a negative fh_err_t.  fh_strerror() turns a
  *     code into a sentence, fh_err_name() into its symbolic name.  When a call
  *     fails because of its arguments, nothing was sent and nothing changed.
+ *   - Every call's comment ends with the same block:
+ *       Blocking:     whether it may wait (poll the network, wait for
+ *                     other ranks or threads), see "Blocking" below;
+ *       Thread-safe:  whether other threads may call firehose meanwhile;
+ *       Handler-safe: whether it may be called inside an AM handler (if
+ *                     not, it returns FH_ERR_IN_HANDLER there);
+ *       Errors:       the codes it returns.  "The entry errors" are the
+ *                     ones every call that works on the calling thread's
+ *                     state checks first: FH_ERR_NOT_INIT (before fh_init,
+ *                     after fh_finalize), FH_ERR_STATE (the thread is
+ *                     exiting, see below), FH_ERR_IN_HANDLER.
+ *     Whenever a call returns an error, fh_last_error() says why.
  *   - Thread safety: after fh_init every function may be called by any thread
  *     concurrently (like MPI_THREAD_MULTIPLE).  Each thread gets its own
  *     independent communication path on first use (its own endpoint and
@@ -121,39 +133,73 @@ typedef enum fh_err {
 } fh_err_t;
 
 /* A sentence describing err ("remote range is outside the target's segments").
- * Never NULL; unknown codes give "unknown error".  Handler-safe; may be called
- * before fh_init. */
+ * Never NULL; unknown codes give "unknown error".  The string is static.  May
+ * be called at any time, also before fh_init and after fh_finalize.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.  Errors: none. */
 const char *fh_strerror(int err);
-/* The symbolic name ("FH_ERR_RANK"). Never NULL. Handler-safe. */
+/* The symbolic name ("FH_ERR_RANK"); a static string, never NULL.  Any time.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.  Errors: none. */
 const char *fh_err_name(int err);
-/* Details of the last error this thread got from a firehose call, e.g.
- * "fh_put: rank 7 is out of range [0, 4)".  Thread-local; handler-safe. */
+/* Details of the last error a firehose call recorded on this thread, e.g.
+ * "fh_put: rank 7 is out of range [0, 4)"; "" if none yet.  Any time.
+ * Lifetime: the string is this thread's own buffer (256 bytes, longer texts
+ * are cut): valid until the thread exits, and overwritten by the next
+ * error a firehose call of this thread records -- a successful call does
+ * not clear it (fh_init does), and handlers that run inside a call may
+ * record errors of their own calls.  Copy it to keep it.
+ * Blocking: no.  Thread-safe: yes (per thread).  Handler-safe: yes.
+ * Errors: none. */
 const char *fh_last_error(void);
 
 /* ---------------------------------------------------------- life cycle */
 
 /* Start the runtime.  Collective: every rank of the job calls it once.
  * Finds the launcher (fhrun, or a PMIx server such as mpirun/srun, or none =
- * a single rank), opens the conduit, exchanges endpoint addresses and returns
- * after all ranks have done so.  argc/argv may be NULL; they are not modified.
- * Blocking.  Not handler-safe (FH_ERR_IN_HANDLER).  FH_ERR_STATE if already
- * initialized. */
+ * a single rank), checks that the settings marked "must be equal on all
+ * ranks" (`fhinfo`) are, opens the conduit, exchanges endpoint addresses
+ * and returns after all ranks have done so.  argc/argv may be NULL; they
+ * are not modified.  A failure after the launcher was found and the
+ * settings agreed (no usable conduit, the network refusing, out of memory)
+ * does not return: it ends the whole job, every rank exiting with status 1
+ * and the reason on stderr.
+ * Blocking: yes.  Thread-safe: yes (one call wins; a second call, also a
+ * concurrent one from another thread, gets FH_ERR_STATE).  Handler-safe: no.
+ * Errors: FH_ERR_IN_HANDLER; FH_ERR_STATE (already initialized, or
+ * finalized: fh_init may be called once); FH_ERR_CONFIG (an FH_* variable
+ * has an invalid value, or a setting that must be equal on all ranks is
+ * not: then on every rank, naming the variable and two ranks);
+ * FH_ERR_BOOTSTRAP (the launcher cannot be reached or refuses us);
+ * FH_ERR_NO_MEMORY. */
 int fh_init(int *argc, char ***argv);
 
 /* Stop the runtime.  Collective; includes a barrier, so every rank's
- * outstanding operations to us have completed.  Outstanding NB/NBI operations
- * of the caller are completed first.  Segments are released.  After it, every
- * call but fh_init returns FH_ERR_NOT_INIT (fh_init may not be called again).
- * Prints statistics when FH_STATS=1. */
+ * outstanding operations to us have completed.  Outstanding NB/NBI
+ * operations of the caller are completed first (as by fh_quiet: their
+ * failures are not reported).  Segments are released.  After it, every
+ * call but fh_init returns FH_ERR_NOT_INIT (fh_init may not be called again;
+ * it returns FH_ERR_STATE).  Prints statistics when FH_STATS=1.
+ * Other threads: a collective another thread entered first is paired and
+ * completes before (see "Collectives"); apart from that no other thread may
+ * be inside a firehose call while fh_finalize runs (it frees what they
+ * use); calls they make after it returned get FH_ERR_NOT_INIT.
+ * Blocking: yes.  Thread-safe: see above.  Handler-safe: no.
+ * Errors: the entry errors; otherwise FH_OK. */
 int fh_finalize(void);
 
-/* This process's rank, or FH_ERR_NOT_INIT.  Handler-safe. */
+/* This process's rank.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT (returned instead of a rank). */
 int fh_rank(void);
-/* Number of ranks in the job, or FH_ERR_NOT_INIT.  Handler-safe. */
+/* Number of ranks in the job.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT (returned instead of the number). */
 int fh_nranks(void);
 
-/* End the whole job now with exit code `code` (nonzero) after printing msg.
- * Never returns.  Handler-safe. */
+/* End the whole job now with exit code `code` (0 becomes 1) after printing
+ * msg (may be NULL); every rank exits.  Never returns.  Any time: before
+ * fh_init (or after fh_finalize) it ends this process only.
+ * Blocking: no (it does not wait for other ranks).  Thread-safe: yes.
+ * Handler-safe: yes.  Errors: none (never returns). */
 #if defined(__GNUC__)
 #define FH_NORETURN __attribute__((noreturn))
 #else
@@ -171,16 +217,24 @@ void fh_abort(int code, const char *msg) FH_NORETURN;
  * of rank r's piece is a valid RMA/atomic target for every rank. */
 typedef uint32_t fh_seg_t;
 
-/* Collective, blocking, not handler-safe.  Allocates `size` bytes here and
- * learns every rank's base and size.  *seg identifies the segment on every
- * rank (the same value everywhere).  FH_ERR_LIMIT past FH_MAX_SEGMENTS;
- * FH_ERR_NO_MEMORY if mmap or registration fails; FH_ERR_STATE if the
- * ranks' collectives do not pair up (see "Collectives" above).
- * *local_base may be NULL if the caller does not want it. */
+/* Collective.  Allocates `size` bytes here and learns every rank's base and
+ * size.  *seg identifies the segment on every rank (the same value
+ * everywhere).  *local_base may be NULL if the caller does not want it.
+ * When one rank cannot create its piece, every rank's call fails with that
+ * rank's error (naming it) and no segment exists.
+ * Blocking: yes.  Thread-safe: yes (see "Collectives").  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_INVALID (NULL seg); FH_ERR_OVERFLOW
+ * (size over SIZE_MAX/4); FH_ERR_LIMIT (FH_MAX_SEGMENTS segments exist);
+ * FH_ERR_NO_MEMORY (mmap or registration failed); FH_ERR_STATE (the ranks'
+ * collectives do not pair up, see "Collectives" above); FH_ERR_BOOTSTRAP
+ * (the exchange failed). */
 int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base);
 
 /* Base address and size of `rank`'s piece of `seg` (base NULL if size 0).
- * Non-blocking, thread-safe, handler-safe.  Either out pointer may be NULL. */
+ * Either out pointer may be NULL.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_RANK; FH_ERR_INVALID (seg is not a live
+ * segment). */
 int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
 
 /* Collective, blocking, not handler-safe.  Every rank must have completed its
@@ -192,10 +246,12 @@ int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
  * the piece and waits until every holder acknowledged): a peer that still
  * uses an old key gets an error, never the memory mapped there later
  * (where the transport checks keys at all; see docs/firehose-cache.md,
- * "Key lifetime").  FH_ERR_INVALID if seg is not a live segment (also when
- * another thread of this rank destroyed it first); FH_ERR_STATE, the
- * segment left alive, if the ranks' paired calls name different segments
- * or are not all fh_segment_destroy ("Collectives" above). */
+ * "Key lifetime").
+ * Blocking: yes.  Thread-safe: yes (see "Collectives").  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_INVALID if seg is not a live segment
+ * (also when another thread of this rank destroyed it first); FH_ERR_STATE,
+ * the segment left alive, if the ranks' paired calls name different
+ * segments or are not all fh_segment_destroy ("Collectives" above). */
 int fh_segment_destroy(fh_seg_t seg);
 
 /* -------------------------------------------------------- active messages */
@@ -207,6 +263,10 @@ int fh_segment_destroy(fh_seg_t seg);
 #define FH_AM_USER_LAST  255
 #define FH_AM_MAX_ARGS   8
 
+/* A token stands for the message a handler is serving.  Lifetime: valid only
+ * while that handler runs (it lives on the polling thread's stack): do not
+ * keep it, pass it to another thread or use it after the handler returned
+ * (nothing detects that). */
 typedef struct fh_token *fh_token_t;
 
 /* One signature for all three kinds:
@@ -218,30 +278,48 @@ typedef struct fh_token *fh_token_t;
  * args[0..nargs) are the sender's arguments.  A handler runs to completion on
  * one thread, must not block (no waiting on other ranks, no fh_wait, no
  * fh_barrier), and may call only handler-safe functions; a request handler
- * may send at most one reply through its token. */
+ * may send at most one reply through its token, before it returns. */
 typedef void (*fh_am_handler_t)(fh_token_t token, void *buf, size_t nbytes,
                                 const uint64_t *args, unsigned nargs);
 
 /* Register fn at index.  Not collective (but see the symmetry rule above);
- * thread-safe; not handler-safe.  FH_ERR_HANDLER if the index is outside the
- * client range; re-registering an index replaces the handler.  May be called
- * before fh_init. `name` (may be NULL) appears in error messages. */
+ * re-registering an index replaces the handler.  May be called before
+ * fh_init (and is not refused after fh_finalize). `name` (may be NULL)
+ * appears in error messages; it must stay valid while registered.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: FH_ERR_HANDLER (index outside the client range); FH_ERR_INVALID
+ * (NULL fn); FH_ERR_IN_HANDLER. */
 int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name);
 
-/* Rank that sent the message the handler is serving.  Handler-safe. */
+/* Rank that sent the message the handler is serving.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes (that is where tokens
+ * exist).  Errors: FH_ERR_INVALID (NULL token or rank). */
 int fh_token_source(fh_token_t token, int *rank);
 
-/* Limits.  Handler-safe; valid after fh_init. */
+/* Limits, fixed by fh_init.  A size_t carries no error: before fh_init and
+ * after fh_finalize they return 0.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.  Errors: none. */
 size_t fh_am_max_medium(void);     /* payload of a medium request or reply */
 size_t fh_am_max_long(void);       /* payload of a long request */
 size_t fh_am_max_long_reply(void); /* payload of a long reply (replies never
                                       block, so they are sent inline) */
 
-/* Requests.  Not handler-safe.  They may block only for flow control (waiting
- * for the target to free receive buffers, polling meanwhile), never for the
- * handler to run.  On return the source buffer may be reused.  Messages from
- * one thread to one rank are delivered in order for short and medium; a long
- * message's handler runs after its payload is visible at the target. */
+/* Requests.  They may block only for flow control (waiting for the target to
+ * free receive buffers, polling meanwhile), never for the handler to run;
+ * a long payload over fh_am_max_medium() is first written by RMA, which
+ * the call waits for.  On return the source buffer may be reused.  Messages
+ * from one thread to one rank are delivered in order for short and medium;
+ * a long message's handler runs after its payload is visible at the target.
+ * Blocking: for flow control only (above).  Thread-safe: yes.  Handler-safe:
+ * no.
+ * Errors: the entry errors; FH_ERR_RANK; FH_ERR_HANDLER (outside the client
+ * range, or not registered here: the sender checks its own table);
+ * FH_ERR_TOO_BIG (nargs over FH_AM_MAX_ARGS, a medium payload over
+ * fh_am_max_medium(), a long one over FH_MAX_XFER); FH_ERR_INVALID (NULL
+ * args, src or long dst with a length);
+ * FH_ERR_OVERFLOW; long: FH_ERR_OUT_OF_SEGMENT (dst not inside one segment
+ * of rank), and the errors of fh_put for its payload; FH_ERR_TRANSPORT
+ * (the network refused the message). */
 int fh_am_request_short(int rank, unsigned handler,
                         const uint64_t *args, unsigned nargs);
 int fh_am_request_medium(int rank, unsigned handler, const void *src,
@@ -251,9 +329,16 @@ int fh_am_request_long(int rank, unsigned handler, const void *src,
                        size_t nbytes, void *dst, const uint64_t *args,
                        unsigned nargs);
 
-/* Replies: callable only from a request handler, at most once per token
- * (FH_ERR_STATE on a second reply, FH_ERR_IN_HANDLER outside a request
- * handler).  Never block.  Handler-safe by definition. */
+/* Replies: callable only from a request handler, with its token, before it
+ * returns, at most once per token.  A reply that the network cannot take
+ * yet is queued and sent by later progress.  fh_am_reply_long's payload is
+ * at most fh_am_max_long_reply() bytes, to dst in the requester's segment.
+ * Blocking: no.  Thread-safe: the handler's thread only (the token's).
+ * Handler-safe: yes, by definition.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_IN_HANDLER (outside a request handler, or
+ * from a reply handler); FH_ERR_STATE (a second reply); FH_ERR_HANDLER;
+ * FH_ERR_TOO_BIG; FH_ERR_INVALID (NULL with a length); long:
+ * FH_ERR_OUT_OF_SEGMENT, FH_ERR_OVERFLOW (dst). */
 int fh_am_reply_short(fh_token_t token, unsigned handler,
                       const uint64_t *args, unsigned nargs);
 int fh_am_reply_medium(fh_token_t token, unsigned handler, const void *src,
@@ -282,10 +367,24 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * the destination memory (for a put: at the target, to its loads and to later
  * RMA from any rank; for a get: in the local buffer).  Until completion the
  * source of a put must not be modified and the destination of a get must not
- * be read.  No ordering holds between two incomplete operations.  */
+ * be read.  No ordering holds between two incomplete operations.
+ *
+ * Errors, common to the put and get calls below (when the call returns one
+ * of the argument errors, nothing was sent): the entry errors;
+ * FH_ERR_RANK; FH_ERR_INVALID (NULL local or remote address with a
+ * length; NB: NULL h; strided: a zero destination stride); FH_ERR_TOO_BIG
+ * (over FH_MAX_XFER); FH_ERR_OVERFLOW (an address range wraps);
+ * FH_ERR_OUT_OF_SEGMENT; FH_ERR_NO_MEMORY (a local registration or the
+ * queue of waiting transfers could not be made).  A failure after the
+ * transfer started -- FH_ERR_TRANSPORT from the network, or the target
+ * refusing a registration the strategy asked for -- is the blocking call's
+ * return value, and the NB/NBI operation's status (fh_wait/fh_test,
+ * fh_wait_nbi). */
 #define FH_MAX_XFER ((size_t)1 << 36)
 
-/* Blocking: complete on return.  Not handler-safe. */
+/* Complete on return.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the common ones above. */
 int fh_put(int rank, void *dst, const void *src, size_t nbytes);
 int fh_get(void *dst, int rank, const void *src, size_t nbytes);
 
@@ -299,7 +398,12 @@ int fh_get(void *dst, int rank, const void *src, size_t nbytes);
  * wait on).  A failure found after part of the transfer started (the
  * network refusing a piece, a registration the cache cannot make) is the
  * operation's status, returned by fh_wait/fh_test; the call itself then
- * returns FH_OK.  Not handler-safe. */
+ * returns FH_OK.  On an error return other than the entry errors (and a
+ * NULL h) *h is FH_HANDLE_DONE.
+ * Blocking: no (see "Blocking" at the top).  Thread-safe: yes.
+ * Handler-safe: no.
+ * Errors: the common ones above; FH_ERR_LIMIT (this thread's path has no
+ * free handle: wait for some first). */
 typedef uint64_t fh_handle_t;
 #define FH_HANDLE_DONE ((fh_handle_t)0)
 
@@ -307,27 +411,47 @@ int fh_put_nb(int rank, void *dst, const void *src, size_t nbytes,
               fh_handle_t *h);
 int fh_get_nb(void *dst, int rank, const void *src, size_t nbytes,
               fh_handle_t *h);
-/* Blocks until h is complete; returns the operation's status. */
+/* Waits until h is complete and consumes it; FH_HANDLE_DONE returns FH_OK
+ * at once.
+ * Blocking: yes.  Thread-safe: yes (each thread its own handles).
+ * Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_HANDLE (stale, consumed, another
+ * thread's); else the operation's status (FH_OK or its first error). */
 int fh_wait(fh_handle_t h);
-/* Non-blocking: FH_OK if complete (handle consumed), FH_ERR_AGAIN if not,
- * another code if the operation failed (consumed). Polls once. */
+/* Polls once: FH_OK if complete (handle consumed), FH_ERR_AGAIN if not,
+ * the operation's error if it failed (consumed).
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: as fh_wait, plus FH_ERR_AGAIN (not complete; not an error). */
 int fh_test(fh_handle_t h);
-/* Waits for every handle in hs[0..n) (each consumed).  Returns the first
- * failure, or FH_OK. */
+/* fh_wait on every handle in hs[0..n), each consumed and set to
+ * FH_HANDLE_DONE.  Returns the first failure, or FH_OK (also for n == 0, at
+ * any time).
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: FH_ERR_INVALID (NULL hs with n > 0); the first error fh_wait
+ * returned. */
 int fh_wait_all(fh_handle_t *hs, size_t n);
 
 /* Implicit-handle (NBI): counted per thread; fh_wait_nbi completes all NBI
- * puts and gets this thread issued.  Non-blocking like fh_put_nb.  Not
- * handler-safe. */
+ * puts and gets this thread issued.  Non-blocking like fh_put_nb.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the common ones above (a failure after the start goes to
+ * fh_wait_nbi). */
 int fh_put_nbi(int rank, void *dst, const void *src, size_t nbytes);
 int fh_get_nbi(void *dst, int rank, const void *src, size_t nbytes);
+/* Waits for this thread's NBI puts and gets.  Returns the first error of
+ * those that failed since the previous fh_wait_nbi, once (the next call
+ * starts clean), else FH_OK.
+ * Blocking: yes.  Thread-safe: yes (per thread).  Handler-safe: no.
+ * Errors: the entry errors; the first failed NBI operation's error. */
 int fh_wait_nbi(void);
 
 /* Strided transfers (as needed by Co-Array Fortran sections and OpenSHMEM
  * iput/iget): `count` blocks of `blksize` bytes; block i goes from
  * src + i*src_stride to dst + i*dst_stride.  Strides are in bytes and may be
  * negative or zero (zero only on the source side of a put / the remote side
- * of a get).  Blocking.  Not handler-safe. */
+ * of a get).  count or blksize 0 is a no-op that succeeds.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the common ones above, for the whole hull of the blocks. */
 int fh_put_strided(int rank, void *dst, ptrdiff_t dst_stride,
                    const void *src, ptrdiff_t src_stride,
                    size_t blksize, size_t count);
@@ -343,7 +467,11 @@ int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank,
  * shared path (FH_PATHS=shared, or more threads than FH_MAX_THREADS); it
  * waits by the FH_WAIT_SPIN policy (yielding the core).  It does not
  * consume handles: each NB handle must still be passed to fh_wait/fh_test/
- * fh_wait_all (they then report it complete at once).  Not handler-safe. */
+ * fh_wait_all (they then report it complete at once).  It reports no
+ * operation's failure: those stay with the handles (fh_wait, fh_test) and
+ * with fh_wait_nbi.
+ * Blocking: yes.  Thread-safe: yes (per thread).  Handler-safe: no.
+ * Errors: the entry errors; otherwise FH_OK. */
 int fh_quiet(void);
 
 /* --------------------------------------------------------------- atomics */
@@ -366,10 +494,14 @@ int fh_quiet(void);
  * forms *h is FH_HANDLE_DONE): FH_ERR_RANK; FH_ERR_INVALID for an op outside
  * the enum, a NULL target or (NB) a NULL h; FH_ERR_ALIGN for a target not
  * aligned to the operand size; FH_ERR_OUT_OF_SEGMENT; FH_ERR_LIMIT when the
- * thread has too many operations outstanding; FH_ERR_NOT_INIT,
- * FH_ERR_IN_HANDLER.  The target validates every request again (width, op,
+ * thread has too many operations outstanding; FH_ERR_NO_MEMORY (NB: no
+ * memory to queue a request that waits for a credit); the entry errors
+ * (see the top).  The target validates every request again (width, op,
  * alignment, segment) and refuses a bad one with an error reply, counted in
- * its atomics_refused for the sender (see fh_peer_stats_t). */
+ * its atomics_refused for the sender (see fh_peer_stats_t): the
+ * operation's status is then the target's code (FH_ERR_INVALID,
+ * FH_ERR_ALIGN, FH_ERR_OUT_OF_SEGMENT); FH_ERR_TRANSPORT when the request
+ * cannot be sent or the reply is malformed. */
 typedef enum fh_atomic_op {
     FH_AOP_FETCH = 0,    /* *fetched = *target                           */
     FH_AOP_SET,          /* *target = operand                            */
@@ -382,13 +514,15 @@ typedef enum fh_atomic_op {
     FH_AOP__COUNT
 } fh_atomic_op_t;
 
-/* Blocking: the operation has taken effect at the target on return, and
- * *fetched holds the old value.  fetched may be NULL for ops whose old value
- * is not wanted.  Thread-safe; not handler-safe. */
+/* The operation has taken effect at the target on return, and *fetched
+ * holds the old value.  fetched may be NULL for ops whose old value is not
+ * wanted.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the common ones above, including the target's refusal. */
 int fh_atomic(int rank, uint64_t *target, fh_atomic_op_t op,
               uint64_t operand, uint64_t compare, uint64_t *fetched);
-/* The same on a 32-bit integer at a 4-byte aligned target.  Blocking;
- * thread-safe; not handler-safe. */
+/* The same on a 32-bit integer at a 4-byte aligned target.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.  Errors: as fh_atomic. */
 int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op,
                 uint32_t operand, uint32_t compare, uint32_t *fetched);
 
@@ -407,7 +541,9 @@ int fh_atomic32(int rank, uint32_t *target, fh_atomic_op_t op,
  * most once, and not at all if the operation fails (the failure -- e.g. the
  * target refusing the request -- is the status fh_wait/fh_test return).
  * No order holds between incomplete atomics, even to one location (each is
- * still atomic).  Thread-safe; not handler-safe. */
+ * still atomic).
+ * Blocking: no (see "Blocking" at the top).  Thread-safe: yes.
+ * Handler-safe: no.  Errors: the common ones above. */
 int fh_atomic_nb(int rank, uint64_t *target, fh_atomic_op_t op,
                  uint64_t operand, uint64_t compare, uint64_t *fetched,
                  fh_handle_t *h);
@@ -419,22 +555,31 @@ int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op,
 
 /* Collective barrier over all ranks: no rank returns before every rank has
  * entered.  Does not complete the caller's NB/NBI operations (use fh_quiet
- * first for that).  Blocking; not handler-safe.  Calls from several threads
- * of one rank form successive barriers of that rank; FH_ERR_STATE when the
- * paired calls of other ranks are other collectives (see "Collectives"). */
+ * first for that).  Calls from several threads of one rank form successive
+ * barriers of that rank.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_STATE when the paired calls of other
+ * ranks are other collectives (see "Collectives"); FH_ERR_TRANSPORT if a
+ * barrier message cannot be sent. */
 int fh_barrier(void);
 
 /* Runs the progress engine once: reaps completions and runs pending AM
- * handlers.  Non-blocking; not handler-safe (FH_ERR_IN_HANDLER). */
+ * handlers.  Failures of operations it completes go to their status, not
+ * to its return value.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the entry errors; otherwise FH_OK. */
 int fh_poll(void);
 
 /* Collective: each rank contributes `len` bytes from in; out receives
- * nranks*len bytes in rank order.  Blocking; not handler-safe.  Useful to
- * clients for exchanging metadata (e.g. symmetric allocation), not for bulk
- * data: it runs over the bootstrap, and nranks*len may be at most 1 GiB
- * (else FH_ERR_TOO_BIG), so each rank contributes at most 1 GiB / nranks.
- * Every rank must pass the same len; FH_ERR_STATE (out untouched) when the
- * paired calls differ in len or are other collectives (see "Collectives"). */
+ * nranks*len bytes in rank order.  Useful to clients for exchanging
+ * metadata (e.g. symmetric allocation), not for bulk data: it runs over
+ * the bootstrap, and nranks*len may be at most 1 GiB, so each rank
+ * contributes at most 1 GiB / nranks.  Every rank must pass the same len.
+ * Blocking: yes.  Thread-safe: yes (see "Collectives").  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_INVALID (NULL in or out with len > 0);
+ * FH_ERR_TOO_BIG (nranks*len over 1 GiB); FH_ERR_STATE (out untouched)
+ * when the paired calls differ in len or are other collectives (see
+ * "Collectives"); FH_ERR_BOOTSTRAP (the exchange failed). */
 int fh_allgather(const void *in, void *out, size_t len);
 
 /* ----------------------------------------------------------- tunables */
@@ -442,8 +587,10 @@ int fh_allgather(const void *in, void *out, size_t len);
 /* The effective value (environment or default) of the FH_* size variable
  * `name` of the runtime's table (`fhinfo` lists it; the libraries built on
  * firehose keep their tunables there too, e.g. FH_CAF_HEAP), as parsed and
- * checked by fh_init.  FH_ERR_INVALID for an unknown name or one that is
- * not a size.  Thread-safe, handler-safe; valid after fh_init. */
+ * checked by fh_init.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_INVALID (NULL argument, an unknown name
+ * or one that is not a size). */
 int fh_config_size(const char *name, size_t *value);
 
 /* ------------------------------------------------------------ statistics */
@@ -507,6 +654,11 @@ int fh_config_size(const char *name, size_t *value);
  *                          operand over 32 bits, misaligned, outside our
  *                          segments (a correct initiator never sends them) */
 typedef struct fh_peer_stats {
+    uint32_t size;     /* in: bytes the caller's struct has (the
+                          FH_PEER_STATS_INIT it was built with); out: bytes
+                          filled, min(size, the library's sizeof) */
+    uint32_t version;  /* out: the library's FH_PEER_STATS_VERSION (new
+                          versions only append counters) */
     uint64_t puts, gets, put_bytes, get_bytes;
     uint64_t am_sent, am_received, atomics;  /* AMs exclude the registration
                                                  strategy's (see reg_moves) */
@@ -523,15 +675,68 @@ typedef struct fh_peer_stats {
     uint64_t atomics_refused;
 } fh_peer_stats_t;
 
-/* Counters for `rank` (this rank gives the local totals).  Thread-safe,
- * handler-safe; values are read without stopping other threads, so they may
- * be slightly out of date. */
+#define FH_PEER_STATS_VERSION 1
+/* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
+ *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
+#define FH_PEER_STATS_INIT \
+    { .size = (uint32_t)sizeof(fh_peer_stats_t), .version = FH_PEER_STATS_VERSION }
+
+/* Counters for `rank` (this rank gives the local totals) into the first
+ * out->size bytes of *out (the library's counters a caller built against
+ * an older header does not know are left out; a newer caller's extra
+ * counters are left alone); out->size and out->version then describe what
+ * was filled.  Values are read without stopping other threads, so they may
+ * be slightly out of date.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_INVALID for a NULL out or an out->size
+ * smaller than the size/version header (8 bytes: a struct not set up with
+ * FH_PEER_STATS_INIT); FH_ERR_RANK. */
 int fh_stats_peer(int rank, fh_peer_stats_t *out);
 
 /* Human-readable statistics to the given stdio FILE* (void * to keep
- * <stdio.h> out of this header).  Also done at fh_finalize with FH_STATS=1.
- * Not handler-safe (FH_ERR_IN_HANDLER). */
+ * <stdio.h> out of this header; NULL = stderr).  Also done at fh_finalize
+ * with FH_STATS=1.  Write errors of the FILE* are not reported.
+ * Blocking: yes (stdio may wait for the file; it never waits for other
+ * ranks).  Thread-safe: yes.  Handler-safe: no.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_IN_HANDLER. */
 int fh_stats_print(void *file);
+
+/* ----------------------------------------------------------------- query */
+
+/* What this runtime is running with, for clients that adapt to it (e.g.
+ * whether any mapped address is an RMA target).  Set up with FH_INFO_INIT;
+ * fh_query fills min(size, the library's sizeof) bytes, like
+ * fh_stats_peer.  Every string is static (valid for the life of the
+ * process, also after fh_finalize). */
+typedef struct fh_info {
+    uint32_t size;            /* in: sizeof the caller's struct; out: filled */
+    uint32_t version;         /* out: the library's FH_INFO_VERSION */
+    const char *conduit;      /* "ofi" or "ibv" (FH_CONDUIT after auto) */
+    const char *reg_strategy; /* FH_REG_STRATEGY: "firehose", "pin-everything",
+                                 "rendezvous", "rendezvous-cache", "bounce" */
+    const char *segment_mode; /* FH_SEGMENT: "segments" or "everything" */
+    const char *paths;        /* FH_PATHS: "independent" or "shared" */
+    const char *bootstrap;    /* "fhrun", "pmix" or "singleton" */
+    int rank, nranks;
+    int npaths;               /* communication paths per rank, the service
+                                 path included (1 with FH_PATHS=shared) */
+    int any_address;          /* 1: an RMA target may be any mapped address
+                                 of the target rank (FH_SEGMENT=everything),
+                                 0: only addresses inside segments */
+    int needs_local_mr;       /* 1: the conduit needs registered local
+                                 buffers (ibv): local buffers outside the
+                                 segments cost a registration */
+} fh_info_t;
+
+#define FH_INFO_VERSION 1
+#define FH_INFO_INIT { .size = (uint32_t)sizeof(fh_info_t), .version = FH_INFO_VERSION }
+
+/* Fills *info as described above.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT (before fh_init, after fh_finalize);
+ * FH_ERR_INVALID for a NULL info or an info->size smaller than the
+ * size/version header (8 bytes). */
+int fh_query(fh_info_t *info);
 
 #ifdef __cplusplus
 }

@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 
     /* Receive buffers never ran out: nothing was dropped. */
     if (me == 0) {
-        fh_peer_stats_t st;
+        fh_peer_stats_t st = FH_PEER_STATS_INIT;
         CHECK_OK(fh_stats_peer(0, &st));
         CHECK(st.am_dropped == 0, "am_dropped", "0, saw %" PRIu64, st.am_dropped);
     }

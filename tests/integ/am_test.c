@@ -497,7 +497,7 @@ static void rs_req(fh_token_t tok, void *buf, size_t nbytes,
     int peer = (me + 1) % N;
     uint64_t v = 0, a = 1;
     fh_handle_t h = FH_HANDLE_DONE;
-    fh_peer_stats_t st;
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
     void *b; size_t sz;
     CHECK_RC(fh_put(peer, bases[peer], &v, 8), FH_ERR_IN_HANDLER);
     CHECK_RC(fh_get(&v, peer, bases[peer], 8), FH_ERR_IN_HANDLER);

@@ -8,6 +8,18 @@
  *     request after the replacement runs the new handler only (and short,
  *     medium and reply handlers alike); registering again before fh_init and
  *     after it both work.
+ *   query: fh_query before fh_init and after fh_finalize is FH_ERR_NOT_INIT;
+ *     after it, it reports this rank, the job size, the FH_REG_STRATEGY,
+ *     FH_SEGMENT and FH_PATHS in force (the environment's, else the
+ *     defaults), the fhrun bootstrap, any_address exactly with
+ *     FH_SEGMENT=everything, and works inside an AM handler; a NULL info or
+ *     a size below the 8-byte header is FH_ERR_INVALID; a caller whose
+ *     struct is shorter (an older header) gets exactly its bytes filled.
+ *   stats size: fh_stats_peer with a size below the header is
+ *     FH_ERR_INVALID; with a size of the header plus one counter it fills
+ *     just those 16 bytes (size 16, version FH_PEER_STATS_VERSION); with a
+ *     larger struct (a newer header) it fills sizeof(fh_peer_stats_t) and
+ *     leaves the rest alone; it works inside an AM handler.
  *   --abort-main CODE: after the checks, rank N-1 calls fh_abort(CODE, msg)
  *     from the main thread while the others wait in fh_barrier.
  *   --abort-handler CODE: rank 0 sends a request to rank N-1 whose handler
@@ -26,9 +38,16 @@
 static int me, N;
 static volatile uint64_t ran_a, ran_b, replies_a, replies_b;
 
+static volatile int handler_query_rc = 1, handler_stats_rc = 1;
+
 static void h_a(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
     (void)buf; (void)n; (void)a; (void)na;
+    /* Both are handler-safe (include/firehose.h). */
+    fh_info_t info = FH_INFO_INIT;
+    handler_query_rc = fh_query(&info);
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
+    handler_stats_rc = fh_stats_peer(me, &st);
     __atomic_add_fetch(&ran_a, 1, __ATOMIC_RELEASE);
     CHECK_OK(fh_am_reply_short(tok, H_REP, NULL, 0));
 }
@@ -115,6 +134,117 @@ static void stats_phase(void)
     TU_SAY("stats: fh_stats_print wrote %d peer rows and the total\n", peers);
 }
 
+/* The value of an enum variable in force: the environment's, else dflt. */
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : dflt;
+}
+
+static void query_phase(void)
+{
+    CHECK_RC(fh_query(NULL), FH_ERR_INVALID);
+    fh_info_t bad = FH_INFO_INIT;
+    bad.size = 7;
+    CHECK_RC(fh_query(&bad), FH_ERR_INVALID);
+    bad.size = 0;
+    CHECK_RC(fh_query(&bad), FH_ERR_INVALID);
+
+    fh_info_t info = FH_INFO_INIT;
+    CHECK_OK(fh_query(&info));
+    CHECK(info.size == sizeof info && info.version == FH_INFO_VERSION, "fh_query header",
+          "size %zu version %d, saw %u and %u", sizeof info, FH_INFO_VERSION, info.size,
+          info.version);
+    CHECK(info.rank == me && info.nranks == N, "fh_query rank and nranks",
+          "%d of %d, saw %d of %d", me, N, info.rank, info.nranks);
+    CHECK(info.conduit != NULL && (strcmp(info.conduit, "ofi") == 0 ||
+                                   strcmp(info.conduit, "ibv") == 0),
+          "fh_query conduit", "ofi or ibv, saw %s", info.conduit ? info.conduit : "NULL");
+    const char *want = env_or("FH_REG_STRATEGY", "firehose");
+    CHECK(info.reg_strategy != NULL && strcmp(info.reg_strategy, want) == 0,
+          "fh_query reg_strategy", "%s, saw %s", want,
+          info.reg_strategy ? info.reg_strategy : "NULL");
+    want = env_or("FH_SEGMENT", "segments");
+    CHECK(info.segment_mode != NULL && strcmp(info.segment_mode, want) == 0,
+          "fh_query segment_mode", "%s, saw %s", want,
+          info.segment_mode ? info.segment_mode : "NULL");
+    CHECK(info.any_address == (strcmp(want, "everything") == 0), "fh_query any_address",
+          "%d with FH_SEGMENT=%s, saw %d", strcmp(want, "everything") == 0, want,
+          info.any_address);
+    want = env_or("FH_PATHS", "independent");
+    CHECK(info.paths != NULL && strcmp(info.paths, want) == 0, "fh_query paths",
+          "%s, saw %s", want, info.paths ? info.paths : "NULL");
+    CHECK(strcmp(want, "shared") == 0 ? info.npaths == 1 : info.npaths >= 2,
+          "fh_query npaths", "1 path when shared, else the service path and at least "
+          "one thread path; saw %d with FH_PATHS=%s", info.npaths, want);
+    CHECK(info.bootstrap != NULL && strcmp(info.bootstrap, "fhrun") == 0,
+          "fh_query bootstrap", "fhrun, saw %s", info.bootstrap ? info.bootstrap : "NULL");
+    CHECK(info.needs_local_mr == (strcmp(info.conduit, "ibv") == 0),
+          "fh_query needs_local_mr", "1 on ibv only, saw %d on %s", info.needs_local_mr,
+          info.conduit);
+
+    /* An older caller: its struct ends after `conduit`. */
+    union { fh_info_t info; unsigned char b[sizeof(fh_info_t)]; } old;
+    memset(&old, 0xa5, sizeof old);
+    old.info.size = (uint32_t)offsetof(fh_info_t, reg_strategy);
+    old.info.version = 1;
+    CHECK_OK(fh_query(&old.info));
+    size_t tail = offsetof(fh_info_t, reg_strategy);
+    int untouched = 1;
+    for (size_t i = tail; i < sizeof old; i++)
+        untouched &= old.b[i] == 0xa5;
+    CHECK(old.info.size == tail && old.info.conduit == info.conduit && untouched,
+          "fh_query with a shorter struct", "size %zu, the conduit filled and nothing "
+          "after it, saw size %u, conduit %s, bytes after it %s", tail, old.info.size,
+          old.info.conduit == info.conduit ? "as expected" : "different",
+          untouched ? "untouched" : "written");
+    TU_SAY("query: fh_query reports %s, %s, FH_SEGMENT=%s, %d paths\n", info.conduit,
+           info.reg_strategy, info.segment_mode, info.npaths);
+}
+
+static void stats_size_phase(void)
+{
+    fh_peer_stats_t bad = FH_PEER_STATS_INIT;
+    bad.size = 7;
+    CHECK_RC(fh_stats_peer(me, &bad), FH_ERR_INVALID);
+    bad.size = 0;
+    CHECK_RC(fh_stats_peer(me, &bad), FH_ERR_INVALID);
+
+    /* Header plus one counter (puts): 16 bytes filled, not one more. */
+    union { fh_peer_stats_t s; unsigned char b[sizeof(fh_peer_stats_t)]; } part;
+    memset(&part, 0xa5, sizeof part);
+    size_t want = offsetof(fh_peer_stats_t, puts) + sizeof(uint64_t);
+    part.s.size = (uint32_t)want;
+    part.s.version = 0;
+    CHECK_OK(fh_stats_peer(me, &part.s));
+    int untouched = 1;
+    for (size_t i = want; i < sizeof part; i++)
+        untouched &= part.b[i] == 0xa5;
+    fh_peer_stats_t full = FH_PEER_STATS_INIT;
+    CHECK_OK(fh_stats_peer(me, &full));
+    CHECK(part.s.size == want && part.s.version == FH_PEER_STATS_VERSION && untouched &&
+          part.s.puts <= full.puts, "fh_stats_peer with a 16-byte struct",
+          "size %zu, version %d, puts filled, nothing after it; saw size %u, version %u, "
+          "puts %" PRIu64 " (then %" PRIu64 "), bytes after it %s", want,
+          FH_PEER_STATS_VERSION, part.s.size, part.s.version, part.s.puts, full.puts,
+          untouched ? "untouched" : "written");
+    CHECK(full.size == sizeof full && full.version == FH_PEER_STATS_VERSION,
+          "fh_stats_peer header", "size %zu version %d, saw %u and %u", sizeof full,
+          FH_PEER_STATS_VERSION, full.size, full.version);
+
+    /* A newer caller: a longer struct; what the library does not know stays. */
+    struct { fh_peer_stats_t s; uint64_t later[4]; } big;
+    memset(&big, 0xa5, sizeof big);
+    big.s.size = (uint32_t)sizeof big;
+    big.s.version = FH_PEER_STATS_VERSION + 1;
+    CHECK_OK(fh_stats_peer(me, &big.s));
+    CHECK(big.s.size == sizeof(fh_peer_stats_t) && big.later[0] == 0xa5a5a5a5a5a5a5a5ull &&
+          big.later[3] == 0xa5a5a5a5a5a5a5a5ull, "fh_stats_peer with a longer struct",
+          "size %zu and the extra counters untouched, saw size %u", sizeof(fh_peer_stats_t),
+          big.s.size);
+    TU_SAY("stats size: fh_stats_peer fills the caller's size, refuses one below the header\n");
+}
+
 static void replace_phase(void)
 {
     int t = (me + 1) % N;
@@ -123,6 +253,9 @@ static void replace_phase(void)
     CHECK_OK(fh_barrier());
     CHECK(ran_a == 1 && ran_b == 0, "handler before the replacement",
           "the first one once, saw a=%" PRIu64 " b=%" PRIu64, ran_a, ran_b);
+    CHECK(handler_query_rc == FH_OK && handler_stats_rc == FH_OK,
+          "fh_query and fh_stats_peer in an AM handler", "FH_OK from both, saw %d and %d",
+          handler_query_rc, handler_stats_rc);
     /* Replace the request handler and the reply handler, after fh_init. */
     CHECK_OK(fh_am_register(H_A, h_b, "replacement"));
     CHECK_OK(fh_am_register(H_REP, rep_b, "replacement reply"));
@@ -144,6 +277,8 @@ int main(int argc, char **argv)
     CHECK_OK(fh_am_register(H_A, h_a, "a"));
     CHECK_OK(fh_am_register(H_REP, rep_a, "reply a"));
     CHECK_OK(fh_am_register(H_ABORT, h_abort, "abort"));
+    fh_info_t info = FH_INFO_INIT;
+    CHECK_RC(fh_query(&info), FH_ERR_NOT_INIT);
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("api_misc_test");
     me = fh_rank();
@@ -151,6 +286,8 @@ int main(int argc, char **argv)
     long am = tu_opt(argc, argv, "--abort-main", -1);
     long ah = tu_opt(argc, argv, "--abort-handler", -1);
     stats_phase();
+    query_phase();
+    stats_size_phase();
     replace_phase();
     if (am >= 0) {
         if (me == N - 1) {
@@ -175,6 +312,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK_OK(fh_finalize());
+    CHECK_RC(fh_query(&info), FH_ERR_NOT_INIT);
     TU_SAY("PASS api_misc_test\n");
     return 0;
 }

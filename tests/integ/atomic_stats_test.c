@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     bases = calloc((size_t)N, sizeof *bases);
     for (int r = 0; r < N; r++)
         CHECK_OK(fh_segment_query(seg, r, (void **)&bases[r], NULL));
-    fh_peer_stats_t before;
+    fh_peer_stats_t before = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(next, &before));
     CHECK_OK(fh_barrier());
     const char *paths = getenv("FH_PATHS");
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     CHECK_OK(fh_barrier());
 
-    fh_peer_stats_t after;
+    fh_peer_stats_t after = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(next, &after));
     uint64_t atomics = after.atomics - before.atomics;
     uint64_t puts = after.puts - before.puts;
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     CHECK(puts == want_puts, "fh_stats_peer puts", "towards rank %d: expected %" PRIu64
           ", saw %" PRIu64, next, want_puts, puts);
     /* The own row sums the peers: with 2+ ranks only `next` got atomics. */
-    fh_peer_stats_t total;
+    fh_peer_stats_t total = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(me, &total));
     if (N > 1)
         CHECK(total.atomics == after.atomics, "fh_stats_peer total atomics",

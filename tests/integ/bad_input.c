@@ -109,7 +109,7 @@ static void not_init_calls(int exp, const char *when)
     fh_seg_t s = 0;
     void *b = NULL;
     size_t sz = 0;
-    fh_peer_stats_t st;
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
     TU_SAY("bad_input: calls %s -> %s\n", when, fh_err_name(exp));
     RC(fh_rank(), exp);
     last_error_names("fh_rank");
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
     memset(lb, 0x3C, SEGSZ);
     uint32_t *mine32 = lb;
     CHECK_OK(fh_barrier());
-    fh_peer_stats_t st0, st1;
+    fh_peer_stats_t st0 = FH_PEER_STATS_INIT, st1 = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(peer, &st0));
 
     uint8_t src[64] = {1, 2, 3}, *heap = malloc(4096);

@@ -246,7 +246,7 @@ int main(int argc, char **argv)
                target ? "target" : "initiator", cycles, size, (unsigned long long)bad,
                (unsigned long long)bad_remote, (unsigned long long)bad_local, reused,
                moved, secs);
-    fh_peer_stats_t st;
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(me, &st));
     TU_LOG("churn: invalidations=%llu revokes_sent=%llu revoked=%llu\n",
            (unsigned long long)st.reg_invalidations,

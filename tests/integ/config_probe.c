@@ -1,9 +1,11 @@
 /*
- * config_probe.c -- calls fh_init and says how it went, for config_reject.sh:
+ * config_probe.c -- calls fh_init and says how it went, for config_reject.sh
+ * and config_mismatch.sh:
  *   "fh_init: FH_OK" (then fh_finalize, exit 0), or
  *   "fh_init: <FH_ERR_...>: <fh_last_error()>" and exit 3.
  * A failure after the bootstrap ends the job inside fh_init (exit 1, the
- * reason on stderr); the driver checks that too.
+ * reason on stderr); the driver checks that too.  A setting that must be
+ * equal on all ranks but differs is FH_ERR_CONFIG on every rank (exit 3).
  */
 #include <stdio.h>
 

@@ -28,7 +28,7 @@ static int me;
 
 static fh_peer_stats_t own(void)
 {
-    fh_peer_stats_t s;
+    fh_peer_stats_t s = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(me, &s));
     return s;
 }

@@ -284,7 +284,7 @@ int main(int argc, char **argv)
     CHECK_RC(fh_segment_query(seg, 1, (void **)&tbase, &tsize), FH_OK);
     memset(mine, 0x11, (size_t)4 << 20);
 
-    fh_peer_stats_t p0, t0, p1, t1;
+    fh_peer_stats_t p0 = FH_PEER_STATS_INIT, t0 = FH_PEER_STATS_INIT, p1 = FH_PEER_STATS_INIT, t1 = FH_PEER_STATS_INIT;
     if (me == 1)
         snap(&p0, &t0);
     CHECK_RC(fh_barrier(), FH_OK);

@@ -398,7 +398,7 @@ int main(int argc, char **argv)
         CHECK_RC(fh_barrier(), FH_OK);
         idle_phase();
         CHECK_RC(fh_barrier(), FH_OK);
-        fh_peer_stats_t s;
+        fh_peer_stats_t s = FH_PEER_STATS_INIT;
         CHECK_RC(fh_stats_peer(me, &s), FH_OK);
         printf("[%d] %d threads x %ld ops on rank %d verified: reg_hits=%llu "
                "reg_misses=%llu moves=%llu evictions=%llu coalesced=%llu\n", me, T, iters,

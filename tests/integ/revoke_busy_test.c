@@ -181,7 +181,7 @@ int main(int argc, char **argv)
             tu_wait_for(&step_cycle[PUBLISH], (uint64_t)c);   /* the REVOKE comes first */
             stream_stop(&w);
             CHECK_OK(fh_put(peer, remote, src, FRAME));   /* what the target checks */
-            fh_peer_stats_t now;
+            fh_peer_stats_t now = FH_PEER_STATS_INIT;
             CHECK_OK(fh_stats_peer(me, &now));
             more = c + 1 < cycles || (now.reg_revoked_busy == 0 && c + 1 < max_cycles);
             step(peer, DONE, (uint64_t)c, (uint64_t)more);
@@ -209,7 +209,7 @@ int main(int argc, char **argv)
         CHECK(pthread_join(wt, NULL) == 0, "pthread_join", "0");
     }
 
-    fh_peer_stats_t st;
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
     CHECK_OK(fh_stats_peer(me, &st));
     if (initiator || target)
         TU_LOG("revoke_busy: role=%s cycles=%ld nbi_puts=%ld corrupted_bytes=%llu "

@@ -68,7 +68,7 @@ static void h_step(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned 
     if (a[0] == PUBLISH) {
         int src = -1;
         fh_token_source(t, &src);
-        fh_peer_stats_t s;
+        fh_peer_stats_t s = FH_PEER_STATS_INIT;
         CHECK_OK(fh_stats_peer(src, &s));
         if (s.reg_revoked == last_revoked)
             early++;

@@ -326,7 +326,7 @@ int main(int argc, char **argv)
     uintptr_t a = pick_range((uintptr_t)tbase);
     CHECK(a + LEN <= (uintptr_t)tbase + tsize, "test setup", "a range inside the piece");
 
-    fh_peer_stats_t s0, s1;
+    fh_peer_stats_t s0 = FH_PEER_STATS_INIT, s1 = FH_PEER_STATS_INIT;
     if (me == 1)
         CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
     CHECK_RC(fh_barrier(), FH_OK);
@@ -464,7 +464,7 @@ int main(int argc, char **argv)
     /* 5. late deregistrations of revoked handles are taken quietly -- those
      * the target remembers (revoked_cap); the rest count as refused like
      * any unknown handle */
-    fh_peer_stats_t s2;
+    fh_peer_stats_t s2 = FH_PEER_STATS_INIT;
     if (me == 1)
         CHECK_RC(fh_stats_peer(0, &s2), FH_OK);
     CHECK_RC(fh_barrier(), FH_OK);
@@ -486,7 +486,7 @@ int main(int argc, char **argv)
     }
     CHECK_RC(fh_barrier(), FH_OK);
     if (me == 1 && kind == FH_REG_RENDEZVOUS) {
-        fh_peer_stats_t s3;
+        fh_peer_stats_t s3 = FH_PEER_STATS_INIT;
         CHECK_RC(fh_stats_peer(0, &s3), FH_OK);
         uint64_t forgotten = nkeys - fh_rt->strat->revoked_cap;
         TU_LOG("%u late deregistrations: %llu more released, %llu more refused (the "

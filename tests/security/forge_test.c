@@ -318,7 +318,7 @@ int main(int argc, char **argv)
         forge_atomic_requests(r1, &nrefused);
     CHECK_RC(fh_allgather(&nrefused, paths, sizeof nrefused), FH_OK);
     if (me == 1) {
-        fh_peer_stats_t s0, s2;
+        fh_peer_stats_t s0 = FH_PEER_STATS_INIT, s2 = FH_PEER_STATS_INIT;
         CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
         CHECK_RC(fh_stats_peer(2, &s2), FH_OK);
         CHECK(s0.atomics_refused == (uint64_t)paths[0] && s2.atomics_refused == 0,
@@ -349,7 +349,7 @@ int main(int argc, char **argv)
         CHECK(atomic_load(&user_calls[0]) == 1 && atomic_load(&user_calls[2]) == 1,
               "legitimate AMs", "one from rank 0 and one from rank 2, saw %d and %d",
               atomic_load(&user_calls[0]), atomic_load(&user_calls[2]));
-        fh_peer_stats_t s0, st;
+        fh_peer_stats_t s0 = FH_PEER_STATS_INIT, st = FH_PEER_STATS_INIT;
         CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
         CHECK_RC(fh_stats_peer(1, &st), FH_OK);
         /* header 1 + barrier 1 + raw 4 (ofi) + at least one atomic reply. */
