@@ -9,15 +9,6 @@
 
 #include "internal.h"
 
-/* Indexed by the enums of config.h; the same spellings as the choices of
- * their rows in fh_config_table (api_misc_test checks FH_REG_STRATEGY). */
-static const char *const strategy_name[] = {
-    [FH_REG_PIN_EVERYTHING] = "pin-everything",
-    [FH_REG_FIREHOSE] = "firehose",
-    [FH_REG_RENDEZVOUS] = "rendezvous",
-    [FH_REG_RENDEZVOUS_CACHE] = "rendezvous-cache",
-    [FH_REG_BOUNCE] = "bounce",
-};
 static const char *const segment_name[] = {
     [FH_SEGMENT_SEGMENTS] = "segments",
     [FH_SEGMENT_EVERYTHING] = "everything",
@@ -36,21 +27,21 @@ int fh_query(fh_info_t *info)
         return fh_set_error(FH_ERR_INVALID, "fh_query: info->size %u is smaller than "
                             "the header (set it up with FH_INFO_INIT)", info->size);
     const fh_config_t *c = &rt->cfg;
-    assert(c->reg_strategy >= 0 && c->reg_strategy <= FH_REG_BOUNCE);
     assert(c->segment_mode >= 0 && c->segment_mode <= FH_SEGMENT_EVERYTHING);
     size_t n = info->size < sizeof(fh_info_t) ? info->size : sizeof(fh_info_t);
     fh_info_t all = {
         .size = (uint32_t)n,
         .version = FH_INFO_VERSION,
         .conduit = rt->cops->name,
-        .reg_strategy = strategy_name[c->reg_strategy],
+        .reg_strategy = rt->reg_ops->name,   /* the FH_REG_STRATEGY spelling */
         .segment_mode = segment_name[c->segment_mode],
         .paths = c->paths == FH_PATHS_SHARED ? "shared" : "independent",
         .bootstrap = rt->boot->ops->name,
         .rank = rt->rank,
         .nranks = rt->nranks,
         .npaths = rt->npaths,
-        .any_address = c->segment_mode == FH_SEGMENT_EVERYTHING,
+        .any_address = c->segment_mode == FH_SEGMENT_EVERYTHING &&
+                       (rt->reg_ops->caps & FH_REG_CAP_ANY_ADDRESS) != 0,
         .needs_local_mr = rt->limits.needs_local_mr != 0,
     };
     memcpy(info, &all, n);

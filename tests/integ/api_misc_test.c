@@ -177,8 +177,11 @@ static void query_phase(void)
     CHECK(strcmp(want, "shared") == 0 ? info.npaths == 1 : info.npaths >= 2,
           "fh_query npaths", "1 path when shared, else the service path and at least "
           "one thread path; saw %d with FH_PATHS=%s", info.npaths, want);
-    CHECK(info.bootstrap != NULL && strcmp(info.bootstrap, "fhrun") == 0,
-          "fh_query bootstrap", "fhrun, saw %s", info.bootstrap ? info.bootstrap : "NULL");
+    /* The launcher that started us: fhrun sets FH_BOOT_ADDR, a PMIx launcher
+     * PMIX_RANK, and a program started alone is a singleton. */
+    want = getenv("FH_BOOT_ADDR") ? "fhrun" : getenv("PMIX_RANK") ? "pmix" : "singleton";
+    CHECK(info.bootstrap != NULL && strcmp(info.bootstrap, want) == 0,
+          "fh_query bootstrap", "%s, saw %s", want, info.bootstrap ? info.bootstrap : "NULL");
     CHECK(info.needs_local_mr == (strcmp(info.conduit, "ibv") == 0),
           "fh_query needs_local_mr", "1 on ibv only, saw %d on %s", info.needs_local_mr,
           info.conduit);
