@@ -11,7 +11,7 @@
  * --target-wait barrier makes it wait inside fh_barrier instead, which
  * yields its core after a few idle polls (see fhb_target_wait).
  *
- * TEST is latency, peak, sweep, apps, msgrate, cache or raw (fhbench.h says
+ * TEST is latency, peak, sweep, apps, msgrate, cache, map or raw (fhbench.h says
  * which file holds each).  The registration strategy, the paths mode and
  * the firehose sizes come from the FH_* environment like any firehose
  * program; bench/run-all.sh runs every test once per strategy it applies
@@ -36,6 +36,7 @@ static const struct {
     {"apps", fhb_apps, "Cannon matrix multiply and bitonic sort, verified"},
     {"msgrate", fhb_msgrate, "2-byte puts from 1..T threads per rank"},
     {"cache", fhb_cache, "registration-cache hit path ns/op vs UCX rcache"},
+    {"map", fhb_map, "our hash maps' lookups ns/op vs uthash"},
     {"raw", fhb_raw, "latency/bandwidth directly on libfabric (verbs on ibv)"},
 };
 #define NTESTS (sizeof tests / sizeof tests[0])

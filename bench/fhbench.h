@@ -10,6 +10,7 @@
  *   bench_apps.c     Cannon matrix multiply and bitonic sort, verified
  *   bench_msgrate.c  2-byte puts from T threads per rank
  *   bench_cache.c    registration-cache hit path vs UCX's rcache
+ *   bench_map.c      our hash maps (util/map.h, cache/fhc_map.h) vs uthash
  *   bench_raw.c      the same loops written directly on libfabric
  *   bench_raw_ibv.c  ... and on rdma-core verbs (ibv conduit builds only)
  *   bench_pair.c     raw's body shared by both: size table, paired rounds
@@ -155,6 +156,7 @@ int fhb_sweep(const fhb_opts_t *o);
 int fhb_apps(const fhb_opts_t *o);
 int fhb_msgrate(const fhb_opts_t *o);
 int fhb_cache(const fhb_opts_t *o);
+int fhb_map(const fhb_opts_t *o);
 int fhb_raw(const fhb_opts_t *o);
 /* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
  * the runtime runs the ibv conduit. */

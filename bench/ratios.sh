@@ -109,6 +109,21 @@ if [ -f "$c" ]; then
     [ -n "$a1" ] && line "(for reference) UCX rcache, 2 threads / 1 thread" "$(ratio "$a2" "$a1")" "-"
 fi
 
+# issue 12: our own maps stay only where they beat uthash (fhbench map:
+# the median of the per-repetition ratios ours / uthash, hit lookups;
+# uthash with its default hash, jen, and with our multiplicative one, mul)
+m=$d/map.csv
+for mp in reg_map fhc_map; do
+    [ -f "$m" ] || break
+    for h in jen mul; do
+        x=$(csv_get "$m" ratio map $mp uthash_hash $h pattern hit)
+        a=$(csv_get "$m" ours_ns map $mp uthash_hash $h pattern hit)
+        b=$(csv_get "$m" uthash_ns map $mp uthash_hash $h pattern hit)
+        line "$mp hit lookup / uthash HASH_FIND ($h hash) <= 1" \
+            "${x:-n/a} (${a:-n/a} / ${b:-n/a} ns)" "$(verdict "${x:-}" le 1)"
+    done
+done
+
 for m in "$d"/msgrate-*.csv; do
     [ -f "$m" ] || continue
     n=$(basename "$m" .csv | sed 's/^msgrate-//')

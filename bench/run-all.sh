@@ -7,7 +7,7 @@
 # Writes into DIR (default ./results):
 #   latency-<prov>-<strategy>.csv  raw-<prov>.csv  peak-<prov>.csv
 #   sweep-tcp-<strategy>.csv       apps-tcp-<strategy>.csv
-#   msgrate-<prov>-<strategy>-<paths>.csv   cache.csv   peers*.csv
+#   msgrate-<prov>-<strategy>-<paths>.csv   cache.csv   map.csv   peers*.csv
 #   *.png (bench/plot.sh), summary.txt (the targets' ratios, bench/ratios
 #   in the same run), skipped.txt (series that could not run, and why),
 #   run.log (everything printed), timings.txt (seconds per step).
@@ -149,6 +149,8 @@ done
 
 # 4. the cache hit path
 bench "cache" "$out/cache.csv" -- cache --threads "$threads"
+# ... and our hash maps' lookups against uthash
+bench "map" "$out/map.csv" -- map
 
 # 5. peers, back to back
 t0=$(date +%s)

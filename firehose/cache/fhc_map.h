@@ -7,7 +7,14 @@
  * wrapper allocation per key.  This map stores (k1, k2, value) inline,
  * probes linearly (cache-friendly), deletes by backward shift (no
  * tombstones, so lookups stay short under churn) and doubles at 3/4 load.
- * Expected O(1) for get/put/del.
+ * Expected O(1) for get/put/del.  Measured, bench/fhbench map at 3de4895
+ * (4096 keys, 256 objects under 16 keys each; uthash with one handle
+ * record per key; the same key sequence; median of 5 runs, 2-core
+ * machine): 2.91 ns vs 11.16 ns per hit lookup against HASH_FIND (ratio
+ * 0.260, runs 0.258-0.263), 3.25 vs 10.11 ns per miss (0.320); against
+ * uthash given a multiplicative hash (HASH_FIND_BYHASHVALUE) the margin is
+ * small: 2.91 vs 4.00 ns per hit (0.725, runs 0.721-0.730), 3.25 vs 3.62 ns
+ * per miss (0.896, runs 0.880-0.961).
  *
  * put never fails after fhc_map_reserve(m, n) returned 0 for the n keys
  * about to be inserted: callers reserve before changing any state, so an

@@ -9,6 +9,14 @@
  *
  * Capacity: the caller keeps n <= 3/4 of the slots (reg_map_put refuses
  * beyond), so probes stay short and a lookup always ends.
+ *
+ * Why not uthash: it is slower on this access pattern.  bench/fhbench map
+ * at 3de4895 (4096 keys in 8192 slots as firehose_hit.c sizes it, the same
+ * key sequence for both, median of 5 runs, 2-core machine): 1.79 ns vs
+ * 12.03 ns per hit lookup against HASH_FIND (ratio 0.149, runs
+ * 0.148-0.150), 1.02 vs 12.68 ns per miss (0.081); against uthash given
+ * this map's hash (HASH_FIND_BYHASHVALUE) still 1.79 vs 3.48 ns per hit
+ * (0.516, runs 0.514-0.521) and 1.02 vs 3.34 ns per miss (0.306).
  */
 #ifndef FH_REG_MAP_H
 #define FH_REG_MAP_H

@@ -6,6 +6,9 @@
 # conduit, provider, strategy, M, bucket, threads, git), the expected column
 # line, at least one row, every row with as many fields as columns, and the
 # numeric columns numeric (or empty where the test documents "unused").
+# map: the eight rows (reg_map and fhc_map, uthash's jen and mul hash, hit
+# and miss) with 4096 keys;
+# fhbench map itself exits non-zero when a lookup returns a wrong value.
 # Also: an unknown FH_REG_STRATEGY makes fhbench exit 77 with "SKIP:" (how
 # run-all.sh marks a strategy this build lacks), the apps kernels report
 # "verified", and bench/ratios.sh reads the CSVs without error, also with
@@ -89,6 +92,15 @@ check "$d/msgrate.csv" "paths,threads,batching,msgs,seconds,msgs_s" threads msgs
 run cache "$d/cache.csv" -- cache --threads 2 --iters 1000
 check "$d/cache.csv" "impl,threads,ops_per_thread,ns_per_op,agg_mops,ns_median,agg_mops_median" \
     threads ops_per_thread ns_per_op agg_mops ns_median agg_mops_median
+run map "$d/map.csv" -- map --iters 40000
+check "$d/map.csv" "map,uthash_hash,pattern,keys,lookups,ours_ns,uthash_ns,ratio,ratio_min,ratio_max" \
+    keys lookups ours_ns uthash_ns ratio ratio_min ratio_max
+for mp in reg_map fhc_map; do
+    for row in jen,hit jen,miss mul,hit mul,miss; do
+        grep -q "^$mp,$row,4096," "$d/map.csv" 2>/dev/null ||
+            bad "map: no row $mp,$row with 4096 keys in map.csv"
+    done
+done
 
 # An unknown strategy is a skip (77), not a failure.
 FH_REG_STRATEGY=no-such-strategy timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" latency --quick \
@@ -102,6 +114,8 @@ cp "$d/latency.csv" "$d/latency-tcp-firehose.csv"; cp "$d/raw.csv" "$d/raw-tcp.c
 sh "$top_srcdir/bench/ratios.sh" "$d" > "$d/summary.md" 2> "$d/ratios.err" ||
     bad "ratios.sh failed: $(cat "$d/ratios.err")"
 grep -q '8 B blocking put' "$d/summary.md" || bad "ratios.sh: no latency ratio line in: $(cat "$d/summary.md")"
+grep -q '^| reg_map hit lookup / uthash HASH_FIND (jen hash) <= 1 | [0-9.]* (' "$d/summary.md" ||
+    bad "ratios.sh: no reg_map / uthash line in: $(cat "$d/summary.md")"
 [ -s "$d/ratios.err" ] && bad "ratios.sh wrote errors: $(cat "$d/ratios.err")"
 for s in firehose rendezvous; do
     cp "$d/sweep.csv" "$d/sweep-ibv-$s.csv"; cp "$d/latency.csv" "$d/latency-ibv-$s.csv"
