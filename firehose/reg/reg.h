@@ -18,7 +18,7 @@
  * counting, its calls) is services.h.
  *
  * Hooks.  Every hook but xfer may be NULL: the core then does nothing at
- * that point.  No hook runs inside an AM handler; a strategy's own AM
+ * that point.  No hook but stats runs inside an AM handler; a strategy's own AM
  * handlers run under the service path's lock like every handler.  Lock
  * order (internal.h): a path lock comes before a strategy's own lock, and
  * nothing sends or polls while holding the strategy's lock.  Each hook's

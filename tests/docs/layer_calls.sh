@@ -13,15 +13,16 @@
 # Usage (make check runs the default after the build; it sets top_srcdir
 # and top_builddir; by hand from the build directory:
 #   top_srcdir=.. top_builddir=. sh ../tests/docs/layer_calls.sh):
-#   layer_calls.sh [--report]    report; exit 0 (1 only if nothing to read)
-#   layer_calls.sh --enforce     report, and fail on an upward call that is
-#                                not in tests/docs/layer_calls.allow, or on
-#                                an allowlisted call that no longer occurs
+#   layer_calls.sh [--enforce]   report, and fail on an upward call that is
+#                                not in tests/docs/layer_calls.allow (empty:
+#                                none is), or on an allowlisted call that no
+#                                longer occurs
+#   layer_calls.sh --report      report only; exit 0 (1 only if nothing to read)
 #   layer_calls.sh --write-allow rewrite that allowlist from the build
-# Without an option, LAYER_CALLS_MODE=enforce in the environment enforces.
+# Without an option, LAYER_CALLS_MODE=report in the environment only reports.
 set -u
 
-mode=${LAYER_CALLS_MODE:-report}
+mode=${LAYER_CALLS_MODE:-enforce}
 case ${1:-} in
 --report) mode=report ;;
 --enforce) mode=enforce ;;
