@@ -31,8 +31,8 @@
  * its own path lock it may trylock the service path (never block on it).
  * Handlers run with the lock of the path that received the message; a request
  * handler's reply goes out on that same path (the service path), so no other
- * lock is needed.  The firehose cache lock (firehose.c) comes after any path lock
- * and is never held while taking one.
+ * lock is needed.  The firehose cache lock (reg/firehose.c) comes after any
+ * path lock and is never held while taking one.
  *
  * Flow control.  A path holds `credits[r]` for requests towards rank r's
  * service path (FH_AM_CREDITS each).  A request spends one.  The target

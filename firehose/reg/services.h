@@ -163,7 +163,9 @@ typedef struct fh_path_base {
 
 /* A thread (fh_tls_t's head).  path_t: the type of its path as the reader
  * sees it (the core: struct fh_path; a strategy: struct fh_path_base --
- * the same object, whose first member is the view). */
+ * the same object, whose first member is the view).  The pointer is
+ * written once, when the thread binds (thread.c), before any strategy
+ * code can see the thread. */
 #define FH_THREAD_FIELDS(path_t)                                             \
     path_t *path;                                                            \
     int in_handler;           /* depth of handler nesting */                 \
