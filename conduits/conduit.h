@@ -171,6 +171,9 @@ typedef struct fh_conduit_limits {
 typedef struct fh_path_attr {
     int index;               /* 0 = service path */
     unsigned rx_msgs;        /* messages that may be in flight towards it */
+    unsigned rx_per_src;     /* of which from one source (rank, path) at most
+                                (a conduit with a receive queue per
+                                connection sizes each from this) */
     void *upcall_arg;        /* passed back in every upcall of this path */
 } fh_path_attr_t;
 

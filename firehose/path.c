@@ -31,6 +31,15 @@ static unsigned fh_path_rx_msgs(const fh_rt_t *rt, int index)
     return replies + n * (unsigned)rt->npaths * c + FH_PATH_RX_MARGIN;
 }
 
+/* Of those, from one source (rank, path) at most: requests (service path
+ * only: `credits` per source), and from a service path `credits` replies
+ * plus two credit packets. */
+static unsigned fh_path_rx_per_src(const fh_rt_t *rt, int index)
+{
+    unsigned c = (unsigned)rt->cfg.am_credits;
+    return (index == 0 ? 2 * c : c) + 2 + 2;
+}
+
 int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
 {
     memset(p, 0, sizeof *p);
@@ -52,6 +61,7 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     fh_path_attr_t attr = {
         .index = index,
         .rx_msgs = fh_path_rx_msgs(rt, index),
+        .rx_per_src = fh_path_rx_per_src(rt, index),
         .upcall_arg = p,
     };
     return rt->cops->path_create(rt->conduit, &attr, &p->cp);

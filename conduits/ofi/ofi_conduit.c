@@ -1,9 +1,17 @@
 /*
  * ofi_conduit.c -- libfabric conduit: open / close / connect / limits.
  *
- * One fabric + domain + AV (FI_AV_TABLE) per conduit; every path is its own
- * RDM endpoint with its own CQ (ofi_path.c).  The address of (rank, path) is
- * addrs[rank * npaths + path].
+ * Two endpoint modes (FH_OFI_ENDPOINT):
+ *   msg  the conduit connects FI_EP_MSG endpoints itself and authenticates
+ *        every connection (ofi_cm.c, ofi_auth.h): the default wherever the
+ *        provider offers message endpoints (tcp, verbs);
+ *   rdm  one FI_EP_RDM endpoint per path and an AV (FI_AV_TABLE), the
+ *        address of (rank, path) at addrs[rank * npaths + path]: for
+ *        providers with reliable datagrams only (shm, efa, cxi), whose
+ *        sender identity is the provider's.  Providers that build that
+ *        identity from an address the peer announces (tcp;ofi_rxm, net,
+ *        udp, sockets) are refused in rdm mode unless FH_OFI_TRUST_FABRIC=1
+ *        (docs/security.md).
  *
  * Threading level (domain_attr->threading)
  *   We ask for FI_THREAD_COMPLETION first: the application serializes access
@@ -104,23 +112,32 @@ static const char *ofi_provider(const ofi_settings_t *s)
 }
 
 static struct fi_info *ofi_hints(const ofi_settings_t *s,
-                                 enum fi_threading threading)
+                                 enum fi_threading threading, int msg)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
         return NULL;
     const char *prov = ofi_provider(s);
-    /* FI_SOURCE: every receive completion names the sender's AV entry, the
-     * only sender identity we believe (ofi_path.c). */
-    h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV | FI_SOURCE;
     /* We always put a struct fi_context2 at the start of our contexts. */
     h->mode = FI_CONTEXT | FI_CONTEXT2;
-    h->ep_attr->type = FI_EP_RDM;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-                              FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                              FI_MR_ENDPOINT;
     h->domain_attr->threading = threading;
-    h->domain_attr->av_type = FI_AV_TABLE;
+    if (msg) {
+        /* The sender is the connection (ofi_cm.c).  No FI_MR_ENDPOINT: a
+         * registration would have to be bound to every connection. */
+        h->caps = FI_MSG | FI_RMA;
+        h->ep_attr->type = FI_EP_MSG;
+        h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+                                  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    } else {
+        /* FI_SOURCE: every receive completion names the sender's AV entry,
+         * the only sender identity we believe (ofi_path.c). */
+        h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV | FI_SOURCE;
+        h->ep_attr->type = FI_EP_RDM;
+        h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+                                  FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                  FI_MR_ENDPOINT;
+        h->domain_attr->av_type = FI_AV_TABLE;
+    }
     /* AM: messages from one path to one destination path arrive in order. */
     h->tx_attr->msg_order = FI_ORDER_SAS;
     h->rx_attr->msg_order = FI_ORDER_SAS;
@@ -194,14 +211,24 @@ static void ofi_domain_names(const struct fi_info *list, char *buf, size_t len)
     }
 }
 
-static int ofi_getinfo(const ofi_settings_t *s, int all_local,
-                       struct fi_info **out)
+/* Providers whose RDM endpoints name a sender by an address the sender
+ * announces (rxm and rxd over sockets, and the sockets-based ones): a
+ * stranger who can reach the job's ports can pass for a rank. */
+static int ofi_rdm_identity_claimed(const char *prov)
+{
+    return strstr(prov, "ofi_rxm") || strstr(prov, "ofi_rxd") ||
+           strcmp(prov, "net") == 0 || strcmp(prov, "sockets") == 0 ||
+           strcmp(prov, "tcp") == 0 || strcmp(prov, "udp") == 0;
+}
+
+static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
+                            struct fi_info **out)
 {
     static const enum fi_threading levels[] = {FI_THREAD_COMPLETION,
                                                FI_THREAD_SAFE};
     int ret = -FI_ENODATA;
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-        struct fi_info *h = ofi_hints(s, levels[i]);
+        struct fi_info *h = ofi_hints(s, levels[i], msg);
         if (!h)
             return -FI_ENOMEM;
         /* The domain is chosen below, among all the provider offers. */
@@ -234,6 +261,28 @@ static int ofi_getinfo(const ofi_settings_t *s, int all_local,
     return ret;
 }
 
+/* The endpoint mode FH_OFI_ENDPOINT asks for (auto: msg when the provider
+ * has message endpoints), and rdm's identity rule.  -FI_EACCES: rdm on a
+ * provider whose identity is claimed, without FH_OFI_TRUST_FABRIC. */
+static int ofi_getinfo(const ofi_settings_t *s, int all_local,
+                       struct fi_info **out)
+{
+    int ret = -FI_ENODATA;
+    if (s->endpoint != OFI_EPC_RDM) {
+        ret = ofi_getinfo_mode(s, all_local, 1, out);
+        if (ret != -FI_ENODATA || s->endpoint == OFI_EPC_MSG)
+            return ret;
+    }
+    ret = ofi_getinfo_mode(s, all_local, 0, out);
+    if (ret == 0 && !s->trust_fabric &&
+        ofi_rdm_identity_claimed((*out)->fabric_attr->prov_name)) {
+        fi_freeinfo(*out);
+        *out = NULL;
+        return -FI_EACCES;
+    }
+    return ret;
+}
+
 static const char *ofi_threading_name(enum fi_threading t)
 {
     switch (t) {
@@ -253,12 +302,24 @@ static void ofi_close(struct fh_conduit *c);
 static void ofi_no_provider(const ofi_settings_t *s, int ret, char *why,
                             size_t whylen)
 {
-    char msg[400];
-    snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s%s%s: no such provider, or it "
-             "offers no RDM endpoints with FI_MSG|FI_RMA|FI_MULTI_RECV and "
-             "send-after-send ordering: %s", ofi_provider(s),
-             (s->domain && s->domain[0]) ? " FH_OFI_DOMAIN=" : "",
-             (s->domain && s->domain[0]) ? s->domain : "", fi_strerror(-ret));
+    char msg[600];
+    if (ret == -FI_EACCES)
+        snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s FH_OFI_ENDPOINT=rdm: this "
+                 "provider names a sender by the address the sender announces, so "
+                 "anyone who can reach the job's ports could pass for a rank; use "
+                 "FH_OFI_ENDPOINT=msg (authenticated connections), or set "
+                 "FH_OFI_TRUST_FABRIC=1 on a network no stranger can reach",
+                 ofi_provider(s));
+    else
+        snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s%s%s: no such provider, or it "
+                 "offers neither message endpoints with FI_MSG|FI_RMA nor RDM "
+                 "endpoints with FI_MSG|FI_RMA|FI_MULTI_RECV and send-after-send "
+                 "ordering%s: %s", ofi_provider(s),
+                 (s->domain && s->domain[0]) ? " FH_OFI_DOMAIN=" : "",
+                 (s->domain && s->domain[0]) ? s->domain : "",
+                 s->endpoint == OFI_EPC_MSG ? " (FH_OFI_ENDPOINT=msg)"
+                 : s->endpoint == OFI_EPC_RDM ? " (FH_OFI_ENDPOINT=rdm)" : "",
+                 fi_strerror(-ret));
     if (why != NULL) {
         snprintf(why, whylen, "%s", msg);
         return;
@@ -284,8 +345,10 @@ static int ofi_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
         ofi_no_provider(s, ret, why, whylen);
         return 0;
     }
-    snprintf(why, whylen, "provider %s, domain %s", info->fabric_attr->prov_name,
-             info->domain_attr->name ? info->domain_attr->name : "?");
+    snprintf(why, whylen, "provider %s, domain %s, %s endpoints",
+             info->fabric_attr->prov_name,
+             info->domain_attr->name ? info->domain_attr->name : "?",
+             info->ep_attr->type == FI_EP_MSG ? "authenticated message" : "RDM");
     fi_freeinfo(info);
     return 1;
 }
@@ -335,6 +398,15 @@ static int ofi_open(const fh_conduit_config_t *cfg,
         fh_log_error("ofi: fi_domain: %s", fi_strerror(-ret));
         goto fail;
     }
+    c->msg = info->ep_attr->type == FI_EP_MSG;
+    if (c->msg) {
+        ret = ofi_cm_open(c);
+        if (ret) {
+            ofi_close(c);
+            return ret;
+        }
+        goto opened;
+    }
     struct fi_av_attr av_attr = {
         .type = FI_AV_TABLE,
         .count = (size_t)cfg->nranks * (size_t)cfg->npaths,
@@ -344,6 +416,7 @@ static int ofi_open(const fh_conduit_config_t *cfg,
         fh_log_error("ofi: fi_av_open: %s", fi_strerror(-ret));
         goto fail;
     }
+opened:
 
     c->mr_mode = info->domain_attr->mr_mode;
     /* FI_MR_BASIC (legacy) means VIRT_ADDR | PROV_KEY | ALLOCATED. */
@@ -354,7 +427,9 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     c->mr_local = !!(c->mr_mode & FI_MR_LOCAL);
     c->mr_endpoint = !!(c->mr_mode & FI_MR_ENDPOINT);
     c->mr_key_size = info->domain_attr->mr_key_size;
-    if (ofi_random(&c->token, sizeof c->token) != FH_OK) {
+    /* rdm: the token every AM to us carries (ofi_rx.h); msg: the connection
+     * is the proof, and the token is 0. */
+    if (!c->msg && ofi_random(&c->token, sizeof c->token) != FH_OK) {
         ofi_close(c);
         return FH_ERR_TRANSPORT;
     }
@@ -384,8 +459,9 @@ static int ofi_open(const fh_conduit_config_t *cfg,
      * virtual address and pin nothing. */
     c->limits.reg_pins = !!(c->mr_mode & (FI_MR_LOCAL | FI_MR_ALLOCATED));
     snprintf(c->limits.description, sizeof c->limits.description,
-             "ofi %s domain %s", info->fabric_attr->prov_name,
-             info->domain_attr->name ? info->domain_attr->name : "?");
+             "ofi %s domain %s (%s)", info->fabric_attr->prov_name,
+             info->domain_attr->name ? info->domain_attr->name : "?",
+             c->msg ? "msg" : "rdm");
     *limits = c->limits;
 
     if (cfg->verbose >= 1) {
@@ -422,6 +498,7 @@ static void ofi_close(struct fh_conduit *c)
             if (c->paths[i])
                 ofi_path_destroy(c->paths[i]);
     }
+    ofi_cm_close(c);     /* after the paths: their connections use the EQ */
     if (c->av)
         fi_close(&c->av->fid);
     if (c->domain)
@@ -457,6 +534,14 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
         if (!c->paths[i])
             return fh_set_error(FH_ERR_STATE,
                                 "ofi: connect before path %d was created", i);
+    if (c->msg) {
+        c->tokens = calloc((size_t)nr, sizeof *c->tokens);   /* all 0 */
+        if (!c->tokens)
+            return FH_ERR_NO_MEMORY;
+        for (int i = 0; i < np; i++)
+            c->paths[i]->tokens = c->tokens;
+        return ofi_cm_connect(c, boot);
+    }
 
     size_t maxlen = 0;
     for (int i = 0; i < np; i++) {

@@ -22,6 +22,15 @@ static const fh_cfg_entry_t ofi_config_table[] = {
      "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
      "every rank shares this host's network namespace (and FI_TCP_IFACE is unset), else the "
      "provider's first (docs/security.md).", 0},
+    {"FH_OFI_ENDPOINT", FH_CFG_ENUM, "auto", "auto|msg|rdm", F(endpoint), 1,
+     "msg: the conduit connects message endpoints itself and authenticates every "
+     "connection with a secret only its two ranks hold; rdm: reliable-datagram "
+     "endpoints, whose sender identity is the provider's. auto = msg when the "
+     "provider offers message endpoints (tcp, verbs), else rdm (shm, efa, cxi).", 0},
+    {"FH_OFI_TRUST_FABRIC", FH_CFG_BOOL, "0", NULL, F(trust_fabric), 1,
+     "1 allows rdm endpoints on providers that name a sender by the address it "
+     "claims (tcp, net, udp, sockets: anyone who can reach the job's ports could "
+     "pass for a rank); only for a fabric no stranger can reach (docs/security.md).", 0},
 };
 
 const fh_conduit_settings_t fh_ofi_settings = {

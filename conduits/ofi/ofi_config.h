@@ -9,6 +9,10 @@ typedef struct ofi_settings {
     const char *provider;     /* FH_OFI_PROVIDER ("tcp", "shm", ...) */
     const char *domain;       /* FH_OFI_DOMAIN, "" = first usable (a loopback
                                  one when all ranks are local) */
+    int endpoint;             /* FH_OFI_ENDPOINT: enum ofi_endpoint_choice */
+    int trust_fabric;         /* FH_OFI_TRUST_FABRIC */
 } ofi_settings_t;
+
+enum ofi_endpoint_choice { OFI_EPC_AUTO = 0, OFI_EPC_MSG, OFI_EPC_RDM };
 
 #endif /* FH_OFI_CONFIG_H */

@@ -3,8 +3,11 @@
  *
  * Layout
  *   ofi_conduit.c  open / close / connect / limits (fabric, domain, AV)
- *   ofi_path.c     one path = RDM endpoint + CQ, AM send pool, multi-recv
- *                  receive buffers, poll
+ *   ofi_path.c     one path = a CQ with its endpoints (RDM: one endpoint
+ *                  and multi-recv buffers; MSG: the path's connections),
+ *                  AM send pool, poll
+ *   ofi_cm.c       MSG mode: listener, connections, handshake, events
+ *   ofi_auth.c     MSG mode: pair secrets and the handshake's messages
  *   ofi_rx.c       the checks and reordering of received AMs (pure logic,
  *                  fuzzed)
  *   ofi_rma.c      put / get / mr_reg / mr_dereg
@@ -25,10 +28,13 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
 #include "conduits/conduit.h"
+#include "firehose/util/log.h"
+#include "ofi_auth.h"
 #include "ofi_rx.h"
 
 /* What an fi_context points at.  Every context we hand to libfabric starts
@@ -52,6 +58,9 @@ struct ofi_op {
     size_t buf_len;            /* RECV: buffer size */
     int busy;                  /* RECV: upcalls running on this buffer */
     int repost;                /* RECV: released by the provider, repost */
+    struct ofi_conn *conn;     /* MSG mode: RECV: the connection it is posted
+                                  on (its sender); SEND: the handshake proof
+                                  of this connection */
     struct ofi_op *next;       /* freelist link */
 };
 
@@ -67,14 +76,47 @@ struct fh_mr {
     void **desc;
 };
 
+/* MSG mode: one connection (ofi_cm.c).  state is written by path 0's poll
+ * (events) and read by the path that owns the connection. */
+enum ofi_conn_state {
+    OFI_CONN_SETUP = 0,        /* connecting, or accepted and owing its proof */
+    OFI_CONN_UP,               /* authenticated: its messages are delivered */
+    OFI_CONN_DOWN,             /* the peer shut it down: sends fail */
+    OFI_CONN_DEAD              /* closed by us: refused, failed or unproven */
+};
+
+struct ofi_conn {
+    struct fh_cpath *p;        /* the path whose CQ it completes on */
+    struct fid_ep *ep;
+    uint32_t src;              /* peer rank * npaths + path (proven when UP) */
+    _Atomic int state;         /* enum ofi_conn_state */
+    int initiator;             /* we connected (else we accepted) */
+    int pending;               /* accepted, proof not yet checked */
+    int proof_sent;            /* initiator: our proof's send completed */
+    double deadline;           /* pending: proof due (ofi_now) */
+    struct ofi_cm_req req;     /* the handshake, for its MACs */
+    struct ofi_cm_acc acc;
+    struct ofi_op *rbufs;      /* receive records, nrbufs */
+    size_t nrbufs;
+    char *rmem;                /* their buffers */
+    struct fh_mr *rmr;
+    struct ofi_op *retired;    /* the proof's receive record */
+    struct ofi_conn *next;     /* fh_conduit.conns */
+};
+
 struct fh_cpath {
     struct fh_conduit *c;
     int index;
     unsigned rx_msgs;
     void *upcall_arg;
 
-    struct fid_ep *ep;
+    struct fid_ep *ep;         /* RDM mode; NULL in MSG mode */
     struct fid_cq *cq;
+    /* MSG mode: the connection to send on to each (rank, path), NULL where
+     * this path does not talk; rx_per_conn buffers of rstride bytes each. */
+    struct ofi_conn **conn;
+    unsigned rx_per_conn;
+    size_t rstride;
 
     /* RMA op contexts: fixed freelist, no malloc on the fast path. */
     struct ofi_op *ops;
@@ -126,6 +168,18 @@ struct fh_conduit {
     struct fid_domain *domain;
     struct fid_av *av;
 
+    int msg;               /* MSG mode (ofi_cm.c), else RDM */
+    struct fid_eq *eq;     /* MSG: connection events */
+    struct fid_pep *pep;   /* MSG: our listener */
+    size_t lname_len;      /* MSG: bytes of a listener name */
+    char *peer_names;      /* MSG: [rank] listener names, during connect */
+    unsigned char *accepted;   /* MSG: [rank * npaths + path] proven */
+    unsigned naccepted, npending, ndead;
+    unsigned long cm_refused;  /* connection requests refused */
+    double next_eq;        /* MSG: next event-queue read (ofi_now) */
+    struct ofi_conn *conns;    /* MSG: every connection, any state */
+    struct ofi_auth auth;  /* MSG: our pair secrets */
+
     uint64_t mr_mode;      /* info->domain_attr->mr_mode as granted */
     int virt_addr;         /* FI_MR_VIRT_ADDR */
     int prov_key;          /* FI_MR_PROV_KEY */
@@ -172,6 +226,41 @@ void ofi_path_destroy(struct fh_cpath *p);
 int  ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
 int  ofi_poll(struct fh_cpath *p, int max);
+
+int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
+
+/* ofi_cm.c (MSG mode) */
+int  ofi_cm_open(struct fh_conduit *c);
+void ofi_cm_close(struct fh_conduit *c);
+int  ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot);
+void ofi_cm_path_destroy(struct fh_cpath *p);
+int  ofi_cm_events(struct fh_conduit *c);
+void ofi_cm_poll_events(struct fh_conduit *c);   /* rate-limited */
+void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
+double ofi_now(void);
+
+/* Where a message or RMA to (rank, rpath) goes: FH_OK with *ep and *addr,
+ * or an error (MSG: no connection from this path, or its peer closed it). */
+static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
+                            struct fid_ep **ep, fi_addr_t *addr)
+{
+    const size_t dst = (size_t)rank * (size_t)p->c->cfg.npaths + (size_t)rpath;
+    if (p->conn == NULL) {
+        *ep = p->ep;
+        *addr = p->addrs[dst];
+        return FH_OK;
+    }
+    struct ofi_conn *k = p->conn[dst];
+    if (k == NULL)
+        return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
+                            "rank %d path %d", p->index, rank, rpath);
+    if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP)
+        return fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %d closed its connection "
+                            "(path %d)", rank, rpath);
+    *ep = k->ep;
+    *addr = 0;
+    return FH_OK;
+}
 
 /* Helpers shared by the files. */
 int  ofi_err_to_fh(int fi_errno);   /* positive FI_E* -> fh_err_t */

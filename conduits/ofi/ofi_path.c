@@ -1,6 +1,11 @@
 /*
- * ofi_path.c -- libfabric conduit: paths (endpoint + CQ), AM send/receive,
- * poll.
+ * ofi_path.c -- libfabric conduit: paths (a CQ and its endpoints), AM
+ * send/receive, poll.
+ *
+ * MSG mode (ofi_cm.c) has no endpoint per path: the path's connections
+ * are bound to its CQ, each with rx_per_conn receive buffers of its own,
+ * reposted one by one; the sender of a message is the connection its
+ * buffer was posted on.  What follows describes RDM mode.
  *
  * Receive space.  Each path posts NRBUF = 2 FI_MULTI_RECV buffers of
  * (rx_msgs + 1) * P bytes (P = am_max_packet + our 16-byte header) and sets
@@ -59,8 +64,25 @@ static int ofi_name_shm_ep(struct fh_conduit *c, struct fh_cpath *p)
     return ret;
 }
 
-static int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
+int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 {
+    if (rb->conn != NULL) {
+        struct ofi_conn *k = rb->conn;
+        ssize_t r = fi_recv(k->ep, rb->buf, rb->buf_len, ofi_path_desc(p, k->rmr),
+                            0, &rb->fctx);
+        if (r == -FI_EAGAIN) {
+            rb->repost = 1;
+            p->repost_pending = 1;
+            return 0;
+        }
+        rb->repost = 0;
+        if (r == 0)
+            return 0;
+        fh_log_error("ofi: path %d: fi_recv on the connection of rank %u: %s",
+                     p->index, k->src / (uint32_t)p->c->cfg.npaths,
+                     fi_strerror((int)-r));
+        return FH_ERR_TRANSPORT;
+    }
     struct iovec iov = {.iov_base = rb->buf, .iov_len = rb->buf_len};
     void *desc = ofi_path_desc(p, p->rbuf_mr);
     struct fi_msg msg = {
@@ -100,9 +122,18 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->c = c;
     p->index = attr->index;
     p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
+    p->rx_per_conn = attr->rx_per_src ? attr->rx_per_src : p->rx_msgs;
+    if (p->rx_per_conn > p->rx_msgs)
+        p->rx_per_conn = p->rx_msgs;
     p->upcall_arg = attr->upcall_arg;
     const size_t P = c->am_max_packet + OFI_AMH;   /* wire size */
     const size_t nsrc = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
+    p->rstride = (P + 63) & ~(size_t)63;
+    /* MSG: the connections this path will have (ofi_cm.c: path 0 about one
+     * per source, a thread path one per rank), each with its buffers, and
+     * the unproven ones that may come and go during start-up. */
+    const size_t nconn = p->index == 0 ? nsrc + 1 : (size_t)c->cfg.nranks;
+    const size_t conn_rx = c->msg ? nconn * p->rx_per_conn + 2 * 64 : 0;
 
     /* Sizes of the per-path pools. */
     p->nops = c->tx_size ? c->tx_size : 256;
@@ -113,19 +144,27 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->nslots = cu_send_slots(P);
     if (c->tx_size && p->nslots > c->tx_size)
         p->nslots = c->tx_size;
-    p->nrbufs = OFI_NRBUF;
+    p->nrbufs = c->msg ? 0 : OFI_NRBUF;
     p->rbuf_size = ((size_t)p->rx_msgs + 1) * P;
 
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,   /* buf of multi-recv completions */
         .wait_obj = FI_WAIT_NONE,
-        .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64,
+        .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64 + conn_rx,
     };
     ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
     if (ret) {
         fh_log_error("ofi: path %d: fi_cq_open: %s", p->index,
                      fi_strerror(-ret));
         goto fail;
+    }
+    if (c->msg) {
+        p->conn = calloc(nsrc, sizeof *p->conn);
+        if (p->conn == NULL) {
+            ret = FH_ERR_NO_MEMORY;
+            goto fail_fh;
+        }
+        goto pools;
     }
     ret = fi_endpoint(c->domain, c->info, &p->ep, NULL);
     if (ret) {
@@ -160,6 +199,7 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         goto fail;
     }
 
+pools:
     /* RMA op contexts. */
     p->ops = calloc(p->nops, sizeof *p->ops);
     /* AM ordering state. */
@@ -170,10 +210,10 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->slots = calloc(p->nslots, sizeof *p->slots);
     p->slot_mem = cu_alloc_pages(p->nslots * P);
     /* Receive buffers. */
-    p->rbufs = calloc(p->nrbufs, sizeof *p->rbufs);
-    p->rbuf_mem = cu_alloc_pages(p->nrbufs * p->rbuf_size);
-    if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs || !p->rbuf_mem ||
-        !p->tx_seq || !rx_ok) {
+    p->rbufs = calloc(p->nrbufs ? p->nrbufs : 1, sizeof *p->rbufs);
+    p->rbuf_mem = p->nrbufs ? cu_alloc_pages(p->nrbufs * p->rbuf_size) : NULL;
+    if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs ||
+        (p->nrbufs && !p->rbuf_mem) || !p->tx_seq || !rx_ok) {
         ret = FH_ERR_NO_MEMORY;
         fh_log_error("ofi: path %d: out of memory for %zu x %zu receive "
                      "bytes", p->index, p->nrbufs, p->rbuf_size);
@@ -195,8 +235,9 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                               &p->slot_mr);
         if (ret)
             goto fail_fh;
-        ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size,
-                              FI_RECV, &p->rbuf_mr);
+        if (p->nrbufs)
+            ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size,
+                                  FI_RECV, &p->rbuf_mr);
         if (ret)
             goto fail_fh;
     }
@@ -211,10 +252,15 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     }
 
     c->paths[p->index] = p;
-    fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
-                   "%zu x %zu bytes multi-recv (rx_msgs %u)",
-                   p->index, p->nops, p->nslots, p->nrbufs, p->rbuf_size,
-                   p->rx_msgs);
+    if (c->msg)
+        fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
+                       "%u receive buffers of %zu bytes per connection",
+                       p->index, p->nops, p->nslots, p->rx_per_conn, p->rstride);
+    else
+        fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
+                       "%zu x %zu bytes multi-recv (rx_msgs %u)",
+                       p->index, p->nops, p->nslots, p->nrbufs, p->rbuf_size,
+                       p->rx_msgs);
     *out = p;
     return FH_OK;
 
@@ -231,6 +277,9 @@ void ofi_path_destroy(struct fh_cpath *p)
     if (!p)
         return;
     struct fh_conduit *c = p->c;
+    if (c->msg)
+        ofi_cm_path_destroy(p);     /* its connections, before their CQ */
+    free(p->conn);
     /* Closing the endpoint cancels the posted receives. */
     if (p->ep)
         fi_close(&p->ep->fid);
@@ -261,11 +310,15 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     const size_t total = hdr_len + len;
     int bad = cu_check_am_size("ofi", hdr_len, len, c->am_max_packet);
     if (!bad)
-        bad = cu_check_dest("ofi", "am_send", &c->cfg, p->addrs != NULL, rank,
+        bad = cu_check_dest("ofi", "am_send", &c->cfg, c->connected, rank,
                             rpath);
     if (bad)
         return bad;
 
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    if ((bad = ofi_route(p, rank, rpath, &ep, &addr)) != FH_OK)
+        return bad;
     struct ofi_op *s = p->slot_free;
     if (!s)
         return FH_ERR_AGAIN;
@@ -278,9 +331,8 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
         memcpy(s->buf + OFI_AMH + hdr_len, payload, len);
     s->rank = rank;
     s->rpath = rpath;
-    ssize_t ret = fi_send(p->ep, s->buf, OFI_AMH + total,
-                          ofi_path_desc(p, p->slot_mr), p->addrs[dst],
-                          &s->fctx);
+    ssize_t ret = fi_send(ep, s->buf, OFI_AMH + total,
+                          ofi_path_desc(p, p->slot_mr), addr, &s->fctx);
     if (ret == 0) {
         p->slot_free = s->next;
         p->tx_seq[dst]++;
@@ -295,7 +347,17 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
 
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
-    if (rb->repost && rb->busy == 0 && ofi_post_rbuf(p, rb))
+    if (!rb->repost || rb->busy != 0)
+        return;
+    if (rb->conn != NULL) {
+        /* A connection that is not up takes no more messages. */
+        if (atomic_load_explicit(&rb->conn->state, memory_order_relaxed) != OFI_CONN_UP)
+            rb->repost = 0;
+        else if (ofi_post_rbuf(p, rb))
+            atomic_store(&rb->conn->state, OFI_CONN_DOWN);
+        return;
+    }
+    if (ofi_post_rbuf(p, rb))
         fh_fatal("ofi: path %d: cannot repost receive buffer", p->index);
 }
 
@@ -359,6 +421,26 @@ static void ofi_keep(void *arg, void *rbv, int delta)
 static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
                         const struct fi_cq_data_entry *e, fi_addr_t from)
 {
+    if (rb->conn != NULL) {
+        struct ofi_conn *k = rb->conn;
+        int st = atomic_load_explicit(&k->state, memory_order_relaxed);
+        if (st == OFI_CONN_SETUP) {
+            ofi_cm_on_proof(p, rb, e->len);   /* its first message */
+            return;
+        }
+        if (st != OFI_CONN_UP)
+            return;
+        rb->repost = 1;
+        if (!p->c->connected) {
+            p->c->up.on_drop(p->upcall_arg, (int)(k->src / (uint32_t)p->c->cfg.npaths),
+                             "message before the end of start-up");
+        } else {
+            const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+            ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
+        }
+        ofi_maybe_repost(p, rb);
+        return;
+    }
     int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
     if (e->flags & FI_MULTI_RECV)
         rb->repost = 1;
@@ -377,6 +459,11 @@ static void ofi_retry_reposts(struct fh_cpath *p)
         struct ofi_op *rb = &p->rbufs[i];
         ofi_maybe_repost(p, rb);
     }
+    /* MSG mode: the list changes only in connect and path_destroy. */
+    for (struct ofi_conn *k = p->c->conns; k != NULL; k = k->next)
+        if (k->p == p && k->rbufs != NULL)
+            for (size_t i = 0; i < k->nrbufs; i++)
+                ofi_maybe_repost(p, &k->rbufs[i]);
 }
 
 static void ofi_handle_error(struct fh_cpath *p)
@@ -432,6 +519,22 @@ static void ofi_handle_error(struct fh_cpath *p)
                  "rank %d unreachable: %s (%s)", p->index, op->rank,
                  op->rpath, op->rank, fi_strerror(e.err), detail);
     case OFI_OP_RECV:
+        if (op->conn != NULL) {
+            /* A connection's receive failed: the connection is over (its
+             * peer is gone, or we closed it). */
+            if (e.err != FI_ECANCELED &&
+                atomic_load(&op->conn->state) == OFI_CONN_UP) {
+                fh_log_verbose(1, "ofi: path %d: receive from rank %u failed: %s",
+                               p->index, op->conn->src / (uint32_t)c->cfg.npaths,
+                               fi_strerror(e.err));
+                atomic_store(&op->conn->state, OFI_CONN_DOWN);
+            } else if (e.err != FI_ECANCELED &&
+                       atomic_load(&op->conn->state) == OFI_CONN_SETUP && op->conn->pending) {
+                ofi_drop(p, -1, "connection whose proof could not be received");
+            }
+            op->repost = 0;
+            break;
+        }
         if (e.err == FI_ECANCELED)
             break;              /* endpoint shutting down */
         if (e.err == FI_ETRUNC)
@@ -462,11 +565,14 @@ int ofi_poll(struct fh_cpath *p, int max)
 
     if (p->repost_pending)
         ofi_retry_reposts(p);
+    if (c->msg && p->index == 0 && c->connected)
+        ofi_cm_poll_events(c);
     while (done < max) {
         size_t want = (size_t)(max - done);
         if (want > OFI_CQ_BATCH)
             want = OFI_CQ_BATCH;
-        ssize_t n = fi_cq_readfrom(p->cq, ent, want, from);
+        ssize_t n = c->msg ? fi_cq_read(p->cq, ent, want)
+                           : fi_cq_readfrom(p->cq, ent, want, from);
         if (n == -FI_EAGAIN)
             break;
         if (n == -FI_EAVAIL) {
@@ -493,11 +599,15 @@ int ofi_poll(struct fh_cpath *p, int max)
                 break;
             }
             case OFI_OP_SEND:
+                if (op->conn != NULL) {       /* a handshake proof */
+                    op->conn->proof_sent = 1;
+                    op->conn = NULL;
+                }
                 op->next = p->slot_free;
                 p->slot_free = op;
                 break;
             case OFI_OP_RECV:
-                ofi_deliver(p, op, &ent[i], from[i]);
+                ofi_deliver(p, op, &ent[i], c->msg ? FI_ADDR_NOTAVAIL : from[i]);
                 break;
             default:
                 fh_log_error("ofi: path %d: completion with unknown context",

@@ -209,7 +209,7 @@ int ofi_mr_reg_path(struct fh_cpath *p, void *addr, size_t len,
 static inline int ofi_rma_check(struct fh_cpath *p, const char *what, int rank,
                                 int rpath, const fh_rkey_t *rkey)
 {
-    int ret = cu_check_dest("ofi", what, &p->c->cfg, p->addrs != NULL, rank,
+    int ret = cu_check_dest("ofi", what, &p->c->cfg, p->c->connected, rank,
                             rpath);
     return ret ? ret : cu_check_rkey("ofi", what, rkey);
 }
@@ -235,6 +235,10 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
         return fh_set_error(FH_ERR_INVALID,
                             "ofi: put of %zu bytes needs a local "
                             "registration", len);
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    if ((ret = ofi_route(p, rank, rpath, &ep, &addr)) != FH_OK)
+        return ret;
     struct ofi_op *op = p->op_free;
     if (!op)
         return FH_ERR_AGAIN;
@@ -251,8 +255,7 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
         .msg_iov = &iov,
         .desc = &desc,
         .iov_count = 1,
-        .addr = p->addrs[(size_t)rank * (size_t)c->cfg.npaths +
-                         (size_t)rpath],
+        .addr = addr,
         .rma_iov = &riov,
         .rma_iov_count = 1,
         .context = &op->fctx,
@@ -262,7 +265,7 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
         f |= FI_INJECT;
     if (flags & FH_POST_MORE)
         f |= FI_MORE;
-    ssize_t r = fi_writemsg(p->ep, &m, f);
+    ssize_t r = fi_writemsg(ep, &m, f);
     if (r == 0) {
         p->op_free = op->next;
         return FH_OK;
@@ -287,6 +290,10 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
     if (!lmr && c->mr_local)
         return fh_set_error(FH_ERR_INVALID,
                             "ofi: get needs a local registration");
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    if ((ret = ofi_route(p, rank, rpath, &ep, &addr)) != FH_OK)
+        return ret;
     struct ofi_op *op = p->op_free;
     if (!op)
         return FH_ERR_AGAIN;
@@ -303,8 +310,7 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
         .msg_iov = &iov,
         .desc = &desc,
         .iov_count = 1,
-        .addr = p->addrs[(size_t)rank * (size_t)c->cfg.npaths +
-                         (size_t)rpath],
+        .addr = addr,
         .rma_iov = &riov,
         .rma_iov_count = 1,
         .context = &op->fctx,
@@ -312,7 +318,7 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
     uint64_t f = FI_COMPLETION;
     if (flags & FH_POST_MORE)
         f |= FI_MORE;
-    ssize_t r = fi_readmsg(p->ep, &m, f);
+    ssize_t r = fi_readmsg(ep, &m, f);
     if (r == 0) {
         p->op_free = op->next;
         return FH_OK;

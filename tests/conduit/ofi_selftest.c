@@ -59,7 +59,8 @@ void st_open(struct test *t)
         .am_max_packet = 65536,
         .verbose = getenv("FH_VERBOSE") ? atoi(getenv("FH_VERBOSE")) : 0,
     };
-    const ofi_settings_t os = {.provider = t->provider, .domain = ""};
+    const ofi_settings_t os = {.provider = t->provider, .domain = "",
+                               .endpoint = st_ofi_endpoint(), .trust_fabric = 1};
     cfg.settings = &os;
     fh_log_set_rank(t->rank);
     fh_log_set_verbose(cfg.verbose);

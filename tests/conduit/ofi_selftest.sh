@@ -4,7 +4,9 @@
 # moment the initiator's completion arrives, over every provider in
 # FH_TEST_PROVIDERS (tcp shm) that fi_info offers; plus, over tcp, RMA to a
 # dead peer failing instead of hanging.  (shm 1.17 reports a dead peer's
-# failed RMA without its context, so "dead" runs on tcp only.)
+# failed RMA without its context, so "dead" runs on tcp only.)  tcp runs
+# with authenticated message endpoints (the default) and once more over
+# tcp;ofi_rxm's reliable datagrams.
 here=$(cd "$(dirname "$0")" && pwd)
 bin=./tests/conduit/ofi_selftest
 [ -x "$bin" ] || bin=$here/ofi_selftest
@@ -32,6 +34,11 @@ for p in ${FH_TEST_PROVIDERS:-tcp shm}; do
     run "$p" all
     [ "$p" = tcp ] && run tcp dead
 done
+# tcp's reliable-datagram endpoints (tcp;ofi_rxm), still selectable with
+# FH_OFI_ENDPOINT=rdm FH_OFI_TRUST_FABRIC=1 (the self-test trusts loopback).
+case " ${FH_TEST_PROVIDERS:-tcp shm} " in
+    *" tcp "*) FH_OFI_ENDPOINT=rdm; export FH_OFI_ENDPOINT; run tcp all; unset FH_OFI_ENDPOINT ;;
+esac
 [ "$ran" -gt 0 ] || { echo "nothing ran"; exit 77; }
 [ "$fail" -eq 0 ] || { echo "$fail of $ran runs FAILED"; exit 1; }
 echo "all $ran runs passed"

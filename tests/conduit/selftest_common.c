@@ -24,6 +24,18 @@
 
 int g_rank = 0;
 
+/* FH_OFI_ENDPOINT=msg|rdm of the environment (the self-tests build their
+ * ofi settings by hand; rdm is trusted: they run on loopback). */
+int st_ofi_endpoint(void)
+{
+    const char *e = getenv("FH_OFI_ENDPOINT");
+    if (e != NULL && strcmp(e, "rdm") == 0)
+        return OFI_EPC_RDM;
+    if (e != NULL && strcmp(e, "msg") == 0)
+        return OFI_EPC_MSG;
+    return OFI_EPC_AUTO;
+}
+
 /* ------------------------------------------------------------ boot stubs */
 
 struct sock_boot { int fd; };
@@ -825,7 +837,8 @@ int st_run_dead(const char *provider, const char *dev0, const char *dev1)
     struct fh_boot boot = {&pair_ops, rank, 2, rank, 2, &sb};
     /* ofi: the provider given; ibv (provider NULL): FH_IBV_* from the
      * environment (settings NULL). */
-    const ofi_settings_t os = {.provider = provider, .domain = ""};
+    const ofi_settings_t os = {.provider = provider, .domain = "",
+                               .endpoint = st_ofi_endpoint(), .trust_fabric = 1};
     fh_conduit_config_t cfg = {.rank = rank, .nranks = 2, .npaths = 2,
                                .am_max_packet = 4096,
                                .settings = provider ? &os : NULL};

@@ -25,6 +25,8 @@
 #define CHECK(c, ...) do { if (!(c)) DIE(__VA_ARGS__); } while (0)
 
 extern int g_rank;
+/* FH_OFI_ENDPOINT of the environment as an enum ofi_endpoint_choice. */
+int st_ofi_endpoint(void);
 
 /* ------------------------------------------------- provided by each test */
 

@@ -1,0 +1,568 @@
+/*
+ * ofi_cm.c -- libfabric conduit, message-endpoint mode (FH_OFI_ENDPOINT=msg,
+ * the default for providers that offer FI_EP_MSG, tcp among them): the
+ * listener, one connection per pair of paths that talk, the authenticated
+ * handshake of ofi_auth.h, and the connection events after start-up.
+ *
+ * Why not FI_EP_RDM over tcp;ofi_rxm: rxm names the sender of a message by
+ * the listening port the *connecting* peer announces, and a second request
+ * for a connected peer replaces the connection, so a stranger on the host
+ * could become a member (docs/security.md).  Here the conduit owns its
+ * connections: a peer is who proved, with the secret only the two ranks
+ * hold, that it is; the sender of every message is the connection it
+ * arrived on (ofi_op.conn), never a claim in the bytes.
+ *
+ * Topology (conduit.h: traffic (r,p) -> (r',0) and back):
+ *   - thread path (r, p >= 1) connects to the service path of every rank,
+ *     r itself included;
+ *   - service path (r, 0) connects to the service path of every rank r' >= r
+ *     (r' == r: a loop, for the single-rank case of the self-test) and
+ *     accepts from r' <= r.
+ * Each rank has one passive endpoint (c->pep), bound to the service path.
+ * Connections are made eagerly in connect(): every rank initiates its
+ * connections, accepts the ones it expects, checks every handshake, and
+ * when all of its own are up meets the others in a bootstrap barrier; no
+ * rank sends a message before that barrier, so the only messages seen
+ * during set-up are proofs.  Memory: each connection posts rx_per_src
+ * receive buffers of one AM packet (the runtime's credits bound what one
+ * source may have in flight; tcp holds back anything beyond what is
+ * posted).
+ *
+ * After start-up the listener stays open only to refuse: path 0's poll
+ * reads the event queue at most every OFI_CM_EQ_PERIOD, refuses and counts
+ * every connection request (on_drop, rank -1), and marks connections a peer
+ * shut down (later sends to it fail with FH_ERR_PEER_DEAD).  A request that
+ * fails any check is refused and counted; it never touches an established
+ * connection.  An accepted connection that does not prove itself within
+ * OFI_CM_PROOF_TIMEOUT is closed.  A dead connection keeps its operation
+ * records (not its buffers) until its path is destroyed, because the
+ * provider may still report their cancellation.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <endian.h>
+
+#include "ofi_internal.h"
+#include "firehose/boot/bootstrap.h"
+#include "firehose/util/log.h"
+#include "conduits/util/cu.h"
+
+#define OFI_CM_PROOF_TIMEOUT 2.0     /* s an accepted connection has to prove itself */
+#define OFI_CM_SETUP_TIMEOUT 60.0    /* s connect() waits for the job's connections */
+#define OFI_CM_EQ_PERIOD     0.005   /* s between event-queue reads after start-up */
+#define OFI_CM_PENDING_MAX   64      /* unproven connections at once */
+#define OFI_CM_DEAD_MAX      4096    /* closed connections kept; then refuse all */
+#define OFI_CM_EVENT_BYTES   (sizeof(struct fi_eq_cm_entry) + 256)
+
+double ofi_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- objects */
+
+/* Receive buffers of a connection: n of p->rstride bytes (registered when
+ * the provider wants local registrations). */
+static int conn_alloc_bufs(struct ofi_conn *k, size_t n)
+{
+    struct fh_cpath *p = k->p;
+    k->rbufs = calloc(n, sizeof *k->rbufs);
+    k->rmem = cu_alloc_pages(n * p->rstride);
+    if (k->rbufs == NULL || k->rmem == NULL)
+        return FH_ERR_NO_MEMORY;
+    k->nrbufs = n;
+    if (p->c->mr_local) {
+        int rc = ofi_mr_reg_path(p, k->rmem, n * p->rstride, FI_RECV, &k->rmr);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct ofi_op *rb = &k->rbufs[i];
+        rb->kind = OFI_OP_RECV;
+        rb->conn = k;
+        rb->buf = k->rmem + i * p->rstride;
+        rb->buf_len = p->rstride;
+    }
+    return FH_OK;
+}
+
+static int conn_post_all(struct ofi_conn *k)
+{
+    for (size_t i = 0; i < k->nrbufs; i++) {
+        int rc = ofi_post_rbuf(k->p, &k->rbufs[i]);
+        if (rc)
+            return rc;
+    }
+    return FH_OK;
+}
+
+/* A new endpoint on path p (info: the connection request's, or the
+ * conduit's for a connector), bound to the conduit's EQ and p's CQ. */
+static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
+                                 uint32_t src, int initiator)
+{
+    struct fh_conduit *c = p->c;
+    struct ofi_conn *k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return NULL;
+    k->p = p;
+    k->src = src;
+    k->initiator = initiator;
+    atomic_init(&k->state, OFI_CONN_SETUP);
+    k->next = c->conns;
+    c->conns = k;
+    int ret = fi_endpoint(c->domain, info, &k->ep, k);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &c->eq->fid, 0);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (!ret)
+        ret = fi_enable(k->ep);
+    if (ret) {
+        fh_log_error("ofi: endpoint for rank %u path %u: %s", src / (uint32_t)c->cfg.npaths,
+                     src % (uint32_t)c->cfg.npaths, fi_strerror(-ret));
+        atomic_store(&k->state, OFI_CONN_DEAD);
+        return NULL;
+    }
+    return k;
+}
+
+/* Ends a connection that is not (or no longer) wanted: the endpoint is
+ * closed, the buffers freed; the operation records stay (see the top). */
+static void conn_kill(struct ofi_conn *k, const char *why)
+{
+    struct fh_conduit *c = k->p->c;
+    int was = atomic_exchange(&k->state, OFI_CONN_DEAD);
+    if (was == OFI_CONN_DEAD)
+        return;
+    if (k->pending) {
+        k->pending = 0;
+        c->npending--;
+    }
+    if (why != NULL)
+        c->up.on_drop(c->paths[0]->upcall_arg, -1, why);
+    if (k->ep != NULL) {
+        fi_close(&k->ep->fid);
+        k->ep = NULL;
+    }
+    if (k->rmr != NULL) {
+        ofi_mr_dereg(c, k->rmr);
+        k->rmr = NULL;
+    }
+    free(k->rmem);
+    k->rmem = NULL;
+    c->ndead++;
+}
+
+void ofi_cm_path_destroy(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    for (struct ofi_conn **pk = &c->conns; *pk != NULL;) {
+        struct ofi_conn *k = *pk;
+        if (k->p != p) {
+            pk = &k->next;
+            continue;
+        }
+        *pk = k->next;
+        if (atomic_load(&k->state) != OFI_CONN_DEAD) {
+            if (k->pending)
+                c->npending--;
+            if (k->ep != NULL)
+                fi_close(&k->ep->fid);
+            if (k->rmr != NULL)
+                ofi_mr_dereg(c, k->rmr);
+            free(k->rmem);
+        }
+        free(k->rbufs);
+        free(k->retired);
+        free(k);
+    }
+}
+
+/* ------------------------------------------------------------- listener */
+
+int ofi_cm_open(struct fh_conduit *c)
+{
+    struct fi_eq_attr ea = {.size = 256, .wait_obj = FI_WAIT_UNSPEC};
+    int ret = fi_eq_open(c->fabric, &ea, &c->eq, NULL);
+    if (!ret)
+        ret = fi_passive_ep(c->fabric, c->info, &c->pep, NULL);
+    if (!ret)
+        ret = fi_pep_bind(c->pep, &c->eq->fid, 0);
+    if (!ret)
+        ret = fi_listen(c->pep);
+    if (ret) {
+        fh_log_error("ofi: listener: %s", fi_strerror(-ret));
+        return FH_ERR_TRANSPORT;
+    }
+    c->lname_len = 0;
+    ret = fi_getname(&c->pep->fid, NULL, &c->lname_len);
+    if (ret != -FI_ETOOSMALL && ret != 0) {
+        fh_log_error("ofi: fi_getname(listener): %s", fi_strerror(-ret));
+        return FH_ERR_TRANSPORT;
+    }
+    return ofi_auth_init(&c->auth, c->cfg.rank, c->cfg.nranks, c->cfg.npaths);
+}
+
+void ofi_cm_close(struct fh_conduit *c)
+{
+    if (c->pep != NULL)
+        fi_close(&c->pep->fid);
+    if (c->eq != NULL)
+        fi_close(&c->eq->fid);
+    c->pep = NULL;
+    c->eq = NULL;
+    ofi_auth_fini(&c->auth);
+    free(c->peer_names);
+    free(c->accepted);
+    c->peer_names = NULL;
+    c->accepted = NULL;
+}
+
+/* ------------------------------------------------------------ handshake */
+
+static void refuse(struct fh_conduit *c, struct fi_info *info, const char *why)
+{
+    fi_reject(c->pep, info->handle, NULL, 0);
+    c->cm_refused++;
+    c->up.on_drop(c->paths[0]->upcall_arg, -1, why);
+}
+
+static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dlen)
+{
+    struct ofi_cm_req req;
+    const char *why = NULL;
+    if (c->connected)
+        why = "connection request after start-up";
+    else if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
+        uint32_t src = le32toh(req.src_rank) * (uint32_t)c->cfg.npaths + le32toh(req.src_path);
+        if (c->accepted[src])
+            why = "connection request for a (rank, path) already connected";
+        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX)
+            why = "connection request while too many are unproven";
+        else {
+            struct ofi_conn *k = conn_new(c->paths[0], e->info, src, 0);
+            struct ofi_cm_acc acc;
+            int rc = k == NULL ? FH_ERR_TRANSPORT : conn_alloc_bufs(k, 1);
+            if (!rc)
+                rc = ofi_cm_acc_make(&c->auth, &req, &acc);
+            if (!rc)
+                rc = ofi_post_rbuf(k->p, &k->rbufs[0]);
+            if (!rc) {
+                k->req = req;
+                k->acc = acc;
+                k->pending = 1;
+                c->npending++;
+                k->deadline = ofi_now() + OFI_CM_PROOF_TIMEOUT;
+                int ret = fi_accept(k->ep, &acc, sizeof acc);
+                if (ret == 0) {
+                    fi_freeinfo(e->info);
+                    return;
+                }
+                fh_log_error("ofi: fi_accept: %s", fi_strerror(-ret));
+            }
+            if (k != NULL)
+                conn_kill(k, NULL);
+            why = "connection request that could not be accepted";
+        }
+    }
+    refuse(c, e->info, why);
+    fi_freeinfo(e->info);
+}
+
+/* The connector's side: our request was accepted; check the acceptor. */
+static int on_accepted(struct fh_conduit *c, struct ofi_conn *k, const void *data,
+                       size_t dlen)
+{
+    const int np = c->cfg.npaths;
+    const char *why = ofi_cm_acc_check(&c->auth, &k->req, data, dlen, &k->acc);
+    if (why != NULL) {
+        fh_log_error("ofi: path %d: rank %u refused as our peer: %s", k->p->index,
+                     k->src / (uint32_t)np, why);
+        conn_kill(k, NULL);
+        return FH_ERR_TRANSPORT;
+    }
+    int rc = conn_alloc_bufs(k, k->p->rx_per_conn);
+    if (!rc)
+        rc = conn_post_all(k);
+    struct ofi_op *s = k->p->slot_free;
+    if (!rc && s == NULL)
+        rc = FH_ERR_NO_MEMORY;       /* set-up sends one proof per connection */
+    if (rc) {
+        conn_kill(k, NULL);
+        return rc;
+    }
+    struct ofi_cm_proof pr;
+    ofi_cm_proof_make(&c->auth, &k->req, &k->acc, &pr);
+    memcpy(s->buf, &pr, sizeof pr);
+    s->rank = (int)(k->src / (uint32_t)np);
+    s->rpath = 0;
+    s->conn = k;
+    ssize_t ret = fi_send(k->ep, s->buf, sizeof pr, ofi_path_desc(k->p, k->p->slot_mr), 0,
+                          &s->fctx);
+    if (ret) {
+        fh_log_error("ofi: path %d: sending the connection proof to rank %d: %s",
+                     k->p->index, s->rank, fi_strerror((int)-ret));
+        s->conn = NULL;
+        conn_kill(k, NULL);
+        return FH_ERR_TRANSPORT;
+    }
+    k->p->slot_free = s->next;
+    atomic_store(&k->state, OFI_CONN_UP);
+    return FH_OK;
+}
+
+/* The acceptor's side: the first message of a pending connection. */
+void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
+{
+    struct fh_conduit *c = p->c;
+    struct ofi_conn *k = rb->conn;
+    if (atomic_load(&k->state) != OFI_CONN_SETUP || k->initiator)
+        return;
+    const char *why = ofi_cm_proof_check(&c->auth, &k->req, &k->acc, rb->buf, len);
+    if (why == NULL && c->accepted[k->src])
+        why = "connection proof for a (rank, path) already connected";
+    if (why != NULL) {
+        conn_kill(k, why);
+        return;
+    }
+    /* Proven: the full set of receive buffers replaces the proof's. */
+    struct ofi_op *old = k->rbufs;
+    k->rbufs = NULL;
+    if (k->rmr != NULL)
+        ofi_mr_dereg(c, k->rmr);
+    k->rmr = NULL;
+    free(k->rmem);
+    k->rmem = NULL;
+    int rc = conn_alloc_bufs(k, p->rx_per_conn);
+    if (!rc)
+        rc = conn_post_all(k);
+    /* The old record is the completion being handled: keep it, retired. */
+    old->conn = NULL;
+    old->repost = 0;
+    k->retired = old;
+    if (rc) {
+        conn_kill(k, "connection that could not get its receive buffers");
+        return;
+    }
+    k->pending = 0;
+    c->npending--;
+    c->accepted[k->src] = 1;
+    c->naccepted++;
+    if (p->conn[k->src] == NULL)
+        p->conn[k->src] = k;     /* the self loop keeps its connector for sends */
+    atomic_store(&k->state, OFI_CONN_UP);
+    fh_log_verbose(3, "ofi: accepted rank %u path %u", k->src / (uint32_t)c->cfg.npaths,
+                   k->src % (uint32_t)c->cfg.npaths);
+}
+
+/* --------------------------------------------------------------- events */
+
+/* Reads the event queue until it is empty.  During set-up an error is
+ * returned for failures of our own connections; after it, FH_OK. */
+int ofi_cm_events(struct fh_conduit *c)
+{
+    union {
+        struct fi_eq_cm_entry e;
+        char bytes[OFI_CM_EVENT_BYTES];
+    } ev;
+    const int np = c->cfg.npaths;
+    double t = ofi_now();
+    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        if (k->pending && t > k->deadline)
+            conn_kill(k, "connection that did not prove itself in time");
+    for (;;) {
+        uint32_t event = 0;
+        ssize_t n = fi_eq_read(c->eq, &event, &ev, sizeof ev, 0);
+        if (n == -FI_EAGAIN)
+            return FH_OK;
+        if (n == -FI_EAVAIL) {
+            struct fi_eq_err_entry err;
+            memset(&err, 0, sizeof err);
+            if (fi_eq_readerr(c->eq, &err, 0) < 0)
+                return FH_OK;
+            struct ofi_conn *k = err.fid != NULL && err.fid != &c->pep->fid
+                                     ? err.fid->context : NULL;
+            if (k == NULL)
+                continue;
+            if (k->initiator && !c->connected) {
+                fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
+                             k->src / (uint32_t)np, fi_strerror(err.err));
+                conn_kill(k, NULL);
+                return FH_ERR_PEER_DEAD;
+            }
+            conn_kill(k, k->pending ? "connection that failed during its handshake" : NULL);
+            continue;
+        }
+        if (n < 0) {
+            fh_log_error("ofi: fi_eq_read: %s", fi_strerror((int)-n));
+            return FH_ERR_TRANSPORT;
+        }
+        size_t dlen = (size_t)n > sizeof ev.e ? (size_t)n - sizeof ev.e : 0;
+        if (event == FI_CONNREQ) {
+            on_connreq(c, &ev.e, dlen);
+            continue;
+        }
+        struct ofi_conn *k = ev.e.fid != NULL ? ev.e.fid->context : NULL;
+        if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD)
+            continue;
+        if (event == FI_CONNECTED && k->initiator) {
+            int rc = on_accepted(c, k, ev.e.data, dlen);
+            if (rc && !c->connected)
+                return rc;
+        } else if (event == FI_SHUTDOWN) {
+            if (k->pending) {
+                conn_kill(k, "connection closed during its handshake");
+            } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
+                fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
+                               k->src / (uint32_t)np, k->src % (uint32_t)np);
+            }
+        }
+        /* FI_CONNECTED of an accepted connection: it still owes its proof. */
+    }
+}
+
+void ofi_cm_poll_events(struct fh_conduit *c)
+{
+    double t = ofi_now();
+    if (t < c->next_eq)
+        return;
+    c->next_eq = t + OFI_CM_EQ_PERIOD;
+    (void)ofi_cm_events(c);
+}
+
+/* -------------------------------------------------------------- connect */
+
+static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
+{
+    const uint32_t src = (uint32_t)rank * (uint32_t)c->cfg.npaths;
+    struct ofi_conn *k = conn_new(p, c->info, src, 1);
+    if (k == NULL)
+        return FH_ERR_TRANSPORT;
+    int rc = ofi_cm_req_make(&c->auth, p->index, rank, 0, &k->req);
+    if (rc)
+        return rc;
+    p->conn[src] = k;
+    const char *name = c->peer_names + (size_t)rank * c->lname_len;
+    int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", p->index, rank,
+                     fi_strerror(-ret));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+/* Our connections are up and their proofs sent; we accepted all we expect. */
+static int setup_done(const struct fh_conduit *c, unsigned expect_in)
+{
+    if (c->naccepted < expect_in)
+        return 0;
+    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
+            return 0;
+    return 1;
+}
+
+/* Names the first peer we are still waiting for. */
+static void report_missing(const struct fh_conduit *c)
+{
+    const int np = c->cfg.npaths;
+    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
+            fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
+                         "to rank %u after %.0f s", k->p->index, k->src / (uint32_t)np,
+                         OFI_CM_SETUP_TIMEOUT);
+            return;
+        }
+    for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
+        if (!c->accepted[s] && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
+            fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %u path %u did not connect "
+                         "(with a valid proof) within %.0f s", s / (uint32_t)np,
+                         s % (uint32_t)np, OFI_CM_SETUP_TIMEOUT);
+            return;
+        }
+}
+
+/* Collective: exchanges listener names and public keys, makes and accepts
+ * this rank's connections, then a bootstrap barrier. */
+int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
+{
+    const int np = c->cfg.npaths, nr = c->cfg.nranks, me = c->cfg.rank;
+    uint64_t mylen = c->lname_len, *lens = calloc((size_t)nr, sizeof *lens);
+    if (lens == NULL)
+        return FH_ERR_NO_MEMORY;
+    int rc = boot->ops->allgather(boot, &mylen, lens, sizeof mylen);
+    size_t L = 0;
+    for (int r = 0; r < nr && !rc; r++)
+        L = lens[r] > L ? (size_t)lens[r] : L;
+    free(lens);
+    if (rc || L == 0 || L > 4096)
+        return fh_set_error(FH_ERR_BOOTSTRAP, "ofi: listener-name allgather failed");
+
+    const size_t R = L + OFI_PUB_BYTES;
+    char *mine = calloc(1, R), *all = calloc((size_t)nr, R);
+    c->peer_names = calloc((size_t)nr, L);
+    c->accepted = calloc((size_t)nr * (size_t)np, 1);
+    uint8_t *pubs = calloc((size_t)nr, OFI_PUB_BYTES);
+    rc = FH_ERR_NO_MEMORY;
+    if (!mine || !all || !c->peer_names || !c->accepted || !pubs)
+        goto out;
+    size_t len = L;
+    if (fi_getname(&c->pep->fid, mine, &len) != 0) {
+        rc = fh_set_error(FH_ERR_TRANSPORT, "ofi: fi_getname(listener) failed");
+        goto out;
+    }
+    memcpy(mine + L, c->auth.pub, OFI_PUB_BYTES);
+    if (boot->ops->allgather(boot, mine, all, R) != 0) {
+        rc = fh_set_error(FH_ERR_BOOTSTRAP, "ofi: address allgather failed");
+        goto out;
+    }
+    for (int r = 0; r < nr; r++) {
+        memcpy(c->peer_names + (size_t)r * L, all + (size_t)r * R, L);
+        memcpy(pubs + (size_t)r * OFI_PUB_BYTES, all + (size_t)r * R + L, OFI_PUB_BYTES);
+    }
+    c->lname_len = L;
+    if ((rc = ofi_auth_derive(&c->auth, pubs)) != FH_OK)
+        goto out;
+
+    for (int i = 0; i < np && !rc; i++)
+        for (int r = i == 0 ? me : 0; r < nr && !rc; r++)
+            rc = start_connect(c, c->paths[i], r);
+    const unsigned expect_in = (unsigned)nr * (unsigned)(np - 1) + (unsigned)me + 1;
+    const double deadline = ofi_now() + OFI_CM_SETUP_TIMEOUT;
+    while (!rc && !setup_done(c, expect_in)) {
+        rc = ofi_cm_events(c);
+        for (int i = 0; i < np && !rc; i++) {
+            int n = ofi_poll(c->paths[i], 64);
+            rc = n < 0 ? n : FH_OK;
+        }
+        if (!rc && ofi_now() > deadline) {
+            report_missing(c);
+            rc = FH_ERR_PEER_DEAD;
+        }
+    }
+    if (!rc && boot->ops->barrier(boot) != 0)
+        rc = fh_set_error(FH_ERR_BOOTSTRAP, "ofi: barrier after connecting failed");
+    if (!rc) {
+        /* Strangers' half-made connections end here; requests from now on are
+         * refused by path 0's poll. */
+        for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+            if (k->pending)
+                conn_kill(k, "connection still unproven at the end of start-up");
+        c->connected = 1;
+        fh_log_verbose(2, "ofi: %u connections made, %u accepted, %lu refused",
+                       (unsigned)(np - 1) * (unsigned)nr + (unsigned)(nr - me),
+                       c->naccepted, c->cm_refused);
+    }
+out:
+    free(mine);
+    free(all);
+    free(pubs);
+    return rc;
+}
