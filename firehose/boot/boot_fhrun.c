@@ -22,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
@@ -445,17 +447,30 @@ static void host_id(char id[HOSTID_BYTES])
     id[HOSTID_BYTES - 1] = '\0';
 }
 
-/* Logs why a handshake read or write failed. */
-static void handshake_io_error(const char *addr, long rank, int timeout_s,
-                               int e)
+/* The launcher closed the connection before it answered: it closes
+ * handshakes that take too long, or to make room when strangers fill its
+ * slots (tools/launcher/handshake.c).  Worth another try; errno 0 is EOF. */
+static int closed_early(int e)
 {
+    return e == 0 || e == ECONNRESET || e == EPIPE || e == ECONNABORTED;
+}
+
+/* A handshake read or write failed with errno e: returns 1 (retry, not
+ * logged) if the launcher closed the connection early, else logs why and
+ * returns -1. */
+static int handshake_io_error(const char *addr, long rank, int timeout_s,
+                              int e)
+{
+    if (closed_early(e))
+        return 1;
     if (e == ETIMEDOUT)
         fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
                      "waiting for the launcher at %s to accept rank %ld",
                      timeout_s, addr, rank);
     else
         fh_log_error("bootstrap: handshake with the launcher at %s failed: "
-                     "%s", addr, e ? strerror(e) : "connection closed");
+                     "%s", addr, strerror(e));
+    return -1;
 }
 
 static void refused(const char *addr, long rank, uint32_t status)
@@ -481,9 +496,12 @@ static void launcher_unproven(const char *addr, const char *why)
 }
 
 /* The handshake of bootstrap.h, rank side.  Returns 0 once both sides have
- * proven they know the key, or -1 (logged).  Refusal codes from the
+ * proven they know the key; 1 if the launcher closed the connection before
+ * its answer (status word) was in, which is worth a retry on a new
+ * connection (not logged); or -1 (logged), final.  Refusal codes from the
  * launcher are reported as such although they are not authenticated: any
- * answer other than a valid proof ends this rank anyway. */
+ * answer other than a valid proof ends this rank anyway, and so does a
+ * launcher that closes after its status 0 instead of proving itself. */
 static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
                      uint32_t rank, const char *addr, double deadline,
                      int timeout_s)
@@ -501,10 +519,8 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
     fh_put_u32(hello, FH_BOOT_MAGIC);
     memcpy(hello + 4, nonce_r, FH_BOOT_NONCE_BYTES);
     if (fh_write_full(fd, hello, sizeof hello, deadline) < 0 ||
-        fh_read_full(fd, ch, 4, deadline) < 0) {
-        handshake_io_error(addr, rank, timeout_s, errno);
-        return -1;
-    }
+        fh_read_full(fd, ch, 4, deadline) < 0)
+        return handshake_io_error(addr, rank, timeout_s, errno);
     uint32_t w = fh_get_u32(ch);
     if (w != FH_BOOT_MAGIC) {
         if (w == FH_BOOT_REFUSED_KEY || w == FH_BOOT_REFUSED_RANK ||
@@ -515,10 +531,8 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
                               "challenge");
         return -1;
     }
-    if (fh_read_full(fd, ch + 4, FH_BOOT_NONCE_BYTES, deadline) < 0) {
-        handshake_io_error(addr, rank, timeout_s, errno);
-        return -1;
-    }
+    if (fh_read_full(fd, ch + 4, FH_BOOT_NONCE_BYTES, deadline) < 0)
+        return handshake_io_error(addr, rank, timeout_s, errno);
     memcpy(nonce_l, ch + 4, FH_BOOT_NONCE_BYTES);
 
     fh_put_u32(proof, rank);
@@ -532,10 +546,8 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
         return -1;
     }
     if (fh_write_full(fd, proof, sizeof proof, deadline) < 0 ||
-        fh_read_full(fd, acc, 4, deadline) < 0) {
-        handshake_io_error(addr, rank, timeout_s, errno);
-        return -1;
-    }
+        fh_read_full(fd, acc, 4, deadline) < 0)
+        return handshake_io_error(addr, rank, timeout_s, errno);
     uint32_t status = fh_get_u32(acc);
     if (status != 0) {
         refused(addr, rank, status);
@@ -544,7 +556,7 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
     if (fh_read_full(fd, acc + 4, FH_BOOT_MAC_BYTES, deadline) < 0) {
         int e = errno;
         if (e == ETIMEDOUT)
-            handshake_io_error(addr, rank, timeout_s, e);
+            (void)handshake_io_error(addr, rank, timeout_s, e);
         else
             launcher_unproven(addr, e ? strerror(e) : "it closed the "
                               "connection instead");
@@ -556,6 +568,72 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
         return -1;
     }
     return 0;
+}
+
+/* Sleeps about *delay_ms (between half and one and a half times: ranks
+ * that failed together do not retry together), then doubles it up to
+ * 500 ms. */
+static void backoff(int *delay_ms)
+{
+    unsigned short r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (unsigned short)getpid();
+    long ms = *delay_ms / 2 + (long)(r % (unsigned)*delay_ms);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    if (*delay_ms < 500)
+        *delay_ms *= 2;
+}
+
+/* Connects to the launcher and completes the handshake, both retried with
+ * backoff until the deadline: connecting while the launcher is not
+ * listening yet (transient errors), and a handshake the launcher closed
+ * before answering (handshake() returns 1; see closed_early).  Returns the
+ * connection, or -1 (logged). */
+static int connect_and_handshake(int kind, const char *host, const char *port,
+                                 const char *addr,
+                                 const unsigned char key[FH_KEY_BYTES],
+                                 long rank, double deadline, int timeout_s)
+{
+    int gai, delay_ms = 10, closed = 0;
+    for (;;) {
+        int fd = connect_once(kind, host, port, deadline, &gai);
+        if (fd < 0) {
+            int e = errno;
+            if (transient(e) && fh_now() + delay_ms / 1000.0 < deadline) {
+                backoff(&delay_ms);
+                continue;
+            }
+            const char *why = gai ? gai_strerror(gai) : strerror(e);
+            if (transient(e))
+                fh_log_error("bootstrap: cannot connect to the launcher at %s "
+                             "within %d s (FH_BOOT_TIMEOUT): %s", addr,
+                             timeout_s, why);
+            else
+                fh_log_error("bootstrap: cannot connect to the launcher at "
+                             "%s: %s", addr, why);
+            return -1;
+        }
+        int h = handshake(fd, key, (uint32_t)rank, addr, deadline, timeout_s);
+        if (h == 0)
+            return fd;
+        close(fd);
+        if (h < 0)
+            return -1;
+        closed++;
+        if (fh_now() + delay_ms / 1000.0 >= deadline) {
+            fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
+                         "waiting for the launcher at %s to accept rank %ld: "
+                         "it closed the handshake %d time(s) without an "
+                         "answer (too many other connections?)", timeout_s,
+                         addr, rank, closed);
+            return -1;
+        }
+        fh_log_verbose(1, "bootstrap: the launcher at %s closed the handshake "
+                       "without an answer (attempt %d); retrying", addr,
+                       closed);
+        backoff(&delay_ms);
+    }
 }
 
 int fh_boot_fhrun_open(fh_boot_t **out, int timeout_s)
@@ -582,35 +660,11 @@ int fh_boot_fhrun_open(fh_boot_t **out, int timeout_s)
         return FH_ERR_BOOTSTRAP;
     }
 
-    /* Connect, retrying transient failures until the deadline. */
     double deadline = fh_now() + timeout_s;
-    int fd, gai, delay_ms = 10;
-    for (;;) {
-        fd = connect_once(kind, host, port, deadline, &gai);
-        if (fd >= 0)
-            break;
-        int e = errno;
-        if (!transient(e) || fh_now() + delay_ms / 1000.0 >= deadline) {
-            const char *why = gai ? gai_strerror(gai) : strerror(e);
-            if (transient(e))
-                fh_log_error("bootstrap: cannot connect to the launcher at %s "
-                             "within %d s (FH_BOOT_TIMEOUT): %s", addr,
-                             timeout_s, why);
-            else
-                fh_log_error("bootstrap: cannot connect to the launcher at "
-                             "%s: %s", addr, why);
-            return FH_ERR_BOOTSTRAP;
-        }
-        struct timespec ts = {0, delay_ms * 1000000L};
-        nanosleep(&ts, NULL);
-        if (delay_ms < 500)
-            delay_ms *= 2;
-    }
-
-    if (handshake(fd, key, (uint32_t)rank, addr, deadline, timeout_s) < 0) {
-        close(fd);
+    int fd = connect_and_handshake(kind, host, port, addr, key, rank,
+                                   deadline, timeout_s);
+    if (fd < 0)
         return FH_ERR_BOOTSTRAP;
-    }
 
     fh_boot_t *b = calloc(1, sizeof *b);
     fhrun_priv_t *p = calloc(1, sizeof *p);

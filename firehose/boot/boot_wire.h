@@ -6,6 +6,12 @@
  * Conventions layered on bootstrap.h (both sides are in this tree):
  *   - the launcher's non-zero status word on refusal is one of
  *     FH_BOOT_REFUSED_*;
+ *   - a connection the launcher closes before it sent its challenge or its
+ *     status word is not a refusal: it closes handshakes that take too long
+ *     and makes room when strangers fill its slots
+ *     (tools/launcher/handshake.c), and the rank retries on a new
+ *     connection, with backoff, until FH_BOOT_TIMEOUT.  Status 0 followed
+ *     by a close instead of the launcher's proof is final;
  *   - FH_BOOT_MSG_ALLGATHER carries no length word: the rank knows it
  *     (len * nranks of the request it is waiting on);
  *   - FH_BOOT_MSG_DEAD: "status" is the rank's exit status, or 128 + signal;

@@ -6,9 +6,11 @@
  * main.c).  One file per question:
  *   args.c    the command line and FH_BOOT_TIMEOUT -> fr.opts
  *   spawn.c   finding the program, fork and exec of each rank
- *   server.c  the bootstrap server: listening socket, handshakes (HMAC
- *             challenge-response, bootstrap.h), requests (allgather,
- *             finalize, abort), death notices
+ *   server.c  the bootstrap server: listening socket, requests of the
+ *             accepted ranks (allgather, finalize, abort), death notices
+ *   handshake.c  connections until they authenticate (HMAC
+ *             challenge-response, bootstrap.h), and the bounds on them:
+ *             deadline, per-address cap, rate-limited refusal log
  *   output.c  the launcher's own messages, per-connection send queues of
  *             shared buffers, --tag-output line forwarding
  *   reap.c    children that end, the first failure, termination on a
@@ -38,6 +40,10 @@
 
 #define MAX_RANKS        4096
 #define MAX_PENDING      256              /* unauthenticated connections */
+#define MAX_PENDING_PER_SOURCE (MAX_PENDING / 4)  /* of them per address */
+#define HANDSHAKE_TIMEOUT 3.0             /* s from accept to authenticated */
+#define ACCEPT_BATCH     64               /* accepts per poll() round */
+#define LOG_BURST        10               /* refusal messages per second */
 #define MAX_RESULT       ((size_t)1 << 30)  /* allgather result, bytes */
 #define DEAD_GRACE       3.0              /* s before SIGKILL after a death */
 #define TERM_GRACE       2.0              /* s between SIGTERM and SIGKILL */
@@ -81,13 +87,22 @@ typedef struct rank {
     UT_hash_handle hh;       /* in fr.job.by_pid from spawn until reaped */
 } rank_t;
 
+/* A peer's address, as the per-source cap compares them (handshake.c):
+ * family AF_INET (addr: 4 bytes, also for IPv4-mapped IPv6), AF_INET6 (16)
+ * or AF_UNIX (every unix peer is one source); unused bytes are zero. */
+typedef struct src {
+    int family;
+    unsigned char addr[16];
+} src_t;
+
 /* A connection in its handshake (bootstrap.h): reading the hello, then,
  * once our challenge is sent, the rank's proof. */
 typedef struct pend {
     int fd;
     int got_hello;           /* 0: reading the hello; 1: reading the proof */
     size_t have;
-    double deadline;
+    double since;            /* accepted at; closed at + HANDSHAKE_TIMEOUT */
+    src_t src;
     unsigned char nonce_r[FH_BOOT_NONCE_BYTES], nonce_l[FH_BOOT_NONCE_BYTES];
     unsigned char buf[FH_BOOT_PROOF_BYTES];  /* the hello, then the proof */
 } pend_t;
@@ -139,6 +154,16 @@ struct fhrun {
         uint32_t death_rank, death_status;
         char death_msg[FH_BOOT_MAX_MSG];
     } end;
+    /* gate: what handshake.c counts of the connections it closed
+     * unauthenticated, and its refusal log's rate limit. */
+    struct fhrun_gate {
+        unsigned long n_over_cap;    /* evicted: its address at its cap */
+        unsigned long n_full;        /* evicted: every slot busy */
+        unsigned long n_timed_out;   /* no handshake in HANDSHAKE_TIMEOUT */
+        double log_window_end;       /* the current second of the log */
+        int log_shown;               /* messages shown in it */
+        unsigned long log_hidden;    /* messages not shown in it */
+    } gate;
     /* ag: the current allgather round (server.c). */
     struct fhrun_ag {
         shbuf_t *buf;                /* the result being built, or NULL */
@@ -174,13 +199,31 @@ void read_output(int rn, int s);
 /* server.c */
 void open_listener(void);
 void cleanup_socket(void);
-void accept_all(void);
-int read_pend(pend_t *p);    /* 1: entry finished (closed or handed over) */
+/* Hands connection fd, whose handshake proved it is rank rn, to the request
+ * reader and queues our accept; mac is our proof for it. */
+void accept_rank(int rn, int fd, uint32_t pid,
+                 const unsigned char mac[FH_BOOT_MAC_BYTES]);
 void read_rank(int rn);
 void close_rank_conn(rank_t *r);
 void on_rank_eof(rank_t *r, const char *why);
 void send_death(rank_t *r);
 void reset_round(void);
+
+/* handshake.c */
+/* Accepts what the listener has (at most ACCEPT_BATCH), making room by the
+ * rules of handshake.c.  Never blocks. */
+void accept_all(void);
+/* 0 if the listener is not to be polled (unix socket, every slot busy). */
+int pend_room(void);
+/* Reads what the peer sent and answers.  Returns 1 if the entry is finished
+ * (fd closed, or handed over to accept_rank): the caller removes it. */
+int read_pend(pend_t *p);
+/* Closes the handshakes past their deadline; flushes the log's count. */
+void pend_timers(double now);
+/* When pend_timers next has work (fh_now() units), or 0: never. */
+double pend_next_timer(void);
+/* At the end: what was closed unauthenticated, if anything. */
+void pend_report(void);
 
 /* reap.c */
 void set_code(int c);

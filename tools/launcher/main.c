@@ -80,7 +80,7 @@ static void setup(void)
 }
 
 /* Whatever is due at now: --timeout, the connect deadline, a rank's EOF
- * without finalize, a stale handshake, SIGKILL of stragglers. */
+ * without finalize, stale handshakes (handshake.c), SIGKILL of stragglers. */
 static void run_timers(double now)
 {
     if (fr.opts.job_timeout > 0 && !fr.end.term_mode &&
@@ -116,13 +116,7 @@ static void run_timers(double now)
                                  "fh_finalize");
         }
     }
-    for (int i = 0; i < fr.job.npend; i++)
-        if (now >= fr.job.pend[i].deadline) {
-            msg("refused a connection: no handshake within %d s",
-                fr.opts.boot_timeout);
-            close(fr.job.pend[i].fd);
-            fr.job.pend[i--] = fr.job.pend[--fr.job.npend];
-        }
+    pend_timers(now);
     if (fr.end.kill_at > 0 && now >= fr.end.kill_at) {
         fr.end.kill_at = 0;
         kill_stragglers();
@@ -141,8 +135,7 @@ static int next_wakeup_ms(double now)
     NEAR(fr.end.kill_at);
     for (int i = 0; i < fr.opts.nranks; i++)
         NEAR(fr.job.ranks[i].eof_deadline);
-    for (int i = 0; i < fr.job.npend; i++)
-        NEAR(fr.job.pend[i].deadline);
+    NEAR(pend_next_timer());
 #undef NEAR
     return next <= now ? 0 : (int)((next - now) * 1000) + 1;
 }
@@ -153,8 +146,10 @@ static size_t fill_pollset(struct pollfd *pfd, int *who)
     size_t n = 0;
     pfd[n] = (struct pollfd){.fd = fr.job.sig_pipe[0], .events = POLLIN};
     who[n++] = W_SIG;
-    pfd[n] = (struct pollfd){.fd = fr.job.listen_fd, .events = POLLIN};
-    who[n++] = W_LISTEN;
+    if (pend_room()) {
+        pfd[n] = (struct pollfd){.fd = fr.job.listen_fd, .events = POLLIN};
+        who[n++] = W_LISTEN;
+    }
     for (int i = 0; i < fr.job.npend; i++) {
         pfd[n] = (struct pollfd){.fd = fr.job.pend[i].fd, .events = POLLIN};
         who[n++] = W_PEND + i;
@@ -242,6 +237,7 @@ static void teardown(void)
             free(r->line[s]);
         }
     }
+    pend_report();
     shbuf_unref(fr.ag.buf);
     HASH_CLEAR(hh, fr.job.by_pid);
     free(fr.job.ranks);

@@ -3,18 +3,17 @@
  *
  * open_listener() creates the socket the ranks find in FH_BOOT_ADDR: a
  * private unix socket under $TMPDIR, or TCP with --listen.  A new
- * connection is "pending" (fr.job.pend) until its handshake ends: the
- * rank's hello, our challenge, the rank's proof that it knows the job key
- * (HMAC, boot_wire.h), our accept with our own proof.  Nothing a peer sends
- * is acted on before its MAC checks out.  An accepted rank then sends
- * requests (allgather, finalize, abort), read by a small state machine
- * (on_unit); a round of allgather completes when every rank contributed,
- * and the result goes to every rank from one shared buffer.
+ * connection is "pending" until its handshake proves it is one of the
+ * job's ranks (handshake.c, which also says how connections that never
+ * authenticate are kept from taking every slot); then accept_rank hands it
+ * over.  An accepted rank sends requests (allgather, finalize, abort), read
+ * by a small state machine (on_unit); a round of allgather completes when
+ * every rank contributed, and the result goes to every rank from one shared
+ * buffer.
  */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +160,41 @@ void send_death(rank_t *r)
     memcpy(b->data + 16, fr.end.death_msg, ml);
     enqueue(r, b);
     shbuf_unref(b);
+}
+
+/* ---- ranks that passed the handshake ------------------------------------- */
+
+/* The handshake's end (handshake.c): our accept (status 0 and mac) is the
+ * first thing queued to the rank. */
+void accept_rank(int rn, int fd, uint32_t pid,
+                 const unsigned char mac[FH_BOOT_MAC_BYTES])
+{
+    rank_t *r = &fr.job.ranks[rn];
+    r->fd = fd;
+    r->ever_connected = 1;
+    r->rstate = RS_OP;
+    r->dst = r->hdr;
+    r->need = 4;
+    r->have = 0;
+    r->eof_deadline = 0;
+    vlog(1, "rank %d connected (pid %u)", rn, pid);
+    if (!fr.job.any_connected) {
+        fr.job.any_connected = 1;
+        if (fh_now() > fr.job.connect_deadline)
+            fr.job.connect_deadline = fh_now() + fr.opts.boot_timeout;
+    }
+    shbuf_t *b = shbuf_new(FH_BOOT_ACCEPT_BYTES);
+    fh_put_u32(b->data, 0);
+    memcpy(b->data + 4, mac, FH_BOOT_MAC_BYTES);
+    enqueue(r, b);
+    shbuf_unref(b);
+    if (fr.end.failed) {
+        send_death(r);
+    } else if (fr.job.latent_rank >= 0) {
+        int lr = fr.job.latent_rank;
+        fr.job.latent_rank = -1;
+        rank_death(lr, 0, "exited with status 0 before fh_finalize");
+    }
 }
 
 /* ---- requests from ranks ------------------------------------------------- */
@@ -348,182 +382,5 @@ void read_rank(int rn)
         r->have += (size_t)n;
         if (r->have == r->need)
             on_unit(rn);
-    }
-}
-
-/* ---- handshakes ---------------------------------------------------------- */
-
-static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void refuse(pend_t *p, uint32_t why, const char *fmt, ...)
-{
-    char text[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    msg("refused a connection: %s", text);
-    unsigned char st[4];
-    fh_put_u32(st, why);
-    ssize_t w = send(p->fd, st, 4, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)w;
-    /* Discard what the peer sent beyond the message we judged (a rank of
-     * the old protocol sends a longer hello): closing a socket with unread
-     * input resets the connection, and the peer could lose the status. */
-    unsigned char junk[256];
-    for (int i = 0; i < 16; i++)
-        if (recv(p->fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
-            break;
-}
-
-/* mac: the launcher's proof for this rank (sent after status 0). */
-static void accept_rank(int rn, int fd, uint32_t pid,
-                        const unsigned char mac[FH_BOOT_MAC_BYTES])
-{
-    rank_t *r = &fr.job.ranks[rn];
-    r->fd = fd;
-    r->ever_connected = 1;
-    r->rstate = RS_OP;
-    r->dst = r->hdr;
-    r->need = 4;
-    r->have = 0;
-    r->eof_deadline = 0;
-    vlog(1, "rank %d connected (pid %u)", rn, pid);
-    if (!fr.job.any_connected) {
-        fr.job.any_connected = 1;
-        if (fh_now() > fr.job.connect_deadline)
-            fr.job.connect_deadline = fh_now() + fr.opts.boot_timeout;
-    }
-    shbuf_t *b = shbuf_new(FH_BOOT_ACCEPT_BYTES);
-    fh_put_u32(b->data, 0);
-    memcpy(b->data + 4, mac, FH_BOOT_MAC_BYTES);
-    enqueue(r, b);
-    shbuf_unref(b);
-    if (fr.end.failed) {
-        send_death(r);
-    } else if (fr.job.latent_rank >= 0) {
-        int lr = fr.job.latent_rank;
-        fr.job.latent_rank = -1;
-        rank_death(lr, 0, "exited with status 0 before fh_finalize");
-    }
-}
-
-/* Sends our challenge once the hello (magic, nonce_R) is in.  Returns 0, or
- * -1 if the connection is to be closed (refusal already sent and logged). */
-static int send_challenge(pend_t *p)
-{
-    if (fh_get_u32(p->buf) != FH_BOOT_MAGIC) {
-        /* Not this protocol: an older rank (it would have sent its key),
-         * a stray client.  Reported as a key failure, as before. */
-        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
-        return -1;
-    }
-    memcpy(p->nonce_r, p->buf + 4, FH_BOOT_NONCE_BYTES);
-    if (fh_boot_nonce(p->nonce_l) < 0) {
-        msg("refused a connection: getrandom: %s", strerror(errno));
-        return -1;
-    }
-    unsigned char ch[FH_BOOT_CHALLENGE_BYTES];
-    fh_put_u32(ch, FH_BOOT_MAGIC);
-    memcpy(ch + 4, p->nonce_l, FH_BOOT_NONCE_BYTES);
-    /* The peer has sent nothing since its hello and waits for this: the
-     * socket's send buffer is empty, 36 bytes always fit. */
-    ssize_t w = send(p->fd, ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w != (ssize_t)sizeof ch) {
-        vlog(1, "dropped a connection during the handshake: %s",
-             w < 0 ? strerror(errno) : "short send");
-        return -1;
-    }
-    p->got_hello = 1;
-    p->have = 0;
-    return 0;
-}
-
-/* The proof (rank, pid, MAC) is in.  Returns 1 if the rank was accepted
- * (fd handed over), 0 if refused (refusal sent and logged). */
-static int check_proof(pend_t *p)
-{
-    uint32_t rn = fh_get_u32(p->buf);
-    uint32_t pid = fh_get_u32(p->buf + 4);
-    unsigned char want[FH_BOOT_MAC_BYTES], mine[FH_BOOT_MAC_BYTES];
-    /* Nothing the peer sent is acted on before its MAC checks out: rn and
-     * pid are only MAC input until then. */
-    if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_RANK, p->nonce_r, p->nonce_l, rn,
-                    pid, want) < 0 ||
-        !fh_boot_mac_equal(p->buf + 8, want))
-        refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
-    else if (rn >= (uint32_t)fr.opts.nranks)
-        refuse(p, FH_BOOT_REFUSED_RANK, "rank %u out of range (job has "
-               "%d ranks)", rn, fr.opts.nranks);
-    else if (fr.job.ranks[rn].ever_connected)
-        refuse(p, FH_BOOT_REFUSED_DUP, "rank %u is already connected "
-               "(duplicate rank)", rn);
-    else if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_LAUNCHER, p->nonce_r,
-                         p->nonce_l, rn, pid, mine) < 0)
-        refuse(p, FH_BOOT_REFUSED_KEY, "cannot compute the handshake MAC "
-               "(libcrypto)");
-    else {
-        accept_rank((int)rn, p->fd, pid, mine);
-        return 1;
-    }
-    return 0;
-}
-
-/* Returns 1 if the pending entry is finished (fd closed or handed over). */
-int read_pend(pend_t *p)
-{
-    int complete = 0;  /* the peer sent all we asked for (vs EOF/error) */
-    for (;;) {
-        size_t want = p->got_hello ? FH_BOOT_PROOF_BYTES : FH_BOOT_HELLO_BYTES;
-        ssize_t n = read(p->fd, p->buf + p->have, want - p->have);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
-            break;
-        }
-        if (n == 0)
-            break;
-        p->have += (size_t)n;
-        if (p->have < want)
-            continue;
-        complete = 1;
-        if (!p->got_hello) {
-            if (send_challenge(p) < 0)
-                break;
-            complete = 0;
-            continue;  /* the proof may be in already (it cannot be valid) */
-        }
-        if (check_proof(p))
-            return 1;
-        break;
-    }
-    if (!complete)
-        vlog(1, "dropped a connection that closed during the handshake");
-    close(p->fd);
-    return 1;
-}
-
-void accept_all(void)
-{
-    for (;;) {
-        int fd = accept4(fr.job.listen_fd, NULL, NULL,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            return;  /* EAGAIN, or EMFILE etc.: retried on the next poll */
-        }
-        if (fr.job.npend == MAX_PENDING) {
-            msg("refused a connection: too many connections in handshake");
-            close(fd);
-            continue;
-        }
-        fr.job.pend[fr.job.npend].fd = fd;
-        fr.job.pend[fr.job.npend].got_hello = 0;
-        fr.job.pend[fr.job.npend].have = 0;
-        fr.job.pend[fr.job.npend].deadline = fh_now() + fr.opts.boot_timeout;
-        fr.job.npend++;
     }
 }
