@@ -66,7 +66,7 @@ fi
 ATTACKS=${SEC_TAKEOVER_ATTACKS:-"takeover msgconn replay"}
 WAIT=${SEC_WAIT:-60}               # victim's attack window, at most (s)
 LISTEN=${SEC_LISTEN:-3}            # impostor's listening time per attack (s)
-GRACE=${SEC_GRACE:-30}
+GRACE=${SEC_GRACE:-15}             # job's time to finish once DIR/done exists
 # A preloaded shim comes before an ASan runtime in the library list.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 export ASAN_OPTIONS
