@@ -34,14 +34,29 @@
  * Then a put/get round trip and a legitimate AM from every rank must still
  * work.  The victim prints "DROPPED n" (its am_dropped total) and
  * forge_test.sh checks its log holds the reason of every kind above.
+ *
+ * takeover (tcp; issue 26)  roles change: rank 2 tries to become rank 1
+ *             towards rank 0 (forge_takeover.c): it announces rank 1's
+ *             ports from tcp;ofi_rxm endpoints of its own and sends, with
+ *             rank 0's token (every member holds it) and every sequence
+ *             number 0..63, a request to H_TAKE and a barrier arrival
+ *             for round 1 (rank 1's turn towards rank 0) claiming rank 1
+ *             [rxm generation]; and it sends FI_EP_MSG connection
+ *             requests claiming rank 1 with a random or replayed proof
+ *             [MSG generation].  Rank 1 sends H_TAKE 3 times, honestly.
+ *             Rank 0 must see exactly those 3 from rank 1, no forged one,
+ *             no barrier arrival left over, and the job must go on.
  */
 #include "tests/integ/testutil.h"
 
 #include <sched.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "firehose/am_wire.h"
 #include "firehose/internal.h"
 #include "conduits/ofi/ofi_internal.h"
+#include "tests/security/forge_takeover.h"
 
 #define H_USER   FH_AM_USER_FIRST
 #define ATOM_VAL 0x2222222222222222ull
@@ -49,6 +64,13 @@
 
 static int me, N;
 static _Atomic int user_calls[3];   /* victim: handler runs per claimed source */
+
+#define H_TAKE      (FH_AM_USER_FIRST + 1)
+#define TAKE_HONEST 0x4035E57ull
+#define TAKE_FORGED 0xF0F0F0F0F0ull
+#define TAKE_DONE   0xD0DEull     /* rank 2: the attack is over */
+static _Atomic int take_honest[3], take_forged[3];  /* per verified source */
+static _Atomic int take_done;
 
 static void user_handler(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
                          unsigned na)
@@ -78,6 +100,102 @@ static void send_raw_am(fh_path_t *p, int to, int to_path, const fh_am_msg_t *m)
         CHECK(rc == FH_ERR_AGAIN, "am_send", "FH_OK or FH_ERR_AGAIN, saw %s", fh_strerror(rc));
         sched_yield();
     }
+}
+
+static void take_handler(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
+                         unsigned na)
+{
+    (void)buf; (void)n;
+    int src = -1;
+    fh_token_source(tok, &src);
+    if (src < 0 || src >= 3 || na < 1)
+        return;
+    if (a[0] == TAKE_HONEST)
+        atomic_fetch_add(&take_honest[src], 1);
+    else if (a[0] == TAKE_DONE && src == 2)
+        atomic_store(&take_done, 1);
+    else if (a[0] == TAKE_FORGED)
+        atomic_fetch_add(&take_forged[src], 1);
+}
+
+/* The takeover phase (see the top).  Over tcp only: shm names endpoints by
+ * unguessable names, not by ports. */
+static void takeover_phase(int ofi)
+{
+    pid_t pid = getpid(), pids[3];
+    CHECK_RC(fh_allgather(&pid, pids, sizeof pid), FH_OK);
+    const char *prov = getenv("FH_OFI_PROVIDER");
+    if (!ofi || (prov && *prov && strcmp(prov, "tcp") != 0)) {
+        TU_LOG("NOTE takeover phase skipped: it attacks tcp\n");
+        return;
+    }
+    if (me == 1)
+        for (int i = 0; i < 3; i++) {
+            uint64_t a = TAKE_HONEST;
+            CHECK_RC(fh_am_request_short(0, H_TAKE, &a, 1), FH_OK);
+        }
+    if (me == 0)
+        for (int i = 0; i < 10000000 && atomic_load(&take_honest[1]) < 3; i++)
+            fh_poll();
+    CHECK_RC(fh_barrier(), FH_OK);
+    if (me == 2) {
+        /* The forged messages, claiming rank 1 (src_path is set per
+         * connection).  The barrier arrival is for the next barrier. */
+        unsigned char am[2][FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
+        fh_am_msg_t m = {.kind = FH_AM_REQ_SHORT, .handler = H_TAKE, .nargs = 1,
+                         .src_rank = 1};
+        m.args[0] = TAKE_FORGED;
+        fh_am_msg_t bm = {.kind = FH_AM_REQ_SHORT, .handler = FH_H_BARRIER, .nargs = 4,
+                          .src_rank = 1};
+        bm.args[0] = 1;
+        bm.args[1] = fh_rt->barrier_epoch + 1;
+        bm.args[2] = bm.args[3] = fh_coll_sig(FH_COLL_BARRIER, 0);
+        struct ft_target t = {
+            .pid0 = pids[0], .pid1 = pids[1], .npaths = fh_rt->npaths,
+            /* [rxm generation] what we present to rank 0 (gone with tokens) */
+            .token0 = fh_tls()->path->cp->tokens[0],
+            .am = {am[0], am[1]},
+            .am_len = {fh_am_encode(&m, am[0], sizeof am[0]),
+                       fh_am_encode(&bm, am[1], sizeof am[1])},
+            .nseq = 64, .seconds = 3.0,
+        };
+        struct ft_report r;
+        CHECK(ft_attack(&t, &r) == 0, "takeover setup",
+              "libsec_shim.so preloaded (forge_test.sh sets LD_PRELOAD), saw it missing");
+        TU_LOG("takeover: rxm: %u endpoints announcing rank 1's ports, %u forged messages "
+               "posted, %u not; msg: %u requests, %u refused, %u connected, %u of those "
+               "closed by rank 0\n", r.rxm_eps, r.rxm_sent, r.rxm_unsent, r.msg_tried,
+               r.msg_refused, r.msg_connected, r.msg_closed);
+        uint64_t d = TAKE_DONE;
+        CHECK_RC(fh_am_request_short(0, H_TAKE, &d, 1), FH_OK);
+        CHECK_RC(fh_am_request_short(1, H_TAKE, &d, 1), FH_OK);
+    } else {
+        /* Rank 1 stays quiet (nothing of its own in flight to lose); rank 0
+         * serves whatever arrives, until rank 2 is done (at most 40 s). */
+        double t0 = tu_now();
+        while (!atomic_load(&take_done) && tu_now() - t0 < 40)
+            fh_poll();
+        CHECK(atomic_load(&take_done), "takeover", "rank 2's end of the attack within "
+              "40 s, saw none");
+        for (double t1 = tu_now(); tu_now() - t1 < 0.5;)
+            fh_poll();
+    }
+    if (me == 0) {
+        unsigned left = 0;
+        for (int e = 0; e < 2; e++)
+            left += atomic_load(&fh_rt->barrier_arrived[1][e]);
+        int f1 = atomic_load(&take_forged[1]), h1 = atomic_load(&take_honest[1]);
+        TU_LOG("takeover: H_TAKE from rank 1: %d honest, %d forged; forged from rank 2: "
+               "%d; round-1 barrier arrivals waiting: %u\n", h1, f1,
+               atomic_load(&take_forged[2]), left);
+        CHECK(f1 == 0 && h1 == 3 && left == 0, "takeover",
+              "rank 0 to run H_TAKE 'from rank 1' exactly the 3 times rank 1 sent it and "
+              "no barrier arrival in rank 1's name before rank 1 arrives; saw %d honest "
+              "and %d FORGED calls whose verified source was rank 1, and %u round-1 "
+              "arrivals waiting (rank 2 passed for rank 1)", h1, f1, left);
+    }
+    CHECK_RC(fh_barrier(), FH_OK);
+    CHECK_RC(fh_barrier(), FH_OK);
 }
 
 static int slot_is_free(const struct fh_cpath *cp, const struct ofi_op *s)
@@ -240,6 +358,7 @@ int main(int argc, char **argv)
     N = fh_nranks();
     CHECK(N == 3, "job size", "3 ranks, saw %d", N);
     CHECK_RC(fh_am_register(H_USER, user_handler, "user"), FH_OK);
+    CHECK_RC(fh_am_register(H_TAKE, take_handler, "take"), FH_OK);
     fh_seg_t seg;
     uint64_t *mine;
     CHECK_RC(fh_segment_create(4096, &seg, (void **)&mine), FH_OK);
@@ -360,6 +479,7 @@ int main(int argc, char **argv)
                (unsigned long long)s0.am_dropped);
     }
     CHECK_RC(fh_barrier(), FH_OK);
+    takeover_phase(ofi);
     CHECK_RC(fh_segment_destroy(seg), FH_OK);
     TU_SAY("PASS forge_test\n");
     CHECK_RC(fh_finalize(), FH_OK);

@@ -8,8 +8,24 @@
 # ofi, a runt, a message without the job's token, an oversized message
 # (dropped by us, or truncated by the provider) and a replayed sequence
 # number.
+#
+# The takeover phase (rank 2 tries to become rank 1 towards rank 0 over
+# tcp, forge_takeover.c) needs tests/security/.libs/libsec_shim.so
+# preloaded (sec_shim.c: it lets rank 2 announce rank 1's ports, and
+# records the connection requests rank 2 sends, from which it takes the job
+# id and a proof to replay); the shim does nothing until a program asks.
 . "$(dirname "$0")/../integ/common.sh"
 need_fhrun
+shim=
+for c in "${top_builddir:+$top_builddir/tests/security/.libs/libsec_shim.so}" \
+         ./tests/security/.libs/libsec_shim.so "$here/.libs/libsec_shim.so"; do
+    [ -n "$c" ] && [ -f "$c" ] && { shim=$(cd "$(dirname "$c")" && pwd)/libsec_shim.so; break; }
+done
+[ -n "$shim" ] || { echo "SKIP: tests/security/.libs/libsec_shim.so not built"; exit 77; }
+LD_PRELOAD=$shim SEC_SHIM_CAPTURE=$tmpd/cap
+# A preloaded shim comes before an ASan runtime in the library list.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+export LD_PRELOAD SEC_SHIM_CAPTURE ASAN_OPTIONS
 for p in $(providers); do
     export FH_OFI_PROVIDER=$p
     before=$fail

@@ -12,6 +12,8 @@
  *                      and handed to the outsider only so that it can *prove*
  *                      a successful read: a read that returns these bytes is
  *                      a breach);
+ *   SEC_PING/SEC_PONG  handlers of the victim's own traffic (SEC_TRAFFIC=1),
+ *                      whose first argument is always SEC_PING_MAGIC;
  *   SEC_WRITE_OFF      where the outsider's guessed-key writes land relative
  *                      to the segment start (both address modes).
  */
@@ -22,6 +24,9 @@
 
 #define SEC_HANDLER    200u
 #define SEC_ARG0       0x0F0B1DDE4AB1E5ULL    /* "forbidden able" */
+#define SEC_PING       201u
+#define SEC_PONG       202u
+#define SEC_PING_MAGIC 0x9196A9E5ULL
 #define SEC_SEG_BYTES  ((size_t)64 << 10)
 #define SEC_WRITE_OFF  1024u
 #define SEC_LONG_OFF   2048u                  /* forged long AM destination */

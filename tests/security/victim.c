@@ -21,6 +21,16 @@
  *   5. checks and prints: the segment still holds the pattern (every byte),
  *      no handler ran, an honest fh_get of the peer still returns the
  *      peer's pattern, and every rank reached the final barrier (alive).
+ * With SEC_TRAFFIC=1 (tests/security/takeover.sh) the ranks also talk
+ * during the attack window, so that an impostor of a rank has something
+ * to intercept: every 10 ms each rank sends its peer a ping (SEC_PING,
+ * arguments: magic, sequence number), which the peer's handler answers
+ * with a pong, and every 50 ms it puts 64 bytes of the peer's own pattern
+ * into the peer's segment (so the segment check still holds) and gets 64
+ * bytes back, which must be the pattern.  At the end every ping must have
+ * arrived exactly once, in order, from the verified peer, every pong too,
+ * and every put and get must have succeeded: an AM or RMA that went to an
+ * impostor instead shows as a missing ping or pong or a failed operation.
  * Rank 0 prints "PASS sec_victim" only when every check holds on every
  * rank; the exit status is 0 only then.  A check that fails prints
  * "[rank] FAIL <what>: expected ..., saw ...".
@@ -40,6 +50,11 @@
 static int me = -1;
 static atomic_int forged_calls;
 
+/* SEC_TRAFFIC: pings received from the peer (in order), pongs received,
+ * and anything that did not fit (wrong source, magic or sequence). */
+static atomic_uint pings_in, pongs_in, traffic_bad;
+static int traffic_peer = -1;
+
 #define SAY(...) do { printf("[%d] ", me); printf(__VA_ARGS__); \
                       fflush(stdout); } while (0)
 
@@ -54,6 +69,77 @@ static void forged_handler(fh_token_t tok, void *buf, size_t nbytes,
             "%u args (arg0=0x%" PRIx64 " arg1=0x%" PRIx64 "), %zu bytes at "
             "%p\n", SEC_HANDLER, n, src, nargs, nargs > 0 ? args[0] : 0,
             nargs > 1 ? args[1] : 0, nbytes, buf);
+}
+
+static void ping_handler(fh_token_t tok, void *buf, size_t nbytes,
+                         const uint64_t *args, unsigned nargs)
+{
+    (void)buf; (void)nbytes;
+    int src = -1;
+    fh_token_source(tok, &src);
+    unsigned want = atomic_load(&pings_in);
+    if (src != traffic_peer || nargs != 2 || args[0] != SEC_PING_MAGIC ||
+        args[1] != want) {
+        if (atomic_fetch_add(&traffic_bad, 1) < 10)
+            SAY("FAIL ping: expected #%u from rank %d with magic, saw one "
+                "from rank %d, %u args, seq %" PRIu64 "\n", want,
+                traffic_peer, src, nargs, nargs > 1 ? args[1] : 0);
+        return;
+    }
+    atomic_fetch_add(&pings_in, 1);
+    uint64_t a[2] = {SEC_PING_MAGIC, args[1]};
+    int rc = fh_am_reply_short(tok, SEC_PONG, a, 2);
+    if (rc != FH_OK && atomic_fetch_add(&traffic_bad, 1) < 10)
+        SAY("FAIL pong: expected FH_OK, saw %s\n", fh_err_name(rc));
+}
+
+static void pong_handler(fh_token_t tok, void *buf, size_t nbytes,
+                         const uint64_t *args, unsigned nargs)
+{
+    (void)buf; (void)nbytes;
+    int src = -1;
+    fh_token_source(tok, &src);
+    if (src != traffic_peer || nargs != 2 || args[0] != SEC_PING_MAGIC) {
+        if (atomic_fetch_add(&traffic_bad, 1) < 10)
+            SAY("FAIL pong: expected one from rank %d with magic, saw one "
+                "from rank %d (%u args)\n", traffic_peer, src, nargs);
+        return;
+    }
+    atomic_fetch_add(&pongs_in, 1);
+}
+
+/* One round of SEC_TRAFFIC towards the peer: a ping, and every 5th round
+ * a put of the peer's pattern and a get that must return it.  Returns 0
+ * on the first failure (printed). */
+static int traffic_round(unsigned round, unsigned *pings_out, int peer,
+                         uint8_t *peer_base, uint64_t peer_seed)
+{
+    uint64_t a[2] = {SEC_PING_MAGIC, *pings_out};
+    int rc = fh_am_request_short(peer, SEC_PING, a, 2);
+    if (rc != FH_OK) {
+        SAY("FAIL ping #%u to rank %d: expected FH_OK, saw %s (%s)\n",
+            *pings_out, peer, fh_err_name(rc), fh_last_error());
+        return 0;
+    }
+    (*pings_out)++;
+    if (round % 5)
+        return 1;
+    uint8_t out[64], in[64];
+    size_t off = ((size_t)round * 64) % (SEC_SEG_BYTES - 64);
+    for (size_t k = 0; k < sizeof out; k++)
+        out[k] = sec_pat(peer_seed, off + k);
+    if ((rc = fh_put(peer, peer_base + off, out, sizeof out)) != FH_OK ||
+        (rc = fh_get(in, peer, peer_base + off, sizeof in)) != FH_OK) {
+        SAY("FAIL traffic put/get at offset %zu of rank %d: expected FH_OK, "
+            "saw %s (%s)\n", off, peer, fh_err_name(rc), fh_last_error());
+        return 0;
+    }
+    if (memcmp(in, out, sizeof in) != 0) {
+        SAY("FAIL traffic get at offset %zu of rank %d: expected its "
+            "pattern, saw other bytes\n", off, peer);
+        return 0;
+    }
+    return 1;
 }
 
 static void die(const char *what, int rc)
@@ -131,7 +217,13 @@ int main(int argc, char **argv)
     if (w && *w)
         wait_s = atof(w);
 
+    const char *tr = getenv("SEC_TRAFFIC");
+    const int traffic = tr && *tr && strcmp(tr, "0") != 0;
     int rc = fh_am_register(SEC_HANDLER, forged_handler, "sec_victim_target");
+    if (rc == FH_OK)
+        rc = fh_am_register(SEC_PING, ping_handler, "sec_victim_ping");
+    if (rc == FH_OK)
+        rc = fh_am_register(SEC_PONG, pong_handler, "sec_victim_pong");
     if (rc != FH_OK) {
         fprintf(stderr, "fh_am_register: %s\n", fh_err_name(rc));
         return 1;
@@ -147,6 +239,9 @@ int main(int argc, char **argv)
         fh_abort(1, "sec_victim needs 2 ranks");
     }
     const int peer = (me + 1) % n;
+    /* Pings go to the next rank and come from the previous one; with 2
+     * ranks that is the same rank. */
+    traffic_peer = (me + n - 1) % n;
 
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
@@ -193,9 +288,16 @@ int main(int argc, char **argv)
     char done_path[4096];
     snprintf(done_path, sizeof done_path, "%s/done", dir);
     const double t0 = now_s();
-    int timed_out = 0;
+    int timed_out = 0, traffic_ok = 1;
+    unsigned pings_out = 0, round = 0;
+    double next_round = t0;
     for (unsigned it = 0;; it++) {
         fh_poll();
+        if (traffic && traffic_ok && now_s() >= next_round) {
+            traffic_ok = traffic_round(round++, &pings_out, peer, peer_base,
+                                       seeds[peer]);
+            next_round += 0.010;
+        }
         if ((it & 7) == 0 && access(done_path, F_OK) == 0)
             break;
         if (now_s() - t0 > wait_s) {
@@ -238,6 +340,32 @@ int main(int argc, char **argv)
         SAY("handler %u never ran\n", SEC_HANDLER);
     }
     ok &= honest_get(peer, peer_base, seeds[peer], 1);
+    if (traffic) {
+        /* Every ping sent must arrive exactly once and be answered. */
+        unsigned *outs = calloc((size_t)n, sizeof *outs);
+        if (!outs)
+            fh_abort(1, "out of memory");
+        if ((rc = fh_allgather(&pings_out, outs, sizeof pings_out)) != FH_OK)
+            die("fh_allgather(ping counts)", rc);
+        unsigned want_in = outs[traffic_peer];
+        for (double t1 = now_s(); now_s() - t1 < 5.0 &&
+             (atomic_load(&pings_in) < want_in ||
+              atomic_load(&pongs_in) < pings_out);)
+            fh_poll();
+        unsigned in = atomic_load(&pings_in), pongs = atomic_load(&pongs_in);
+        unsigned bad = atomic_load(&traffic_bad);
+        if (!traffic_ok || in != want_in || pongs != pings_out || bad) {
+            SAY("FAIL traffic: expected %u pings from rank %d, %u pongs, "
+                "nothing unexpected, every put/get FH_OK; saw %u pings, %u "
+                "pongs, %u unexpected, put/get %s\n", want_in, traffic_peer,
+                pings_out, in, pongs, bad, traffic_ok ? "ok" : "FAILED");
+            ok = 0;
+        } else {
+            SAY("traffic intact: %u pings in, %u out, %u pongs, %u "
+                "put/get rounds\n", in, pings_out, pongs, (round + 4) / 5);
+        }
+        free(outs);
+    }
 
     if ((rc = fh_barrier()) != FH_OK)
         die("fh_barrier (after the checks)", rc);
