@@ -524,9 +524,14 @@ static void ofi_handle_error(struct fh_cpath *p)
              * peer is gone, or we closed it). */
             if (e.err != FI_ECANCELED &&
                 atomic_load(&op->conn->state) == OFI_CONN_UP) {
-                fh_log_verbose(1, "ofi: path %d: receive from rank %u failed: %s",
-                               p->index, op->conn->src / (uint32_t)c->cfg.npaths,
-                               fi_strerror(e.err));
+                int rank = (int)(op->conn->src / (uint32_t)c->cfg.npaths);
+                if (e.err == FI_ETRUNC)   /* tcp then ends the connection */
+                    c->up.on_drop(p->upcall_arg, rank, "message truncated by the "
+                                  "provider (longer than the receive space); its "
+                                  "connection ends");
+                else
+                    fh_log_verbose(1, "ofi: path %d: receive from rank %d failed: %s",
+                                   p->index, rank, fi_strerror(e.err));
                 atomic_store(&op->conn->state, OFI_CONN_DOWN);
             } else if (e.err != FI_ECANCELED &&
                        atomic_load(&op->conn->state) == OFI_CONN_SETUP && op->conn->pending) {

@@ -49,6 +49,7 @@
  */
 #include "tests/integ/testutil.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -214,13 +215,16 @@ static void send_ofi_bytes(const void *bytes, size_t len)
     fh_path_t *p = fh_tls()->path;
     struct fh_cpath *cp = p->cp;
     struct ofi_op *s = NULL;
+    /* rdm: the victim's AV entry; msg: our connection to it. */
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    CHECK_RC(ofi_route(cp, 1, 0, &ep, &addr), FH_OK);
     for (;;) {
         pthread_mutex_lock(&p->lock);
         s = cp->slot_free;
         ssize_t r = -FI_EAGAIN;
         if (s != NULL) {
-            r = fi_send(cp->ep, bytes, len, NULL, cp->addrs[(size_t)1 * (size_t)fh_rt->npaths],
-                        &s->fctx);
+            r = fi_send(ep, bytes, len, NULL, addr, &s->fctx);
             if (r == 0)
                 cp->slot_free = s->next;
         }
@@ -241,6 +245,29 @@ static void send_ofi_bytes(const void *bytes, size_t len)
     }
 }
 
+/* The oversized message.  rdm: dropped by the conduit's length check;
+ * msg: longer than the connection's receive buffers, so the tcp provider
+ * reports it truncated and ends that connection (a stream cannot skip a
+ * message it has no buffer for) -- the victim drops it and goes on, the
+ * sender has lost its own connection.  So in msg mode it leaves from a
+ * thread of its own (its own path), and the main thread's path still
+ * reaches the victim afterwards. */
+static void *send_big(void *arg)
+{
+    int *sent = arg;
+    struct fh_cpath *cp = fh_tls()->path->cp;
+    const size_t dst = (size_t)1 * (size_t)fh_rt->npaths;   /* (victim, path 0) */
+    size_t big = 60001;
+    char *b = calloc(1, big);
+    CHECK(b != NULL, "calloc", "%zu bytes", big);
+    struct ofi_amh h = {.token = cp->tokens[1], .seq = cp->tx_seq[dst]};
+    memcpy(b, &h, sizeof h);                                 /* right token, too long */
+    send_ofi_bytes(b, big);
+    free(b);
+    *sent = 1;
+    return NULL;
+}
+
 static void forge_raw_ofi(void)
 {
     struct fh_cpath *cp = fh_tls()->path->cp;
@@ -252,13 +279,17 @@ static void forge_raw_ofi(void)
     memset(odd, 0x5a, sizeof odd);                           /* wrong token */
     send_ofi_bytes(odd, sizeof odd);
 
-    size_t big = 60001;
-    char *b = calloc(1, big);
-    CHECK(b != NULL, "calloc", "%zu bytes", big);
-    struct ofi_amh h = {.token = cp->tokens[1], .seq = cp->tx_seq[dst]};
-    memcpy(b, &h, sizeof h);                                 /* right token, too long */
-    send_ofi_bytes(b, big);
-    free(b);
+    int sent = 0;
+    if (cp->conn == NULL) {
+        send_big(&sent);
+    } else {
+        CHECK(fh_rt->npaths >= 3, "paths", "two thread paths for the oversized message "
+              "(FH_MAX_THREADS >= 2), saw %d paths", fh_rt->npaths);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, send_big, &sent) == 0, "pthread_create", "0");
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join", "0");
+    }
+    CHECK(sent, "oversized", "sent");
 
     /* A replay: the sequence number of the last message actually delivered
      * from this path (tx_seq was never advanced by the raw sends). */
