@@ -7,6 +7,8 @@
  *   fh_wait_all (messages/s and MB/s), like GASNet's testsmall/testlarge.
  *   The loop over sizes is fhb_size_table (bench_util.c), which `raw` runs
  *   over the transports themselves.
+ *   Then am_rtt: an 8-byte medium AM request whose handler answers with a
+ *   short reply, timed request to reply (median and p99).
  * peak: put bandwidth vs size, every put to the same remote location:
  *   fh_put_nbi bursts completed by fh_wait_nbi.
  *
@@ -17,7 +19,7 @@
  *
  * CSV columns (shared with bench_raw.c):
  *   op,size,iters,median_us,p99_us,mb_s,msgs_s
- * ops: put, get (latency rows: median_us/p99_us), put_nb_flood,
+ * ops: put, get, am_rtt (latency rows: median_us/p99_us), put_nb_flood,
  * get_nb_flood, put_nbi_peak (rate rows: mb_s/msgs_s); unused fields empty.
  */
 #include <stdlib.h>
@@ -87,13 +89,55 @@ static double time_flood(void *ctx, int is_put, size_t n, long it)
     return (fhb_now_ns() - t0) / 1e9;
 }
 
+/* AM round trip: the request's handler replies; the reply's sets a flag. */
+#define AM_RTT_REQ (FH_AM_USER_FIRST + 8)
+#define AM_RTT_REP (FH_AM_USER_FIRST + 9)
+static volatile int am_replies;
+
+static void h_rtt_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf; (void)n; (void)a; (void)na;
+    FHB_TRY(fh_am_reply_short(tok, AM_RTT_REP, NULL, 0));
+}
+
+static void h_rtt_rep(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)tok; (void)buf; (void)n; (void)a; (void)na;
+    am_replies++;
+}
+
+static void time_am_rtt(const fhb_opts_t *o, FILE *csv)
+{
+    const long it = fhb_iters(o, 2000, 300);
+    double *t = malloc(sizeof(double) * (size_t)it);
+    if (!t)
+        fh_abort(1, "fhbench: out of memory");
+    uint64_t payload = 0x0123456789abcdefull;
+    for (long i = -it / 10 - 2; i < it; i++) {
+        int want = am_replies + 1;
+        double t0 = fhb_now_ns();
+        FHB_TRY(fh_am_request_medium(1, AM_RTT_REQ, &payload, sizeof payload, NULL, 0));
+        while (am_replies < want)
+            FHB_TRY(fh_poll());
+        if (i >= 0)
+            t[i] = (fhb_now_ns() - t0) / 1e3;
+    }
+    fhb_csv_row(csv, "am_rtt,8,%ld,%.3f,%.3f,,", it, fhb_quantile(t, (size_t)it, 0.5),
+                fhb_quantile(t, (size_t)it, 0.99));
+    free(t);
+}
+
 int fhb_latency(const fhb_opts_t *o)
 {
     rma_ctx_t c;
+    FHB_TRY(fh_am_register(AM_RTT_REQ, h_rtt_req, "fhbench-rtt-req"));
+    FHB_TRY(fh_am_register(AM_RTT_REP, h_rtt_rep, "fhbench-rtt-rep"));
     ctx_open(&c);
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
-    if (fh_rank() == 0)
+    if (fh_rank() == 0) {
         fhb_size_table(o, csv, &c, time_blocking, time_flood);
+        time_am_rtt(o, csv);
+    }
     fhb_csv_close(csv);
     ctx_close(o, &c);
     return 0;

@@ -247,7 +247,7 @@ static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
                          "(it offers: %s)", s->domain,
                          list->fabric_attr->prov_name, names);
             fi_freeinfo(list);
-            return -FI_ENODATA;
+            return -FI_EADDRNOTAVAIL;     /* logged; no other mode helps */
         }
         if (levels[i] != FI_THREAD_SAFE &&
             (pick->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
