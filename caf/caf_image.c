@@ -75,11 +75,14 @@ void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
 
 void caf_fatal(const char *stmt, const char *fmt, ...)
 {
+    /* Not caf_errbuf: caf_error formats into it, and formatting a buffer
+     * into itself loses the message. */
+    char msg[sizeof caf_errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(caf_errbuf, sizeof caf_errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    caf_error(NULL, NULL, 0, 1, stmt, "%s", caf_errbuf);
+    caf_error(NULL, NULL, 0, 1, stmt, "%s", msg);
     abort(); /* not reached: caf_error without stat does not return */
 }
 
