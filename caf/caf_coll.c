@@ -44,6 +44,17 @@
  * owner is in the collective that consumes it, so it cannot be overwritten
  * before it is read.
  *
+ * Trust: every message is checked twice (caf_wire.h).  Its handler
+ * refuses what no collective could use -- bad arguments, an eager chunk
+ * over the eager size, a long chunk that is not exactly at the start of
+ * one of our slots or is not longer than eager, a grant of an offset that
+ * is no slot -- and keys the rest on the sender the runtime verified.
+ * The wait that takes it (wait_msg) checks it against what is due: the
+ * chunk's exact length, and the very slot granted for it; a sender's grant
+ * must name the receiver's slot for our level.  A message that fails is
+ * dropped and logged (caf_drop) and the wait goes on, so a bad message
+ * never reaches combine() or a long AM, and the real one is still used.
+ *
  * Scratch: COLL_LEVELS(n) = ceil(log2 nranks) child levels plus one for the
  * parent of the broadcast, two chunk slots each (double buffering:
  * chunk c uses slot c % 2), i.e. 2 * (ceil(log2 nranks) + 1) * coll_chunk
@@ -69,6 +80,7 @@
  */
 #include "caf_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
@@ -89,8 +101,6 @@ typedef _Complex float __attribute__((mode(TC))) c128_t;
 /* ------------------------------------------------------ message queue */
 
 enum { MSG_DATA = 1, MSG_CTS = 2, MSG_ABORT = 3 };
-/* chunk argument of a CAF_H_COLL_2 message that abandons a collective */
-#define CHUNK_ABORT UINT64_MAX
 
 /* Messages wait in a hash table keyed on what a receiver matches them by;
  * messages with the same key (an ABORT may come twice) form a FIFO list
@@ -105,9 +115,11 @@ typedef struct coll_msg {
     struct coll_msg *next;   /* later messages with the same key */
     struct coll_msg *last;   /* in the table's entry: the last of them */
     UT_hash_handle hh;
-    uint64_t off;     /* CTS: offset of the granted slot */
+    uint64_t off;     /* CTS: offset of the granted slot; ABORT: STAT code
+                         | image << 32 */
     void *data;       /* DATA: payload (owned when eager) */
-    bool owned;
+    size_t len;       /* DATA: its bytes */
+    bool owned;       /* DATA: eager (a copy), else long (in our slot) */
 } coll_msg_t;
 
 static coll_msg_t *q_table;
@@ -156,51 +168,93 @@ static void msg_free(coll_msg_t *m)
     free(m);
 }
 
-/* DATA: args team, seq, chunk, long (1: buf is the slot). */
-static void data_handler(fh_token_t tok, void *buf, size_t n,
-                         const uint64_t *a, unsigned na)
+static size_t scratch_off = (size_t)-1;
+static size_t coll_chunk;    /* bytes per slot */
+static size_t coll_eager;    /* largest eager chunk */
+static int coll_levels;      /* child levels; slot level coll_levels: bcast */
+
+/* Our scratch, as the checks of caf_wire.h see it (before caf_coll_init:
+ * no slots and no eager size, so every message is refused -- none is
+ * sent before every image's init is over). */
+static caf_coll_geom_t coll_geom(void)
 {
-    int src;
-    if (na != 4 || fh_token_source(tok, &src) != FH_OK)
-        return;
+    if (scratch_off == (size_t)-1)
+        return (caf_coll_geom_t){0};
+    return (caf_coll_geom_t){.base = caf.bases[caf.rank],
+                             .scratch_off = scratch_off,
+                             .chunk = coll_chunk, .eager = coll_eager,
+                             .nslots = 2 * ((unsigned)coll_levels + 1)};
+}
+
+static coll_msg_t *msg_new(void)
+{
     coll_msg_t *m = calloc(1, sizeof *m);
     if (m == NULL)
         fh_abort(1, "caf: collective: out of memory");
+    return m;
+}
+
+/* DATA: args team, seq, chunk, long (1: buf is the slot).  What the chunk
+ * must be (its length, its slot) is known only to the collective that
+ * waits for it: checked again there (wait_msg). */
+static void data_handler(fh_token_t tok, void *buf, size_t n,
+                         const uint64_t *a, unsigned na)
+{
+    caf_am_in_t in = {.src = -1, .buf = buf, .nbytes = n, .args = a,
+                      .nargs = na};
+    fh_token_source(tok, &in.src);
+    const caf_job_t job = caf_job();
+    const caf_coll_geom_t g = coll_geom();
+    caf_coll_data_t d;
+    char why[200];
+    if (!caf_wire_coll_data(&job, &g, &in, &d, why, sizeof why)) {
+        caf_drop("collective chunk", in.src, why);
+        return;
+    }
+    coll_msg_t *m = msg_new();
     m->key.kind = MSG_DATA;
-    m->key.src = src;
-    m->key.team = a[0];
-    m->key.seq = a[1];
-    m->key.chunk = a[2];
-    if (a[3]) {
+    m->key.src = in.src;
+    m->key.team = d.team;
+    m->key.seq = d.seq;
+    m->key.chunk = d.chunk;
+    m->len = d.len;
+    if (d.is_long) {
         m->data = buf;
     } else {
-        m->data = malloc(n ? n : 1);
+        /* The runtime's buffer lives until we return: keep a copy. */
+        m->data = malloc(d.len);
         if (m->data == NULL)
             fh_abort(1, "caf: collective: out of memory");
-        memcpy(m->data, buf, n);
+        memcpy(m->data, d.data, d.len);
         m->owned = true;
     }
     q_add(m);
 }
 
-/* CTS: args team, seq, chunk, slot offset. */
+/* CTS: args team, seq, chunk, slot offset (or an ABORT, caf_wire.h). */
 static void cts_handler(fh_token_t tok, void *buf, size_t n,
                         const uint64_t *a, unsigned na)
 {
-    (void)buf;
-    (void)n;
-    int src;
-    if (na != 4 || fh_token_source(tok, &src) != FH_OK)
+    caf_am_in_t in = {.src = -1, .buf = buf, .nbytes = n, .args = a,
+                      .nargs = na};
+    fh_token_source(tok, &in.src);
+    const caf_job_t job = caf_job();
+    const caf_coll_geom_t g = coll_geom();
+    caf_coll_cts_t cts;
+    char why[200];
+    if (!caf_wire_coll_cts(&job, &g, &in, &cts, why, sizeof why)) {
+        caf_drop("collective grant", in.src, why);
         return;
-    coll_msg_t *m = calloc(1, sizeof *m);
-    if (m == NULL)
-        fh_abort(1, "caf: collective: out of memory");
-    m->key.kind = a[2] == CHUNK_ABORT ? MSG_ABORT : MSG_CTS;
-    m->key.src = src;
-    m->key.team = a[0];
-    m->key.seq = a[1];
-    m->key.chunk = a[2] == CHUNK_ABORT ? 0 : a[2];
-    m->off = a[3];
+    }
+    coll_msg_t *m = msg_new();
+    m->key.kind = cts.abort ? MSG_ABORT : MSG_CTS;
+    m->key.src = in.src;
+    m->key.team = cts.team;
+    m->key.seq = cts.seq;
+    m->key.chunk = cts.chunk;
+    m->off = cts.abort ? (uint64_t)(uint32_t)cts.err |
+                             (uint64_t)(uint32_t)cts.err_image << 32
+                       : cts.off;
     q_add(m);
 }
 
@@ -214,11 +268,6 @@ __attribute__((constructor)) static void coll_register(void)
 }
 
 /* ------------------------------------------------------------ scratch */
-
-static size_t scratch_off = (size_t)-1;
-static size_t coll_chunk;    /* bytes per slot */
-static size_t coll_eager;    /* largest eager chunk */
-static int coll_levels;      /* child levels; slot level coll_levels: bcast */
 
 static size_t slot_off(int level, uint64_t chunk)
 {
@@ -312,16 +361,46 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Waits for a message of kind from src.  NULL when it will not come: src
- * has stopped or failed without sending it, or src abandoned this
- * collective (an ABORT message); c->err/c->err_image say why. */
-static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
+/* Whether m, the next message of its key, is the one due: DATA of len
+ * bytes (in the slot at offset slot when long), a CTS for the slot at
+ * offset slot.  A message that is not is dropped. */
+static bool msg_due(const coll_msg_t *m, size_t len, size_t slot)
+{
+    char why[200];
+    bool ok;
+    if (m->key.kind == MSG_DATA) {
+        const caf_coll_geom_t g = coll_geom();
+        const caf_coll_data_t d = {.data = m->data, .len = m->len,
+                                   .is_long = !m->owned};
+        ok = caf_wire_coll_due(&g, &d, len, slot, why, sizeof why);
+    } else {
+        const caf_coll_cts_t cts = {.off = (size_t)m->off};
+        ok = caf_wire_grant_due(&cts, slot, why, sizeof why);
+    }
+    if (!ok)
+        caf_drop(m->key.kind == MSG_DATA ? "collective chunk"
+                                         : "collective grant",
+                 m->key.src, why);
+    return ok;
+}
+
+/* Waits for a message of kind (MSG_DATA or MSG_CTS) from src, as due:
+ * msg_due(len, slot); messages of its key that are not are dropped and the
+ * wait goes on.  NULL when it will not come: src has stopped or failed
+ * without sending it, or src abandoned this collective (an ABORT message);
+ * c->err/c->err_image say why. */
+static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
+                            size_t len, size_t slot)
 {
     double ended_at = 0;
     for (unsigned spin = 0;;) {
         coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
-        if (m)
+        if (m && msg_due(m, len, slot))
             return m;
+        if (m) {
+            msg_free(m);
+            continue;
+        }
         m = q_take(MSG_ABORT, src, c->team, c->seq, 0);
         if (m) {
             c->err = (int)(m->off & 0xffffffffu);
@@ -353,7 +432,7 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk)
  * up this collective too (they pass it on). */
 static void poison(const coll_t *c, int parent, const kid_t *kids, int nk)
 {
-    uint64_t a[4] = {c->team, c->seq, CHUNK_ABORT,
+    uint64_t a[4] = {c->team, c->seq, CAF_COLL_CHUNK_ABORT,
                      (uint64_t)(uint32_t)c->err |
                          ((uint64_t)(uint32_t)c->err_image << 32)};
     int to[65], m = 0;
@@ -381,8 +460,9 @@ static void grant(const coll_t *c, int src, int level, uint64_t chunk, size_t le
     check_rc(c, fh_am_request_short(src, CAF_H_COLL_2, a, 4), src, "granting");
 }
 
-/* Sends one chunk; false after reporting a stopped/failed member. */
-static bool send_chunk(coll_t *c, int dst, uint64_t chunk,
+/* Sends one chunk into dst's slot of `level` (when it is not eager);
+ * false after reporting a stopped/failed member. */
+static bool send_chunk(coll_t *c, int dst, int level, uint64_t chunk,
                        const void *data, size_t len)
 {
     uint64_t a[4] = {c->team, c->seq, chunk, 0};
@@ -391,9 +471,10 @@ static bool send_chunk(coll_t *c, int dst, uint64_t chunk,
                  dst, "sending to");
         return true;
     }
-    coll_msg_t *m = wait_msg(c, MSG_CTS, dst, chunk);
+    coll_msg_t *m = wait_msg(c, MSG_CTS, dst, chunk, 0, slot_off(level, chunk));
     if (m == NULL)
         return false;
+    assert(m->off == slot_off(level, chunk)); /* msg_due */
     a[3] = 1;
     int rc = fh_am_request_long(dst, CAF_H_COLL, data, len,
                                 caf.bases[dst] + m->off, a, 4);
@@ -634,19 +715,22 @@ static void combine(const coll_t *c, void *acc, const void *in, size_t n)
 
 /* ------------------------------------------------------- tree phases */
 
-#define PHASE_UP 0
-#define PHASE_DOWN ((uint64_t)1 << 48)
+#define PHASE_UP ((uint64_t)CAF_COLL_UP << CAF_COLL_PHASE_SHIFT)
+#define PHASE_DOWN ((uint64_t)CAF_COLL_DOWN << CAF_COLL_PHASE_SHIFT)
 
-/* Parent rank (-1 for the root) and children (increasing level) of us. */
-static int tree(const coll_t *c, kid_t *kids, int *nkids)
+/* Parent rank (-1 for the root) and children (increasing level) of us;
+ * *level: ours among the parent's children (its slot level for us). */
+static int tree(const coll_t *c, kid_t *kids, int *nkids, int *level)
 {
     int v = (c->me - c->root + c->n) % c->n;
     int parent = -1;
     *nkids = 0;
+    *level = 0;
     for (int k = 0; (1 << k) < c->n; k++) {
         int mask = 1 << k;
         if (v & mask) {
             parent = vrank_rank(c, v - mask);
+            *level = k;
             break;
         }
         if (v + mask < c->n)
@@ -666,8 +750,8 @@ static bool reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
                       uint64_t nch)
 {
     kid_t kids[64];
-    int nk;
-    int parent = tree(c, kids, &nk);
+    int nk, level;
+    int parent = tree(c, kids, &nk, &level);
     for (int i = 0; i < nk; i++)
         for (uint64_t ch = 0; ch < 2 && ch < nch; ch++)
             grant(c, kids[i].rank, kids[i].level, PHASE_UP | ch,
@@ -676,7 +760,9 @@ static bool reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
         size_t cnt = chunk_len(nelem, per, ch);
         char *p = buf + (size_t)ch * per * c->esz;
         for (int i = 0; i < nk; i++) {
-            coll_msg_t *m = wait_msg(c, MSG_DATA, kids[i].rank, PHASE_UP | ch);
+            coll_msg_t *m = wait_msg(c, MSG_DATA, kids[i].rank, PHASE_UP | ch,
+                                     cnt * c->esz,
+                                     slot_off(kids[i].level, PHASE_UP | ch));
             if (m == NULL) {
                 poison(c, parent, kids, nk);
                 return false;
@@ -687,7 +773,8 @@ static bool reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
                 grant(c, kids[i].rank, kids[i].level, PHASE_UP | (ch + 2),
                       chunk_len(nelem, per, ch + 2) * c->esz);
         }
-        if (parent >= 0 && !send_chunk(c, parent, PHASE_UP | ch, p, cnt * c->esz)) {
+        if (parent >= 0 &&
+            !send_chunk(c, parent, level, PHASE_UP | ch, p, cnt * c->esz)) {
             poison(c, parent, kids, nk);
             return false;
         }
@@ -700,8 +787,8 @@ static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
                        uint64_t nch)
 {
     kid_t kids[64];
-    int nk;
-    int parent = tree(c, kids, &nk);
+    int nk, level;
+    int parent = tree(c, kids, &nk, &level);
     if (parent >= 0)
         for (uint64_t ch = 0; ch < 2 && ch < nch; ch++)
             grant(c, parent, coll_levels, PHASE_DOWN | ch,
@@ -710,7 +797,8 @@ static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
         size_t len = chunk_len(nelem, per, ch) * c->esz;
         char *p = buf + (size_t)ch * per * c->esz;
         if (parent >= 0) {
-            coll_msg_t *m = wait_msg(c, MSG_DATA, parent, PHASE_DOWN | ch);
+            coll_msg_t *m = wait_msg(c, MSG_DATA, parent, PHASE_DOWN | ch, len,
+                                     slot_off(coll_levels, PHASE_DOWN | ch));
             if (m == NULL) {
                 poison(c, parent, kids, nk);
                 return false;
@@ -723,7 +811,8 @@ static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
         }
         /* The largest subtree first: it has the longest way to go. */
         for (int i = nk - 1; i >= 0; i--)
-            if (!send_chunk(c, kids[i].rank, PHASE_DOWN | ch, p, len)) {
+            if (!send_chunk(c, kids[i].rank, coll_levels, PHASE_DOWN | ch, p,
+                            len)) {
                 poison(c, parent, kids, nk);
                 return false;
             }
@@ -733,14 +822,14 @@ static bool bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
 
 /* ----------------------------------------------- small all-reduce */
 
-#define PHASE_RD ((uint64_t)2 << 48)     /* | round */
-#define PHASE_FOLD ((uint64_t)3 << 48)
-#define PHASE_UNFOLD ((uint64_t)4 << 48)
+#define PHASE_RD ((uint64_t)CAF_COLL_RD << CAF_COLL_PHASE_SHIFT) /* | round */
+#define PHASE_FOLD ((uint64_t)CAF_COLL_FOLD << CAF_COLL_PHASE_SHIFT)
+#define PHASE_UNFOLD ((uint64_t)CAF_COLL_UNFOLD << CAF_COLL_PHASE_SHIFT)
 
 /* Tells every other member to give up this collective. */
 static void poison_all(const coll_t *c)
 {
-    uint64_t a[4] = {c->team, c->seq, CHUNK_ABORT,
+    uint64_t a[4] = {c->team, c->seq, CAF_COLL_CHUNK_ABORT,
                      (uint64_t)(uint32_t)c->err |
                          ((uint64_t)(uint32_t)c->err_image << 32)};
     for (int i = 0; i < c->n; i++)
@@ -764,6 +853,7 @@ static int rd_image(int v, int r)
 static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
 {
     size_t len = nelem * c->esz;
+    assert(len <= coll_eager); /* eager only: no slots, no grants */
     int n = c->n, me = c->me;
     int p2 = 1;
     while (p2 * 2 <= n)
@@ -773,8 +863,8 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
     if (me < 2 * r && (me & 1)) {
         /* Folded: hand our part to me-1, receive the result. */
         int to = c->ranks[me - 1];
-        if (!send_chunk(c, to, PHASE_FOLD, buf, len) ||
-            (m = wait_msg(c, MSG_DATA, to, PHASE_UNFOLD)) == NULL)
+        if (!send_chunk(c, to, 0, PHASE_FOLD, buf, len) ||
+            (m = wait_msg(c, MSG_DATA, to, PHASE_UNFOLD, len, 0)) == NULL)
             goto fail;
         memcpy(buf, m->data, len);
         msg_free(m);
@@ -782,7 +872,8 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
     }
     int v = me < 2 * r ? me / 2 : me - r;
     if (me < 2 * r) {
-        if ((m = wait_msg(c, MSG_DATA, c->ranks[me + 1], PHASE_FOLD)) == NULL)
+        if ((m = wait_msg(c, MSG_DATA, c->ranks[me + 1], PHASE_FOLD, len, 0)) ==
+            NULL)
             goto fail;
         combine(c, buf, m->data, nelem);
         msg_free(m);
@@ -793,8 +884,9 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
     for (int k = 0; (1 << k) < p2; k++) {
         int pv = v ^ (1 << k);
         int partner = c->ranks[rd_image(pv, r)];
-        if (!send_chunk(c, partner, PHASE_RD | (uint64_t)k, buf, len) ||
-            (m = wait_msg(c, MSG_DATA, partner, PHASE_RD | (uint64_t)k)) == NULL) {
+        if (!send_chunk(c, partner, 0, PHASE_RD | (uint64_t)k, buf, len) ||
+            (m = wait_msg(c, MSG_DATA, partner, PHASE_RD | (uint64_t)k, len,
+                          0)) == NULL) {
             free(tmp);
             goto fail;
         }
@@ -808,7 +900,8 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
         msg_free(m);
     }
     free(tmp);
-    if (me < 2 * r && !send_chunk(c, c->ranks[me + 1], PHASE_UNFOLD, buf, len))
+    if (me < 2 * r &&
+        !send_chunk(c, c->ranks[me + 1], 0, PHASE_UNFOLD, buf, len))
         goto fail;
     return true;
 fail:

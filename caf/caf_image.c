@@ -75,11 +75,14 @@ void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
 
 void caf_fatal(const char *stmt, const char *fmt, ...)
 {
+    /* Not caf_errbuf: caf_error formats into it, and formatting a buffer
+     * into itself loses the message. */
+    char msg[sizeof caf_errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(caf_errbuf, sizeof caf_errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    caf_error(NULL, NULL, 0, 1, stmt, "%s", caf_errbuf);
+    caf_error(NULL, NULL, 0, 1, stmt, "%s", msg);
     abort(); /* not reached: caf_error without stat does not return */
 }
 
@@ -123,20 +126,43 @@ int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,
 
 /* ------------------------------------------------------ image status */
 
+void caf_drop(const char *what, int src, const char *why)
+{
+    uint64_t n = ++caf.ndropped;
+    if (n > CAF_DROP_LOG_FIRST && n % CAF_DROP_LOG_EVERY != 0)
+        return; /* a flood must not turn into a flood of log lines */
+    char from[32];
+    if (src >= 0)
+        snprintf(from, sizeof from, "image %d", src + 1);
+    else
+        snprintf(from, sizeof from, "an unknown image");
+    char more[48] = "";
+    if (n == CAF_DROP_LOG_FIRST)
+        snprintf(more, sizeof more, "; logging every %dth from now on",
+                 CAF_DROP_LOG_EVERY);
+    fprintf(stderr, "caf: image %d: dropped a %s from %s: %s (%llu dropped%s)\n",
+            caf.rank + 1, what, from, why, (unsigned long long)n, more);
+    fflush(stderr);
+}
+
 /* args[0]: CAF_IMG_STOPPED or CAF_IMG_FAILED of the sending image. */
 static void status_handler(fh_token_t tok, void *buf, size_t n,
                            const uint64_t *args, unsigned nargs)
 {
-    (void)buf;
-    (void)n;
-    int src;
-    if (fh_token_source(tok, &src) != FH_OK || nargs != 1 ||
-        (args[0] != CAF_IMG_STOPPED && args[0] != CAF_IMG_FAILED))
+    caf_am_in_t m = {.src = -1, .buf = buf, .nbytes = n, .args = args,
+                     .nargs = nargs};
+    fh_token_source(tok, &m.src);
+    const caf_job_t job = caf_job();
+    unsigned st;
+    char why[160];
+    if (!caf_wire_status(&job, &m, &st, why, sizeof why)) {
+        caf_drop("status message", m.src, why);
         return;
-    if (caf.status[src] != CAF_IMG_RUNNING)
+    }
+    if (caf.status[m.src] != CAF_IMG_RUNNING)
         return; /* told once; a repeat changes nothing */
-    caf.status[src] = (unsigned char)args[0];
-    if (args[0] == CAF_IMG_STOPPED)
+    caf.status[m.src] = (unsigned char)st;
+    if (st == CAF_IMG_STOPPED)
         caf.nstopped++;
     else
         caf.nfailed++;

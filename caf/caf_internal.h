@@ -16,6 +16,8 @@
  *   caf_coll.c     co_sum/min/max/broadcast/reduce
  *   caf_atomic.c   atomics, locks, events, CRITICAL
  *   caf_team.c     teams
+ *   caf_wire.c     what every AM carries and the checks a received one
+ *                  must pass before a handler uses it (caf_wire.h)
  *
  * Memory: one firehose segment per image, created at init, of
  * FH_CAF_HEAP bytes for coarrays (allocated identically on every image:
@@ -37,23 +39,10 @@
 #include <stdint.h>
 
 #include "caf_abi.h"
+#include "caf_wire.h" /* handler indices, image status, message checks */
 #include "firehose.h"
 
-/* AM handler indices of the library (firehose's client range). */
-enum {
-    CAF_H_STATUS = FH_AM_USER_FIRST, /* an image stopped or failed */
-    CAF_H_SYNC_ALL,                  /* barrier round message */
-    CAF_H_SYNC_IMAGES,               /* SYNC IMAGES notification */
-    CAF_H_COLL,                      /* collectives (caf_coll.c) */
-    CAF_H_COLL_2,
-    CAF_H_TEAM,                      /* teams (caf_team.c) */
-    CAF_H_TEAM_2,
-    CAF_H_EXTRA                      /* first free index */
-};
-
 /* ------------------------------------------------------------ images */
-
-enum { CAF_IMG_RUNNING = 0, CAF_IMG_STOPPED = 1, CAF_IMG_FAILED = 2 };
 
 typedef struct caf_team caf_team_s;
 
@@ -69,6 +58,7 @@ typedef struct caf_state {
     caf_team_s *team;       /* current team (NULL = initial team) */
     bool stopping;          /* this image is in normal termination */
     unsigned idle_spins;    /* see caf_idle */
+    uint64_t ndropped;      /* AMs dropped by our handlers (caf_drop) */
 } caf_state_t;
 
 extern caf_state_t caf;
@@ -111,6 +101,20 @@ void caf_fatal(const char *stmt, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 /* Copies a message into a Fortran character (blank padded). */
 void caf_set_errmsg(char *errmsg, size_t len, const char *msg);
+
+/* Drops a received AM that failed its check (caf_wire.h): counts it in
+ * caf.ndropped and logs "caf: image I: dropped a WHAT from image S: WHY"
+ * (I, S: ranks + 1) -- the first CAF_DROP_LOG_FIRST, then every
+ * CAF_DROP_LOG_EVERY-th, as the runtime logs its own drops.  Never fatal;
+ * callable from a handler.  src may be -1 (unknown). */
+#define CAF_DROP_LOG_FIRST 10
+#define CAF_DROP_LOG_EVERY 1000
+void caf_drop(const char *what, int src, const char *why);
+/* The job as the checks of caf_wire.h see it. */
+static inline caf_job_t caf_job(void)
+{
+    return (caf_job_t){.nranks = caf.nranks, .self = caf.rank};
+}
 
 /* Polls firehose once; a firehose error is fatal. */
 void caf_poll(void);

@@ -17,31 +17,55 @@
  * all epochs; epoch e's round k is complete when arrived[k] >= e (a partner
  * can be at most one epoch ahead, hence flags for two epochs).
  *
+ * Trust: an arrival counts only when caf_wire_bar_turn accepts it -- it
+ * comes from the member whose turn that round is (the sender the runtime
+ * verified, never a rank the message names) and carries the next epoch of
+ * its round; anything else is dropped (caf_drop).  Arrivals of a group this
+ * image has not entered yet (a team whose other members finished FORM TEAM
+ * first) wait in the slot's `early` list and are checked when it enters;
+ * messages may create at most BAR_UNKNOWN_MAX such slots.
+ *
  * SYNC IMAGES: image i sends one message to each listed image j and waits
- * until it has received as many from j as it sent to j.
+ * until it has received as many from j as it sent to j.  A notification
+ * counts only while its sender is at most one SYNC IMAGES ahead.
  */
 #include "caf_internal.h"
 
+#include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BAR_ROUNDS 32
-#define BAR_FLAG_STOPPED 1u
-#define BAR_FLAG_FAILED 2u
+#define BAR_ROUNDS CAF_BAR_ROUNDS
+#define BAR_FLAG_STOPPED CAF_BAR_FLAG_STOPPED
+#define BAR_FLAG_FAILED CAF_BAR_FLAG_FAILED
 #define BAR_SLOTS 256
+/* Slots messages may create for groups this image has not entered yet,
+ * and the arrivals each may hold (no member gets past the first barrier
+ * without us: at most one arrival per round). */
+#define BAR_UNKNOWN_MAX 16
+#define BAR_EARLY_MAX BAR_ROUNDS
 
 typedef struct bar_slot {
     uint64_t id;         /* group id; slot unused when !used */
     bool used;
+    caf_group_t group;   /* its members (group.ranks NULL until this image
+                            enters a barrier of the group) */
     uint64_t arrived[BAR_ROUNDS];
     unsigned flags[BAR_ROUNDS][2];
     uint64_t epoch;      /* barriers this image entered in the group */
+    /* Arrivals that came before we knew the members, checked when we do. */
+    caf_bar_msg_t early[BAR_EARLY_MAX];
+    unsigned nearly;
 } bar_slot_t;
 
 static bar_slot_t bar_slots[BAR_SLOTS];
+static unsigned bar_unknown; /* used slots whose group.ranks is NULL */
 static uint64_t *sync_sent, *sync_recv; /* SYNC IMAGES counts per rank */
 
-static bar_slot_t *bar_slot(uint64_t id)
+/* The slot of group id; a free one is taken when create (NULL when none
+ * is left, or none may be taken for a group we do not know yet). */
+static bar_slot_t *bar_slot(uint64_t id, bool create, bool known)
 {
     size_t h = (size_t)(id * 0x9e3779b97f4a7c15ull >> 56) % BAR_SLOTS;
     for (size_t i = 0; i < BAR_SLOTS; i++) {
@@ -49,40 +73,102 @@ static bar_slot_t *bar_slot(uint64_t id)
         if (s->used && s->id == id)
             return s;
         if (!s->used) {
+            if (!create || (!known && bar_unknown >= BAR_UNKNOWN_MAX))
+                return NULL;
             s->used = true;
             s->id = id;
+            if (!known)
+                bar_unknown++;
             return s;
         }
     }
     return NULL;
 }
 
-/* args: group id, round, epoch, flags */
-static void bar_handler(fh_token_t tok, void *buf, size_t n,
-                        const uint64_t *a, unsigned na)
+/* Counts arrival a in s, whose members are known, if it is the one due. */
+static void bar_count(bar_slot_t *s, const caf_bar_msg_t *a)
 {
-    (void)tok;
-    (void)buf;
-    (void)n;
-    if (na != 4 || a[1] >= BAR_ROUNDS)
+    char why[200];
+    if (!caf_wire_bar_turn(&s->group, s->arrived[a->round], a, why,
+                           sizeof why)) {
+        caf_drop("SYNC ALL arrival", a->src, why);
         return;
-    bar_slot_t *s = bar_slot(a[0]);
+    }
+    s->arrived[a->round]++;
+    s->flags[a->round][a->epoch & 1] |= a->flags;
+}
+
+/* This image enters a barrier of group id: from now on its arrivals are
+ * checked against its members as they come; the early ones now. */
+static bar_slot_t *bar_enter(uint64_t id, const int *ranks, int n, int me)
+{
+    bar_slot_t *s = bar_slot(id, false, true);
+    if (s != NULL && s->group.ranks == NULL)
+        bar_unknown--; /* a message created it: now we know the group */
     if (s == NULL)
+        s = bar_slot(id, true, true);
+    if (s == NULL)
+        caf_fatal("SYNC", "too many teams with barriers");
+    if (s->group.ranks == NULL) {
+        s->group = (caf_group_t){ranks, n, me};
+        for (unsigned i = 0; i < s->nearly; i++)
+            bar_count(s, &s->early[i]);
+        s->nearly = 0;
+    }
+    /* A group id names one member list (a hash of it, caf_team.c). */
+    assert(s->group.n == n && s->group.me == me);
+    return s;
+}
+
+/* args: group id, round, epoch, flags (caf_wire.h) */
+static void bar_handler(fh_token_t tok, void *buf, size_t n,
+                        const uint64_t *args, unsigned nargs)
+{
+    caf_am_in_t m = {.src = -1, .buf = buf, .nbytes = n, .args = args,
+                     .nargs = nargs};
+    fh_token_source(tok, &m.src);
+    const caf_job_t job = caf_job();
+    caf_bar_msg_t a;
+    char why[200];
+    if (!caf_wire_bar(&job, &m, &a, why, sizeof why)) {
+        caf_drop("SYNC ALL arrival", m.src, why);
         return;
-    s->arrived[a[1]]++;
-    s->flags[a[1]][a[2] & 1] |= (unsigned)a[3] & 3u;
+    }
+    bar_slot_t *s = bar_slot(a.group, true, false);
+    if (s == NULL) {
+        snprintf(why, sizeof why, "SYNC ALL arrival for group %#llx: no room "
+                 "for another group this image has not entered",
+                 (unsigned long long)a.group);
+        caf_drop("SYNC ALL arrival", m.src, why);
+        return;
+    }
+    if (s->group.ranks != NULL) {
+        bar_count(s, &a);
+    } else if (s->nearly < BAR_EARLY_MAX) {
+        s->early[s->nearly++] = a;
+    } else {
+        snprintf(why, sizeof why, "SYNC ALL arrival for group %#llx: over %d "
+                 "arrivals before this image entered it",
+                 (unsigned long long)a.group, BAR_EARLY_MAX);
+        caf_drop("SYNC ALL arrival", m.src, why);
+    }
 }
 
 static void sync_images_handler(fh_token_t tok, void *buf, size_t n,
-                                const uint64_t *a, unsigned na)
+                                const uint64_t *args, unsigned nargs)
 {
-    (void)buf;
-    (void)n;
-    (void)a;
-    (void)na;
-    int src;
-    if (fh_token_source(tok, &src) == FH_OK)
-        sync_recv[src]++;
+    caf_am_in_t m = {.src = -1, .buf = buf, .nbytes = n, .args = args,
+                     .nargs = nargs};
+    fh_token_source(tok, &m.src);
+    const caf_job_t job = caf_job();
+    bool known = m.src >= 0 && m.src < caf.nranks;
+    char why[200];
+    if (!caf_wire_sync_images(&job, &m, known ? sync_recv[m.src] : 0,
+                              known ? sync_sent[m.src] : 0, why, sizeof why)) {
+        caf_drop("SYNC IMAGES notification", m.src, why);
+        return;
+    }
+    sync_recv[m.src]++;
 }
 
 void caf_sync_init(void)
@@ -91,6 +177,9 @@ void caf_sync_init(void)
     sync_recv = calloc((size_t)caf.nranks, sizeof *sync_recv);
     if (sync_sent == NULL || sync_recv == NULL)
         caf_fatal("start-up", "out of memory");
+    /* The initial team's members are known from the start: its arrivals
+     * are checked as they come, also before our first SYNC ALL. */
+    bar_enter(0, caf_initial_ranks(), caf.nranks, caf.rank);
     int rc = fh_am_register(CAF_H_SYNC_ALL, bar_handler, "caf sync all");
     if (rc == FH_OK)
         rc = fh_am_register(CAF_H_SYNC_IMAGES, sync_images_handler,
@@ -114,9 +203,7 @@ static unsigned own_flags(void)
 static int group_barrier(uint64_t id, const int *ranks, int n, int me,
                          bool (*give_up)(void))
 {
-    bar_slot_t *s = bar_slot(id);
-    if (s == NULL)
-        caf_fatal("SYNC", "too many teams with barriers");
+    bar_slot_t *s = bar_enter(id, ranks, n, me);
     uint64_t e = ++s->epoch;
     unsigned flags = own_flags();
     int k = 0;
@@ -147,7 +234,8 @@ static bool all_ended(void)
 void caf_sync_serve(void)
 {
     caf_poll();
-    bar_slot_t *s = bar_slot(0);
+    bar_slot_t *s = bar_slot(0, false, true);
+    assert(s != NULL); /* entered by caf_sync_init */
     for (int k = 0; k < BAR_ROUNDS; k++) {
         if (s->arrived[k] > s->epoch) {
             /* A barrier of the initial team we have not joined: join. */

@@ -107,15 +107,24 @@ static form_rec_t *recs;
 static size_t nrecs, caprecs;
 static bool recs_oom;
 
-/* args: parent id, team number, new index (0 = none). */
+/* args: parent id, team number, new index (0 = none); checked by
+ * caf_wire_form, which also bounds the records pending per sender. */
 static void form_handler(fh_token_t tok, void *buf, size_t n,
                          const uint64_t *a, unsigned na)
 {
-    (void)buf;
-    (void)n;
-    int src;
-    if (na != 3 || fh_token_source(tok, &src) != FH_OK)
+    caf_am_in_t m = {.src = -1, .buf = buf, .nbytes = n, .args = a,
+                     .nargs = na};
+    fh_token_source(tok, &m.src);
+    size_t pending = 0;
+    for (size_t i = 0; i < nrecs; i++)
+        pending += recs[i].src == m.src;
+    const caf_job_t job = caf_job();
+    caf_form_msg_t f;
+    char why[160];
+    if (!caf_wire_form(&job, &m, pending, &f, why, sizeof why)) {
+        caf_drop("FORM TEAM record", m.src, why);
         return;
+    }
     if (nrecs == caprecs) {
         size_t c = caprecs ? 2 * caprecs : 64;
         form_rec_t *r = realloc(recs, c * sizeof *r);
@@ -126,7 +135,7 @@ static void form_handler(fh_token_t tok, void *buf, size_t n,
         recs = r;
         caprecs = c;
     }
-    recs[nrecs++] = (form_rec_t){a[0], src, (int64_t)a[1], (int64_t)a[2]};
+    recs[nrecs++] = (form_rec_t){f.parent, f.src, f.number, f.index};
 }
 
 void caf_team_init(void)
