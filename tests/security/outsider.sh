@@ -2,8 +2,10 @@
 # outsider.sh -- a stranger on the host attacks a running firehose job.
 #
 # What it tests: that a process which is not part of a firehose job cannot
-# read or write a rank's segment over the ofi conduit (tcp;ofi_rxm on
-# loopback), cannot make a rank run an active-message handler, and cannot
+# read or write a rank's segment over the ofi conduit (tcp on loopback:
+# the job listens with message endpoints that refuse every connection
+# request that does not authenticate; the outsider speaks tcp;ofi_rxm, and
+# is refused), cannot make a rank run an active-message handler, and cannot
 # kill or hang a rank with runt, oversized, mis-sourced or garbage messages.
 #
 # Over tcp (FH_OFI_PROVIDER=tcp, FI_TCP_IFACE=lo), for every registration
