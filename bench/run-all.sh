@@ -16,7 +16,9 @@
 # rendezvous-cache bounce"); one this build rejects (fh_init FH_ERR_CONFIG,
 # fhbench exit 77) is listed in skipped.txt, not failed.  Providers:
 # FHB_PROVIDERS (default "tcp shm"), skipped when fi_info lacks them.
-# Traffic stays on loopback (FI_TCP_IFACE=lo).
+# Traffic stays on loopback (FI_TCP_IFACE=lo).  The series measure the
+# conduits: FH_SHM defaults to off here (the two ranks share a host, and
+# with FH_SHM=auto their puts would be copies through shared memory).
 # --rxe (or FHB_RXE=1) adds bench/run-rxe.sh: the ibv conduit on Soft-RoCE
 # in a qemu VM (sweep-ibv-*, latency-ibv-*, raw-ibv.csv); off by default.
 set -u
@@ -59,6 +61,7 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
+export FH_SHM=${FH_SHM:-off}
 export FHBENCH_GIT_REV=${FHBENCH_GIT_REV:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)}
 STRATEGIES=${FHB_STRATEGIES:-"firehose pin-everything rendezvous rendezvous-cache bounce"}
 PROVIDERS=${FHB_PROVIDERS:-"tcp shm"}

@@ -3,9 +3,10 @@
  *
  * The target applies every operation with the CPU's atomic instructions
  * (__atomic builtins, sequentially consistent) of the operation's width, and
- * an operation on our own rank uses the same instructions directly; hence all
- * atomics on a location are mutually atomic whichever rank or thread issues
- * them.  A 32-bit operation touches exactly its 4 bytes.  The initiator
+ * an operation on our own rank, or on a rank of our node group whose
+ * segment piece we mapped (segment.c), uses the same instructions directly
+ * on that memory; hence all atomics on a location are mutually atomic
+ * whichever rank or thread issues them, over the network or not.  A 32-bit operation touches exactly its 4 bytes.  The initiator
  * waits on a handle slot of its path: the reply names the slot by its
  * handle, so a late reply cannot touch a reused slot, and it must come from
  * the rank the request went to (the sender the transport verified), so
@@ -264,6 +265,14 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
         if (fetched != NULL)
             store_fetched(fetched, width, old);
         return FH_OK;   /* NB: complete, *h is FH_HANDLE_DONE */
+    }
+    char *mapped = fh_node_addr(&r, target);
+    if (mapped != NULL) {   /* node group: the same instructions on its memory */
+        uint64_t old = apply(mapped, width, op, operand, compare);
+        fh_node_progress(t);
+        if (fetched != NULL)
+            store_fetched(fetched, width, old);
+        return FH_OK;
     }
     fh_path_t *p = t->path;
     fh_handle_t hh;

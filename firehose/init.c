@@ -238,7 +238,7 @@ int fh_init(int *argc, char ***argv)
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
-    if ((rc = fh_peer_init(rt)) != FH_OK)
+    if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK)
         return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);

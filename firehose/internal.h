@@ -50,6 +50,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "am_wire.h"
 #include "firehose/cache/fhc.h"
@@ -143,6 +144,11 @@ typedef struct fh_rt {
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
+    /* Node group (peer.c, fh_peer_groups): node_peer[r] when rank r shares
+     * its segments with us (r == rank included); node_size members.  With
+     * node_size >= 2 our segment pieces are firehose/node/ memory. */
+    uint8_t *node_peer;
+    int node_size;
 } fh_rt_t;
 
 /* Per-thread state. */
@@ -157,6 +163,8 @@ typedef struct fh_tls {
                                  atomics included: what fh_quiet waits for
                                  (fh_ctr owner_ops; path->lock) */
     uint32_t tid;             /* unique, for handle ownership */
+    unsigned node_ops;        /* load/store operations on node peers: every
+                                 FH_NODE_PROGRESS-th makes progress */
     int bound;                /* path->nbound counted for us */
 } fh_tls_t;
 
@@ -212,6 +220,34 @@ void fh_peer_fini(fh_rt_t *rt);
 /* At most once a second (any thread): a peer on this host whose process is
  * gone ends this process with FH_EXIT_PEER_DEAD and a message naming it. */
 void fh_peer_check(fh_rt_t *rt);
+
+/* Collective, after fh_peer_init: the node group (FH_SHM,
+ * FH_SHM_MAX_GROUP) into rt->node_peer and rt->node_size. */
+int  fh_peer_groups(fh_rt_t *rt);
+
+/* ---- node route (rma.c, atomic.c): a rank of our node group is reached
+ * with loads and stores through our mapping of its piece (seg range
+ * `local`).  A put is visible to any thread of the group that
+ * synchronizes with us afterwards (release), a get sees what was released
+ * before (acquire).  Every FH_NODE_PROGRESS-th such operation of a thread
+ * also makes progress, so a thread that spins on a peer's memory still
+ * answers its peers' messages. */
+#define FH_NODE_PROGRESS 64
+static inline char *fh_node_addr(const fh_seg_range_t *r, const void *remote)
+{
+    return r->local != NULL ? r->local + ((uintptr_t)remote - r->base) : NULL;
+}
+static inline void fh_node_copy(bool is_put, char *mine, char *theirs, size_t n)
+{
+    if (is_put) {
+        memcpy(theirs, mine, n);
+        atomic_thread_fence(memory_order_release);
+    } else {
+        atomic_thread_fence(memory_order_acquire);
+        memcpy(mine, theirs, n);
+    }
+}
+void fh_node_progress(fh_tls_t *t);
 
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);

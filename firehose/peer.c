@@ -19,6 +19,7 @@
  * the rank.  A peer on another host is not checked here (its death shows as
  * a transport error, or the launcher reports it).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,8 +116,47 @@ int fh_peer_init(fh_rt_t *rt)
     return FH_OK;
 }
 
+/* Node groups: the ranks with our host identity, in rank order, cut into
+ * runs of FH_SHM_MAX_GROUP; every rank computes the same partition from
+ * the same exchanged identities. */
+int fh_peer_groups(fh_rt_t *rt)
+{
+    rt->node_peer = calloc((size_t)rt->nranks, 1);
+    if (rt->node_peer == NULL)
+        return FH_ERR_NO_MEMORY;
+    rt->node_peer[rt->rank] = 1;
+    rt->node_size = 1;
+    const peer_id_t *ids = rt->peers->ids, *me = &ids[rt->rank];
+    if (rt->cfg.shm == FH_SHM_OFF || me->host[0] == '\0')
+        return FH_OK;
+    long cap = rt->cfg.shm_max_group > 0 ? rt->cfg.shm_max_group : (long)rt->nranks;
+    long idx = 0, mine = -1;
+    for (int r = 0; r < rt->nranks; r++)
+        if (strcmp(ids[r].host, me->host) == 0) {
+            if (r == rt->rank)
+                mine = idx;
+            idx++;
+        }
+    assert(mine >= 0);
+    idx = 0;
+    for (int r = 0; r < rt->nranks; r++)
+        if (strcmp(ids[r].host, me->host) == 0) {
+            if (idx / cap == mine / cap && r != rt->rank) {
+                rt->node_peer[r] = 1;
+                rt->node_size++;
+            }
+            idx++;
+        }
+    fh_log_verbose(1, "node group: %d rank%s of %ld on this host share segments "
+                   "(FH_SHM_MAX_GROUP=%ld)", rt->node_size, rt->node_size == 1 ? "" : "s",
+                   idx, rt->cfg.shm_max_group);
+    return FH_OK;
+}
+
 void fh_peer_fini(fh_rt_t *rt)
 {
+    free(rt->node_peer);
+    rt->node_peer = NULL;
     if (rt->peers == NULL)
         return;
     free(rt->peers->ids);

@@ -15,7 +15,11 @@
  *      queue, or a first contact the peer has not accepted yet) is queued
  *      on the path and posted by its next poll, so no form waits for the
  *      target here; the blocking forms wait on the counter afterwards.
- * Transfers to one's own rank are memmove, complete at once.
+ * Transfers to one's own rank are memmove, complete at once; to a rank of
+ * our node group whose piece we mapped (the range's `local`, segment.c)
+ * they are a copy through that mapping (fh_node_copy, internal.h), also
+ * complete at once: no registration, no lookup beyond the segment table,
+ * no lock, no system call.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -190,6 +194,21 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
     return FH_OK;
 }
 
+void fh_node_progress(fh_tls_t *t)
+{
+    if (++t->node_ops % FH_NODE_PROGRESS == 0)
+        fh_progress(t);
+}
+
+/* The per-peer put/get counters for a node-path transfer: taken without
+ * the path lock, so atomic adds (the path may be shared by threads). */
+static void node_stat(fh_tls_t *t, int rank, bool is_put, size_t n)
+{
+    fh_peer_stats_t *s = &t->path->stats[rank];
+    __atomic_fetch_add(is_put ? &s->puts : &s->gets, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(is_put ? &s->put_bytes : &s->get_bytes, n, __ATOMIC_RELAXED);
+}
+
 enum rma_mode { RMA_BLOCKING, RMA_NB, RMA_NBI };
 
 /* Validates a transfer of n bytes between local memory and [remote,
@@ -248,6 +267,13 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
          * if this thread only ever talks to itself. */
         fh_progress(t);
         return FH_OK;
+    }
+    char *mapped = fh_node_addr(&r, remote);
+    if (mapped != NULL) {      /* a rank of our node group */
+        fh_node_copy(is_put, local, mapped, n);
+        node_stat(t, rank, is_put, n);
+        fh_node_progress(t);
+        return FH_OK;          /* NB: complete, *h is FH_HANDLE_DONE */
     }
     struct fh_mr *lmr;
     bool temp;
@@ -504,6 +530,14 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         return rc;
     if ((uintptr_t)llo + lspan < llo)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
+    if (rank != fh_rt->rank && r.local != NULL) {   /* node group: copies */
+        for (size_t i = 0; i < count; i++)
+            fh_node_copy(is_put, local + (ptrdiff_t)i * lstride,
+                         fh_node_addr(&r, remote + (ptrdiff_t)i * rstride), blk);
+        node_stat(t, rank, is_put, blk * count);
+        fh_node_progress(t);
+        return FH_OK;
+    }
     fh_ctr_t ctr = FH_CTR_INIT;
     for (size_t i = 0; i < count && rc == FH_OK; i++) {
         char *l = local + (ptrdiff_t)i * lstride;

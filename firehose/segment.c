@@ -33,6 +33,16 @@
  * fh_finalize deregisters everything (fini_keys, then here, then the
  * strategy's fini) before unmapping.  A late use of an old key then
  * completes with an error at the initiator.
+ *
+ * Node groups (peer.c fh_peer_groups).  When our group has other members,
+ * our piece is firehose/node/ memory (a memfd) and every member attaches
+ * the others' pieces right after the creation exchange: pieces[r].local,
+ * and the `local` of every range looked up, is where we can load and store
+ * rank r's piece (our own base for ourselves).  A peer whose piece cannot
+ * be attached is reached through the network as before.  At destroy (after
+ * the barrier and the unpublish) and at finalize each rank detaches what it
+ * attached and closes its descriptor; the memory goes with the last
+ * mapping.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -41,6 +51,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "firehose/node/node.h"
 
 typedef struct fh_segment {
     int live;
@@ -48,7 +59,14 @@ typedef struct fh_segment {
     void *base;              /* our piece (NULL if size 0) */
     size_t size, mapped;
     struct fh_mr *mr;
-    struct fh_seg_piece { uint64_t base, size; fh_rkey_t rkey; } *pieces; /* [nranks] */
+    int shared;              /* our piece is node memory (np) */
+    fh_node_piece_t np;
+    struct fh_seg_piece {
+        uint64_t base, size;
+        fh_rkey_t rkey;
+        char *local;         /* our mapping of it (node group), or NULL */
+        size_t local_len;    /* bytes attached (0: ours, or none) */
+    } *pieces;               /* [nranks] */
 } fh_segment_t;
 
 struct fh_segmap {
@@ -107,7 +125,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
                     .base = (uintptr_t)sg->pieces[r].base,
                     .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
                     .rkey = sg->pieces[r].rkey, .seg = (fh_seg_t)s,
-                    .mr = r == rt->rank ? sg->mr : NULL};
+                    .mr = r == rt->rank ? sg->mr : NULL, .local = sg->pieces[r].local};
         }
         qsort(m->ranges[r], k, sizeof **m->ranges, cmp_range);
     }
@@ -165,9 +183,25 @@ int fh_seg_init(fh_rt_t *rt)
  * nothing else is ever mapped under a live key.  A strategy with
  * seg_retire must have let go of it first (released: seg_release ran);
  * otherwise it is retired, unmapped by the strategy's fini. */
+/* Unmaps the node peers' pieces we attached (not our own). */
+static void seg_detach_peers(fh_segment_t *sg, int nranks)
+{
+    for (int r = 0; sg->pieces != NULL && r < nranks; r++)
+        if (sg->pieces[r].local_len) {
+            fh_node_memfd.detach(sg->pieces[r].local, sg->pieces[r].local_len);
+            sg->pieces[r].local = NULL;
+            sg->pieces[r].local_len = 0;
+        }
+}
+
 static void seg_release_local(fh_rt_t *rt, fh_segment_t *sg, bool keep_mapped,
                               bool released)
 {
+    if (sg->shared && sg->np.fd >= 0) {
+        close(sg->np.fd);     /* the mapping below stays what it was */
+        sg->np.fd = -1;
+    }
+    sg->shared = 0;
     if (sg->mr != NULL && rt->cops->mr_dereg(rt->conduit, sg->mr) != FH_OK)
         keep_mapped = true;
     sg->mr = NULL;
@@ -185,6 +219,7 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
 {
     for (long s = 0; s < rt->cfg.max_segments; s++) {
         fh_segment_t *sg = &rt->segs[s];
+        seg_detach_peers(sg, rt->nranks);
         if (sg->live)
             seg_release_local(rt, sg, keep_mapped, false);
         free(sg->pieces);
@@ -207,6 +242,19 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t b = rt->reg_ops->seg_align != NULL ? rt->reg_ops->seg_align(&rt->core) : page;
     assert(b >= page && (b & (b - 1)) == 0);
+    sg->shared = 0;
+    sg->np.fd = -1;
+    if (rt->node_size >= 2) {
+        /* Group-shared memory; the network path is the fallback. */
+        if (fh_node_memfd.create(size, b, &sg->np) == FH_OK) {
+            sg->shared = 1;
+            sg->base = sg->np.base;
+            sg->mapped = sg->np.size;
+            return FH_OK;
+        }
+        fh_log_verbose(1, "segment piece of %zu bytes not shared with the node group: %s",
+                       size, fh_last_error());
+    }
     sg->mapped = (size + b - 1) & ~(b - 1);
     size_t extra = b > page ? b : 0;   /* room to align inside */
     char *raw = mmap(NULL, sg->mapped + extra, PROT_READ | PROT_WRITE,
@@ -229,6 +277,8 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
 struct seg_wire {
     int64_t status;
     uint64_t base, size, key, kbase;
+    int64_t pid, fd;          /* node memory: where group members attach (fd -1: none) */
+    uint64_t mapped;          /* its length */
 };
 
 int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
@@ -251,8 +301,12 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     /* Every rank reaches the same slot: creations and destructions are
      * collective and paired in order (coll.c), and the exchange below
      * checks that the slots agree. */
-    struct seg_wire mine = {0};
+    struct seg_wire mine = {.fd = -1};
     fh_segment_t *sg = id < rt->cfg.max_segments ? &rt->segs[id] : NULL;
+    if (sg != NULL) {
+        sg->shared = 0;
+        sg->np.fd = -1;
+    }
     if (sg == NULL) {
         mine.status = FH_ERR_LIMIT;
     } else if (size > 0) {
@@ -261,6 +315,10 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         sg->mr = NULL;
         if (rc == FH_OK && rt->reg_ops->seg_expose != NULL &&
             rt->reg_ops->seg_expose(&rt->core, sg->base, sg->mapped, &sg->mr, &rk) != FH_OK) {
+            if (sg->shared)
+                close(sg->np.fd);
+            sg->shared = 0;
+            sg->np.fd = -1;
             munmap(sg->base, sg->mapped);
             sg->base = NULL;
             sg->mr = NULL;
@@ -273,6 +331,11 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
             mine.size = size;
             mine.key = rk.key;
             mine.kbase = rk.base;
+            if (sg->shared) {
+                mine.pid = (int64_t)getpid();
+                mine.fd = sg->np.fd;
+                mine.mapped = sg->mapped;
+            }
         }
     }
     struct seg_wire *all = calloc((size_t)rt->nranks, sizeof *all);
@@ -317,9 +380,24 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         return fh_set_error(rc, "fh_segment_create: rank %d could not create its piece of "
                             "%zu bytes: %s", bad, size, fh_strerror(rc));
     }
-    for (int r = 0; r < rt->nranks; r++)
+    for (int r = 0; r < rt->nranks; r++) {
         pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
-                                          {all[r].key, all[r].kbase}};
+                                          {all[r].key, all[r].kbase}, NULL, 0};
+        if (r == rt->rank)
+            pieces[r].local = sg->base;
+        else if (rt->node_peer[r] && all[r].fd >= 0 && all[r].size > 0 &&
+                 all[r].mapped >= all[r].size) {
+            void *m = NULL;
+            if (fh_node_memfd.attach(all[r].pid, (int)all[r].fd, (size_t)all[r].mapped,
+                                     &m) == FH_OK) {
+                pieces[r].local = m;
+                pieces[r].local_len = (size_t)all[r].mapped;
+            } else {
+                fh_log_verbose(1, "segment %ld: rank %d is reached through the network: %s",
+                               id, r, fh_last_error());
+            }
+        }
+    }
     free(all);
     sg->pieces = pieces;
     sg->size = size;
@@ -428,6 +506,7 @@ int fh_segment_destroy(fh_seg_t seg)
     }
     pthread_mutex_lock(&rt->seg_lock);
     assert(sg->dying && !sg->live);
+    seg_detach_peers(sg, rt->nranks);
     seg_release_local(rt, sg, undead != 0, true);
     free(sg->pieces);
     sg->pieces = NULL;
@@ -435,4 +514,26 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_unlock(&rt->seg_lock);
     fh_coll_leave();
     return FH_OK;
+}
+
+void *fh_addr_local(int rank, const void *addr)
+{
+    fh_rt_t *rt = fh_rt;
+    if (rt == NULL || atomic_load(&fh_rt_state) != FH_RT_UP) {
+        fh_set_error(FH_ERR_NOT_INIT, "fh_addr_local: firehose is not initialized");
+        return NULL;
+    }
+    if (fh_check_rank("fh_addr_local", rank) != FH_OK)
+        return NULL;
+    fh_seg_range_t r;
+    int rc = fh_seg_find(rt, rank, (uintptr_t)addr, 1, &r);
+    if (rc != FH_OK) {
+        fh_set_error(rc, "fh_addr_local: %p is not inside a segment of rank %d", addr, rank);
+        return NULL;
+    }
+    char *p = fh_node_addr(&r, addr);
+    if (p == NULL)
+        fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_addr_local: rank %d does not share its "
+                     "segments with this rank (another node group, or FH_SHM=off)", rank);
+    return p;
 }

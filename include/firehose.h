@@ -237,6 +237,24 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base);
  * segment). */
 int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size);
 
+/* Direct access.  A pointer through which the calling process may load
+ * from and store to `addr` of rank's segment memory, or NULL.  Non-NULL
+ * when addr lies inside a live segment piece of rank and rank is the
+ * caller's own or a rank of its node group: the ranks of one host (one
+ * group per host, cut into groups of FH_SHM_MAX_GROUP ranks when set)
+ * while FH_SHM is not off, whose pieces are then shared memory.  The
+ * pointer stays valid, for the rest of that piece from addr on, until the
+ * segment is destroyed.  Stores through it are ordinary stores: to be seen
+ * by rank, order them before a synchronization (fh_barrier, an AM, an
+ * atomic) as for any shared memory; fh_put/fh_get to such a rank are
+ * exactly such copies.  (shmem_ptr / gasnet_AddrLocal.)
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors (NULL, and fh_last_error() says which): FH_ERR_NOT_INIT;
+ * FH_ERR_RANK; FH_ERR_OUT_OF_SEGMENT (addr is not in a segment of rank);
+ * FH_ERR_NOT_SUPPORTED (rank is not in the caller's node group, or its
+ * piece could not be shared). */
+void *fh_addr_local(int rank, const void *addr);
+
 /* Collective, blocking, not handler-safe.  Every rank must have completed its
  * operations targeting the segment before calling (the call contains a
  * barrier before the memory is unmapped).  Every remote key to this rank's
@@ -481,7 +499,13 @@ int fh_quiet(void);
  * atomic_logical_kind), in a segment of `rank` (the whole 8 or 4 bytes
  * inside one segment, else FH_ERR_OUT_OF_SEGMENT).  All atomics on one
  * location are mutually atomic, whichever rank (or thread) issues them,
- * including the owner.  A 32-bit atomic reads and writes exactly its 4 bytes:
+ * including the owner.  How: every atomic is executed by a CPU's atomic
+ * instruction on the location's memory -- by the owner for a request
+ * that came over the network, by the issuer itself for its own memory and
+ * for the memory of a rank of its node group (shared segments, see
+ * fh_addr_local) -- never by a NIC, so no two mechanisms ever meet on one
+ * location.  Such an atomic on a node peer completes at once (NB: *h is
+ * FH_HANDLE_DONE).  A 32-bit atomic reads and writes exactly its 4 bytes:
  * the other half of the 8-byte word it lies in is never touched, so two
  * 32-bit locations side by side are independent.  Mixing 32- and 64-bit
  * atomics on overlapping bytes is undefined (a location has one size).

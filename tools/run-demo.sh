@@ -2,8 +2,9 @@
 # run-demo.sh -- from a fresh checkout to the 2-rank demo in one command:
 # installs the Debian packages, builds out of tree in _build/, and runs
 # bench/fhdemo on two local ranks with tools/fhrun (libfabric over
-# loopback), which prints put latencies and the registration cache's
-# counters; then compiles the coarray hello (caf/examples/hello.f90) with
+# loopback, FH_SHM=off), which prints put latencies and the registration
+# cache's counters, then again with the two ranks sharing their segments
+# (FH_SHM=auto: puts are copies through shared memory); then compiles the coarray hello (caf/examples/hello.f90) with
 # caf and runs it on two images with cafrun.
 #
 # Environment: BUILD_DIR (default _build), FH_* variables are passed to the
@@ -34,8 +35,12 @@ export FI_TCP_IFACE="${FI_TCP_IFACE:-lo}" FI_SOCKETS_IFACE="${FI_SOCKETS_IFACE:-
 export FH_REG_STRATEGY="${FH_REG_STRATEGY:-firehose}"
 
 echo
-echo "run-demo.sh: FH_REG_STRATEGY=$FH_REG_STRATEGY tools/fhrun -n 2 bench/fhdemo  (in $build)"
-./tools/fhrun -n 2 ./bench/fhdemo "$@"
+echo "run-demo.sh: FH_SHM=off FH_REG_STRATEGY=$FH_REG_STRATEGY tools/fhrun -n 2 bench/fhdemo  (in $build)"
+FH_SHM=off ./tools/fhrun -n 2 ./bench/fhdemo "$@"
+
+echo
+echo "run-demo.sh: the same two ranks sharing their segments: FH_SHM=auto tools/fhrun -n 2 bench/fhdemo"
+FH_SHM=auto ./tools/fhrun -n 2 ./bench/fhdemo "$@"
 
 echo
 echo "run-demo.sh: caf $top/caf/examples/hello.f90 -o hello && cafrun -n 2 ./hello  (in $build/caf)"

@@ -44,6 +44,8 @@ FHBENCH=$builddir/bench/fhbench
 [ -x "$FHBENCH" ] || { echo "run-peers: $FHBENCH not built" >&2; exit 1; }
 mkdir -p "$out"
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
+# "ours" is the conduit over each provider, as the peers' transports are.
+export FH_SHM=${FH_SHM:-off}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ $quick = 1 ]; then iters=200; ucx_n=2000; rounds=2; else iters=3000; ucx_n=20000; rounds=3; fi
 strategy=${FHB_PEER_STRATEGY:-firehose}

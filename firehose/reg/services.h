@@ -143,7 +143,7 @@ typedef struct fh_core {
     int index;                                                               \
     struct fh_cpath *cp;                                                     \
     uint64_t inflight;        /* RMA ops posted here and not completed */    \
-    fh_peer_stats_t *stats;   /* [nranks], written under the path lock */    \
+    fh_peer_stats_t *stats;   /* [nranks], under the path lock (node-path puts/gets: atomic adds) */ \
     /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses    \
      * became ready, pushed by any thread under the cache lock (lock-free    \
      * stack); drained, and their RDMA posted, by whoever polls the path. */ \
@@ -211,6 +211,9 @@ typedef struct fh_seg_range {
     fh_rkey_t rkey;
     fh_seg_t seg;
     struct fh_mr *mr;         /* our own pieces only: the local registration */
+    char *local;              /* where we can load/store the piece at base:
+                                 ours, or a node-group peer's mapped here
+                                 (core only; NULL: through the network) */
 } fh_seg_range_t;
 
 /* ---------------------------------------------------------- the core's calls */

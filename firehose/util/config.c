@@ -61,6 +61,14 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_SEGMENT", FH_CFG_ENUM, "segments", "segments|everything", F(segment_mode), 1,
      "RMA targets: segments only, or (with FH_REG_STRATEGY=firehose) any mapped "
      "address of a rank, with cached registrations revoked when memory is freed.", 0},
+    {"FH_SHM", FH_CFG_ENUM, "auto", "auto|off", F(shm), 1,
+     "Ranks of one node group share their segments: put, get and atomics between them "
+     "are loads and stores (fh_addr_local gives the pointers); off = every rank is "
+     "reached through the network conduit.", 0},
+    {"FH_SHM_MAX_GROUP", FH_CFG_INT, "0", NULL, F(shm_max_group), 1,
+     "Largest node group: the ranks of one host are cut into groups of this many "
+     "consecutive ranks (0 = one group per host); ranks of different groups talk "
+     "through the network.", 0},
     {"FH_VERBOSE", FH_CFG_INT, "0", NULL, F(verbose), 0,
      "Log level: 1 prints the effective configuration and conduit choice.", 0},
     {"FH_STATS", FH_CFG_BOOL, "0", NULL, F(stats), 0,

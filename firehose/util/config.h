@@ -51,6 +51,8 @@ typedef struct fh_config {
     int         reg_check;        /* FH_REG_CHECK */
     int         memmon;           /* FH_MEMMON: index into "auto|uffd|off" */
     int         segment_mode;     /* FH_SEGMENT: index into "segments|everything" */
+    int         shm;              /* FH_SHM: index into "auto|off" */
+    long        shm_max_group;    /* FH_SHM_MAX_GROUP (0 = no cap) */
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
@@ -67,6 +69,7 @@ enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
 enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
        FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
 enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
+enum { FH_SHM_AUTO = 0, FH_SHM_OFF = 1 };
 enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
 
 typedef struct fh_cfg_entry {

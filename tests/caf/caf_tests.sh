@@ -114,8 +114,11 @@ for name in "${tests[@]}"; do
         out="$work/$name/np$np.log"
         envs=()
         if [ "$name" = caf_bigheap ]; then
+            # FH_SHM=off: the images must reach each other through the
+            # registration cache, which this test is about (the rest of
+            # the suite runs on the node path: the images share a host).
             envs=(FH_FIREHOSE_M="$bigheap_budget" FH_FIREHOSE_MAXVICTIM="$bigheap_victim"
-                  FH_CAF_BIGHEAP_MB="$bigheap_mb")
+                  FH_CAF_BIGHEAP_MB="$bigheap_mb" FH_SHM=off)
             if [ "${FH_CAF_BIGHEAP_STATS:-0}" = 1 ]; then
                 envs+=(FH_STATS=1 FH_REG_STRATEGY=firehose)
             fi

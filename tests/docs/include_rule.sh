@@ -36,7 +36,7 @@ layer() {
     case $1 in
     include/*) echo 0 ;;
     firehose/util/*) echo 1 ;;
-    firehose/cache/* | firehose/memmon/* | firehose/boot/*) echo 2 ;;
+    firehose/cache/* | firehose/memmon/* | firehose/boot/* | firehose/node/*) echo 2 ;;
     conduits/*) echo 3 ;;
     firehose/reg/*) echo 4 ;;
     firehose/*) echo 5 ;;
@@ -47,6 +47,7 @@ layer() {
 l2_folder() {
     case $1 in
     firehose/cache/*) echo cache ;; firehose/memmon/*) echo memmon ;;
+    firehose/node/*) echo node ;;
     firehose/boot/*) echo boot ;; *) echo - ;;
     esac
 }

@@ -117,6 +117,8 @@ static void not_init_calls(int exp, const char *when)
     RC(fh_segment_create(4096, &s, &b), exp);
     last_error_names("fh_segment_create");
     RC(fh_segment_query(0, 0, &b, &sz), exp);
+    SOFT(fh_addr_local(0, buf) == NULL, "fh_addr_local %s: expected NULL", when);
+    last_error_names("fh_addr_local");
     RC(fh_segment_destroy(0), exp);
     RC(fh_put(0, buf, &v, 8), exp);
     last_error_names("fh_put");
@@ -227,6 +229,8 @@ int main(int argc, char **argv)
         RC(fh_am_request_medium(r, H_OK, src, 8, args, 1), FH_ERR_RANK);
         RC(fh_am_request_long(r, H_OK, src, 8, pb, args, 1), FH_ERR_RANK);
         RC(fh_segment_query(seg, r, &lb, &psz), FH_ERR_RANK);
+        SOFT(fh_addr_local(r, pb) == NULL, "fh_addr_local(bad rank %d): expected NULL", r);
+        if (i == 0) last_error_names("fh_addr_local");
         RC(fh_stats_peer(r, &st1), FH_ERR_RANK);
     }
     TU_SAY("bad_input: invalid ranks (-1, N, INT_MAX, INT_MIN) -> "

@@ -10,6 +10,8 @@
 #   FH_TEST_NP     rank counts to run (default "2 3 4 8")
 #   FH_TEST_PROVIDERS  FH_OFI_PROVIDER values (default "tcp shm")
 #   FH_TEST_TIMEOUT    seconds per run (default 180)
+#   FH_SHM         default off here (the conduits under test); node_local.sh
+#                  sets it per run
 #   FH_TEST_STRATEGIES FH_REG_STRATEGY values that strategies.sh and
 #                  reg_security.sh cover (default: firehose rendezvous
 #                  rendezvous-cache bounce; the other scripts run the default)
@@ -46,6 +48,11 @@ fh_bin() {
 }
 
 NP_LIST=${FH_TEST_NP:-"2 3 4 8"}
+# The integration scripts test the conduits: the ranks of this host do not
+# share segments unless a script says so (node_local.sh runs the node path,
+# one group and mixed groups, over a chosen set of these programs).
+FH_SHM=${FH_SHM:-off}
+export FH_SHM
 TIMEOUT=${FH_TEST_TIMEOUT:-180}
 tmpd=$(mktemp -d "${TMPDIR:-/tmp}/fhinteg.XXXXXX")
 trap 'rm -rf "$tmpd"' EXIT

@@ -1,0 +1,88 @@
+#!/bin/sh
+# node_local.sh -- the node path: ranks of one node group reach each
+# other's segments with loads and stores (firehose/node/, FH_SHM).
+#
+# Three ways, each over tcp (the AMs and the ranks outside the group still
+# use the conduit):
+#   one group   FH_SHM=auto, every rank of the host in one group;
+#   mixed       FH_SHM=auto FH_SHM_MAX_GROUP=2 on 4 ranks: {0,1} and {2,3}
+#               share, the pairs talk through the network;
+#   off         FH_SHM=off: nobody shares (fh_addr_local of a peer is NULL).
+# node_local_test checks fh_addr_local, stores through it, every put/get
+# form and atomics mixed over both paths; rma_integrity, atomic_test,
+# barrier_test and am_test run one group and mixed too (the rest of the
+# integration suite runs with FH_SHM=off, as before the node path).
+# Then: no file of the job in /dev/shm at any time, and, when we are root,
+# another user cannot open a rank's segment memory through /proc.
+. "$(dirname "$0")/common.sh"
+need_fhrun
+export FH_OFI_PROVIDER=tcp
+
+shm_files() { ls /dev/shm 2>/dev/null | wc -l; }
+before=$(shm_files)
+
+FH_SHM=auto; export FH_SHM
+for n in 2 4; do
+    run_np node_local_test "$n" --group "$n"
+done
+FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
+run_np node_local_test 4 --group 2
+unset FH_SHM_MAX_GROUP
+FH_SHM=off
+run_np node_local_test 3 --group 0
+
+FH_SHM=auto
+for t in rma_integrity atomic_test barrier_test am_test; do
+    run_np "$t" 3
+    FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
+    run_np "$t" 4
+    unset FH_SHM_MAX_GROUP
+done
+
+after=$(shm_files)
+if [ "$after" -ne "$before" ]; then
+    echo "FAIL /dev/shm held $before entries before and $after after the runs"
+    ls -la /dev/shm
+    fail=$((fail + 1))
+fi
+
+# Another user cannot map a rank's piece: the memfd is reachable only as
+# /proc/<pid>/fd/<n>, which the kernel opens for the same user only.
+other=""
+if [ "$(id -u)" -eq 0 ]; then
+    if command -v setpriv >/dev/null 2>&1; then
+        other="setpriv --reuid=65534 --regid=65534 --clear-groups"
+    elif command -v runuser >/dev/null 2>&1; then
+        other="runuser -u nobody --"
+    fi
+fi
+if [ -n "$other" ]; then
+    bin=$(fh_bin node_local_test)
+    FH_SHM=auto "$FHRUN" -n 2 --timeout 60 "$bin" --group 2 --hold 3 >"$tmpd/hold.log" 2>&1 &
+    job=$!
+    sleep 1.5
+    tried=0 opened=0
+    for pid in $(pgrep -f "node_local_test --group 2 --hold" 2>/dev/null); do
+        for fd in /proc/"$pid"/fd/*; do
+            case $(readlink "$fd" 2>/dev/null) in
+            /memfd:firehose-segment*)
+                tried=$((tried + 1))
+                if $other sh -c "exec 3<>'$fd'" 2>/dev/null; then opened=$((opened + 1)); fi ;;
+            esac
+        done
+    done
+    wait "$job" || true
+    ran=$((ran + 1))
+    if [ "$tried" -eq 0 ]; then
+        echo "FAIL outsider: found no firehose-segment memfd of the job to try"
+        fail=$((fail + 1))
+    elif [ "$opened" -ne 0 ]; then
+        echo "FAIL outsider: user nobody opened $opened of $tried segment memfds"
+        fail=$((fail + 1))
+    else
+        echo "ok   outsider: user nobody opened none of the job's $tried segment memfds"
+    fi
+else
+    echo "SKIP outsider: not root (no second user to try with)"
+fi
+finish
