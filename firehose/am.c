@@ -92,7 +92,7 @@ static void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *h
                                 size_t hdr_len, const void *payload, size_t len)
 {
     if (p->backlog == NULL) {
-        int rc = p->rt->cops->am_send(p->cp, rank, rpath, hdr, hdr_len, payload, len);
+        int rc = fh_path_am_send(p, rank, rpath, hdr, hdr_len, payload, len);
         if (rc == FH_OK)
             return;
         if (rc != FH_ERR_AGAIN) {
@@ -119,7 +119,7 @@ void fh_am_flush_backlog(fh_path_t *p)
 {
     while (p->backlog != NULL) {
         fh_backlog_t *b = p->backlog;
-        int rc = p->rt->cops->am_send(p->cp, b->rank, b->rpath, b->bytes, b->len, NULL, 0);
+        int rc = fh_path_am_send(p, b->rank, b->rpath, b->bytes, b->len, NULL, 0);
         if (rc == FH_ERR_AGAIN)
             return;
         if (rc != FH_OK && !atomic_load(&p->rt->finalizing))
@@ -222,7 +222,12 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
         if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
             return rc;
         fh_ctr_t ctr = FH_CTR_INIT;
-        rc = fh_xfer(t, true, rank, (char *)payload, lmr, long_dst, len, &r.rkey, &ctr, false);
+        char *mapped = fh_node_addr(&r, (void *)(uintptr_t)long_dst);
+        if (mapped != NULL)          /* node group: a copy, visible at once */
+            fh_node_copy(true, (char *)payload, mapped, len);
+        else
+            rc = fh_xfer(t, true, rank, (char *)payload, lmr, long_dst, len, &r.rkey, &ctr,
+                         false);
         int wrc = fh_wait_ctr(t, &ctr);
         if (temp)
             fh_rma_local_mr_release(lmr);
@@ -284,8 +289,8 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
-    while ((rc = rt->cops->am_send(p->cp, rank, 0, hdr, hl, inline_payload,
-                                   inline_len)) == FH_ERR_AGAIN && wait)
+    while ((rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
+                                 inline_len)) == FH_ERR_AGAIN && wait)
         fh_progress_locked(p);
     if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);

@@ -128,6 +128,7 @@ static int init_fail(fh_rt_t *rt, int err)
         fh_log_error("%s", why[0] ? why : "fh_init failed");
         rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
     }
+    fh_node_am_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
     free(rt);
@@ -238,7 +239,8 @@ int fh_init(int *argc, char ***argv)
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
-    if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK)
+    if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK ||
+        (rc = fh_node_am_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
@@ -318,6 +320,7 @@ int fh_finalize(void)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
     rt->boot->ops->finalize(rt->boot);
+    fh_node_am_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
     fh_rt = NULL;

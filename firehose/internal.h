@@ -10,6 +10,7 @@
  *   atomic.c   remote atomics (over AMs)
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
+ *   node_am.c  AMs within the node group through shared rings
  *   stats.c    per-peer counters
  *   peer.c     the same-host dead-peer check
  *   services.c the calls the registration strategies get (reg/services.h)
@@ -62,6 +63,7 @@
 #include "firehose/util/clock.h"
 #include "firehose/util/log.h"
 #include "firehose/util/test_point.h"
+#include "firehose/node/node.h"
 #include "firehose/reg/reg.h"
 #include "firehose/reg/services.h"
 
@@ -95,6 +97,7 @@ typedef struct fh_path {
 
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     int polling;              /* re-entrancy guard for poll on this path */
+    unsigned quiet_polls;     /* polls that skipped an idle conduit (path.c) */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
     _Atomic int orphaned;     /* no thread bound any more and maybe work of
                                  an exited one in flight: fh_progress polls
@@ -149,6 +152,14 @@ typedef struct fh_rt {
      * node_size >= 2 our segment pieces are firehose/node/ memory. */
     uint8_t *node_peer;
     int node_size;
+    /* AMs within the group (node_am.c): node_members[node_size] in rank
+     * order, node_gidx[rank] the index there (-1 outside), node_inbox[rank]
+     * our mapping of that member's inbox (NULL: through the conduit);
+     * ring geometry: slots into the service path [0] and a thread path [1]. */
+    int *node_members, *node_gidx;
+    char **node_inbox;
+    fh_node_piece_t node_box;
+    uint32_t node_slots[2], node_slot_size;
 } fh_rt_t;
 
 /* Per-thread state. */
@@ -248,6 +259,19 @@ static inline void fh_node_copy(bool is_put, char *mine, char *theirs, size_t n)
     }
 }
 void fh_node_progress(fh_tls_t *t);
+
+/* ---- node_am.c: AMs within the node group through shared rings */
+/* Collective, in fh_init after fh_peer_groups and the paths: inboxes. */
+int  fh_node_am_init(fh_rt_t *rt);
+void fh_node_am_fini(fh_rt_t *rt);
+/* Sends one packet from path p (lock held) to (rank, rpath): the ring when
+ * rank is a member with an inbox, else the conduit.  The conduit's codes:
+ * FH_OK, FH_ERR_AGAIN (full: poll and retry), other errors. */
+int  fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t hl,
+                     const void *payload, size_t len);
+/* Delivers up to max packets waiting in the rings into path p (lock held,
+ * from fh_path_poll_locked); returns how many. */
+int  fh_node_am_poll(fh_path_t *p, int max);
 
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);

@@ -122,6 +122,20 @@ const fh_conduit_upcalls_t fh_upcalls = {
 /* Completions and packets one conduit poll may deliver (the rest wait for
  * the next poll). */
 #define FH_POLL_BATCH 64
+/* When every rank is in our node group, AMs travel through the shared
+ * rings and the conduit carries only what we post ourselves (RMA outside
+ * segments) and strangers' connection attempts: while nothing of ours is
+ * in flight on a path, its conduit is polled once in this many polls, so
+ * a wait on the rings does not pay a system call per round. */
+#define FH_POLL_IDLE_CONDUIT 64
+
+static bool conduit_idle(fh_path_t *p)
+{
+    const fh_rt_t *rt = p->rt;
+    if (rt->node_size != rt->nranks || p->inflight != 0 || p->backlog != NULL)
+        return false;
+    return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
+}
 
 void fh_path_poll_locked(fh_path_t *p)
 {
@@ -129,9 +143,11 @@ void fh_path_poll_locked(fh_path_t *p)
         return; /* a handler's send retried poll: events wait for the outer poll */
     p->polling = 1;
     fh_peer_check(p->rt);
-    int n = p->rt->cops->poll(p->cp, FH_POLL_BATCH);
+    int n = conduit_idle(p) ? 0 : p->rt->cops->poll(p->cp, FH_POLL_BATCH);
     if (n < 0 && !atomic_load(&p->rt->finalizing))
         fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));
+    if (n >= 0)
+        n += fh_node_am_poll(p, FH_POLL_BATCH);
     if (p->index == 0) {
         if (p->backlog != NULL)
             fh_am_flush_backlog(p);

@@ -10,16 +10,15 @@
 #   off         FH_SHM=off: nobody shares (fh_addr_local of a peer is NULL).
 # node_local_test checks fh_addr_local, stores through it, every put/get
 # form and atomics mixed over both paths; rma_integrity, atomic_test,
-# barrier_test and am_test run one group and mixed too (the rest of the
-# integration suite runs with FH_SHM=off, as before the node path).
-# Then: no file of the job in /dev/shm at any time, and, when we are root,
-# another user cannot open a rank's segment memory through /proc.
+# barrier_test and am_test (AMs through the node rings) run one group and
+# mixed too (the rest of the integration suite runs with FH_SHM=off, as
+# before the node path); dead_rank.sh runs with FH_SHM=auto.
+# Then, while a job holds its segment: the ranks map it as a memfd and map
+# nothing from /dev/shm (so nothing can be left there); and, when we are
+# root, another user cannot open it through /proc.
 . "$(dirname "$0")/common.sh"
 need_fhrun
 export FH_OFI_PROVIDER=tcp
-
-shm_files() { ls /dev/shm 2>/dev/null | wc -l; }
-before=$(shm_files)
 
 FH_SHM=auto; export FH_SHM
 for n in 2 4; do
@@ -39,15 +38,20 @@ for t in rma_integrity atomic_test barrier_test am_test; do
     unset FH_SHM_MAX_GROUP
 done
 
-after=$(shm_files)
-if [ "$after" -ne "$before" ]; then
-    echo "FAIL /dev/shm held $before entries before and $after after the runs"
-    ls -la /dev/shm
+# A member killed with SIGKILL: the survivors, waiting on its rings or its
+# memory, end the job naming it (dead_rank.sh's checks, on the node path).
+ran=$((ran + 1))
+if FH_TEST_PROVIDERS=tcp sh "$here/dead_rank.sh" >"$tmpd/dead.log" 2>&1; then
+    echo "ok   dead_rank.sh with FH_SHM=auto: $(tail -n 1 "$tmpd/dead.log")"
+else
+    echo "FAIL dead_rank.sh with FH_SHM=auto:"
+    tail -n 30 "$tmpd/dead.log"
     fail=$((fail + 1))
 fi
 
-# Another user cannot map a rank's piece: the memfd is reachable only as
-# /proc/<pid>/fd/<n>, which the kernel opens for the same user only.
+# A held job: its ranks' memory maps and, as another user, their memfds.
+# The memfd is reachable only as /proc/<pid>/fd/<n>, which the kernel opens
+# for the same user only.
 other=""
 if [ "$(id -u)" -eq 0 ]; then
     if command -v setpriv >/dev/null 2>&1; then
@@ -56,13 +60,27 @@ if [ "$(id -u)" -eq 0 ]; then
         other="runuser -u nobody --"
     fi
 fi
+bin=$(fh_bin node_local_test)
+FH_SHM=auto "$FHRUN" -n 2 --timeout 60 "$bin" --group 2 --hold 3 >"$tmpd/hold.log" 2>&1 &
+job=$!
+sleep 1.5
+pids=$(pgrep -f "node_local_test --group 2 --hold" 2>/dev/null)
+memfd=0 devshm=0
+for pid in $pids; do
+    grep -q 'memfd:firehose-segment' /proc/"$pid"/maps 2>/dev/null && memfd=$((memfd + 1))
+    grep -q '/dev/shm/' /proc/"$pid"/maps 2>/dev/null && devshm=$((devshm + 1))
+done
+ran=$((ran + 1))
+if [ "$memfd" -ne 2 ] || [ "$devshm" -ne 0 ]; then
+    echo "FAIL maps: expected 2 ranks mapping a firehose-segment memfd and none mapping"
+    echo "     /dev/shm, saw $memfd and $devshm (pids: $pids)"
+    fail=$((fail + 1))
+else
+    echo "ok   maps: both ranks map their segments as memfds, nothing from /dev/shm"
+fi
 if [ -n "$other" ]; then
-    bin=$(fh_bin node_local_test)
-    FH_SHM=auto "$FHRUN" -n 2 --timeout 60 "$bin" --group 2 --hold 3 >"$tmpd/hold.log" 2>&1 &
-    job=$!
-    sleep 1.5
     tried=0 opened=0
-    for pid in $(pgrep -f "node_local_test --group 2 --hold" 2>/dev/null); do
+    for pid in $pids; do
         for fd in /proc/"$pid"/fd/*; do
             case $(readlink "$fd" 2>/dev/null) in
             /memfd:firehose-segment*)
@@ -71,7 +89,6 @@ if [ -n "$other" ]; then
             esac
         done
     done
-    wait "$job" || true
     ran=$((ran + 1))
     if [ "$tried" -eq 0 ]; then
         echo "FAIL outsider: found no firehose-segment memfd of the job to try"
@@ -85,4 +102,5 @@ if [ -n "$other" ]; then
 else
     echo "SKIP outsider: not root (no second user to try with)"
 fi
+wait "$job" || { echo "FAIL the held job failed:"; tail -20 "$tmpd/hold.log"; fail=$((fail + 1)); }
 finish

@@ -1,0 +1,196 @@
+/*
+ * node_am.c -- active messages between the ranks of a node group, through
+ * shared-memory rings instead of the conduit.
+ *
+ * Every rank of a group of two or more owns an inbox: one firehose/node/
+ * piece (a memfd the group's members attach at fh_init, as segment.c
+ * attaches segment pieces) holding one ring (firehose/node/node_ring.h) per
+ * (our path, their rank, their path) that the conduit contract allows:
+ * into our service path from every path of every member, into each thread
+ * path from every member's service path (its replies).  A ring has as many
+ * slots as the runtime's credits let one source have in flight towards
+ * that path (the conduit's rx_per_src: 2 x FH_AM_CREDITS + 4 into the
+ * service path, FH_AM_CREDITS + 4 into a thread path), each of one AM
+ * packet; the sender of every ring is fixed by its place, so a message's
+ * source is where it was found, never what it says.
+ *
+ * fh_path_am_send is the one way am.c sends a packet: through the ring when
+ * the destination is a member whose inbox we attached, else through the
+ * conduit; the choice is per peer and fixed at init.  A full ring is
+ * FH_ERR_AGAIN, as a conduit out of transmit resources.  fh_node_am_poll
+ * runs in every poll of a path (path.c): it delivers what the rings into
+ * that path hold, in order per ring, through the same fh_am_on_packet the
+ * conduit's upcall uses, and pops each message after its handler returned.
+ * A peer that dies leaves its rings silent; peer.c's check ends the job
+ * naming it, so nobody waits on a dead member's ring for long.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "firehose/node/node.h"
+#include "firehose/node/node_ring.h"
+
+/* Where a ring lives in an inbox: rings into path 0 first (every member
+ * g, every path q), then into each thread path (every member g, path 0). */
+static size_t ring_off(const fh_rt_t *rt, int p, int g, int q)
+{
+    const size_t G = (size_t)rt->node_size, np = (size_t)rt->npaths;
+    const size_t r0 = fh_ring_bytes(rt->node_slots[0], rt->node_slot_size);
+    const size_t r1 = fh_ring_bytes(rt->node_slots[1], rt->node_slot_size);
+    if (p == 0)
+        return ((size_t)g * np + (size_t)q) * r0;
+    return G * np * r0 + (((size_t)p - 1) * G + (size_t)g) * r1;
+}
+
+static size_t inbox_bytes(const fh_rt_t *rt)
+{
+    return ring_off(rt, rt->npaths, 0, 0);
+}
+
+struct inbox_wire {
+    int64_t pid, fd;
+    uint64_t size;
+};
+
+int fh_node_am_init(fh_rt_t *rt)
+{
+    const unsigned c = (unsigned)rt->cfg.am_credits;
+    rt->node_slots[0] = 2 * c + 4;
+    rt->node_slots[1] = c + 4;
+    rt->node_slot_size = fh_ring_slot_size(rt->am_max_packet);
+    rt->node_gidx = malloc(sizeof *rt->node_gidx * (size_t)rt->nranks);
+    rt->node_members = malloc(sizeof *rt->node_members * (size_t)rt->node_size);
+    rt->node_inbox = calloc((size_t)rt->nranks, sizeof *rt->node_inbox);
+    rt->node_box.fd = -1;
+    if (rt->node_gidx == NULL || rt->node_members == NULL || rt->node_inbox == NULL)
+        return FH_ERR_NO_MEMORY;
+    for (int r = 0, g = 0; r < rt->nranks; r++) {
+        rt->node_gidx[r] = rt->node_peer[r] ? g : -1;
+        if (rt->node_peer[r])
+            rt->node_members[g++] = r;
+    }
+    struct inbox_wire mine = {.fd = -1}, *all = calloc((size_t)rt->nranks, sizeof *all);
+    if (all == NULL)
+        return FH_ERR_NO_MEMORY;
+    if (rt->node_size >= 2) {
+        if (fh_node_memfd.create(inbox_bytes(rt), (size_t)sysconf(_SC_PAGESIZE),
+                                 &rt->node_box) == FH_OK) {
+            mine = (struct inbox_wire){getpid(), rt->node_box.fd, rt->node_box.size};
+            rt->node_inbox[rt->rank] = rt->node_box.base;
+        } else {
+            fh_log_verbose(1, "node group: no inbox (%s): AMs go through the conduit",
+                           fh_last_error());
+        }
+    }
+    if (rt->boot->ops->allgather(rt->boot, &mine, all, sizeof mine) != FH_OK) {
+        free(all);
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: the node inbox exchange failed");
+    }
+    /* A member talks to us through rings only if both inboxes exist: each
+     * side decides from the same exchange, so both choose the same. */
+    for (int r = 0; r < rt->nranks; r++) {
+        if (r == rt->rank || !rt->node_peer[r] || all[r].fd < 0 ||
+            rt->node_inbox[rt->rank] == NULL || all[r].size != inbox_bytes(rt))
+            continue;
+        void *m = NULL;
+        if (fh_node_memfd.attach(all[r].pid, (int)all[r].fd, (size_t)all[r].size, &m) == FH_OK)
+            rt->node_inbox[r] = m;
+        else
+            fh_log_verbose(1, "node group: rank %d's inbox: %s", r, fh_last_error());
+    }
+    free(all);
+    /* Attaching can fail on one side only (then that side would write where
+     * the other never reads): agree, one byte per pair. */
+    const size_t N = (size_t)(unsigned)rt->nranks;
+    uint8_t *ok = calloc(N * N, 1);
+    uint8_t *row = calloc(N, 1);
+    if (ok == NULL || row == NULL) {
+        free(ok);
+        free(row);
+        return FH_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < rt->nranks; r++)
+        row[r] = rt->node_inbox[r] != NULL;
+    int rc = rt->boot->ops->allgather(rt->boot, row, ok, N);
+    for (int r = 0; rc == FH_OK && r < rt->nranks; r++)
+        if (r != rt->rank && rt->node_inbox[r] != NULL &&
+            !ok[(size_t)r * N + (size_t)rt->rank]) {
+            fh_node_memfd.detach(rt->node_inbox[r], inbox_bytes(rt));
+            rt->node_inbox[r] = NULL;
+        }
+    free(ok);
+    free(row);
+    if (rc != FH_OK)
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: the node inbox exchange failed");
+    return FH_OK;
+}
+
+void fh_node_am_fini(fh_rt_t *rt)
+{
+    for (int r = 0; rt->node_inbox != NULL && r < rt->nranks; r++)
+        if (r != rt->rank && rt->node_inbox[r] != NULL)
+            fh_node_memfd.detach(rt->node_inbox[r], inbox_bytes(rt));
+    if (rt->node_box.base != NULL)     /* rt is zeroed until init reaches us */
+        fh_node_memfd.destroy(&rt->node_box);
+    free(rt->node_inbox);
+    free(rt->node_gidx);
+    free(rt->node_members);
+    rt->node_inbox = NULL;
+    rt->node_gidx = NULL;
+    rt->node_members = NULL;
+}
+
+static fh_ring_t *ring_at(const fh_rt_t *rt, char *box, int p, int g, int q)
+{
+    return (fh_ring_t *)(void *)(box + ring_off(rt, p, g, q));
+}
+
+int fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t hl,
+                    const void *payload, size_t len)
+{
+    fh_rt_t *rt = p->rt;
+    char *box = rt->node_inbox != NULL ? rt->node_inbox[rank] : NULL;
+    if (box == NULL || rank == rt->rank)
+        return rt->cops->am_send(p->cp, rank, rpath, hdr, hl, payload, len);
+    if (hl + len > rt->am_max_packet)
+        return fh_set_error(FH_ERR_TOO_BIG, "AM of %zu bytes to rank %d", hl + len, rank);
+    /* The conduit contract: to a service path, or a service path's reply. */
+    if (rpath < 0 || rpath >= rt->npaths || (rpath != 0 && p->index != 0))
+        return fh_set_error(FH_ERR_INVALID, "AM from path %d to rank %d path %d", p->index,
+                            rank, rpath);
+    const int slots = (int)rt->node_slots[rpath == 0 ? 0 : 1];
+    fh_ring_t *ring = ring_at(rt, box, rpath, rt->node_gidx[rt->rank], p->index);
+    return fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);
+}
+
+int fh_node_am_poll(fh_path_t *p, int max)
+{
+    fh_rt_t *rt = p->rt;
+    char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
+    if (box == NULL)
+        return 0;
+    const uint32_t slots = rt->node_slots[p->index == 0 ? 0 : 1];
+    const int nq = p->index == 0 ? rt->npaths : 1;
+    int n = 0;
+    for (int i = 0; i < rt->node_size && n < max; i++) {
+        const int r = rt->node_members[i];
+        if (r == rt->rank || rt->node_inbox[r] == NULL)
+            continue;
+        for (int q = 0; q < nq && n < max; q++) {
+            fh_ring_t *ring = ring_at(rt, box, p->index, rt->node_gidx[r], q);
+            size_t len;
+            const char *m;
+            while (n < max && (m = fh_ring_peek(ring, slots, rt->node_slot_size, &len))) {
+                if (len == SIZE_MAX)
+                    fh_am_drop(p, r, "node ring slot longer than a packet");
+                else
+                    fh_am_on_packet(p, r, q, m, len);
+                fh_ring_pop(ring);
+                n++;
+            }
+        }
+    }
+    return n;
+}
