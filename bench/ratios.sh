@@ -150,4 +150,14 @@ if [ -f "$p" ]; then
                 "$(awk -v x="$x" 'BEGIN { if (x == "n/a") print "n/a"; else print (x + 0 < 1) ? "met" : "MISSED" }')"
         done
     done
+    # The node path (FH_SHM=auto) against the peers' shared memory: <= 1.0.
+    o=$(csv_get "$p" put8_us transport shm who node)
+    if [ -n "$o" ]; then
+        for who in ucx mpi; do
+            v=$(csv_get "$p" put8_us transport shm who $who)
+            x=$(ratio "$o" "$v")
+            line "8 B put on the node path vs $who (shm): node / $who <= 1.0" "$x ($o / ${v:-n/a} us)" \
+                "$(awk -v x="$x" 'BEGIN { if (x == "n/a") print "n/a"; else print (x + 0 <= 1) ? "met" : "MISSED" }')"
+        done
+    fi
 fi

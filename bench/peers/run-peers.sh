@@ -6,6 +6,9 @@
 #
 # For each transport (tcp over loopback, shared memory):
 #   ours  fhbench latency (FH_REG_STRATEGY=firehose unless FHB_PEER_STRATEGY)
+#         through the conduit (FH_SHM=off)
+#   node  (shared memory only) fhbench latency with FH_SHM=auto: the two
+#         ranks share their segments, puts are copies (firehose/node/)
 #   raw   fhbench raw: the same loops directly on libfabric
 #   ucx   ucx_perftest (Debian ucx-utils) ucp_put_lat -s 8, ucp_put_bw -s 64k
 #         with UCX_TLS=tcp (UCX_NET_DEVICES=lo) or UCX_TLS=shm,self
@@ -92,10 +95,22 @@ for t in tcp shm; do
     FH_OFI_PROVIDER=$t timeout -k 5 300 "$FHRUN" -n 2 "$FHBENCH" raw --max-size 64k \
         --iters "$iters" --csv "$out/peers-raw-$t.csv" > "$tmp/raw.log" 2>&1 ||
         { echo "run-peers: raw failed on $t"; cat "$tmp/raw.log"; }
-    for who in ours raw; do
+    whos="ours raw"
+    if [ $t = shm ]; then
+        whos="ours node raw"
+        FH_SHM=auto FH_OFI_PROVIDER=$t FH_REG_STRATEGY=$strategy timeout -k 5 300 "$FHRUN" -n 2 \
+            "$FHBENCH" latency --max-size 64k --iters "$iters" \
+            --csv "$out/peers-node-$t.csv" > "$tmp/node.log" 2>&1 ||
+            { echo "run-peers: node failed"; cat "$tmp/node.log"; }
+    fi
+    for who in $whos; do
+        case $who in
+            ours) note="fhbench latency (FH_REG_STRATEGY=$strategy)" ;;
+            node) note="fhbench latency, FH_SHM=auto (node path: shared segments)" ;;
+            *) note="fhbench raw" ;;
+        esac
         row "$t" "$who" "$(csv_get "$out/peers-$who-$t.csv" median_us op put size 8)" \
-            "$(csv_get "$out/peers-$who-$t.csv" mb_s op put_nb_flood size 65536)" \
-            "fhbench $( [ $who = ours ] && echo "latency (FH_REG_STRATEGY=$strategy)" || echo raw)"
+            "$(csv_get "$out/peers-$who-$t.csv" mb_s op put_nb_flood size 65536)" "$note"
     done
     if command -v ucx_perftest >/dev/null 2>&1; then
         tls=tcp; [ $t = shm ] && tls=shm,self
@@ -151,3 +166,16 @@ for t in tcp shm; do
     done
     printf '%-9s %-5s %10s %10s\n' "$t" ours "${o_lat:--}" "${o_bw:--}"
 done
+n_lat=$(csv_get "$peers" put8_us transport shm who node)
+n_bw=$(csv_get "$peers" bw64k_mb_s transport shm who node)
+if [ -n "$n_lat$n_bw" ]; then
+    echo "node path (FH_SHM=auto), ratio = node / peer:"
+    for who in ucx mpi; do
+        l=$(csv_get "$peers" put8_us transport shm who "$who")
+        b=$(csv_get "$peers" bw64k_mb_s transport shm who "$who")
+        [ -n "$l$b" ] || continue
+        printf '%-9s %-5s %10s %10s %12s %12s\n' shm "$who" "${l:--}" "${b:--}" \
+            "$(ratio "$n_lat" "$l")" "$(ratio "$n_bw" "$b")"
+    done
+    printf '%-9s %-5s %10s %10s\n' shm node "${n_lat:--}" "${n_bw:--}"
+fi
