@@ -160,6 +160,7 @@ typedef struct fh_rt {
     char **node_inbox;
     fh_node_piece_t node_box;
     uint32_t node_slots[2], node_slot_size;
+    bool node_all_rings;      /* every other rank is reached through rings */
 } fh_rt_t;
 
 /* Per-thread state. */
@@ -272,6 +273,11 @@ int  fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t 
 /* Delivers up to max packets waiting in the rings into path p (lock held,
  * from fh_path_poll_locked); returns how many. */
 int  fh_node_am_poll(fh_path_t *p, int max);
+/* A waiting thread that has been idle `idle` rounds: sleeps until a member
+ * sends us something or 1 ms passed, when every rank is in our group and
+ * the thread has no conduit operation in flight; returns whether it took
+ * over the idle step (no lock held). */
+bool fh_node_sleep(fh_tls_t *t, unsigned idle);
 
 /* ---- path.c */
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);

@@ -23,25 +23,55 @@
  * conduit's upcall uses, and pops each message after its handler returned.
  * A peer that dies leaves its rings silent; peer.c's check ends the job
  * naming it, so nobody waits on a dead member's ring for long.
+ *
+ * Sleeping.  When every rank is in the group, all that can end a wait
+ * comes through our rings (or our own conduit operations, which keep a
+ * waiter awake).  A wait that stayed idle FH_NODE_SLEEP_AFTER rounds then
+ * sleeps on the inbox's futex word (fh_node_sleep, from path.c's wait
+ * round) for at most FH_NODE_SLEEP_NS, so that 8 ranks on 2 cores leave
+ * the cores to whoever has work.  No wakeup is lost: the waiter counts
+ * itself in `sleepers`, reads `seq`, looks at its rings and sleeps only
+ * if `seq` is still that value; a sender pushes, then increments `seq`,
+ * then wakes if anyone counted itself (all sequentially consistent), so
+ * either the waiter sees the message or the futex sees `seq` change or
+ * the sender sees the sleeper.  The timeout bounds what any other wait
+ * (and peer.c's once-a-second check) can lose.
  */
+#include <limits.h>
+#include <stdalign.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "firehose/node/node.h"
 #include "firehose/node/node_ring.h"
 
-/* Where a ring lives in an inbox: rings into path 0 first (every member
- * g, every path q), then into each thread path (every member g, path 0). */
+#define FH_NODE_SLEEP_AFTER 1024        /* idle wait rounds before sleeping */
+#define FH_NODE_SLEEP_NS    1000000L    /* longest sleep (1 ms) */
+
+/* The inbox starts with its futex word and sleeper count. */
+typedef struct inbox_head {
+    alignas(64) _Atomic uint32_t seq;
+    _Atomic uint32_t sleepers;
+    char pad[64 - 2 * sizeof(uint32_t)];
+} inbox_head_t;
+_Static_assert(sizeof(inbox_head_t) == 64, "inbox head is one line");
+
+/* Where a ring lives in an inbox: after the head, rings into path 0 (every
+ * member g, every path q), then into each thread path (every member g,
+ * path 0). */
 static size_t ring_off(const fh_rt_t *rt, int p, int g, int q)
 {
     const size_t G = (size_t)rt->node_size, np = (size_t)rt->npaths;
     const size_t r0 = fh_ring_bytes(rt->node_slots[0], rt->node_slot_size);
     const size_t r1 = fh_ring_bytes(rt->node_slots[1], rt->node_slot_size);
     if (p == 0)
-        return ((size_t)g * np + (size_t)q) * r0;
-    return G * np * r0 + (((size_t)p - 1) * G + (size_t)g) * r1;
+        return sizeof(inbox_head_t) + ((size_t)g * np + (size_t)q) * r0;
+    return sizeof(inbox_head_t) + G * np * r0 + (((size_t)p - 1) * G + (size_t)g) * r1;
 }
 
 static size_t inbox_bytes(const fh_rt_t *rt)
@@ -92,7 +122,7 @@ int fh_node_am_init(fh_rt_t *rt)
      * side decides from the same exchange, so both choose the same. */
     for (int r = 0; r < rt->nranks; r++) {
         if (r == rt->rank || !rt->node_peer[r] || all[r].fd < 0 ||
-            rt->node_inbox[rt->rank] == NULL || all[r].size != inbox_bytes(rt))
+            rt->node_inbox[rt->rank] == NULL || all[r].size < inbox_bytes(rt))
             continue;
         void *m = NULL;
         if (fh_node_memfd.attach(all[r].pid, (int)all[r].fd, (size_t)all[r].size, &m) == FH_OK)
@@ -124,6 +154,14 @@ int fh_node_am_init(fh_rt_t *rt)
     free(row);
     if (rc != FH_OK)
         return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: the node inbox exchange failed");
+    /* Every other rank reachable through rings: then nothing but our own
+     * conduit operations can end a wait (path.c's idle conduit, sleeping). */
+    rt->node_all_rings = rt->node_inbox[rt->rank] != NULL;
+    for (int r = 0; r < rt->nranks; r++)
+        if (r != rt->rank && rt->node_inbox[r] == NULL)
+            rt->node_all_rings = false;
+    fh_log_verbose(2, "node group: AMs to %d rank(s) through shared rings%s",
+                   rt->node_size - 1, rt->node_all_rings ? " (all of them)" : "");
     return FH_OK;
 }
 
@@ -162,7 +200,53 @@ int fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t h
                             rank, rpath);
     const int slots = (int)rt->node_slots[rpath == 0 ? 0 : 1];
     fh_ring_t *ring = ring_at(rt, box, rpath, rt->node_gidx[rt->rank], p->index);
-    return fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);
+    int rc = fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);
+    if (rc == FH_OK) {
+        inbox_head_t *h = (inbox_head_t *)(void *)box;
+        atomic_fetch_add(&h->seq, 1);
+        if (atomic_load(&h->sleepers) != 0)
+            syscall(SYS_futex, &h->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    return rc;
+}
+
+/* Anything waiting in any ring into any of our paths? */
+static bool rings_empty(const fh_rt_t *rt, char *box)
+{
+    for (int p = 0; p < rt->npaths; p++) {
+        const uint32_t slots = rt->node_slots[p == 0 ? 0 : 1];
+        const int nq = p == 0 ? rt->npaths : 1;
+        for (int i = 0; i < rt->node_size; i++) {
+            const int r = rt->node_members[i];
+            if (r == rt->rank || rt->node_inbox[r] == NULL)
+                continue;
+            for (int q = 0; q < nq; q++) {
+                size_t len;
+                if (fh_ring_peek(ring_at(rt, box, p, rt->node_gidx[r], q), slots,
+                                 rt->node_slot_size, &len) != NULL)
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool fh_node_sleep(fh_tls_t *t, unsigned idle)
+{
+    fh_rt_t *rt = fh_rt;
+    char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
+    if (box == NULL || !rt->node_all_rings || rt->cfg.wait_spin < 0 ||
+        idle < FH_NODE_SLEEP_AFTER || t->path->inflight != 0)
+        return false;
+    inbox_head_t *h = (inbox_head_t *)(void *)box;
+    atomic_fetch_add(&h->sleepers, 1);
+    uint32_t s = atomic_load(&h->seq);
+    if (rings_empty(rt, box)) {
+        struct timespec ts = {0, FH_NODE_SLEEP_NS};
+        syscall(SYS_futex, &h->seq, FUTEX_WAIT, s, &ts, NULL, 0);
+    }
+    atomic_fetch_sub(&h->sleepers, 1);
+    return true;
 }
 
 int fh_node_am_poll(fh_path_t *p, int max)

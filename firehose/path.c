@@ -132,7 +132,7 @@ const fh_conduit_upcalls_t fh_upcalls = {
 static bool conduit_idle(fh_path_t *p)
 {
     const fh_rt_t *rt = p->rt;
-    if (rt->node_size != rt->nranks || p->inflight != 0 || p->backlog != NULL)
+    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL)
         return false;
     return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
 }
@@ -273,10 +273,17 @@ static void help_paths(fh_tls_t *t)
 
 void fh_wait_round(fh_tls_t *t, unsigned *idle)
 {
+    /* A long-idle wait on a group of shared-memory peers sleeps first,
+     * until something is in our rings (node_am.c), and then polls: what
+     * the caller waits for is checked right after what woke us ran. */
+    bool slept = fh_node_sleep(t, *idle);
     fh_progress(t);
     if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
         help_paths(t);
-    fh_wait_idle(idle);
+    if (!slept)
+        fh_wait_idle(idle);
+    else if (*idle < UINT_MAX)
+        ++*idle;
 }
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)

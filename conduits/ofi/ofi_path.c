@@ -521,22 +521,22 @@ static void ofi_handle_error(struct fh_cpath *p)
     case OFI_OP_RECV:
         if (op->conn != NULL) {
             /* A connection's receive failed: the connection is over (its
-             * peer is gone, or we closed it). */
-            if (e.err != FI_ECANCELED &&
-                atomic_load(&op->conn->state) == OFI_CONN_UP) {
-                int rank = (int)(op->conn->src / (uint32_t)c->cfg.npaths);
-                if (e.err == FI_ETRUNC)   /* tcp then ends the connection */
-                    c->up.on_drop(p->upcall_arg, rank, "message truncated by the "
-                                  "provider (longer than the receive space); its "
-                                  "connection ends");
-                else
-                    fh_log_verbose(1, "ofi: path %d: receive from rank %d failed: %s",
-                                   p->index, rank, fi_strerror(e.err));
-                atomic_store(&op->conn->state, OFI_CONN_DOWN);
-            } else if (e.err != FI_ECANCELED &&
-                       atomic_load(&op->conn->state) == OFI_CONN_SETUP && op->conn->pending) {
+             * peer is gone, or we closed it).  The provider may have
+             * reported the shutdown on the event queue first (path 0's
+             * poll then marked it DOWN): a truncation is a drop either
+             * way, counted against the proven sender. */
+            int st = atomic_load(&op->conn->state);
+            int rank = (int)(op->conn->src / (uint32_t)c->cfg.npaths);
+            if (e.err == FI_ETRUNC && (st == OFI_CONN_UP || st == OFI_CONN_DOWN))
+                c->up.on_drop(p->upcall_arg, rank, "message truncated by the provider "
+                              "(longer than the receive space); its connection ends");
+            else if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
+                fh_log_verbose(1, "ofi: path %d: receive from rank %d failed: %s",
+                               p->index, rank, fi_strerror(e.err));
+            else if (e.err != FI_ECANCELED && st == OFI_CONN_SETUP && op->conn->pending)
                 ofi_drop(p, -1, "connection whose proof could not be received");
-            }
+            if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
+                atomic_store(&op->conn->state, OFI_CONN_DOWN);
             op->repost = 0;
             break;
         }

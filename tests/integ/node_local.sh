@@ -31,6 +31,8 @@ FH_SHM=off
 run_np node_local_test 3 --group 0
 
 FH_SHM=auto
+# 8 ranks on 2 cores in one group: waits sleep on the inboxes' futexes.
+run_np barrier_test 8
 for t in rma_integrity atomic_test barrier_test am_test; do
     run_np "$t" 3
     FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
