@@ -23,9 +23,11 @@
 #                   grid and a power of two; 2 runs Cannon's 1-D ring variant)
 #   --transports L  "tcp shm" (default) or one of them
 #
-# Transports.  tcp: ours FH_OFI_PROVIDER=tcp FI_TCP_IFACE=lo; theirs
+# Transports.  tcp: ours FH_OFI_PROVIDER=tcp FI_TCP_IFACE=lo FH_SHM=off (the
+#   images do not share memory); theirs
 #   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt
-# shm: ours FH_OFI_PROVIDER=shm; theirs
+# shm: ours FH_OFI_PROVIDER=shm FH_SHM=auto (the images of the machine share
+#   their segments and AM rings: the node path); theirs
 #   --mca pml ob1 --mca btl vader,self --mca osc rdma
 # How we know Open MPI really uses tcp: the btl list holds only tcp and self
 # (vader excluded, so no shared-memory path exists), pml ob1 excludes pml ucx
@@ -186,6 +188,9 @@ if [ $have_ours = 1 ]; then build ours "$FH_CAF" || true; fi
 if [ $have_theirs = 1 ]; then build theirs "$OC_CAF" || true; fi
 
 # ---- one run ----------------------------------------------------------------
+# shm_of TRANSPORT: our FH_SHM for it (tcp: through the network only).
+shm_of() { [ "$1" = tcp ] && echo off || echo auto; }
+
 # mca_args TRANSPORT: Open MPI options of a transport (one per line)
 mca_args() {
     case $1 in
@@ -269,7 +274,7 @@ run_caf() {
     say "== $tag"
     t0=$(date +%s)
     if [ "$side" = ours ]; then
-        FH_OFI_PROVIDER=$tr FH_STATS=1 timeout -k 10 "$TO" \
+        FH_OFI_PROVIDER=$tr FH_SHM=$(shm_of "$tr") FH_STATS=1 timeout -k 10 "$TO" \
             "$FH_CAFRUN" "$FH_CAFRUN_NP_FLAG" "$np" "$bin" "${pargs[@]}" > "$rlog" 2>&1
     else
         mapfile -t margs < <(mca_args "$tr")
@@ -317,8 +322,8 @@ run_fh() {
     q=()
     [ $quick = 1 ] && q=(--quick)
     say "== $tag"
-    FH_OFI_PROVIDER=$tr timeout -k 10 "$TO" "$FHRUN" -n 2 "$FHBENCH" latency "${q[@]}" \
-        --csv "$csv" > "$out/raw/$tag.log" 2>&1
+    FH_OFI_PROVIDER=$tr FH_SHM=$(shm_of "$tr") timeout -k 10 "$TO" "$FHRUN" -n 2 \
+        "$FHBENCH" latency "${q[@]}" --csv "$csv" > "$out/raw/$tag.log" 2>&1
     rc=$?
     cat "$out/raw/$tag.log" >> "$log"
     case $rc in
