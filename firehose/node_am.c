@@ -157,11 +157,15 @@ int fh_node_am_init(fh_rt_t *rt)
     /* Every other rank reachable through rings: then nothing but our own
      * conduit operations can end a wait (path.c's idle conduit, sleeping). */
     rt->node_all_rings = rt->node_inbox[rt->rank] != NULL;
-    for (int r = 0; r < rt->nranks; r++)
+    int rings = 0;
+    for (int r = 0; r < rt->nranks; r++) {
         if (r != rt->rank && rt->node_inbox[r] == NULL)
             rt->node_all_rings = false;
-    fh_log_verbose(2, "node group: AMs to %d rank(s) through shared rings%s",
-                   rt->node_size - 1, rt->node_all_rings ? " (all of them)" : "");
+        else if (r != rt->rank)
+            rings++;
+    }
+    fh_log_verbose(2, "node group: AMs to %d rank(s) through shared rings%s", rings,
+                   rt->node_all_rings ? " (all of them)" : "");
     return FH_OK;
 }
 

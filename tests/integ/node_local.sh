@@ -24,6 +24,17 @@ FH_SHM=auto; export FH_SHM
 for n in 2 4; do
     run_np node_local_test "$n" --group "$n"
 done
+# The AMs of a one-group job take the rings, to every other rank.
+ran=$((ran + 1))
+if FH_VERBOSE=2 "$FHRUN" -n 3 --timeout 60 "$(fh_bin node_local_test)" --group 3 \
+       >"$tmpd/rings.log" 2>&1 &&
+   [ "$(grep -c 'AMs to 2 rank(s) through shared rings (all of them)' "$tmpd/rings.log")" -eq 3 ]; then
+    echo "ok   rings: every rank of a 3-rank group sends its AMs to the other two through rings"
+else
+    echo "FAIL rings: expected each of 3 ranks to log 'AMs to 2 rank(s) through shared rings (all of them)':"
+    grep -E 'node group|FAIL' "$tmpd/rings.log" | head -10
+    fail=$((fail + 1))
+fi
 FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
 run_np node_local_test 4 --group 2
 unset FH_SHM_MAX_GROUP
