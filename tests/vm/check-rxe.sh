@@ -64,7 +64,7 @@ if [ "${#tests[@]}" -eq 0 ]; then
 fi
 [ "${#tests[@]}" -gt 0 ] || { echo "check-rxe: no integration test programs built in $builddir/tests/integ" >&2; exit 2; }
 
-env_words="FH_CONDUIT=$conduit"
+env_words="FH_SHM=off FH_CONDUIT=$conduit"   # the conduit, not the node path
 if [ "$conduit" = ibv ] && [ -z "${FH_IBV_DEVICE:-}" ]; then
     env_words+=" FH_IBV_DEVICE=rxe0"
 fi

@@ -40,7 +40,7 @@ for f in tools/fhrun tests/integ/churn_test; do
     [ -x "$builddir/$f" ] || { echo "churn-rxe: $builddir/$f not built (run make check-rxe or make $f)" >&2; exit 2; }
 done
 
-env_words="FH_CONDUIT=ibv FH_IBV_DEVICE=rxe0 FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k FH_STATS=1"
+env_words="FH_SHM=off FH_CONDUIT=ibv FH_IBV_DEVICE=rxe0 FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k FH_STATS=1"
 run() {  # run NAME FH_MEMMON ARGS -> one run-vm.sh --test command line
     echo "$env_words FH_MEMMON=$2 tools/fhrun -n 2 --timeout 1500 tests/integ/churn_test $3 > /tmp/out.$1 2>&1; st=\$?; grep -E 'churn:|PASS|FAIL|stats total' /tmp/out.$1; tail -5 /tmp/out.$1; [ \$st -eq 0 ] && grep -q '^PASS churn_test' /tmp/out.$1"
 }
