@@ -166,6 +166,38 @@ void fh_am_flush_credits(fh_path_t *p, bool all)
                 send_credits(p, r, q);
 }
 
+/* Every poll of the service path sends the replies that waited for
+ * transmit resources and the credits owed: half a window's worth, or all
+ * of them when the poll found nothing (we are going idle). */
+static int am_poll_send(fh_path_t *p, int found)
+{
+    if (p->index != 0)
+        return 0;
+    if (p->backlog != NULL)
+        fh_am_flush_backlog(p);
+    if (p->owed_total != 0)
+        fh_am_flush_credits(p, found == 0);
+    return 0;
+}
+
+const fh_poller_t fh_am_poller = {"am", FH_POLL_SEND, am_poll_send, NULL};
+
+static void up_on_am(void *arg, int src_rank, int src_path, const void *buf, size_t len)
+{
+    fh_am_on_packet(arg, src_rank, src_path, buf, len);
+}
+
+static void up_on_drop(void *arg, int src_rank, const char *why)
+{
+    fh_am_drop(arg, src_rank, "%s", why);
+}
+
+const fh_conduit_upcalls_t fh_upcalls = {
+    .on_am = up_on_am,
+    .on_drop = up_on_drop,
+    .on_complete = fh_path_on_complete,
+};
+
 static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *payload,
                     size_t len, uint64_t long_dst, const uint64_t *args, unsigned nargs)
 {
@@ -200,6 +232,22 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                         unsigned handler, const void *payload, size_t len,
                         uint64_t long_dst, const uint64_t *args, unsigned nargs, bool wait);
 
+int fh_am_payload_net(fh_tls_t *t, int rank, const void *payload, size_t len,
+                      uint64_t dst, const fh_seg_range_t *r)
+{
+    struct fh_mr *lmr;
+    bool temp;
+    int rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp);
+    if (rc != FH_OK)
+        return rc;
+    fh_ctr_t ctr = FH_CTR_INIT;
+    rc = fh_xfer(t, true, rank, (char *)payload, lmr, dst, len, &r->rkey, &ctr, false);
+    int wrc = fh_wait_ctr(t, &ctr);
+    if (temp)
+        fh_rma_local_mr_release(lmr);
+    return rc != FH_OK ? rc : wrc;
+}
+
 int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
                        const void *payload, size_t len, uint64_t long_dst,
                        const uint64_t *args, unsigned nargs)
@@ -212,26 +260,12 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
     }
 
     if (kind == FH_AM_REQ_LONG && len > rt->am_max_medium) {
-        /* Payload first, by RMA; the header follows once it is visible. */
+        /* Payload first, by the rank's route; the header follows once it
+         * is visible. */
         fh_seg_range_t r;
         int rc = fh_seg_find(rt, rank, (uintptr_t)long_dst, len, &r);
-        if (rc != FH_OK)
-            return rc;
-        struct fh_mr *lmr;
-        bool temp;
-        if ((rc = fh_rma_local_mr("fh_am_request_long", true, payload, len, &lmr, &temp)))
-            return rc;
-        fh_ctr_t ctr = FH_CTR_INIT;
-        char *mapped = fh_node_addr(&r, (void *)(uintptr_t)long_dst);
-        if (mapped != NULL)          /* node group: a copy, visible at once */
-            fh_node_copy(true, (char *)payload, mapped, len);
-        else
-            rc = fh_xfer(t, true, rank, (char *)payload, lmr, long_dst, len, &r.rkey, &ctr,
-                         false);
-        int wrc = fh_wait_ctr(t, &ctr);
-        if (temp)
-            fh_rma_local_mr_release(lmr);
-        if (rc != FH_OK || (rc = wrc) != FH_OK)
+        if (rc != FH_OK ||
+            (rc = rt->route[rank]->am_payload(t, rank, payload, len, long_dst, &r)) != FH_OK)
             return rc;
         kind = FH_AM_REQ_LONG_RDMA;
     }

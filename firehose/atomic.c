@@ -2,11 +2,12 @@
  * atomic.c -- remote 64- and 32-bit atomics, executed by the target over AMs.
  *
  * The target applies every operation with the CPU's atomic instructions
- * (__atomic builtins, sequentially consistent) of the operation's width, and
- * an operation on our own rank, or on a rank of our node group whose
- * segment piece we mapped (segment.c), uses the same instructions directly
- * on that memory; hence all atomics on a location are mutually atomic
- * whichever rank or thread issues them, over the network or not.  A 32-bit operation touches exactly its 4 bytes.  The initiator
+ * (__atomic builtins, sequentially consistent) of the operation's width
+ * (fh_atomic_apply), and the self and node routes (route.c) use the same
+ * instructions directly on our own memory or on a node group member's
+ * mapped segment piece; the network's own atomics are never used.  Hence
+ * all atomics on a location are mutually atomic whichever rank or thread
+ * issues them, over the network or not.  A 32-bit operation touches exactly its 4 bytes.  The initiator
  * waits on a handle slot of its path: the reply names the slot by its
  * handle, so a late reply cannot touch a reused slot, and it must come from
  * the rank the request went to (the sender the transport verified), so
@@ -85,6 +86,13 @@ static inline void store_fetched(void *fetched, unsigned width, uint64_t old)
         *(uint32_t *)fetched = (uint32_t)old;
     else
         *(uint64_t *)fetched = old;
+}
+
+void fh_atomic_local(void *p, const fh_atomic_req_t *q)
+{
+    uint64_t old = apply(p, q->width, q->op, q->operand, q->compare);
+    if (q->fetched != NULL)
+        store_fetched(q->fetched, q->width, old);
 }
 
 enum { REQ_ARGS = 6, REP_ARGS = 3 };
@@ -213,7 +221,8 @@ void fh_atomic_progress(fh_tls_t *t)
         defer_push(p, keep, keep_last);
 }
 
-void fh_atomic_path_fini(fh_path_t *p)
+/* Frees the requests still waiting on p (teardown). */
+static void atomic_path_fini(fh_path_t *p)
 {
     atomic_defer_t *d = atomic_exchange_explicit(&p->atomic_defer, NULL,
                                                  memory_order_acquire);
@@ -224,18 +233,21 @@ void fh_atomic_path_fini(fh_path_t *p)
     }
 }
 
+/* Deferred requests are sent by fh_atomic_progress (a thread progress
+ * function); the path poller only frees them at teardown. */
+const fh_poller_t fh_atomic_poller = {"atomic", FH_POLL_AFTER, NULL, atomic_path_fini};
+
 void fh_atomic_init(void)
 {
     fh_am_register_internal(FH_H_ATOMIC_REQ, atomic_req, "atomic request");
     fh_am_register_internal(FH_H_ATOMIC_REP, atomic_rep, "atomic reply");
 }
 
-/* Every atomic entry point: blocking (nb false, h unused) or NB.  Inlined
- * into each public function with constant width and nb, so fh_atomic
- * compiles to the same straight path it always had. */
-FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
-                        fh_atomic_op_t op, uint64_t operand, uint64_t compare,
-                        void *fetched, bool nb, fh_handle_t *h)
+/* Every atomic entry point: blocking (nb false, h unused) or NB; validates,
+ * then the rank's route does it. */
+static int atomic_op(const char *fn, int rank, void *target, unsigned width,
+                     fh_atomic_op_t op, uint64_t operand, uint64_t compare, void *fetched,
+                     bool nb, fh_handle_t *h)
 {
     int rc;
     fh_tls_t *t = fh_enter(fn, &rc);
@@ -255,25 +267,24 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
     if (((uintptr_t)target & (width - 1)) != 0)
         return fh_set_error(FH_ERR_ALIGN, "%s: target %p is not %u-byte aligned", fn,
                             target, width);
-    fh_seg_range_t r;
-    if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &r)) != FH_OK)
+    fh_atomic_req_t q = {.fn = fn, .rank = rank, .target = target, .width = width,
+                         .op = op, .operand = operand, .compare = compare,
+                         .fetched = fetched, .nb = nb, .h = h};
+    if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &q.r)) != FH_OK)
         return fh_set_error(rc, "%s: %p is not inside a segment of rank %d", fn, target,
                             rank);
-    if (rank == fh_rt->rank) {
-        uint64_t old = apply(target, width, op, operand, compare);
-        fh_progress(t);   /* a spin on a local lock must let peers in */
-        if (fetched != NULL)
-            store_fetched(fetched, width, old);
-        return FH_OK;   /* NB: complete, *h is FH_HANDLE_DONE */
-    }
-    char *mapped = fh_node_addr(&r, target);
-    if (mapped != NULL) {   /* node group: the same instructions on its memory */
-        uint64_t old = apply(mapped, width, op, operand, compare);
-        fh_node_progress(t);
-        if (fetched != NULL)
-            store_fetched(fetched, width, old);
-        return FH_OK;
-    }
+    return fh_rt->route[rank]->atomic(t, &q);
+}
+
+/* The net route: a request to the target's service path, waited for on a
+ * handle slot (blocking) or left in it (NB). */
+int fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q)
+{
+    const char *fn = q->fn;
+    int rank = q->rank;
+    unsigned width = q->width;
+    bool nb = q->nb;
+    int rc;
     fh_path_t *p = t->path;
     fh_handle_t hh;
     pthread_mutex_lock(&p->lock);
@@ -282,7 +293,7 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
         s->peer = rank;
         s->width = (uint8_t)width;
         if (nb) {
-            s->fetched = fetched;
+            s->fetched = q->fetched;
             s->ctr.owner_ops = &t->quiet_ops;   /* fh_quiet waits for the reply */
         }
         fh_ctr_add(&s->ctr);
@@ -290,8 +301,8 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
     pthread_mutex_unlock(&p->lock);
     if (s == NULL)
         return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding operations", fn);
-    uint64_t args[REQ_ARGS] = {(uint64_t)(uintptr_t)target, (uint64_t)op, operand, compare,
-                               hh, width};
+    uint64_t args[REQ_ARGS] = {(uint64_t)(uintptr_t)q->target, (uint64_t)q->op, q->operand,
+                               q->compare, hh, width};
     if (nb) {
         rc = fh_am_try_request(t, p, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, args,
                                REQ_ARGS);
@@ -309,7 +320,7 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
                                 REQ_ARGS);
     }
     if (nb && rc == FH_OK) {
-        *h = hh;
+        *q->h = hh;
         return FH_OK;
     }
     if (rc == FH_OK)
@@ -322,8 +333,8 @@ FH_INLINE int atomic_op(const char *fn, int rank, void *target, unsigned width,
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
         return fh_set_error(rc, "%s on rank %d failed: %s", fn, rank, fh_strerror(rc));
-    if (fetched != NULL)
-        store_fetched(fetched, width, old);
+    if (q->fetched != NULL)
+        store_fetched(q->fetched, width, old);
     return FH_OK;
 }
 

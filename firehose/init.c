@@ -129,6 +129,7 @@ static int init_fail(fh_rt_t *rt, int err)
         rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
     }
     fh_node_am_fini(rt);
+    fh_route_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
     free(rt);
@@ -227,6 +228,12 @@ int fh_init(int *argc, char ***argv)
                                           rt->limits.am_max_packet));
     rt->am_max_medium = rt->am_max_packet - FH_AM_HDR_BYTES - 8 * FH_AM_MAX_ARGS;
 
+    /* What every poll and every progress call runs besides the conduit
+     * (path.c); node_am.c adds its rings if it has any. */
+    fh_progress_add_poller(rt, &fh_am_poller);
+    fh_progress_add_poller(rt, &fh_rma_poller);
+    fh_progress_add_poller(rt, &fh_atomic_poller);
+    fh_progress_add_thread(rt, fh_atomic_progress);
     rt->paths = calloc((size_t)rt->npaths, sizeof *rt->paths);
     if (rt->paths == NULL)
         return init_fail(rt, FH_ERR_NO_MEMORY);
@@ -240,7 +247,7 @@ int fh_init(int *argc, char ***argv)
     if (rc != FH_OK)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
     if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK ||
-        (rc = fh_node_am_init(rt)) != FH_OK)
+        (rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
@@ -321,6 +328,7 @@ int fh_finalize(void)
     rt->cops->close(rt->conduit);
     rt->boot->ops->finalize(rt->boot);
     fh_node_am_fini(rt);
+    fh_route_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
     fh_rt = NULL;

@@ -11,6 +11,8 @@
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
  *   node_am.c  AMs within the node group through shared rings
+ *   route.c    how each destination rank is reached (self, node, net),
+ *              chosen once at init; the self and node routes
  *   stats.c    per-peer counters
  *   peer.c     the same-host dead-peer check
  *   services.c the calls the registration strategies get (reg/services.h)
@@ -68,6 +70,9 @@
 #include "firehose/reg/services.h"
 
 struct fh_segmap;
+struct fh_tls;
+struct fh_route;
+struct fh_poller;
 
 /* A reply or credit packet that could not be sent yet (conduit said AGAIN);
  * flushed in order at the end of the next poll of the path. */
@@ -119,6 +124,8 @@ typedef struct fh_handler_entry {
 /* Barrier slots (coll.c): one per dissemination round, ceil(log2 nranks),
  * more than any int rank count needs. */
 #define FH_BARRIER_ROUNDS 64
+/* Progress registrations of each kind (path.c), more than the core uses. */
+#define FH_MAX_POLLERS 8
 
 typedef struct fh_rt {
     union {
@@ -161,6 +168,21 @@ typedef struct fh_rt {
     fh_node_piece_t node_box;
     uint32_t node_slots[2], node_slot_size;
     bool node_all_rings;      /* every other rank is reached through rings */
+
+    /* route[r]: how rank r is reached (route.c), fixed at init;
+     * cma_pid[r] > 0: member r's memory outside the shared pieces is
+     * reached by cross-memory attach (its pid), else through the network
+     * (set to 0 if the kernel refuses later). */
+    const struct fh_route **route;
+    _Atomic int64_t *cma_pid;
+    /* Progress by registration (path.c): what every poll of a path runs,
+     * in stage order, and what every fh_progress of a thread runs. */
+    const struct fh_poller *pollers[FH_MAX_POLLERS];
+    int npollers;
+    void (*thread_progress[FH_MAX_POLLERS])(struct fh_tls *t);
+    int nthread_progress;
+    /* A long-idle waiter's sleep (path.c's fh_wait_round), or NULL. */
+    bool (*idle_sleep)(struct fh_tls *t, unsigned idle);
 } fh_rt_t;
 
 /* Per-thread state. */
@@ -176,7 +198,7 @@ typedef struct fh_tls {
                                  (fh_ctr owner_ops; path->lock) */
     uint32_t tid;             /* unique, for handle ownership */
     unsigned node_ops;        /* load/store operations on node peers: every
-                                 FH_NODE_PROGRESS-th makes progress */
+                                 FH_NODE_PROGRESS-th makes progress (route.c) */
     int bound;                /* path->nbound counted for us */
 } fh_tls_t;
 
@@ -236,46 +258,83 @@ void fh_peer_check(fh_rt_t *rt);
 /* Collective, after fh_peer_init: the node group (FH_SHM,
  * FH_SHM_MAX_GROUP) into rt->node_peer and rt->node_size. */
 int  fh_peer_groups(fh_rt_t *rt);
+/* The pid (or, with parent, the parent's pid) rank published at fh_init,
+ * as seen in its pid namespace (meaningful for node group members). */
+int64_t fh_peer_pid(const fh_rt_t *rt, int rank, bool parent);
 
-/* ---- node route (rma.c, atomic.c): a rank of our node group is reached
- * with loads and stores through our mapping of its piece (seg range
- * `local`).  A put is visible to any thread of the group that
- * synchronizes with us afterwards (release), a get sees what was released
- * before (acquire).  Every FH_NODE_PROGRESS-th such operation of a thread
- * also makes progress, so a thread that spins on a peer's memory still
- * answers its peers' messages. */
-#define FH_NODE_PROGRESS 64
+/* ---- route.c: how each destination rank is reached, chosen once per
+ * rank at init (fh_route_init): "self" (our own memory: memmove and CPU
+ * atomics), "node" (a rank of our node group: loads and stores through our
+ * mapping of its segment piece, the range's `local`), "net" (the conduit,
+ * through the registration strategy and AMs; rma.c, atomic.c, am.c).  The
+ * public calls validate their arguments and look the remote range up, then
+ * call rt->route[rank]; no operation branches on where the rank is.  Only
+ * the net route reaches the registration strategy, so its statistics and
+ * the firehose cache count network peers only.  A node route op given a
+ * range without a mapping (memory outside segments under
+ * FH_SEGMENT=everything) hands it to the net route. */
+enum fh_rma_mode { FH_RMA_BLOCKING, FH_RMA_NB, FH_RMA_NBI };
+typedef struct fh_rma_req {
+    const char *fn;            /* the public call, for error texts */
+    bool is_put;
+    int rank;
+    char *local, *remote;      /* contiguous: the buffers; strided: block 0 */
+    size_t n;                  /* bytes, or bytes per block (strided) */
+    size_t count;              /* strided: blocks */
+    ptrdiff_t lstride, rstride;
+    enum fh_rma_mode mode;     /* contiguous: blocking, NB (*h) or NBI */
+    fh_handle_t *h;            /* NB: preset to FH_HANDLE_DONE */
+    fh_seg_range_t r;          /* the remote range (zeroed: outside segments) */
+} fh_rma_req_t;
+typedef struct fh_atomic_req {
+    const char *fn;
+    int rank;
+    void *target;
+    unsigned width;            /* 4 or 8, target aligned to it */
+    fh_atomic_op_t op;
+    uint64_t operand, compare;
+    void *fetched;             /* or NULL */
+    bool nb;
+    fh_handle_t *h;            /* NB: preset to FH_HANDLE_DONE */
+    fh_seg_range_t r;
+} fh_atomic_req_t;
+typedef struct fh_route {
+    const char *name;
+    /* Contiguous put/get of q->n > 0 validated bytes. */
+    int (*rma)(fh_tls_t *t, const fh_rma_req_t *q);
+    /* Strided put/get, validated (the remote hull is q->r); blocking. */
+    int (*strided)(fh_tls_t *t, const fh_rma_req_t *q);
+    /* An atomic on q->target, validated, inside segment range q->r. */
+    int (*atomic)(fh_tls_t *t, const fh_atomic_req_t *q);
+    /* The payload of a long AM request, put to dst before its header is
+     * sent (r: the looked-up range of [dst, +len)); complete on return. */
+    int (*am_payload)(fh_tls_t *t, int rank, const void *payload, size_t len,
+                      uint64_t dst, const fh_seg_range_t *r);
+} fh_route_t;
+extern const fh_route_t fh_route_self, fh_route_node, fh_route_net;
+/* Where remote address `remote` of range r is in our address space (the
+ * member's piece as we mapped it), or NULL: not a node group member's. */
 static inline char *fh_node_addr(const fh_seg_range_t *r, const void *remote)
 {
     return r->local != NULL ? r->local + ((uintptr_t)remote - r->base) : NULL;
 }
-/* ThreadSanitizer does not model standalone fences (gcc refuses them
- * under -fsanitize=thread); what it checks, the synchronizing operations
- * around the copies, are atomics of their own. */
-#if defined(__SANITIZE_THREAD__)
-#define FH_NODE_FENCE(order) ((void)0)
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FH_NODE_FENCE(order) ((void)0)
-#endif
-#endif
-#ifndef FH_NODE_FENCE
-#define FH_NODE_FENCE(order) atomic_thread_fence(order)
-#endif
-static inline void fh_node_copy(bool is_put, char *mine, char *theirs, size_t n)
-{
-    if (is_put) {
-        memcpy(theirs, mine, n);
-        FH_NODE_FENCE(memory_order_release);
-    } else {
-        FH_NODE_FENCE(memory_order_acquire);
-        memcpy(mine, theirs, n);
-    }
-}
-void fh_node_progress(fh_tls_t *t);
+/* After fh_peer_groups: rt->route for every rank. */
+int  fh_route_init(fh_rt_t *rt);
+void fh_route_fini(fh_rt_t *rt);
+/* The net route's ops (rma.c, atomic.c, am.c). */
+int  fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q);
+int  fh_strided_net(fh_tls_t *t, const fh_rma_req_t *q);
+int  fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q);
+int  fh_am_payload_net(fh_tls_t *t, int rank, const void *payload, size_t len,
+                       uint64_t dst, const fh_seg_range_t *r);
+/* q's operation on memory we can address at p (ours, or a member's
+ * mapped piece) with the sequentially consistent CPU atomics atomic.c's
+ * target side uses too; stores the old value to q->fetched if not NULL. */
+void fh_atomic_local(void *p, const fh_atomic_req_t *q);
 
 /* ---- node_am.c: AMs within the node group through shared rings */
-/* Collective, in fh_init after fh_peer_groups and the paths: inboxes. */
+/* Collective, in fh_init after fh_peer_groups and the paths: inboxes;
+ * registers its poller and idle sleep (path.c) when we have one. */
 int  fh_node_am_init(fh_rt_t *rt);
 void fh_node_am_fini(fh_rt_t *rt);
 /* Sends one packet from path p (lock held) to (rank, rpath): the ring when
@@ -283,16 +342,30 @@ void fh_node_am_fini(fh_rt_t *rt);
  * FH_OK, FH_ERR_AGAIN (full: poll and retry), other errors. */
 int  fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t hl,
                      const void *payload, size_t len);
-/* Delivers up to max packets waiting in the rings into path p (lock held,
- * from fh_path_poll_locked); returns how many. */
-int  fh_node_am_poll(fh_path_t *p, int max);
-/* A waiting thread that has been idle `idle` rounds: sleeps until a member
- * sends us something or 1 ms passed, when every rank is in our group and
- * the thread has no conduit operation in flight; returns whether it took
- * over the idle step (no lock held). */
-bool fh_node_sleep(fh_tls_t *t, unsigned idle);
 
 /* ---- path.c */
+/* Progress by registration: path.c polls the conduit and runs what the
+ * modules registered, never naming them.  Every poll of a path (its lock
+ * held) runs the pollers in stage order: RECEIVE delivers what arrived
+ * other than through the conduit and returns how many; SEND sends what
+ * the path owes, given how many packets this poll delivered (`found`);
+ * both run under the poll's re-entrancy guard (a nested poll from a
+ * handler or a send is a no-op).  AFTER runs once the guard is released:
+ * it may wait for transmit resources (and so poll).  A thread progress
+ * function runs in every fh_progress, no lock held.  Registered at init,
+ * before anything polls. */
+enum fh_poll_stage { FH_POLL_RECEIVE, FH_POLL_SEND, FH_POLL_AFTER };
+typedef struct fh_poller {
+    const char *name;
+    enum fh_poll_stage stage;
+    int (*poll)(fh_path_t *p, int found);     /* or NULL: fini only */
+    void (*fini)(fh_path_t *p);               /* path teardown, or NULL */
+} fh_poller_t;
+void fh_progress_add_poller(fh_rt_t *rt, const fh_poller_t *pl);
+void fh_progress_add_thread(fh_rt_t *rt, void (*fn)(fh_tls_t *t));
+/* The pollers of am.c (backlog and owed credits), rma.c (queued
+ * transfers) and atomic.c (teardown of deferred requests). */
+extern const fh_poller_t fh_am_poller, fh_rma_poller, fh_atomic_poller;
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
 /* One round of progress for the calling thread: polls its path, (trylock)
@@ -318,9 +391,13 @@ void fh_path_poll_locked(fh_path_t *p);
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */
 void fh_progress_locked(fh_path_t *p);
-extern const fh_conduit_upcalls_t fh_upcalls;
 
 /* ---- am.c */
+/* What the conduit calls from inside its poll (am.c receives, path.c
+ * completes RMA: fh_path_on_complete). */
+extern const fh_conduit_upcalls_t fh_upcalls;
+/* An RMA operation on path p finished (the conduit's on_complete). */
+void fh_path_on_complete(void *p, void *op_ctx, int status);
 /* A packet from (src_rank, src_path) as the conduit verified them. */
 void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf,
                      size_t len);
@@ -402,8 +479,6 @@ int  fh_wait_quiet(fh_tls_t *t);
 /* Posts the transfers queued on p for lack of transmit resources, in order,
  * until the conduit has none again (p->lock held; from fh_path_poll_locked). */
 void fh_rma_drain_locked(fh_path_t *p);
-/* Frees what is still queued on p (teardown). */
-void fh_rma_path_fini(fh_path_t *p);
 
 /* ---- segment.c */
 /* Looks up [addr, addr+n) of `rank`; returns FH_OK and the range, or
@@ -434,8 +509,6 @@ uint64_t fh_coll_sig(enum fh_coll_kind kind, uint64_t arg);
 /* Sends the calling thread's path's NB atomic requests that waited for a
  * credit (no lock held, not in a handler: then a no-op). */
 void fh_atomic_progress(fh_tls_t *t);
-/* Frees the requests still waiting on p (teardown). */
-void fh_atomic_path_fini(fh_path_t *p);
 void fh_coll_init(void);
 /* A collective call holds the rank's coll_lock from start to end; enter
  * polls while it waits.  Not in a handler, no other lock held. */

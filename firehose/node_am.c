@@ -17,8 +17,9 @@
  * fh_path_am_send is the one way am.c sends a packet: through the ring when
  * the destination is a member whose inbox we attached, else through the
  * conduit; the choice is per peer and fixed at init.  A full ring is
- * FH_ERR_AGAIN, as a conduit out of transmit resources.  fh_node_am_poll
- * runs in every poll of a path (path.c): it delivers what the rings into
+ * FH_ERR_AGAIN, as a conduit out of transmit resources.  Our poller
+ * (registered with path.c's progress) runs in every poll of a path: it
+ * delivers what the rings into
  * that path hold, in order per ring, through the same fh_am_on_packet the
  * conduit's upcall uses, and pops each message after its handler returned.
  * A peer that dies leaves its rings silent; peer.c's check ends the job
@@ -27,8 +28,8 @@
  * Sleeping.  When every rank is in the group, all that can end a wait
  * comes through our rings (or our own conduit operations, which keep a
  * waiter awake).  A wait that stayed idle FH_NODE_SLEEP_AFTER rounds then
- * sleeps on the inbox's futex word (fh_node_sleep, from path.c's wait
- * round) for at most FH_NODE_SLEEP_NS, so that 8 ranks on 2 cores leave
+ * sleeps on the inbox's futex word (node_sleep, registered as path.c's
+ * idle sleep) for at most FH_NODE_SLEEP_NS, so that 8 ranks on 2 cores leave
  * the cores to whoever has work.  No wakeup is lost: the waiter counts
  * itself in `sleepers`, reads `seq`, looks at its rings and sleeps only
  * if `seq` is still that value; a sender pushes, then increments `seq`,
@@ -52,6 +53,7 @@
 
 #define FH_NODE_SLEEP_AFTER 1024        /* idle wait rounds before sleeping */
 #define FH_NODE_SLEEP_NS    1000000L    /* longest sleep (1 ms) */
+#define FH_NODE_POLL_BATCH  64          /* packets one poll of a path delivers */
 
 /* The inbox starts with its futex word and sleeper count. */
 typedef struct inbox_head {
@@ -83,6 +85,9 @@ struct inbox_wire {
     int64_t pid, fd;
     uint64_t size;
 };
+
+static int node_poll(fh_path_t *p, int found);
+static bool node_sleep(fh_tls_t *t, unsigned idle);
 
 int fh_node_am_init(fh_rt_t *rt)
 {
@@ -166,6 +171,12 @@ int fh_node_am_init(fh_rt_t *rt)
     }
     fh_log_verbose(2, "node group: AMs to %d rank(s) through shared rings%s", rings,
                    rt->node_all_rings ? " (all of them)" : "");
+    if (rings != 0) {
+        static const fh_poller_t poller = {"node rings", FH_POLL_RECEIVE, node_poll,
+                                             NULL};
+        fh_progress_add_poller(rt, &poller);
+        rt->idle_sleep = node_sleep;
+    }
     return FH_OK;
 }
 
@@ -235,7 +246,7 @@ static bool rings_empty(const fh_rt_t *rt, char *box)
     return true;
 }
 
-bool fh_node_sleep(fh_tls_t *t, unsigned idle)
+static bool node_sleep(fh_tls_t *t, unsigned idle)
 {
     fh_rt_t *rt = fh_rt;
     char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
@@ -253,8 +264,12 @@ bool fh_node_sleep(fh_tls_t *t, unsigned idle)
     return true;
 }
 
-int fh_node_am_poll(fh_path_t *p, int max)
+/* Delivers up to FH_NODE_POLL_BATCH packets waiting in the rings into
+ * path p (lock held); returns how many. */
+static int node_poll(fh_path_t *p, int found)
 {
+    (void)found;
+    const int max = FH_NODE_POLL_BATCH;
     fh_rt_t *rt = p->rt;
     char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
     if (box == NULL)

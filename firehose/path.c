@@ -1,5 +1,6 @@
 /*
- * path.c -- communication paths: creation, receive sizing, polling, the
+ * path.c -- communication paths: creation, receive sizing, polling (the
+ * conduit, then what the modules registered: fh_progress_add_poller), the
  * upcalls the conduit makes from inside poll, and how waiting loops wait:
  * fh_wait_round, the one progress rule every waiting loop follows (a
  * waiting thread completes what other threads of its rank -- idle or
@@ -79,8 +80,9 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
     }
     if (rt->reg_ops->path_fini != NULL)
         rt->reg_ops->path_fini(&p->base);
-    fh_rma_path_fini(p);
-    fh_atomic_path_fini(p);
+    for (int i = 0; i < rt->npollers; i++)
+        if (rt->pollers[i]->fini != NULL)
+            rt->pollers[i]->fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
     free(p->owed);
@@ -91,17 +93,7 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
     pthread_mutex_destroy(&p->lock);
 }
 
-static void up_on_am(void *arg, int src_rank, int src_path, const void *buf, size_t len)
-{
-    fh_am_on_packet(arg, src_rank, src_path, buf, len);
-}
-
-static void up_on_drop(void *arg, int src_rank, const char *why)
-{
-    fh_am_drop(arg, src_rank, "%s", why);
-}
-
-static void up_on_complete(void *arg, void *op_ctx, int status)
+void fh_path_on_complete(void *arg, void *op_ctx, int status)
 {
     fh_path_t *p = arg;
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
@@ -113,20 +105,14 @@ static void up_on_complete(void *arg, void *op_ctx, int status)
     c->done(c, &p->base, status);
 }
 
-const fh_conduit_upcalls_t fh_upcalls = {
-    .on_am = up_on_am,
-    .on_drop = up_on_drop,
-    .on_complete = up_on_complete,
-};
-
 /* Completions and packets one conduit poll may deliver (the rest wait for
  * the next poll). */
 #define FH_POLL_BATCH 64
-/* When every rank is in our node group, AMs travel through the shared
- * rings and the conduit carries only what we post ourselves (RMA outside
- * segments) and strangers' connection attempts: while nothing of ours is
- * in flight on a path, its conduit is polled once in this many polls, so
- * a wait on the rings does not pay a system call per round. */
+/* When every rank is reached through another transport's AMs (node_am.c
+ * sets rt->node_all_rings), the conduit carries only what we post
+ * ourselves (RMA outside segments) and strangers' connection attempts:
+ * while nothing of ours is in flight on a path, its conduit is polled once
+ * in this many polls, so a wait does not pay a system call per round. */
 #define FH_POLL_IDLE_CONDUIT 64
 
 static bool conduit_idle(fh_path_t *p)
@@ -137,28 +123,44 @@ static bool conduit_idle(fh_path_t *p)
     return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
 }
 
+void fh_progress_add_poller(fh_rt_t *rt, const fh_poller_t *pl)
+{
+    assert(rt->npollers < FH_MAX_POLLERS);
+    int i = rt->npollers++;
+    /* Stable insertion by stage: registration order within a stage. */
+    for (; i > 0 && rt->pollers[i - 1]->stage > pl->stage; i--)
+        rt->pollers[i] = rt->pollers[i - 1];
+    rt->pollers[i] = pl;
+}
+
+void fh_progress_add_thread(fh_rt_t *rt, void (*fn)(fh_tls_t *t))
+{
+    assert(rt->nthread_progress < FH_MAX_POLLERS && fn != NULL);
+    rt->thread_progress[rt->nthread_progress++] = fn;
+}
+
 void fh_path_poll_locked(fh_path_t *p)
 {
     if (p->polling)
         return; /* a handler's send retried poll: events wait for the outer poll */
+    fh_rt_t *rt = p->rt;
     p->polling = 1;
-    fh_peer_check(p->rt);
-    int n = conduit_idle(p) ? 0 : p->rt->cops->poll(p->cp, FH_POLL_BATCH);
-    if (n < 0 && !atomic_load(&p->rt->finalizing))
+    fh_peer_check(rt);
+    int n = conduit_idle(p) ? 0 : rt->cops->poll(p->cp, FH_POLL_BATCH);
+    if (n < 0 && !atomic_load(&rt->finalizing))
         fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));
-    if (n >= 0)
-        n += fh_node_am_poll(p, FH_POLL_BATCH);
-    if (p->index == 0) {
-        if (p->backlog != NULL)
-            fh_am_flush_backlog(p);
-        if (p->owed_total != 0)
-            fh_am_flush_credits(p, n == 0);
-    }
+    if (n < 0)
+        n = 0;
+    int i = 0;
+    for (; i < rt->npollers && rt->pollers[i]->stage != FH_POLL_AFTER; i++)
+        if (rt->pollers[i]->poll != NULL)
+            n += rt->pollers[i]->poll(p, n);
     p->polling = 0;
-    if (p->rma_pend != NULL)
-        fh_rma_drain_locked(p);
-    if (p->rt->reg_ops->poll_end != NULL)
-        p->rt->reg_ops->poll_end(&p->base);
+    for (; i < rt->npollers; i++)
+        if (rt->pollers[i]->poll != NULL)
+            rt->pollers[i]->poll(p, n);
+    if (rt->reg_ops->poll_end != NULL)
+        rt->reg_ops->poll_end(&p->base);
 }
 
 void fh_progress_locked(fh_path_t *p)
@@ -232,7 +234,8 @@ void fh_progress(fh_tls_t *t)
      * strategies' operations). */
     if (fh_rt->reg_ops->progress != NULL)
         fh_rt->reg_ops->progress(&t->base);
-    fh_atomic_progress(t);
+    for (int i = 0; i < fh_rt->nthread_progress; i++)
+        fh_rt->thread_progress[i](t);
 }
 
 /* The wait policy of every loop that polls until something arrives: call it
@@ -273,10 +276,11 @@ static void help_paths(fh_tls_t *t)
 
 void fh_wait_round(fh_tls_t *t, unsigned *idle)
 {
-    /* A long-idle wait on a group of shared-memory peers sleeps first,
-     * until something is in our rings (node_am.c), and then polls: what
-     * the caller waits for is checked right after what woke us ran. */
-    bool slept = fh_node_sleep(t, *idle);
+    /* A long-idle wait may sleep first (rt->idle_sleep, registered by a
+     * transport that knows when something arrives: node_am.c's futex), and
+     * then polls: what the caller waits for is checked right after what
+     * woke us ran. */
+    bool slept = fh_rt->idle_sleep != NULL && fh_rt->idle_sleep(t, *idle);
     fh_progress(t);
     if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
         help_paths(t);

@@ -34,6 +34,7 @@
 typedef struct peer_id {
     char host[64];            /* boot id + pid namespace; "" = unknown */
     int64_t pid;
+    int64_t ppid;             /* its parent: the launcher (route.c, CMA) */
     uint64_t start;           /* /proc/<pid>/stat field 22 (clock ticks) */
 } peer_id_t;
 
@@ -76,6 +77,7 @@ static void my_id(peer_id_t *id)
 {
     memset(id, 0, sizeof *id);
     id->pid = (int64_t)getpid();
+    id->ppid = (int64_t)getppid();
     char boot[40] = "", ns[32] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f != NULL) {
@@ -151,6 +153,12 @@ int fh_peer_groups(fh_rt_t *rt)
                    "(FH_SHM_MAX_GROUP=%ld)", rt->node_size, rt->node_size == 1 ? "" : "s",
                    idx, rt->cfg.shm_max_group);
     return FH_OK;
+}
+
+int64_t fh_peer_pid(const fh_rt_t *rt, int rank, bool parent)
+{
+    const peer_id_t *id = &rt->peers->ids[rank];
+    return parent ? id->ppid : id->pid;
 }
 
 void fh_peer_fini(fh_rt_t *rt)

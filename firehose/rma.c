@@ -2,12 +2,13 @@
  * rma.c -- one-sided put and get: blocking, non-blocking with a handle,
  * implicit (NBI), strided, and quiet.
  *
- * Every form goes through the same three steps:
- *   1. validate (rank, NULL with a length, overflow, remote range inside one
- *      segment of the target) -- before anything is sent;
- *   2. choose the completion counter: a stack counter (blocking), a handle
+ * Every form validates (rank, NULL with a length, overflow, remote range
+ * inside one segment of the target) before anything is sent, then hands
+ * the transfer to the target rank's route (route.c: self, node or net).
+ * The net route, here, goes on in two steps:
+ *   1. choose the completion counter: a stack counter (blocking), a handle
  *      slot (NB) or the path's NBI counter;
- *   3. fh_xfer(): the active registration strategy's transfer (reg/reg.h),
+ *   2. fh_xfer(): the active registration strategy's transfer (reg/reg.h),
  *      which reaches the network through fh_post(): split into
  *      FH_XFER_CHUNK / conduit max_msg pieces and post each on the calling
  *      thread's path, counting into the counter.
@@ -15,11 +16,7 @@
  *      queue, or a first contact the peer has not accepted yet) is queued
  *      on the path and posted by its next poll, so no form waits for the
  *      target here; the blocking forms wait on the counter afterwards.
- * Transfers to one's own rank are memmove, complete at once; to a rank of
- * our node group whose piece we mapped (the range's `local`, segment.c)
- * they are a copy through that mapping (fh_node_copy, internal.h), also
- * complete at once: no registration, no lookup beyond the segment table,
- * no lock, no system call.
+ * The self and node routes (route.c) copy and are complete at once.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -142,7 +139,16 @@ void fh_rma_drain_locked(fh_path_t *p)
     }
 }
 
-void fh_rma_path_fini(fh_path_t *p)
+static int rma_poll_after(fh_path_t *p, int found)
+{
+    (void)found;
+    if (p->rma_pend != NULL)
+        fh_rma_drain_locked(p);
+    return 0;
+}
+
+/* Frees what is still queued on p (teardown). */
+static void rma_path_fini(fh_path_t *p)
 {
     while (p->rma_pend != NULL) {
         fh_rma_pend_t *q = p->rma_pend;
@@ -150,6 +156,8 @@ void fh_rma_path_fini(fh_path_t *p)
         free(q);
     }
 }
+
+const fh_poller_t fh_rma_poller = {"rma", FH_POLL_AFTER, rma_poll_after, rma_path_fini};
 
 /* Queues [off, n) behind p's other queued transfers (p->lock held).
  * Returns false when out of memory. */
@@ -194,23 +202,6 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
     return FH_OK;
 }
 
-void fh_node_progress(fh_tls_t *t)
-{
-    if (++t->node_ops % FH_NODE_PROGRESS == 0)
-        fh_progress(t);
-}
-
-/* The per-peer put/get counters for a node-path transfer: taken without
- * the path lock, so atomic adds (the path may be shared by threads). */
-static void node_stat(fh_tls_t *t, int rank, bool is_put, size_t n)
-{
-    fh_peer_stats_t *s = &t->path->stats[rank];
-    __atomic_fetch_add(is_put ? &s->puts : &s->gets, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(is_put ? &s->put_bytes : &s->get_bytes, n, __ATOMIC_RELAXED);
-}
-
-enum rma_mode { RMA_BLOCKING, RMA_NB, RMA_NBI };
-
 /* Validates a transfer of n bytes between local memory and [remote,
  * remote+n) of rank; on success fills *r (unless n == 0 or rank is us). */
 static int validate(const char *fn, int rank, const void *local, const void *remote,
@@ -244,37 +235,34 @@ static int validate(const char *fn, int rank, const void *local, const void *rem
 }
 
 static int rma(const char *fn, bool is_put, int rank, void *local, void *remote, size_t n,
-               enum rma_mode mode, fh_handle_t *h)
+               enum fh_rma_mode mode, fh_handle_t *h)
 {
     int rc;
     fh_tls_t *t = fh_enter(fn, &rc);
     if (t == NULL)
         return rc;
-    if (mode == RMA_NB) {
+    if (mode == FH_RMA_NB) {
         if (h == NULL)
             return fh_set_error(FH_ERR_INVALID, "%s: NULL handle pointer", fn);
         *h = FH_HANDLE_DONE;
     }
-    fh_seg_range_t r;
-    if ((rc = validate(fn, rank, local, remote, n, &r)) != FH_OK || n == 0)
+    fh_rma_req_t q = {.fn = fn, .is_put = is_put, .rank = rank, .local = local,
+                      .remote = remote, .n = n, .count = 1, .mode = mode, .h = h};
+    if ((rc = validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
         return rc;
-    if (rank == fh_rt->rank) {
-        if (is_put)
-            memmove(remote, local, n);
-        else
-            memmove(local, remote, n);
-        /* Still a call into the runtime: peers waiting on us progress even
-         * if this thread only ever talks to itself. */
-        fh_progress(t);
-        return FH_OK;
-    }
-    char *mapped = fh_node_addr(&r, remote);
-    if (mapped != NULL) {      /* a rank of our node group */
-        fh_node_copy(is_put, local, mapped, n);
-        node_stat(t, rank, is_put, n);
-        fh_node_progress(t);
-        return FH_OK;          /* NB: complete, *h is FH_HANDLE_DONE */
-    }
+    return fh_rt->route[rank]->rma(t, &q);
+}
+
+int fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q)
+{
+    const char *fn = q->fn;
+    bool is_put = q->is_put;
+    int rank = q->rank;
+    char *local = q->local;
+    size_t n = q->n;
+    enum fh_rma_mode mode = q->mode;
+    fh_handle_t *h = q->h;
+    int rc;
     struct fh_mr *lmr;
     bool temp;
     if ((rc = fh_rma_local_mr(fn, is_put, local, n, &lmr, &temp)) != FH_OK)
@@ -286,12 +274,12 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
      * "Blocking"). */
     bool strat_owns = temp && (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR);
     if (temp && !strat_owns)
-        mode = RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
+        mode = FH_RMA_BLOCKING;   /* complete now: *h stays FH_HANDLE_DONE */
     fh_ctr_t stack_ctr = FH_CTR_INIT;
     fh_ctr_t *ctr = &stack_ctr;
     fh_hslot_t *slot = NULL;
     fh_path_t *p = t->path;
-    if (mode == RMA_NB) {
+    if (mode == FH_RMA_NB) {
         pthread_mutex_lock(&p->lock);
         slot = fh_ht_alloc(&p->handles, t->tid, h);
         if (slot != NULL)
@@ -300,12 +288,12 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
         if (slot == NULL)
             return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding handles", fn);
         ctr = &slot->ctr;
-    } else if (mode == RMA_NBI) {
+    } else if (mode == FH_RMA_NBI) {
         ctr = &t->nbi;
     }
-    rc = fh_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)remote, n, &r.rkey, ctr,
-                 strat_owns);
-    if (mode == RMA_BLOCKING) {
+    rc = fh_xfer(t, is_put, rank, local, lmr, (uint64_t)(uintptr_t)q->remote, n, &q->r.rkey,
+                 ctr, strat_owns);
+    if (mode == FH_RMA_BLOCKING) {
         int wrc = fh_wait_ctr(t, ctr);
         if (temp && !strat_owns)
             fh_rma_local_mr_release(lmr);
@@ -314,7 +302,7 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
                               fh_strerror(wrc));
         return rc;
     }
-    if (rc != FH_OK && mode == RMA_NB) {
+    if (rc != FH_OK && mode == FH_RMA_NB) {
         /* Part of the transfer may be in flight into the slot, and the
          * caller may reuse its buffer once we return: then the failure is
          * the operation's, reported by fh_wait/fh_test, and nobody waits
@@ -335,32 +323,32 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
 
 int fh_put(int rank, void *dst, const void *src, size_t n)
 {
-    return rma("fh_put", true, rank, (void *)src, dst, n, RMA_BLOCKING, NULL);
+    return rma("fh_put", true, rank, (void *)src, dst, n, FH_RMA_BLOCKING, NULL);
 }
 
 int fh_get(void *dst, int rank, const void *src, size_t n)
 {
-    return rma("fh_get", false, rank, dst, (void *)src, n, RMA_BLOCKING, NULL);
+    return rma("fh_get", false, rank, dst, (void *)src, n, FH_RMA_BLOCKING, NULL);
 }
 
 int fh_put_nb(int rank, void *dst, const void *src, size_t n, fh_handle_t *h)
 {
-    return rma("fh_put_nb", true, rank, (void *)src, dst, n, RMA_NB, h);
+    return rma("fh_put_nb", true, rank, (void *)src, dst, n, FH_RMA_NB, h);
 }
 
 int fh_get_nb(void *dst, int rank, const void *src, size_t n, fh_handle_t *h)
 {
-    return rma("fh_get_nb", false, rank, dst, (void *)src, n, RMA_NB, h);
+    return rma("fh_get_nb", false, rank, dst, (void *)src, n, FH_RMA_NB, h);
 }
 
 int fh_put_nbi(int rank, void *dst, const void *src, size_t n)
 {
-    return rma("fh_put_nbi", true, rank, (void *)src, dst, n, RMA_NBI, NULL);
+    return rma("fh_put_nbi", true, rank, (void *)src, dst, n, FH_RMA_NBI, NULL);
 }
 
 int fh_get_nbi(void *dst, int rank, const void *src, size_t n)
 {
-    return rma("fh_get_nbi", false, rank, dst, (void *)src, n, RMA_NBI, NULL);
+    return rma("fh_get_nbi", false, rank, dst, (void *)src, n, FH_RMA_NBI, NULL);
 }
 
 /* The live slot of h, owned by this thread, or NULL with the error set. */
@@ -530,31 +518,28 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         return rc;
     if ((uintptr_t)llo + lspan < llo)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
-    if (rank != fh_rt->rank && r.local != NULL) {   /* node group: copies */
-        for (size_t i = 0; i < count; i++)
-            fh_node_copy(is_put, local + (ptrdiff_t)i * lstride,
-                         fh_node_addr(&r, remote + (ptrdiff_t)i * rstride), blk);
-        node_stat(t, rank, is_put, blk * count);
-        fh_node_progress(t);
-        return FH_OK;
-    }
+    fh_rma_req_t q = {.fn = fn, .is_put = is_put, .rank = rank, .local = local,
+                      .remote = remote, .n = blk, .count = count, .lstride = lstride,
+                      .rstride = rstride, .r = r};
+    return fh_rt->route[rank]->strided(t, &q);
+}
+
+/* One transfer per block (the strategy's fh_xfer), waited for at the end;
+ * a temporary registration of a block's local buffer is waited for and
+ * released before the next block. */
+int fh_strided_net(fh_tls_t *t, const fh_rma_req_t *q)
+{
+    int rc = FH_OK;
     fh_ctr_t ctr = FH_CTR_INIT;
-    for (size_t i = 0; i < count && rc == FH_OK; i++) {
-        char *l = local + (ptrdiff_t)i * lstride;
-        char *rm = remote + (ptrdiff_t)i * rstride;
-        if (rank == fh_rt->rank) {
-            if (is_put)
-                memmove(rm, l, blk);
-            else
-                memmove(l, rm, blk);
-            continue;
-        }
+    for (size_t i = 0; i < q->count && rc == FH_OK; i++) {
+        char *l = q->local + (ptrdiff_t)i * q->lstride;
+        char *rm = q->remote + (ptrdiff_t)i * q->rstride;
         struct fh_mr *lmr;
         bool temp;
-        if ((rc = fh_rma_local_mr(fn, is_put, l, blk, &lmr, &temp)) != FH_OK)
+        if ((rc = fh_rma_local_mr(q->fn, q->is_put, l, q->n, &lmr, &temp)) != FH_OK)
             break;
-        rc = fh_xfer(t, is_put, rank, l, lmr, (uint64_t)(uintptr_t)rm, blk, &r.rkey, &ctr,
-                     false);
+        rc = fh_xfer(t, q->is_put, q->rank, l, lmr, (uint64_t)(uintptr_t)rm, q->n,
+                     &q->r.rkey, &ctr, false);
         if (temp) {
             int wrc = fh_wait_ctr(t, &ctr);
             fh_rma_local_mr_release(lmr);
@@ -563,8 +548,6 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         }
     }
     int wrc = fh_wait_ctr(t, &ctr);
-    if (rank == fh_rt->rank)
-        fh_progress(t);
     return rc != FH_OK ? rc : wrc;
 }
 

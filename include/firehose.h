@@ -372,7 +372,11 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
  * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
  * mapped memory of `rank` (else FH_ERR_OUT_OF_SEGMENT, refused by the
- * target).  Transfers to or from one's own rank are allowed.
+ * target).  Transfers to or from one's own rank are allowed.  Such memory
+ * of a rank of the caller's node group is reached by cross-memory attach
+ * when FH_SHM_CMA allows it (fhinfo --node): then a put or get whose range
+ * is only partly mapped at the target fails with FH_ERR_OUT_OF_SEGMENT
+ * after moving the bytes before the first unmapped page.
  *
  * Freed memory (FH_REG_STRATEGY=firehose, memory monitor on): a rank may
  * free or unmap any memory, registered or not, and reuse the addresses;

@@ -30,6 +30,7 @@
 #endif
 
 extern char **environ;
+int fhinfo_print_node(void);   /* fhinfo_node.c */
 
 /* Variables that tools/fhrun sets for its ranks (see bootstrap.h and
  * fh_boot_open in firehose/boot/boot.c).  They are
@@ -366,6 +367,7 @@ static void usage(FILE *f)
         "                or has an invalid value\n"
         "  --conduits    each conduit built in: its variables and whether it is\n"
         "                usable on this machine (and if not, why)\n"
+        "  --node        what the node-local path (FH_SHM) can use on this machine\n"
         "  --version     print the version\n"
         "  -h, --help    this text\n");
 }
@@ -391,6 +393,8 @@ int main(int argc, char **argv)
         return check_env();
     if (strcmp(opt, "--conduits") == 0)
         return print_conduits();
+    if (strcmp(opt, "--node") == 0)
+        return fhinfo_print_node();
     if (strcmp(opt, "--version") == 0) {
         printf("fhinfo (firehose) %s\n", PACKAGE_VERSION);
         return 0;

@@ -21,6 +21,7 @@
  *            mapping and nothing is left behind.
  * A failed attach (hidepid, a kernel without memfd, another pid namespace)
  * is not an error: that peer is then reached through the network.
+ * Cross-memory attach (below) reaches the rest of a member's memory.
  *
  * May include: this folder, firehose/util/, include/firehose.h and system
  * headers.  Thread-safe: every call works on its own arguments only.
@@ -28,6 +29,7 @@
 #ifndef FH_NODE_H
 #define FH_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,5 +56,28 @@ typedef struct fh_node_ops {
 } fh_node_ops_t;
 
 extern const fh_node_ops_t fh_node_memfd;
+
+/* Cross-memory attach (node_cma.c): one kernel copy between our memory
+ * and another process's, for memory the group does not share (outside
+ * segments, FH_SEGMENT=everything).  The kernel allows it for the same
+ * user only, and under Yama's ptrace_scope 1 only from a descendant of
+ * the process the target declared (fh_node_cma_allow); scope 2 and 3
+ * refuse it.  Every call is synchronous: the bytes moved when it returns.
+ * Errors (fh_set_error): FH_ERR_NOT_SUPPORTED (refused), FH_ERR_PEER_DEAD
+ * (no such process), FH_ERR_OUT_OF_SEGMENT (an address not mapped: the
+ * bytes before the first unmapped page may have moved), FH_ERR_TRANSPORT.
+ */
+/* Yama's ptrace_scope (0..3), or -1 when the kernel has no Yama. */
+int fh_node_cma_yama(void);
+/* prctl(PR_SET_PTRACER, ancestor): the descendants of process `ancestor`
+ * may attach to us.  FH_OK or FH_ERR_NOT_SUPPORTED / FH_ERR_INVALID. */
+int fh_node_cma_allow(int64_t ancestor);
+/* Copies n bytes: put writes local's to remote in process pid, get reads
+ * them into local. */
+int fh_node_cma_copy(int64_t pid, bool is_put, void *local, uint64_t remote, size_t n);
+/* count blocks of blk bytes, local and remote each advancing by its
+ * stride, a batch of blocks per system call. */
+int fh_node_cma_strided(int64_t pid, bool is_put, char *local, ptrdiff_t lstride,
+                        uint64_t remote, ptrdiff_t rstride, size_t blk, size_t count);
 
 #endif /* FH_NODE_H */

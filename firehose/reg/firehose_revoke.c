@@ -183,11 +183,14 @@ void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
 
 int fh_mm_mapped(uintptr_t addr, size_t len)
 {
-    /* mincore fails with ENOMEM iff part of the range is not mapped. */
+    /* mincore fails with ENOMEM iff part of the range is not mapped; it
+     * takes whole pages (a put-in-move's data need not start on one). */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     unsigned char vec[256];
-    if (addr % page || len == 0 || addr + len < addr)
+    if (len == 0 || addr + len < addr || addr + len > UINTPTR_MAX - page)
         return 0;
+    len += addr % page;
+    addr -= addr % page;
     while (len) {
         size_t n = len < sizeof vec * page ? len : sizeof vec * page;
         if (mincore((void *)addr, n, vec) != 0)

@@ -65,6 +65,11 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Ranks of one node group share their segments: put, get and atomics between them "
      "are loads and stores (fh_addr_local gives the pointers); off = every rank is "
      "reached through the network conduit.", 0},
+    {"FH_SHM_CMA", FH_CFG_ENUM, "auto", "auto|off", F(shm_cma), 1,
+     "With FH_SEGMENT=everything, memory of a node group member outside its segments: "
+     "auto = one kernel copy (process_vm_readv/writev) when a probe at fh_init succeeds "
+     "(under Yama ptrace_scope 1 each rank first allows its launcher's descendants, "
+     "PR_SET_PTRACER), else the network; off = always the network.", 0},
     {"FH_SHM_MAX_GROUP", FH_CFG_INT, "0", NULL, F(shm_max_group), 1,
      "Largest node group: the ranks of one host are cut into groups of this many "
      "consecutive ranks (0 = one group per host); ranks of different groups talk "

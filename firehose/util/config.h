@@ -53,6 +53,7 @@ typedef struct fh_config {
     int         segment_mode;     /* FH_SEGMENT: index into "segments|everything" */
     int         shm;              /* FH_SHM: index into "auto|off" */
     long        shm_max_group;    /* FH_SHM_MAX_GROUP (0 = no cap) */
+    int         shm_cma;          /* FH_SHM_CMA: index into "auto|off" */
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
@@ -70,6 +71,7 @@ enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
        FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
 enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
 enum { FH_SHM_AUTO = 0, FH_SHM_OFF = 1 };
+enum { FH_SHM_CMA_AUTO = 0, FH_SHM_CMA_OFF = 1 };
 enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
 
 typedef struct fh_cfg_entry {

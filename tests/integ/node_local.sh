@@ -51,6 +51,50 @@ for t in rma_integrity atomic_test barrier_test am_test; do
     unset FH_SHM_MAX_GROUP
 done
 
+# FH_SEGMENT=everything: a member's heap, static data and stack, outside
+# every segment, by cross-memory attach (FH_SHM_CMA=auto: no Yama here, or
+# scope 0/1), or through the network (FH_SHM_CMA=off); mixed groups: CMA
+# inside, the network across.  Yama scope 1 itself is tested in the rxe VM
+# (tests/vm/check-rxe.sh, cma_yama), where the kernel has Yama.
+cma_run() {  # cma_run NP EXPECT GROUP VERBOSE-PATTERN [ENV...]
+    np=$1 expect=$2 group=$3 pat=$4
+    shift 4
+    ran=$((ran + 1))
+    if env FH_SEGMENT=everything FH_REG_STRATEGY=firehose FH_VERBOSE=1 FH_STATS=0 "$@" \
+           "$FHRUN" -n "$np" --timeout 120 "$(fh_bin node_cma_test)" --expect "$expect" \
+           --group "$group" >"$tmpd/cma.log" 2>&1 &&
+       grep -q "PASS node_cma_test ($expect)" "$tmpd/cma.log" &&
+       [ "$(grep -c "$pat" "$tmpd/cma.log")" -eq "$np" ]; then
+        echo "ok   node_cma_test -n $np --expect $expect --group $group $*"
+    else
+        echo "FAIL node_cma_test -n $np --expect $expect --group $group $* (want each rank"
+        echo "     to log '$pat'):"
+        grep -E 'cross-memory|FAIL|error' "$tmpd/cma.log" | head -10
+        fail=$((fail + 1))
+    fi
+}
+# What fhinfo --node finds (it tries CMA between two siblings, as fh_init
+# does) decides what the runtime must have chosen.
+fhinfo=$(first_exe "${FHINFO:-}" "${top_builddir:+$top_builddir/tools/fhinfo}" \
+    ./tools/fhinfo "$here/../../tools/fhinfo") || fhinfo=
+ran=$((ran + 1))
+if [ -n "$fhinfo" ] && "$fhinfo" --node >"$tmpd/fhinfo.log" 2>&1 &&
+   grep -q '^    shared memory: usable' "$tmpd/fhinfo.log"; then
+    echo "ok   fhinfo --node: $(sed -n 's/^        //p' "$tmpd/fhinfo.log")"
+else
+    echo "FAIL fhinfo --node: expected 'shared memory: usable':"
+    cat "$tmpd/fhinfo.log" 2>/dev/null
+    fail=$((fail + 1))
+fi
+if grep -q '^        usable' "$tmpd/fhinfo.log" 2>/dev/null; then
+    cma_run 2 cma 2 'cross-memory attach to 1 of 1 node member'
+    cma_run 3 cma 3 'cross-memory attach to 2 of 2 node member'
+    cma_run 4 cma 2 'cross-memory attach to 1 of 1 node member' FH_SHM_MAX_GROUP=2
+else
+    cma_run 2 net 2 'cross-memory attach to 0 of 1 node member'
+fi
+cma_run 2 net 2 'routes: self, node to 1' FH_SHM_CMA=off
+
 # A member killed with SIGKILL: the survivors, waiting on its rings or its
 # memory, end the job naming it (dead_rank.sh's checks, on the node path).
 ran=$((ran + 1))
