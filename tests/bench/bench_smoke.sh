@@ -7,7 +7,8 @@
 # line, at least one row, every row with as many fields as columns, and the
 # numeric columns numeric (or empty where the test documents "unused").
 # map: the eight rows (reg_map and fhc_map, uthash's jen and mul hash, hit
-# and miss) with 4096 keys;
+# and miss) with 4096 keys; node (FH_SHM=auto): the copy rows of each kind,
+# the AM short round trip and its node_path line; barrier: its one row;
 # fhbench map itself exits non-zero when a lookup returns a wrong value.
 # Also: an unknown FH_REG_STRATEGY makes fhbench exit 77 with "SKIP:" (how
 # run-all.sh marks a strategy this build lacks), the apps kernels report
@@ -101,6 +102,18 @@ for mp in reg_map fhc_map; do
             bad "map: no row $mp,$row with 4096 keys in map.csv"
     done
 done
+run node "$d/node.csv" FH_SHM=auto -- node --max-size 256k --iters 5
+check "$d/node.csv" "$RMA" $RMA_NUM
+for row in copy_memcpy,65536 copy_put,262144 copy_get,262144 copy_ratio_put,65536 \
+           copy_ratio_get,262144 am_short_rtt,8; do
+    grep -q "^$row," "$d/node.csv" 2>/dev/null || bad "node: no row $row in node.csv"
+done
+grep -q '^# node_path=\(yes\|no\)$' "$d/node.csv" 2>/dev/null ||
+    bad "node: a '# node_path=yes|no' line expected in node.csv"
+run barrier "$d/barrier.csv" -- barrier --iters 20
+check "$d/barrier.csv" "op,ranks,iters,median_us,p99_us" ranks iters median_us p99_us
+grep -q '^barrier,2,20,' "$d/barrier.csv" 2>/dev/null || bad "barrier: no row barrier,2,20 in barrier.csv"
+mv "$d/node.csv" "$d/node-fh.csv"     # node.csv is run-peers.sh's summary's name
 
 # An unknown strategy is a skip (77), not a failure.
 FH_REG_STRATEGY=no-such-strategy timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" latency --quick \
