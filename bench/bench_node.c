@@ -9,10 +9,13 @@
  * the same time?  The issue's target is >= 90 %.
  *
  * Copies.  For n = 64 KiB, 256 KiB, 1 MiB, 4 MiB (up to --max-size), in
- * each of R rounds (12 with --quick, else 40) rank 0 runs three batches
- * back to back, each `ops` operations of n bytes (ops = 8 MiB / n, 8..64):
- *   memcpy   memcpy(own segment, local buffer, n): same kind of memory
- *            (a memfd piece) as the put's destination, same source;
+ * each of R rounds (21 with --quick, else 60) rank 0 runs three batches
+ * back to back, each `ops` operations of n bytes (ops = 4 MiB / n, 2..64:
+ * a batch takes about a millisecond, so that the three of a round see the
+ * same load on a shared machine):
+ *   memcpy   memcpy(buffer, local buffer, n): the put's source, into
+ *            page-aligned private memory, as a program copying into
+ *            memory of its own would;
  *   put      blocking fh_put(1, rank 1's segment, local buffer, n);
  *   get      blocking fh_get(local buffer, 1, rank 1's segment, n).
  * Each batch gives MB/s (n * ops / time, MB = 1e6 bytes).  The order of
@@ -44,7 +47,7 @@
 #include "fhbench.h"
 
 #define NODE_MIN_SIZE ((size_t)64 << 10)
-#define NODE_BATCH_BYTES ((size_t)8 << 20)
+#define NODE_BATCH_BYTES ((size_t)4 << 20)
 #define NODE_MAX_ROUNDS 64
 
 typedef struct node_ctx {
@@ -76,7 +79,7 @@ static double batch_mbs(const node_ctx_t *c, int k, size_t n, long ops)
 
 static void copies(const node_ctx_t *c, const fhb_opts_t *o, FILE *csv)
 {
-    int rounds = o->quick ? 12 : 40;
+    int rounds = o->quick ? 21 : 60;
     if (o->iters > 0 && o->iters < rounds)
         rounds = o->iters < 3 ? 3 : (int)o->iters;
     double mbs[K_COUNT][NODE_MAX_ROUNDS];
@@ -84,7 +87,7 @@ static void copies(const node_ctx_t *c, const fhb_opts_t *o, FILE *csv)
            "get_MB/s", "put/memcpy", "get/memcpy");
     for (size_t n = NODE_MIN_SIZE; n <= fhb_top_size(o); n *= 4) {
         long ops = (long)(NODE_BATCH_BYTES / n);
-        ops = ops < 8 ? 8 : ops > 64 ? 64 : ops;
+        ops = ops < 2 ? 2 : ops > 64 ? 64 : ops;
         for (int rd = -1; rd < rounds; rd++) {   /* round -1: warm-up */
             for (int j = 0; j < K_COUNT; j++) {
                 int k = (j + (rd < 0 ? 0 : rd)) % K_COUNT;
