@@ -119,7 +119,10 @@ node_prov=shm
 if command -v fi_info >/dev/null 2>&1 && ! fi_info -p shm >/dev/null 2>&1; then node_prov=tcp; fi
 if [ $quick = 1 ]; then nq=--quick; barrier_iters=500; else nq=; barrier_iters=5000; fi
 
+# Each run's CSV is removed first: a run that fails adds no row to
+# node-rounds.csv (never the numbers of an earlier run in the same DIR).
 node_ours() {
+    rm -f "$out/node-fh.csv"
     FH_SHM=auto FH_OFI_PROVIDER=$node_prov FH_REG_STRATEGY=$strategy timeout -k 5 300 "$FHRUN" -n 2 \
         "$FHBENCH" node $nq --csv "$out/node-fh.csv" > "$tmp/nodefh.log" 2>&1 ||
         { echo "run-peers: fhbench node failed"; cat "$tmp/nodefh.log"; return; }
@@ -149,9 +152,10 @@ node_ucx() {
 
 node_barrier() {
     np=$1
+    rm -f "$out/node-barrier-np$np.csv"
     FH_SHM=auto FH_OFI_PROVIDER=$node_prov timeout -k 5 300 "$FHRUN" -n "$np" "$FHBENCH" barrier \
         --iters "$barrier_iters" --csv "$out/node-barrier-np$np.csv" > "$tmp/nodeb.log" 2>&1 ||
-        { echo "run-peers: fhbench barrier -n $np failed"; cat "$tmp/nodeb.log"; }
+        { echo "run-peers: fhbench barrier -n $np failed"; cat "$tmp/nodeb.log"; return; }
     nrow node barrier_us 0 "$np" "$(csv_get "$out/node-barrier-np$np.csv" median_us op barrier)"
 }
 
@@ -159,7 +163,7 @@ mpi_barrier_run() {
     np=$1
     timeout -k 5 120 mpirun -np "$np" --oversubscribe --mca osc ^rdma "$mpi_barrier" "$barrier_iters" \
         > "$out/mpi-barrier-np$np.csv" 2>"$tmp/mpib.log" ||
-        { echo "run-peers: mpi_barrier -np $np failed"; tail -5 "$tmp/mpib.log"; }
+        { echo "run-peers: mpi_barrier -np $np failed"; tail -5 "$tmp/mpib.log"; return; }
     nrow mpi barrier_us 0 "$np" "$(csv_get "$out/mpi-barrier-np$np.csv" median_us op barrier)"
 }
 
