@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
         --rxe) rxe=1 ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "usage: $0 [--quick] [--rxe] [--builddir DIR] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
