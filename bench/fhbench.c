@@ -11,11 +11,12 @@
  * --target-wait barrier makes it wait inside fh_barrier instead, which
  * yields its core after a few idle polls (see fhb_target_wait).
  *
- * TEST is latency, peak, sweep, apps, msgrate, cache, map or raw (fhbench.h says
- * which file holds each).  The registration strategy, the paths mode and
- * the firehose sizes come from the FH_* environment like any firehose
- * program; bench/run-all.sh runs every test once per strategy it applies
- * to and turns the CSVs into plots.  A strategy this build does not know
+ * TEST is latency, peak, sweep, apps, msgrate, cache, map, raw, node or
+ * barrier (fhbench.h says which file holds each).  The registration
+ * strategy, the paths mode, the node path (FH_SHM) and the firehose sizes
+ * come from the FH_* environment like any firehose program;
+ * bench/run-all.sh runs every test once per strategy it applies to and
+ * turns the CSVs into plots.  A strategy this build does not know
  * makes fh_init fail with FH_ERR_CONFIG: fhbench then prints
  * "SKIP: ..." and exits 77, so scripts can mark the series skipped.
  */
@@ -38,6 +39,8 @@ static const struct {
     {"cache", fhb_cache, "registration-cache hit path ns/op vs UCX rcache"},
     {"map", fhb_map, "our hash maps' lookups ns/op vs uthash"},
     {"raw", fhb_raw, "latency/bandwidth directly on libfabric (verbs on ibv)"},
+    {"node", fhb_node, "64 KiB..4 MiB put/get vs memcpy (node path); AM short RTT"},
+    {"barrier", fhb_barrier, "fh_barrier over all ranks, median+p99"},
 };
 #define NTESTS (sizeof tests / sizeof tests[0])
 

@@ -14,6 +14,8 @@
  *   bench_raw.c      the same loops written directly on libfabric
  *   bench_raw_ibv.c  ... and on rdma-core verbs (ibv conduit builds only)
  *   bench_pair.c     raw's body shared by both: size table, paired rounds
+ *   bench_node.c     node path copies vs memcpy, AM short round trip
+ *   bench_barrier.c  fh_barrier over all ranks
  *
  * Every test is collective (all ranks call it); rank 0 measures, prints a
  * table to stdout and, with --csv, writes the CSV: "# key=value" header
@@ -158,6 +160,8 @@ int fhb_msgrate(const fhb_opts_t *o);
 int fhb_cache(const fhb_opts_t *o);
 int fhb_map(const fhb_opts_t *o);
 int fhb_raw(const fhb_opts_t *o);
+int fhb_node(const fhb_opts_t *o);
+int fhb_barrier(const fhb_opts_t *o);
 /* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
  * the runtime runs the ibv conduit. */
 int fhb_raw_ibv(const fhb_opts_t *o);

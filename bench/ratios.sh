@@ -161,3 +161,41 @@ if [ -f "$p" ]; then
         done
     fi
 fi
+
+# The node path (issue 27), bench/peers/run-peers.sh's node.csv: medians of
+# per-round ratios node / peer.  Copies of 64 KiB-4 MiB against a
+# single-thread memcpy in the same process (>= 0.90, the issue's target);
+# against the peers on shared memory, parity like the 8 B put lines above:
+# bandwidth node / UCX >= 1.0, AM round trip node / UCX <= 1.0, barrier
+# node / Open MPI <= 1.0 on each rank count.
+n=$d/node.csv
+if [ -f "$n" ]; then
+    # node_worst METRIC WHO -> "worst size:ratio ..." (lowest ratio first)
+    node_worst() {
+        awk -F, -v m="$1" -v w="$2" 'NR > 1 && $1 == m && $6 == w && $7 != "" {
+                if (worst == "" || $7 + 0 < worst + 0) worst = $7
+                list = list (list == "" ? "" : " ") $2 ":" sprintf("%.2f", $7) }
+            END { if (worst == "") print "n/a"; else printf "%.2f (size:ratio %s)\n", worst, list }' "$n"
+    }
+    for op in put get; do
+        x=$(node_worst ${op}_mb_s memcpy)
+        line "node path $op 64 KiB-4 MiB / single-thread memcpy >= 0.90, same process (worst size)" \
+            "$x" "$(verdict "${x%% *}" ge 0.90)"
+        x=$(node_worst ${op}_mb_s ucx)
+        line "node path $op bandwidth 64 KiB-4 MiB / UCX ucp_${op}$([ $op = put ] && echo _bw) (shm) >= 1.0 (worst size)" \
+            "$x" "$(verdict "${x%% *}" ge 1.0)"
+    done
+    # two decimals, as every ratio above
+    r2() { [ -n "$1" ] && awk -v x="$1" 'BEGIN { printf "%.2f", x }'; }
+    x=$(r2 "$(csv_get "$n" ratio metric am_rtt_us who ucx)")
+    a=$(csv_get "$n" node metric am_rtt_us who ucx); b=$(csv_get "$n" peer metric am_rtt_us who ucx)
+    line "node path AM short round trip / UCX ucp_am_lat x 2 (shm) <= 1.0" \
+        "${x:-n/a} (${a:-n/a} / ${b:-n/a} us)" "$(verdict "${x:-}" le 1.0)"
+    for np in $(awk -F, 'NR > 1 && $1 == "barrier_us" { print $3 }' "$n"); do
+        x=$(r2 "$(csv_get "$n" ratio metric barrier_us ranks "$np" who mpi)")
+        a=$(csv_get "$n" node metric barrier_us ranks "$np" who mpi)
+        b=$(csv_get "$n" peer metric barrier_us ranks "$np" who mpi)
+        line "node path barrier, $np ranks / Open MPI MPI_Barrier <= 1.0" \
+            "${x:-n/a} (${a:-n/a} / ${b:-n/a} us)" "$(verdict "${x:-}" le 1.0)"
+    done
+fi

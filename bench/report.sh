@@ -143,6 +143,21 @@ echo "| transport | who | 8 B put us | 64 KiB put MB/s | note |"
 echo "|---|---|---|---|---|"
 [ -f "$d/peers.csv" ] && awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, ($4 == "" ? "-" : $4), $5 }' "$d/peers.csv"
 echo
+if [ -f "$d/node.csv" ]; then
+    echo "### Node path (FH_SHM=auto) against memcpy, UCX and Open MPI (bench/peers/run-peers.sh)"
+    echo
+    echo "Medians over run-peers.sh's rounds; ratio = node / peer, the median of the per-round ratios"
+    echo "(MB/s: > 1 is the node path faster; us: < 1 is the node path faster).  put/get: blocking,"
+    echo "two ranks, against a single-thread memcpy in the same process and UCX ucp_put_bw / ucp_get"
+    echo "(UCX_TLS=shm,self); AM: short round trip against 2 x ucp_am_lat; barrier: rank 0's"
+    echo "median against MPI_Barrier (Open MPI, one node)."
+    echo
+    echo "| metric | size | ranks | node | peer | who | ratio |"
+    echo "|---|---|---|---|---|---|---|"
+    awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, ($4 == "" ? "-" : $4),
+                            ($5 == "" ? "-" : $5), $6, ($7 == "" ? "n/a" : $7) }' "$d/node.csv"
+    echo
+fi
 if [ -s "$d/skipped.txt" ]; then
     echo "### Skipped series"
     echo

@@ -8,6 +8,8 @@
 #   latency-<prov>-<strategy>.csv  raw-<prov>.csv  peak-<prov>.csv
 #   sweep-tcp-<strategy>.csv       apps-tcp-<strategy>.csv
 #   msgrate-<prov>-<strategy>-<paths>.csv   cache.csv   map.csv   peers*.csv
+#   node.csv node-rounds.csv (run-peers.sh's node path series; the last
+#   round's own CSVs: node-fh.csv, node-barrier-np*.csv, mpi-barrier-np*.csv)
 #   *.png (bench/plot.sh), summary.txt (the targets' ratios, bench/ratios
 #   in the same run), skipped.txt (series that could not run, and why),
 #   run.log (everything printed), timings.txt (seconds per step).
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
         --rxe) rxe=1 ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "usage: $0 [--quick] [--rxe] [--builddir DIR] [--out DIR]" >&2; exit 2 ;;
     esac
     shift

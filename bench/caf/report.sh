@@ -53,6 +53,10 @@ function putget_table(metric, fmt, min_size,   ti, t, i, p, op, key) {
         printf " |\n"
     }
 }
+# one_row(what, transport, key, fmt): a row of the one-node table
+function one_row(what, t, key, fmt) {
+    printf "| %s | %s | %s / %s | %s |\n", what, t, f(m("ours", key), fmt), f(m("theirs", key), fmt), ratio("ours", "theirs", key)
+}
 function k(tr, b, np, sz, met) { return tr SUBSEP b SUBSEP np SUBSEP sz SUBSEP met }
 function human(n) { return n >= 1048576 ? n / 1048576 " MiB" : n >= 1024 ? n / 1024 " KiB" : n " B" }
 NR == 1 { next }
@@ -62,6 +66,7 @@ NR == 1 { next }
     tr[$3] = 1
     if ($4 == "caf_put") sizes[$6 + 0] = 1
     if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
+    if ($4 == "caf_syncall") snp[$5 + 0] = 1
     if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
 }
 END {
@@ -72,7 +77,16 @@ END {
     printf "**Layer overhead** (coarray 8 B put / `fh_put` of 8 B, same rounds):"
     for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) printf " %s %s us / %s us = **%s**;", t, f(m("ours", k(t, "caf_put", 2, 8, "median_us")), "%.3f"),
         f(m("fh", k(t, "fh_put", 2, 8, "median_us")), "%.3f"), ratio("ours", "fh", "", k(t, "caf_put", 2, 8, "median_us"), k(t, "fh_put", 2, 8, "median_us"))
-    printf "\n\n**Latency** (us, median, image 1 -> 2, blocking coindexed assignment):\n\n"
+    printf "\n\n**One node: 8 B put, 1 MiB put, SYNC ALL** (the node path'"'"'s coarray comparisons, issue 27; shm is ours on the node path, FH_SHM=auto, against Open MPI vader + osc rdma; tcp through the network on both sides):\n\n"
+    printf "| what | transport | ours / theirs | ratio |\n|---|---|---|---|\n"
+    for (ti = ntr; ti >= 1; ti--) if ((t = trl[ti]) in tr) {
+        one_row("8 B put latency, us", t, k(t, "caf_put", 2, 8, "median_us"), "%.3f")
+        one_row("1 MiB put latency, us", t, k(t, "caf_put", 2, 1048576, "median_us"), "%.1f")
+        one_row("1 MiB put bandwidth, MB/s (> 1: ours faster)", t, k(t, "caf_put", 2, 1048576, "mb_s"), "%.0f")
+        for (np = 1; np <= 4096; np++) if (np in snp)
+            one_row("SYNC ALL, " np " images, us", t, k(t, "caf_syncall", np, 0, "median_us"), "%.3f")
+    }
+    printf "\n**Latency** (us, median, image 1 -> 2, blocking coindexed assignment):\n\n"
     putget_table("median_us", "%.3f", 0)
     printf "\n**Bandwidth** (MB/s, the statement in a loop; ratio > 1: ours faster):\n\n"
     putget_table("mb_s", "%.0f", 65536)
@@ -86,6 +100,16 @@ END {
                 key = k(t, "caf_cosum", np, s, "median_us")
                 printf "| %d | %s | %s | %s / %s | %s |\n", np, human(s), t, f(m("ours", key), "%.1f"), f(m("theirs", key), "%.1f"), ratio("ours", "theirs", key)
             }
+        }
+    }
+    printf "\n**SYNC ALL** (us, median of image 1'"'"'s individually timed statements; loop: back to back, per statement):\n\n"
+    printf "| images | transport | ours / theirs | ratio | loop ours / theirs | loop ratio |\n|---|---|---|---|---|---|\n"
+    for (np = 1; np <= 4096; np++) {
+        if (!(np in snp)) continue
+        for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
+            key = k(t, "caf_syncall", np, 0, "median_us"); kl = k(t, "caf_syncall", np, 0, "loop_us")
+            printf "| %d | %s | %s / %s | %s | %s / %s | %s |\n", np, t, f(m("ours", key), "%.2f"), f(m("theirs", key), "%.2f"),
+                ratio("ours", "theirs", key), f(m("ours", kl), "%.2f"), f(m("theirs", kl), "%.2f"), ratio("ours", "theirs", kl)
         }
     }
     printf "\n**Applications** (s, median; hit rate = reg_hits / (reg_hits + reg_misses) over all images, ours):\n\n"

@@ -11,14 +11,15 @@
 #   --builddir DIR  firehose build tree (caf/caf, caf/cafrun, tools/fhrun,
 #                   bench/fhbench); default: ../../_build, . or the top dir
 #   --out DIR       results directory (default ./caf-results)
-#   --quick         short run: every program with --quick
+#   --quick         short run: every program with --quick (caf_putget also
+#                   with --step 2, so that 1 MiB is among its sizes)
 #   --smoke         for the test suite: tiny sizes, 1 round, 2 images, no
 #                   fhbench; only checks that both sides run and every CSV is
 #                   well formed.  Exit 0 ok, 1 failure, 77 a side is missing
 #                   (the side that exists was still run and checked).
 #   --rounds R      rounds of ours/theirs pairs (default 3; the order
 #                   alternates each round: ours first in odd rounds)
-#   --np LIST       images for caf_cosum (default "2 4 8")
+#   --np LIST       images for caf_cosum and caf_syncall (default "2 4 8")
 #   --app-np P      images for caf_cannon and caf_bitonic (default 4: a 2x2
 #                   grid and a power of two; 2 runs Cannon's 1-D ring variant)
 #   --transports L  "tcp shm" (default) or one of them
@@ -53,7 +54,8 @@
 # Writes into DIR: raw/<round>-<side>-<transport>-<bench>-np<P>.{log,csv}
 # (each program's own CSV), results.csv (all numbers, long format:
 # round,side,transport,bench,images,size,metric,value; size is bytes for
-# put/get/co_sum, matrix order n for Cannon, key count for bitonic),
+# put/get/co_sum, matrix order n for Cannon, key count for bitonic, 0 for
+# sync all; caf_syncall's metrics are median_us and loop_us),
 # summary.csv and summary.txt (medians over rounds and the ratios
 # ours/theirs), skipped.txt, run.log.
 set -u -o pipefail
@@ -141,7 +143,7 @@ export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 
 if [ $smoke = 1 ]; then TO=120; elif [ $quick = 1 ]; then TO=300; else TO=900; fi
 
-benches="caf_putget caf_cosum caf_cannon caf_bitonic"
+benches="caf_putget caf_cosum caf_syncall caf_cannon caf_bitonic"
 
 # ---- which sides exist --------------------------------------------------
 say "run-caf-bench: $(date -u +%Y-%m-%dT%H:%M:%SZ) git $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown) quick=$quick smoke=$smoke rounds=$rounds np=\"$nplist\" app-np=$appnp transports=\"$transports\""
@@ -206,11 +208,15 @@ prog_args() {
         case $1 in
             caf_putget) printf '%s\n' --max 4096 --step 8 --iters 20 --reps 1 ;;
             caf_cosum) printf '%s\n' --reps 3 --elems 131072 ;;
+            caf_syncall) printf '%s\n' --iters 50 --reps 1 ;;
             caf_cannon) printf '%s\n' --block 16 --reps 1 ;;
             caf_bitonic) printf '%s\n' --keys 4096 --reps 1 ;;
         esac
     elif [ $quick = 1 ]; then
         echo --quick
+        # the quick sizes (8 B times 4^k) skip 1 MiB, a size the node
+        # path's targets name
+        [ "$1" = caf_putget ] && printf '%s\n' --step 2
     fi
 }
 
@@ -220,6 +226,8 @@ emit() {
         /^caf_put,|^caf_get,/ { print r","s","t","$1",2,"$2",median_us,"$4
                                print r","s","t","$1",2,"$2",mb_s,"$5 }
         /^caf_cosum,/   { print r","s","t","$1","$3","$2",median_us,"$4 }
+        /^caf_syncall,/ { print r","s","t","$1","$2",0,median_us,"$4
+                          print r","s","t","$1","$2",0,loop_us,"$5 }
         /^caf_cannon,/  { print r","s","t","$1","$3","$2",seconds,"$4
                           print r","s","t","$1","$3","$2",gflops,"$5 }
         /^caf_bitonic,/ { print r","s","t","$1","$3","$2",seconds,"$4 }' "$4" >> "$results"
@@ -377,6 +385,7 @@ for round in $(seq 1 "$rounds"); do
         if [ $have_fh = 1 ]; then run_fh "$round" "$tr"; fi
         pair "$round" "$tr" caf_putget 2
         for np in $nplist; do pair "$round" "$tr" caf_cosum "$np"; done
+        for np in $nplist; do pair "$round" "$tr" caf_syncall "$np"; done
         pair "$round" "$tr" caf_cannon "$appnp"
         pair "$round" "$tr" caf_bitonic "$appnp"
     done
@@ -413,6 +422,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
         trs[$3] = 1
         if ($4 == "caf_put") psz[$6 + 0] = 1
         if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
+        if ($4 == "caf_syncall") snp[$5 + 0] = 1
         if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
     }
     END {
@@ -460,6 +470,15 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                     row("cosum_us", tr, "caf_cosum", np, s, o, t, ratio(o, t))
                 }
             }
+            printf "\nsync all (us, median of image 1'"'"'s timed statements; loop = back to back)\n%7s %12s %12s %8s %12s %12s %8s\n", "images", "ours", "theirs", "ratio", "ours_loop", "theirs_loop", "ratio"
+            for (np = 1; np <= 4096; np++) {
+                if (!(np in snp)) continue
+                o = get("ours", tr, "caf_syncall", np, 0, "median_us"); t = get("theirs", tr, "caf_syncall", np, 0, "median_us")
+                ol = get("ours", tr, "caf_syncall", np, 0, "loop_us"); tl = get("theirs", tr, "caf_syncall", np, 0, "loop_us")
+                printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
+                row("syncall_us", tr, "caf_syncall", np, 0, o, t, ratio(o, t))
+                row("syncall_loop_us", tr, "caf_syncall", np, 0, ol, tl, ratio(ol, tl))
+            }
             printf "\napplications (s, median)\n%-12s %7s %9s %12s %12s %8s %10s %10s\n", "bench", "images", "size", "ours", "theirs", "ratio", "our_hits", "our_GF/s"
             for (k in app) {
                 split(k, a, SUBSEP)
@@ -499,7 +518,7 @@ if [ $smoke = 1 ]; then
         if [ "$side" = ours ] && [ $have_ours = 0 ]; then continue; fi
         if [ "$side" = theirs ] && [ $have_theirs = 0 ]; then continue; fi
         for tr in $transports; do
-            for b in caf_put caf_get caf_cosum caf_cannon caf_bitonic; do
+            for b in caf_put caf_get caf_cosum caf_syncall caf_cannon caf_bitonic; do
                 grep -q "^1,$side,$tr,$b," "$results" || missing="$missing $side/$tr/$b"
             done
         done

@@ -26,6 +26,23 @@
 # Units: ucx_perftest's MB is 2^20 bytes (converted here to 10^6, as ours);
 # its put latency is HALF a put ping-pong (one way), ours and MPI's are
 # "put complete at the target" (a round trip); peers.csv has both.
+#
+# The node path (FH_SHM=auto, ranks of this machine sharing segments and
+# AM rings; issue 27), in the same rounds, after the transports:
+#   node    fhbench node -n 2: blocking put/get of 64 KiB, 256 KiB, 1 MiB,
+#           4 MiB (MB/s) against a single-thread memcpy of the same size in
+#           the same process (its per-round ratio), and the AM short round
+#           trip (us); fhbench barrier on 2, 4, 8 ranks (FHB_BARRIER_NP).
+#   ucx     UCX_TLS=shm,self: ucp_put_bw and ucp_get (bandwidth, same
+#           sizes, iterations scaled to the same bytes), ucp_am_lat -s 8
+#           (one way: doubled here into a round trip).
+#   mpi     bench/peers/mpi_barrier.c on the same rank counts (Open MPI's
+#           one-node default, btl vader; --oversubscribe above 2 cores).
+# Writes DIR/node-rounds.csv (round,who,metric,size,ranks,value: every
+# round) and DIR/node.csv (metric,size,ranks,node,peer,who,ratio,rounds:
+# the medians over rounds of each side and the median over rounds of the
+# per-round ratio node / peer; for memcpy the ratio is fhbench node's own
+# in-process one), prints them; bench/ratios.sh holds the targets.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../csv.sh"
@@ -37,6 +54,7 @@ while [ $# -gt 0 ]; do
         --quick) quick=1 ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
+        -h|--help) sed -n '2,/^set -u/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "usage: $0 [--quick] [--builddir DIR] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
@@ -60,7 +78,8 @@ all=$out/peers-rounds.csv
 echo "transport,who,round,put8_us,bw64k_mb_s,note" > "$all"
 row() { echo "$1,$2,$round,$3,$4,$5" >> "$all"; }
 
-# ucx_final TEST SIZE TLS -> "col3 col6" of ucx_perftest's Final line
+# ucx_run TEST SIZE TLS [ITERS] -> "col3 col6" of ucx_perftest's Final
+# line (the median latency in us, one way; the bandwidth in 2^20 B/s)
 ucx_run() {
     port=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 10000 ))
     UCX_TLS=$3 UCX_NET_DEVICES=lo timeout -k 5 60 ucx_perftest -p "$port" \
@@ -68,19 +87,107 @@ ucx_run() {
     spid=$!
     sleep 0.5
     UCX_TLS=$3 UCX_NET_DEVICES=lo timeout -k 5 60 ucx_perftest 127.0.0.1 -p "$port" \
-        -t "$1" -s "$2" -n "$ucx_n" > "$tmp/ucx.log" 2>&1
+        -t "$1" -s "$2" -n "${4:-$ucx_n}" > "$tmp/ucx.log" 2>&1
     wait "$spid" 2>/dev/null
     awk '/^Final:/ { print $3, $6 }' "$tmp/ucx.log"
 }
 
 mpi_bin=
+mpi_barrier=
 if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
     if mpicc -O2 -o "$tmp/mpi_rma_lat" "$here/mpi_rma_lat.c" 2>"$tmp/mpicc.log"; then
         mpi_bin=$tmp/mpi_rma_lat
     else
         echo "run-peers: mpicc failed:"; cat "$tmp/mpicc.log"
     fi
+    if mpicc -O2 -o "$tmp/mpi_barrier" "$here/mpi_barrier.c" 2>"$tmp/mpicc.log"; then
+        mpi_barrier=$tmp/mpi_barrier
+    else
+        echo "run-peers: mpicc failed:"; cat "$tmp/mpicc.log"
+    fi
 fi
+
+# ---- the node path (FH_SHM=auto) and its peers, one round's worth --------
+nodes=$out/node-rounds.csv
+echo "round,who,metric,size,ranks,value" > "$nodes"
+nrow() { [ -n "$5" ] && echo "$round,$1,$2,$3,$4,$5" >> "$nodes"; }
+node_sizes="65536 262144 1048576 4194304"
+barrier_np=${FHB_BARRIER_NP:-2 4 8}
+# the conduit under the node path: shm where libfabric has it (the node
+# series above uses it too), else tcp; node traffic does not touch it
+node_prov=shm
+if command -v fi_info >/dev/null 2>&1 && ! fi_info -p shm >/dev/null 2>&1; then node_prov=tcp; fi
+if [ $quick = 1 ]; then nq=--quick; barrier_iters=500; else nq=; barrier_iters=5000; fi
+
+# Each run's CSV is removed first: a run that fails adds no row to
+# node-rounds.csv (never the numbers of an earlier run in the same DIR).
+node_ours() {
+    rm -f "$out/node-fh.csv"
+    FH_SHM=auto FH_OFI_PROVIDER=$node_prov FH_REG_STRATEGY=$strategy timeout -k 5 300 "$FHRUN" -n 2 \
+        "$FHBENCH" node $nq --csv "$out/node-fh.csv" > "$tmp/nodefh.log" 2>&1 ||
+        { echo "run-peers: fhbench node failed"; cat "$tmp/nodefh.log"; return; }
+    grep -q '^# node_path=yes' "$out/node-fh.csv" ||
+        echo "run-peers: WARNING: fhbench node did not run on the node path (see $out/node-fh.csv)"
+    for n in $node_sizes; do
+        nrow node put_mb_s "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_put size "$n")"
+        nrow node get_mb_s "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_get size "$n")"
+        nrow memcpy copy_mb_s "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_memcpy size "$n")"
+        nrow node put_per_memcpy "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_ratio_put size "$n")"
+        nrow node get_per_memcpy "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_ratio_get size "$n")"
+    done
+    nrow node am_rtt_us 8 2 "$(csv_get "$out/node-fh.csv" median_us op am_short_rtt size 8)"
+}
+
+node_ucx() {
+    for n in $node_sizes; do
+        it=$(( ucx_n * 65536 / n )); [ "$it" -ge 100 ] || it=100
+        for tst in ucp_put_bw:put_mb_s ucp_get:get_mb_s; do
+            set -- $(ucx_run "${tst%%:*}" "$n" shm,self "$it")
+            nrow ucx "${tst#*:}" "$n" 2 "$(awk -v b="${2:-}" 'BEGIN { if (b != "") printf "%.1f", b * 1.048576 }')"
+        done
+    done
+    set -- $(ucx_run ucp_am_lat 8 shm,self)
+    nrow ucx am_rtt_us 8 2 "$(awk -v l="${1:-}" 'BEGIN { if (l != "") printf "%.3f", 2 * l }')"
+}
+
+node_barrier() {
+    np=$1
+    rm -f "$out/node-barrier-np$np.csv"
+    FH_SHM=auto FH_OFI_PROVIDER=$node_prov timeout -k 5 300 "$FHRUN" -n "$np" "$FHBENCH" barrier \
+        --iters "$barrier_iters" --csv "$out/node-barrier-np$np.csv" > "$tmp/nodeb.log" 2>&1 ||
+        { echo "run-peers: fhbench barrier -n $np failed"; cat "$tmp/nodeb.log"; return; }
+    nrow node barrier_us 0 "$np" "$(csv_get "$out/node-barrier-np$np.csv" median_us op barrier)"
+}
+
+mpi_barrier_run() {
+    np=$1
+    timeout -k 5 120 mpirun -np "$np" --oversubscribe --mca osc ^rdma "$mpi_barrier" "$barrier_iters" \
+        > "$out/mpi-barrier-np$np.csv" 2>"$tmp/mpib.log" ||
+        { echo "run-peers: mpi_barrier -np $np failed"; tail -5 "$tmp/mpib.log"; return; }
+    nrow mpi barrier_us 0 "$np" "$(csv_get "$out/mpi-barrier-np$np.csv" median_us op barrier)"
+}
+
+node_round() {
+    echo "== node path (round $round of $rounds)"
+    node_ours
+    if command -v ucx_perftest >/dev/null 2>&1; then
+        node_ucx
+    else
+        echo "run-peers: SKIP ucx (node path): ucx_perftest not installed (Debian ucx-utils)"
+    fi
+    for np in $barrier_np; do
+        # ours and Open MPI back to back, the order alternating with the round
+        if [ $(( round % 2 )) = 1 ] || [ -z "$mpi_barrier" ]; then
+            node_barrier "$np"
+            [ -n "$mpi_barrier" ] && mpi_barrier_run "$np"
+        else
+            mpi_barrier_run "$np"
+            node_barrier "$np"
+        fi
+    done
+    [ -n "$mpi_barrier" ] ||
+        echo "run-peers: SKIP mpi barrier: mpicc/mpirun not installed (Debian libopenmpi-dev openmpi-bin)"
+}
 
 for round in $(seq "$rounds"); do
 for t in tcp shm; do
@@ -140,6 +247,7 @@ for t in tcp shm; do
         echo "run-peers: SKIP mpi: mpicc/mpirun not installed (Debian libopenmpi-dev openmpi-bin)"
     fi
 done
+node_round
 done
 
 # The best round of each (transport, who).
@@ -179,3 +287,68 @@ if [ -n "$n_lat$n_bw" ]; then
     done
     printf '%-9s %-5s %10s %10s\n' shm node "${n_lat:--}" "${n_bw:--}"
 fi
+
+# The node path: medians over rounds and the per-round ratios' median.
+# node.csv: metric,size,ranks,node,peer,who,ratio,rounds (ratio = node /
+# peer; for who=memcpy, fhbench node's in-process per-round ratio; rounds =
+# how many rounds had both sides).
+awk -F, '
+    function med(list,   n, v, i, j, t) {
+        n = split(list, v, " ")
+        for (i = 2; i <= n; i++) {
+            t = v[i] + 0
+            for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]
+            v[j + 1] = t
+        }
+        return n == 0 ? "" : (n % 2) ? v[(n + 1) / 2] + 0 : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    function get(who, m, sz, np,   k) { k = who SUBSEP m SUBSEP sz SUBSEP np; return (k in vals) ? med(vals[k]) : "" }
+    # ratio list of who against peer over the rounds where both ran
+    function rounds_ratio(m, sz, np, peer, pm,   r, a, b, l) {
+        l = ""; nr = 0
+        if (pm == "") pm = m
+        for (r = 1; r <= maxr; r++) {
+            a = (r SUBSEP "node" SUBSEP m SUBSEP sz SUBSEP np) in one ? one[r, "node", m, sz, np] : ""
+            b = (r SUBSEP peer SUBSEP pm SUBSEP sz SUBSEP np) in one ? one[r, peer, pm, sz, np] : ""
+            if (a != "" && b != "" && b + 0 != 0) { l = l " " a / b; nr++ }
+        }
+        return l
+    }
+    function out(m, sz, np, peer, pm, ratio_list,   o, p, x, f) {
+        if (pm == "") pm = m
+        o = get("node", m, sz, np); p = get(peer, pm, sz, np)
+        if (o == "" && p == "") return
+        x = med(ratio_list); f = (m ~ /_us$/) ? "%.3f" : "%.1f"
+        printf "%s,%s,%s,%s,%s,%s,%s,%d\n", m, sz, np, o == "" ? "" : sprintf(f, o),
+            p == "" ? "" : sprintf(f, p), peer, x == "" ? "" : sprintf("%.3f", x), nr
+    }
+    NR == 1 { next }
+    { k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5; vals[k] = vals[k] " " $6
+      one[$1, $2, $3, $4, $5] = $6; if ($1 + 0 > maxr) maxr = $1 + 0
+      if (!(($3 SUBSEP $4 SUBSEP $5) in seen)) { seen[$3, $4, $5] = 1; key[++nk] = $3 SUBSEP $4 SUBSEP $5 } }
+    END {
+        print "metric,size,ranks,node,peer,who,ratio,rounds"
+        for (i = 1; i <= nk; i++) {
+            split(key[i], x, SUBSEP); m = x[1]; sz = x[2]; np = x[3]
+            if (m == "put_mb_s" || m == "get_mb_s") {
+                # against memcpy: the in-process per-round ratios, per round
+                pm = (m == "put_mb_s") ? "put_per_memcpy" : "get_per_memcpy"
+                l = ""; nr = 0
+                for (r = 1; r <= maxr; r++)
+                    if ((r SUBSEP "node" SUBSEP pm SUBSEP sz SUBSEP np) in one) { l = l " " one[r, "node", pm, sz, np]; nr++ }
+                out(m, sz, np, "memcpy", "copy_mb_s", l)
+                out(m, sz, np, "ucx", "", rounds_ratio(m, sz, np, "ucx"))
+            } else if (m == "am_rtt_us") {
+                out(m, sz, np, "ucx", "", rounds_ratio(m, sz, np, "ucx"))
+            } else if (m == "barrier_us") {
+                out(m, sz, np, "mpi", "", rounds_ratio(m, sz, np, "mpi"))
+            }
+        }
+    }' "$nodes" > "$out/node.csv"
+
+echo
+echo "node path (FH_SHM=auto): medians over $rounds rounds; ratio = node / peer, the median of the per-round ratios"
+echo "(MB/s: > 1 node faster; us: < 1 node faster; memcpy: fhbench node's own paired ratio)"
+printf '%-11s %8s %5s %11s %11s %-7s %7s\n' metric size ranks node peer peer ratio
+awk -F, 'NR > 1 { printf "%-11s %8s %5s %11s %11s %-7s %7s\n", $1, $2, $3, ($4 == "" ? "-" : $4),
+                        ($5 == "" ? "-" : $5), $6, ($7 == "" ? "n/a" : $7) }' "$out/node.csv"

@@ -7,13 +7,16 @@
 # line, at least one row, every row with as many fields as columns, and the
 # numeric columns numeric (or empty where the test documents "unused").
 # map: the eight rows (reg_map and fhc_map, uthash's jen and mul hash, hit
-# and miss) with 4096 keys;
+# and miss) with 4096 keys; node (FH_SHM=auto): the copy rows of each kind,
+# the AM short round trip and its node_path line; barrier: its one row;
 # fhbench map itself exits non-zero when a lookup returns a wrong value.
 # Also: an unknown FH_REG_STRATEGY makes fhbench exit 77 with "SKIP:" (how
 # run-all.sh marks a strategy this build lacks), the apps kernels report
 # "verified", and bench/ratios.sh reads the CSVs without error, also with
 # the rxe VM's files present (bench/run-rxe.sh: *-ibv*.csv, same shapes;
-# stand-ins copied from the tcp ones here), as does bench/report.sh, and
+# stand-ins copied from the tcp ones here) and run-peers.sh's node path
+# summary (node.csv, a stand-in written here: the verdicts of its lines are
+# checked), as does bench/report.sh, and
 # bench/merge-reports.awk merges rounds of it.
 # Exit 0 pass, 1 fail, 77 skip (nothing built).
 set -u
@@ -101,6 +104,18 @@ for mp in reg_map fhc_map; do
             bad "map: no row $mp,$row with 4096 keys in map.csv"
     done
 done
+run node "$d/node.csv" FH_SHM=auto -- node --max-size 256k --iters 5
+check "$d/node.csv" "$RMA" $RMA_NUM
+for row in copy_memcpy,65536 copy_put,262144 copy_get,262144 copy_ratio_put,65536 \
+           copy_ratio_get,262144 am_short_rtt,8; do
+    grep -q "^$row," "$d/node.csv" 2>/dev/null || bad "node: no row $row in node.csv"
+done
+grep -q '^# node_path=\(yes\|no\)$' "$d/node.csv" 2>/dev/null ||
+    bad "node: a '# node_path=yes|no' line expected in node.csv"
+run barrier "$d/barrier.csv" -- barrier --iters 20
+check "$d/barrier.csv" "op,ranks,iters,median_us,p99_us" ranks iters median_us p99_us
+grep -q '^barrier,2,20,' "$d/barrier.csv" 2>/dev/null || bad "barrier: no row barrier,2,20 in barrier.csv"
+mv "$d/node.csv" "$d/node-fh.csv"     # node.csv is run-peers.sh's summary's name
 
 # An unknown strategy is a skip (77), not a failure.
 FH_REG_STRATEGY=no-such-strategy timeout -k 5 60 "$FHRUN" -n 2 "$FHBENCH" latency --quick \
@@ -121,14 +136,35 @@ for s in firehose rendezvous; do
     cp "$d/sweep.csv" "$d/sweep-ibv-$s.csv"; cp "$d/latency.csv" "$d/latency-ibv-$s.csv"
 done
 cp "$d/raw.csv" "$d/raw-ibv.csv"
+# run-peers.sh's node path summary (metric,size,ranks,node,peer,who,ratio,
+# rounds), a stand-in with one row of each kind
+cat > "$d/node.csv" <<'EOF2'
+metric,size,ranks,node,peer,who,ratio,rounds
+put_mb_s,65536,2,9000.0,10000.0,memcpy,0.950,2
+put_mb_s,65536,2,9000.0,8000.0,ucx,1.125,2
+get_mb_s,65536,2,8000.0,10000.0,memcpy,0.800,2
+get_mb_s,65536,2,8000.0,8000.0,ucx,1.000,2
+am_rtt_us,8,2,1.000,0.500,ucx,2.000,2
+barrier_us,0,2,1.000,2.000,mpi,0.500,2
+barrier_us,0,4,3.000,2.000,mpi,1.500,2
+EOF2
 sh "$top_srcdir/bench/ratios.sh" "$d" > "$d/summary.md" 2> "$d/ratios.err" ||
     bad "ratios.sh (with ibv files) failed: $(cat "$d/ratios.err")"
 grep -q 'raw verbs (ibv' "$d/summary.md" && grep -q 'rxe VM (ibv): 8 B blocking put' "$d/summary.md" ||
     bad "ratios.sh: no ibv lines in: $(cat "$d/summary.md")"
 [ -s "$d/ratios.err" ] && bad "ratios.sh (with ibv files) wrote errors: $(cat "$d/ratios.err")"
+for want in '^| node path put 64 KiB-4 MiB / single-thread memcpy >= 0.90, same process (worst size) | 0.95 (size:ratio 65536:0.95) | met |$' \
+            '^| node path get 64 KiB-4 MiB / single-thread memcpy >= 0.90, same process (worst size) | 0.80 (size:ratio 65536:0.80) | MISSED |$' \
+            '^| node path AM short round trip / UCX ucp_am_lat x 2 (shm) <= 1.0 | 2.00 (1.000 / 0.500 us) | MISSED |$' \
+            '^| node path barrier, 2 ranks / Open MPI MPI_Barrier <= 1.0 | 0.50 (1.000 / 2.000 us) | met |$' \
+            '^| node path barrier, 4 ranks / Open MPI MPI_Barrier <= 1.0 | 1.50 '; do
+    grep -q "$want" "$d/summary.md" || bad "ratios.sh: no line '$want' from node.csv in: $(grep 'node path' "$d/summary.md")"
+done
 sh "$top_srcdir/bench/report.sh" "$d" > "$d/report.md" 2> "$d/report.err" ||
     bad "report.sh failed: $(cat "$d/report.err")"
 grep -q '^### rxe VM' "$d/report.md" || bad "report.sh: no rxe VM section"
+grep -q '^| barrier_us | 0 | 4 | 3.000 | 2.000 | mpi | 1.500 |$' "$d/report.md" ||
+    bad "report.sh: no node path row for the 4-rank barrier"
 [ -s "$d/report.err" ] && bad "report.sh wrote errors: $(cat "$d/report.err")"
 
 # bench/rounds.sh's merge: two identical rounds give the report back (the
