@@ -32,10 +32,12 @@
  * idle sleep) for at most FH_NODE_SLEEP_NS, so that 8 ranks on 2 cores leave
  * the cores to whoever has work.  No wakeup is lost: the waiter counts
  * itself in `sleepers`, reads `seq`, looks at its rings and sleeps only
- * if `seq` is still that value; a sender pushes, then increments `seq`,
- * then wakes if anyone counted itself (all sequentially consistent), so
- * either the waiter sees the message or the futex sees `seq` change or
- * the sender sees the sleeper.  The timeout bounds what any other wait
+ * if `seq` is still that value; a sender pushes (the slot's stamp), then,
+ * if anyone counted itself, increments `seq` and wakes (all sequentially
+ * consistent), so either the waiter sees the message or the sender sees
+ * the sleeper, and then the futex sees `seq` change or the waiter saw
+ * the message after all.  A sender that finds nobody asleep writes no
+ * shared line but the slot.  The timeout bounds what any other wait
  * (and peer.c's once-a-second check) can lose.
  */
 #include <limits.h>
@@ -217,10 +219,12 @@ int fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t h
     fh_ring_t *ring = ring_at(rt, box, rpath, rt->node_gidx[rt->rank], p->index);
     int rc = fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);
     if (rc == FH_OK) {
+        /* After the push's sequentially consistent stamp (node_ring.h). */
         inbox_head_t *h = (inbox_head_t *)(void *)box;
-        atomic_fetch_add(&h->seq, 1);
-        if (atomic_load(&h->sleepers) != 0)
+        if (atomic_load(&h->sleepers) != 0) {
+            atomic_fetch_add(&h->seq, 1);
             syscall(SYS_futex, &h->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
     }
     return rc;
 }

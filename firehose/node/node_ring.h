@@ -5,18 +5,24 @@
  * The consumer owns the memory (a node inbox, firehose/node_am.c); one
  * producer writes each ring.  Both compute the geometry (slots, slot size)
  * themselves from values every rank agrees on, so nothing in the shared
- * header steers either side's arithmetic.  The producer writes a slot,
- * then publishes it with a release store of `tail`; the consumer reads
- * `tail` with acquire, uses the slot in place (the message's bytes are
- * valid until it pops), then frees it with a release store of `head`,
- * which the producer reads with acquire before it reuses the slot.  Full:
- * push returns FH_ERR_AGAIN (the sender polls and retries); nothing is
- * ever dropped or overwritten.  Messages come out in the order they went
- * in.  A slot's length is checked by the consumer against the slot size
- * (a member could write anything there): a bad one is reported as such.
+ * memory steers either side's arithmetic.  Each slot carries a stamp: the
+ * producer writes message i into slot i % slots, then stores stamp i + 1
+ * (sequentially consistent: node_am.c's sleep relies on it); the consumer,
+ * expecting message h, finds it ready when the stamp of slot h % slots is
+ * h + 1, so the one cache line it polls brings the message's first bytes
+ * too, and it never reads a line the producer writes per message other
+ * than the slot.  The consumer uses the slot in place (valid until it
+ * pops), then frees it with a release store of `head`; the producer reads
+ * `head` only when its cached copy says the ring is full.  Full: push
+ * returns FH_ERR_AGAIN (the sender polls and retries); nothing is ever
+ * dropped or overwritten.  Messages come out in the order they went in.
+ * A slot's length is checked by the consumer against the slot size (a
+ * member could write anything there): a bad one is reported as such; a
+ * stamp of another value than h + 1 is no message (yet).
  *
- * Slot layout: u32 length, 12 bytes of padding, then the bytes, so that a
- * message starts 16-byte aligned (the slot size is a multiple of 64).
+ * Slot layout: u64 stamp, u32 length, 4 bytes of padding, then the
+ * bytes, so that a message starts 16-byte aligned (the slot size is a
+ * multiple of 64).
  */
 #ifndef FH_NODE_RING_H
 #define FH_NODE_RING_H
@@ -30,7 +36,8 @@
 #include "firehose.h"
 
 typedef struct fh_ring {
-    alignas(64) _Atomic uint64_t tail;   /* messages pushed (producer) */
+    alignas(64) uint64_t tail;           /* producer's own: messages pushed */
+    uint64_t head_seen;                  /* producer's own: head, last read */
     alignas(64) _Atomic uint64_t head;   /* messages popped (consumer) */
 } fh_ring_t;
 
@@ -53,39 +60,47 @@ static inline char *fh_ring_slot(fh_ring_t *r, uint32_t slots, uint32_t slot_siz
     return (char *)(r + 1) + (size_t)(i % slots) * slot_size;
 }
 
+static inline _Atomic uint64_t *fh_ring_stamp(char *slot)
+{
+    return (_Atomic uint64_t *)(void *)slot;
+}
+
 /* Producer: one message of a then b (al + bl <= slot_size - header).
  * FH_OK, or FH_ERR_AGAIN when the ring is full. */
 static inline int fh_ring_push(fh_ring_t *r, uint32_t slots, uint32_t slot_size,
                                const void *a, size_t al, const void *b, size_t bl)
 {
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
-    if (t - h >= slots)
-        return FH_ERR_AGAIN;
+    uint64_t t = r->tail;
+    if (t - r->head_seen >= slots) {
+        r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (t - r->head_seen >= slots)
+            return FH_ERR_AGAIN;
+    }
     char *s = fh_ring_slot(r, slots, slot_size, t);
     uint32_t len = (uint32_t)(al + bl);
-    memcpy(s, &len, sizeof len);
+    memcpy(s + 8, &len, sizeof len);
     if (al)
         memcpy(s + FH_RING_SLOT_HDR, a, al);
     if (bl)
         memcpy(s + FH_RING_SLOT_HDR + al, b, bl);
-    atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+    atomic_store_explicit(fh_ring_stamp(s), t + 1, memory_order_seq_cst);
+    r->tail = t + 1;
     return FH_OK;
 }
 
-/* Consumer: the oldest message, or NULL when empty.  *len is its length,
- * or SIZE_MAX when the slot claims more than it can hold (pop it anyway). */
+/* Consumer: the oldest message, or NULL when there is none.  *len is its
+ * length, or SIZE_MAX when the slot claims more than it can hold (pop it
+ * anyway). */
 static inline const char *fh_ring_peek(fh_ring_t *r, uint32_t slots, uint32_t slot_size,
                                        size_t *len)
 {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (t == h)
+    char *s = fh_ring_slot(r, slots, slot_size, h);
+    if (atomic_load_explicit(fh_ring_stamp(s), memory_order_seq_cst) != h + 1)
         return NULL;
-    const char *s = fh_ring_slot(r, slots, slot_size, h);
     uint32_t l;
-    memcpy(&l, s, sizeof l);
-    *len = (t - h > slots || l > slot_size - FH_RING_SLOT_HDR) ? SIZE_MAX : l;
+    memcpy(&l, s + 8, sizeof l);
+    *len = l > slot_size - FH_RING_SLOT_HDR ? SIZE_MAX : l;
     return s + FH_RING_SLOT_HDR;
 }
 

@@ -2,7 +2,7 @@
  * test_node_ring.c -- the node rings (firehose/node/node_ring.h): messages
  * come out whole and in order across wrap-around, a full ring refuses
  * (FH_ERR_AGAIN) instead of overwriting, and a slot that claims more than
- * it holds, or a tail that runs ahead of the ring, is reported as bad.
+ * it holds is reported as bad, and a stamp of another lap is no message.
  */
 #include <check.h>
 #include <stdint.h>
@@ -76,14 +76,30 @@ START_TEST(bad_slots_reported)
     unsigned v = 7;
     ck_assert_int_eq(fh_ring_push(ring, SLOTS, ssz, &v, sizeof v, NULL, 0), FH_OK);
     uint32_t big = ssz;                              /* a length past the slot */
-    memcpy(fh_ring_slot(ring, SLOTS, ssz, 0), &big, sizeof big);
+    memcpy(fh_ring_slot(ring, SLOTS, ssz, 0) + 8, &big, sizeof big);
     size_t len;
     ck_assert_ptr_nonnull(fh_ring_peek(ring, SLOTS, ssz, &len));
     ck_assert_uint_eq(len, SIZE_MAX);
     fh_ring_pop(ring);
-    atomic_store(&ring->tail, 1 + 3 * SLOTS);        /* a tail far ahead */
+    /* Message 1 is expected in slot 1: a stamp of a later lap there, or
+     * message 1's stamp in another slot, is no message. */
+    atomic_store(fh_ring_stamp(fh_ring_slot(ring, SLOTS, ssz, 1)), 2 + SLOTS);
+    atomic_store(fh_ring_stamp(fh_ring_slot(ring, SLOTS, ssz, 2)), 2);
+    ck_assert_ptr_null(fh_ring_peek(ring, SLOTS, ssz, &len));
+}
+END_TEST
+
+START_TEST(producer_rereads_head_only_when_full)
+{
+    for (unsigned i = 0; i < SLOTS; i++)
+        ck_assert_int_eq(fh_ring_push(ring, SLOTS, ssz, &i, sizeof i, NULL, 0), FH_OK);
+    ck_assert_uint_eq(ring->head_seen, 0);          /* never looked while room */
+    size_t len;
     ck_assert_ptr_nonnull(fh_ring_peek(ring, SLOTS, ssz, &len));
-    ck_assert_uint_eq(len, SIZE_MAX);
+    fh_ring_pop(ring);
+    unsigned x = 5;
+    ck_assert_int_eq(fh_ring_push(ring, SLOTS, ssz, &x, sizeof x, NULL, 0), FH_OK);
+    ck_assert_uint_eq(ring->head_seen, 1);          /* looked when full */
 }
 END_TEST
 
@@ -95,6 +111,7 @@ int main(void)
     tcase_add_test(tc, order_and_wrap);
     tcase_add_test(tc, full_refuses);
     tcase_add_test(tc, bad_slots_reported);
+    tcase_add_test(tc, producer_rereads_head_only_when_full);
     suite_add_tcase(s, tc);
     return fh_check_run(s);
 }
