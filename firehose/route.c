@@ -208,6 +208,9 @@ static int node_atomic(fh_tls_t *t, const fh_atomic_req_t *q)
     if (mapped == NULL)
         return fh_atomic_net(t, q);
     fh_atomic_local(mapped, q);
+    /* Counted like a completed network atomic (atomic.c), without the
+     * path lock: an atomic add. */
+    __atomic_fetch_add(&t->path->stats[q->rank].atomics, 1, __ATOMIC_RELAXED);
     node_progress(t);
     return FH_OK;
 }

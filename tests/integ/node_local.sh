@@ -10,6 +10,7 @@
 #   off         FH_SHM=off: nobody shares (fh_addr_local of a peer is NULL).
 # node_local_test checks fh_addr_local, stores through it, every put/get
 # form and atomics mixed over both paths; rma_integrity, atomic_test,
+# atomic_stats_test (node-path puts and atomics counted per peer),
 # barrier_test and am_test (AMs through the node rings) run one group and
 # mixed too (the rest of the integration suite runs with FH_SHM=off, as
 # before the node path); dead_rank.sh runs with FH_SHM=auto.
@@ -44,7 +45,7 @@ run_np node_local_test 3 --group 0
 FH_SHM=auto
 # 8 ranks on 2 cores in one group: waits sleep on the inboxes' futexes.
 run_np barrier_test 8
-for t in rma_integrity atomic_test barrier_test am_test; do
+for t in rma_integrity atomic_test atomic_stats_test barrier_test am_test; do
     run_np "$t" 3
     FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
     run_np "$t" 4
