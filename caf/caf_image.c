@@ -204,9 +204,11 @@ static void serve_until_all_ended(void)
     }
 }
 
-/* Normal termination: serve until every image has stopped or failed. */
-static void terminate_normally(void) __attribute__((noreturn));
-static void terminate_normally(void)
+/* Normal termination: serve until every image has stopped or failed,
+ * then exit with this image's stop code (as a serial gfortran program:
+ * `stop 3` exits 3; the launcher reports the first non-zero one). */
+static void terminate_normally(int code) __attribute__((noreturn));
+static void terminate_normally(int code)
 {
     caf.stopping = true;
     fh_quiet();
@@ -219,7 +221,7 @@ static void terminate_normally(void)
                 fh_strerror(rc));
         exit(1);
     }
-    exit(0);
+    exit(code);
 }
 
 /* ---------------------------------------------------- the entry points */
@@ -265,7 +267,7 @@ void _gfortran_caf_init(int *argc, char ***argv)
 
 void _gfortran_caf_finalize(void)
 {
-    terminate_normally();
+    terminate_normally(0);
 }
 
 int _gfortran_caf_this_image(int distance)
@@ -307,15 +309,13 @@ void _gfortran_caf_stop_numeric(int code, bool quiet)
     if (!quiet) {
         fprintf(stderr, "STOP %d\n", code);
     }
-    /* The exit status of a job that stops normally is 0 whatever the
-     * stop codes (images may disagree); the code is printed. */
-    terminate_normally();
+    terminate_normally(code);
 }
 
 void _gfortran_caf_stop_str(const char *str, size_t len, bool quiet)
 {
     print_stop("STOP", str, len, quiet);
-    terminate_normally();
+    terminate_normally(0);
 }
 
 void _gfortran_caf_error_stop_str(const char *str, size_t len, bool quiet)

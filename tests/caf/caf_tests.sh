@@ -25,7 +25,9 @@
 #   caf_failimage must print its PASS line; the exit status after a failed
 #                 image is processor dependent and is not checked;
 #   a program whose source says "EXPECT-FAIL: <text>" must exit nonzero
-#                 and print <text> (an error without STAT= stops the job).
+#                 and print <text> (an error without STAT= stops the job);
+#   a program whose source says "EXIT-STATUS: <n>" must print its PASS
+#                 line and exit with status n (a STOP code).
 # With FH_CAF_BIGHEAP_STATS=1 (make check sets it: firehose's caf only),
 # caf_bigheap runs with FH_STATS=1 and must show the registration cache
 # at work on image 1: misses, moves and evictions, and its hit/miss/move
@@ -124,6 +126,7 @@ for name in "${tests[@]}"; do
             fi
         fi
         expect=$(sed -n 's/.*EXPECT-FAIL: *//p' "$src" | head -n 1)
+        status=$(sed -n 's/.*EXIT-STATUS: *\([0-9]*\).*/\1/p' "$src" | head -n 1)
         t0=$(now)
         (cd "$work/$name" && env "${envs[@]}" timeout -k 10 "$limit" "${cafrun_cmd[@]}" -n "$np" "./$name") > "$out" 2>&1 < /dev/null
         rc=$?
@@ -157,7 +160,7 @@ for name in "${tests[@]}"; do
                     if [ "$rc" -eq 0 ]; then why="exit status 0, expected an error"
                     elif ! grep -q "$expect" "$out"; then why="no message '$expect'"
                     fi
-                elif [ "$rc" -ne 0 ]; then why="exit status $rc"
+                elif [ "$rc" -ne "${status:-0}" ]; then why="exit status $rc, expected ${status:-0}"
                 elif [ "$fails" -ne 0 ]; then why="FAIL line printed"
                 elif [ "$passes" -ne 1 ]; then why="expected exactly one PASS line, got $passes"
                 fi ;;
