@@ -15,6 +15,7 @@
  *             shared buffers, --tag-output line forwarding
  *   reap.c    children that end, the first failure, termination on a
  *             signal or --timeout, SIGKILL of stragglers
+ *   guard.c   the process that removes what fhrun leaves if killed
  *   main.c    setup, the timers and the poll() loop, teardown
  *
  * Single-threaded: everything runs in main()'s loop except on_signal(),
@@ -199,6 +200,10 @@ void read_output(int rn, int s);
 /* server.c */
 void open_listener(void);
 void cleanup_socket(void);
+/* guard.c: a process that cleans up after fhrun if it is killed; started
+ * before the first spawn, told every rank pid. */
+void guard_start(void);
+void guard_add_rank(pid_t pid);
 /* Hands connection fd, whose handshake proved it is rank rn, to the request
  * reader and queues our accept; mac is our proof for it. */
 void accept_rank(int rn, int fd, uint32_t pid,

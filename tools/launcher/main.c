@@ -70,6 +70,7 @@ static void setup(void)
     signal(SIGPIPE, SIG_IGN);
 
     open_listener();
+    guard_start();
     fr.job.ranks = calloc((size_t)fr.opts.nranks, sizeof *fr.job.ranks);
     if (!fr.job.ranks)
         die(1, "out of memory");

@@ -178,6 +178,7 @@ void accept_rank(int rn, int fd, uint32_t pid,
     r->have = 0;
     r->eof_deadline = 0;
     vlog(1, "rank %d connected (pid %u)", rn, pid);
+    guard_add_rank((pid_t)pid);
     if (!fr.job.any_connected) {
         fr.job.any_connected = 1;
         if (fh_now() > fr.job.connect_deadline)

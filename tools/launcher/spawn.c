@@ -167,6 +167,7 @@ void spawn(int rn)
     setpgid(pid, fr.job.pgid);  /* also in the child: whichever runs first */
     r->pid = pid;
     HASH_ADD(hh, fr.job.by_pid, pid, sizeof r->pid, r);
+    guard_add_rank(pid);
     free_argv(argv);
     if (fr.opts.tag_output) {
         close(pout[1]);
