@@ -11,8 +11,8 @@
  * --target-wait barrier makes it wait inside fh_barrier instead, which
  * yields its core after a few idle polls (see fhb_target_wait).
  *
- * TEST is latency, peak, sweep, apps, msgrate, cache, map, raw, node or
- * barrier (fhbench.h says which file holds each).  The registration
+ * TEST is latency, peak, sweep, apps, msgrate, cache, map, raw, node,
+ * barrier or strided (fhbench.h says which file holds each).  The registration
  * strategy, the paths mode, the node path (FH_SHM) and the firehose sizes
  * come from the FH_* environment like any firehose program;
  * bench/run-all.sh runs every test once per strategy it applies to and
@@ -41,6 +41,7 @@ static const struct {
     {"raw", fhb_raw, "latency/bandwidth directly on libfabric (verbs on ibv)"},
     {"node", fhb_node, "64 KiB..4 MiB put/get vs memcpy (node path); AM short RTT"},
     {"barrier", fhb_barrier, "fh_barrier over all ranks, median+p99"},
+    {"strided", fhb_strided, "put/get_strided of 1M 8 B blocks at stride 2; block sweep"},
 };
 #define NTESTS (sizeof tests / sizeof tests[0])
 

@@ -162,6 +162,8 @@ int fhb_map(const fhb_opts_t *o);
 int fhb_raw(const fhb_opts_t *o);
 int fhb_node(const fhb_opts_t *o);
 int fhb_barrier(const fhb_opts_t *o);
+/* bench_strided.c: fh_put_strided/fh_get_strided of many small blocks. */
+int fhb_strided(const fhb_opts_t *o);
 /* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
  * the runtime runs the ibv conduit. */
 int fhb_raw_ibv(const fhb_opts_t *o);

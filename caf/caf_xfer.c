@@ -9,9 +9,12 @@
  * of the remote type (caf_convert.c).  caf_rma moves the data:
  *   - both sides contiguous: one fh_put / fh_get, zero-copy (the firehose
  *     registration cache pins what is touched);
- *   - otherwise: the runs contiguous on both sides become non-blocking
- *     (NBI) transfers, completed together; a get whose remote range is
- *     dense enough reads the range once and scatters it locally.
+ *   - otherwise: fh_put_strided / fh_get_strided, one call per plane of
+ *     whole contiguous rows (blocks of a row, strided by the second
+ *     dimension) or per row of the first dimension (blocks of one
+ *     element at the row's strides); the runtime packs small blocks into
+ *     few network messages.  A vector subscript in the first dimension
+ *     makes one-element rows.
  * Every remote block is checked to lie inside the coarray before anything
  * is sent: an index out of bounds is an error, never a write into another
  * coarray.
@@ -105,28 +108,36 @@ void caf_layout_span(const caf_layout_t *l, ptrdiff_t *lo, ptrdiff_t *hi)
 
 /* ----------------------------------------------------------------- RMA */
 
-/* Gets the remote range once and scatters it, when that reads at most a
- * few times the bytes wanted. */
-static bool dense_get(int rank, const caf_layout_t *remote,
-                      const caf_layout_t *local, size_t bytes, int *rc)
+/* Elements left along the first dimension from it on, and their step in
+ * bytes: a regular first dimension gives the rest of the row, a vector
+ * subscript or a scalar one element. */
+static size_t row_left(const caf_iter_t *it, ptrdiff_t *step)
 {
-    ptrdiff_t lo, hi;
-    caf_layout_span(remote, &lo, &hi);
-    size_t span = (size_t)(hi - lo);
-    if (span > ((size_t)64 << 20) || (span > 4 * bytes && span > ((size_t)64 << 10)))
+    const caf_layout_t *l = it->l;
+    *step = (ptrdiff_t)l->esz;
+    if (l->rank == 0 || l->dim[0].offs != NULL)
+        return 1;
+    *step = l->dim[0].step;
+    return l->dim[0].n - it->idx[0];
+}
+
+/* Both layouts' first two dimensions make whole rows of one block each,
+ * regularly spaced: the plane is one strided call of n1 blocks. */
+static bool plane_blocks(const caf_iter_t *ri, const caf_iter_t *li, size_t *blk,
+                         size_t *n1, ptrdiff_t *rs, ptrdiff_t *ls)
+{
+    const caf_layout_t *r = ri->l, *l = li->l;
+    if (r->rank < 2 || l->rank < 2 || ri->idx[0] || li->idx[0] || ri->idx[1] || li->idx[1])
         return false;
-    char *tmp = malloc(span);
-    if (tmp == NULL)
+    const caf_dimspec_t *r0 = &r->dim[0], *l0 = &l->dim[0], *r1 = &r->dim[1], *l1 = &l->dim[1];
+    if (r0->offs || l0->offs || r1->offs || l1->offs || r0->n != l0->n || r1->n != l1->n ||
+        r0->step != (ptrdiff_t)r->esz || l0->step != (ptrdiff_t)l->esz || r1->n < 2)
         return false;
-    *rc = fh_get(tmp, rank, remote->base + lo, span);
-    if (*rc == FH_OK) {
-        caf_layout_t t = *remote;
-        t.base = tmp - lo;
-        caf_type_t ty = {CAF_BT_DERIVED, 0, remote->esz};
-        caf_copy_layout(local, ty, &t, ty, caf_layout_count(local));
-    }
-    free(tmp);
-    return true;
+    *blk = r0->n * r->esz;
+    *n1 = r1->n;
+    *rs = r1->step;
+    *ls = l1->step;
+    return *rs != 0;
 }
 
 int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
@@ -141,42 +152,44 @@ int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
         return is_put ? fh_put(rank, remote->base, local->base, n)
                       : fh_get(local->base, rank, remote->base, n);
     }
+    /* Non-contiguous: one strided call per plane of whole contiguous rows,
+     * else per row of the first dimension (the runtime packs small blocks
+     * into few messages); a vector subscript in the first dimension makes
+     * one-element rows. */
     int rc = FH_OK;
-    if (!is_put && dense_get(rank, remote, local, count * esz, &rc))
-        return rc;
     caf_iter_t ri, li;
     caf_iter_init(&ri, remote);
     caf_iter_init(&li, local);
-    char *pr = NULL, *pl = NULL; /* pending block */
-    size_t plen = 0;
     size_t left = count;
     while (left > 0 && rc == FH_OK) {
-        size_t k = caf_iter_run(&ri);
-        size_t k2 = caf_iter_run(&li);
-        if (k2 < k)
-            k = k2;
+        char *r = caf_iter_addr(&ri), *l = caf_iter_addr(&li);
+        size_t blk, k;
+        ptrdiff_t rs, ls;
+        if (plane_blocks(&ri, &li, &blk, &k, &rs, &ls)) {
+            rc = is_put ? fh_put_strided(rank, r, rs, l, ls, blk, k)
+                        : fh_get_strided(l, ls, rank, r, rs, blk, k);
+            size_t row = remote->dim[0].n;
+            for (size_t i = 0; i < k; i++) {
+                caf_iter_skip(&ri, row);
+                caf_iter_skip(&li, row);
+            }
+            left -= k * row;
+            continue;
+        }
+        size_t kl = row_left(&ri, &rs), k2 = row_left(&li, &ls);
+        k = kl < k2 ? kl : k2;
         if (k > left)
             k = left;
-        char *r = caf_iter_addr(&ri), *l = caf_iter_addr(&li);
-        if (plen && pr + plen == r && pl + plen == l) {
-            plen += k * esz;
-        } else {
-            if (plen)
-                rc = is_put ? fh_put_nbi(rank, pr, pl, plen)
-                            : fh_get_nbi(pl, rank, pr, plen);
-            pr = r;
-            pl = l;
-            plen = k * esz;
-        }
+        if (rs == (ptrdiff_t)esz && ls == (ptrdiff_t)esz)   /* one block */
+            rc = is_put ? fh_put(rank, r, l, k * esz) : fh_get(l, rank, r, k * esz);
+        else
+            rc = is_put ? fh_put_strided(rank, r, rs, l, ls, esz, k)
+                        : fh_get_strided(l, ls, rank, r, rs, esz, k);
         caf_iter_skip(&ri, k);
         caf_iter_skip(&li, k);
         left -= k;
     }
-    if (plen && rc == FH_OK)
-        rc = is_put ? fh_put_nbi(rank, pr, pl, plen)
-                    : fh_get_nbi(pl, rank, pr, plen);
-    int rc2 = fh_wait_nbi();
-    return rc != FH_OK ? rc : rc2;
+    return rc;
 }
 
 /* ------------------------------------------------------- the entry points */

@@ -255,6 +255,7 @@ int fh_init(int *argc, char ***argv)
     if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(&rt->core)) != FH_OK)
         return init_fail(rt, rc);
     fh_atomic_init();
+    fh_strided_init();
     fh_coll_init();
 
     if (rt->cfg.verbose >= 1 && rt->rank == 0) {

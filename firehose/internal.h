@@ -6,7 +6,8 @@
  *   thread.c   thread -> path binding, thread exit, the checks of every entry
  *   path.c     paths: locks, progress (polling), conduit upcalls
  *   am.c       active messages: handler table, credits, dispatch, replies
- *   rma.c      put/get (blocking, NB, NBI, strided), quiet
+ *   rma.c      put/get (blocking, NB, NBI), quiet
+ *   strided.c  strided put/get: validation, the net route's AM gathering
  *   atomic.c   remote atomics (over AMs)
  *   coll.c     barrier and allgather
  *   segment.c  segments and the remote address -> key lookup
@@ -114,6 +115,10 @@ typedef struct fh_path {
      * stack, pushed by the path's threads, taken whole by whoever moves
      * them on. */
     _Atomic(struct atomic_defer *) atomic_defer;
+    /* Strided operations of this path's threads waiting for AM replies
+     * (strided.c, p->lock); strided_seq names them. */
+    struct fh_strided_op *strided_ops;
+    uint64_t strided_seq;
 } fh_path_t;
 
 typedef struct fh_handler_entry {
@@ -321,7 +326,7 @@ static inline char *fh_node_addr(const fh_seg_range_t *r, const void *remote)
 /* After fh_peer_groups: rt->route for every rank. */
 int  fh_route_init(fh_rt_t *rt);
 void fh_route_fini(fh_rt_t *rt);
-/* The net route's ops (rma.c, atomic.c, am.c). */
+/* The net route's ops (rma.c, strided.c, atomic.c, am.c). */
 int  fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q);
 int  fh_strided_net(fh_tls_t *t, const fh_rma_req_t *q);
 int  fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q);
@@ -430,7 +435,11 @@ enum {
     FH_H_ATOMIC_REQ = 1,
     FH_H_ATOMIC_REP = 2,
     FH_H_BARRIER    = 3,
-    FH_H_NOP        = 4
+    FH_H_NOP        = 4,
+    /* 5..11: the strategies' (reg/services.h) */
+    FH_H_STRIDED_PUT = 12,    /* strided.c: packed blocks to scatter */
+    FH_H_STRIDED_GET = 13,    /* strided.c: blocks to gather and send back */
+    FH_H_STRIDED_REP = 14     /* strided.c: acknowledgement or gathered data */
 };
 /* Handlers of the registration strategies' own protocols: their messages
  * count in reg_moves, not in am_sent/am_received. */
@@ -471,6 +480,11 @@ int  fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
 int  fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                      struct fh_mr **lmr, bool *temp);
 void fh_rma_local_mr_release(struct fh_mr *lmr);
+/* Validates a transfer of n bytes between local memory and [remote,
+ * remote+n) of rank; on success fills *r (unless n == 0 or rank is us;
+ * zeroed when the range is outside segments under FH_SEGMENT=everything). */
+int  fh_rma_validate(const char *fn, int rank, const void *local, const void *remote,
+                     size_t n, fh_seg_range_t *r);
 /* Polls until ctr->pending == 0 (fh_wait_round); returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
 /* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0):
@@ -497,6 +511,9 @@ extern const fh_reg_services_t fh_reg_services;
 
 /* ---- atomic.c */
 void fh_atomic_init(void);
+
+/* ---- strided.c: registers the strided AM handlers (fh_init). */
+void fh_strided_init(void);
 
 /* ---- coll.c: collectives pair in order and must agree (coll.c, top) */
 enum fh_coll_kind {

@@ -202,9 +202,7 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
     return FH_OK;
 }
 
-/* Validates a transfer of n bytes between local memory and [remote,
- * remote+n) of rank; on success fills *r (unless n == 0 or rank is us). */
-static int validate(const char *fn, int rank, const void *local, const void *remote,
+int fh_rma_validate(const char *fn, int rank, const void *local, const void *remote,
                     size_t n, fh_seg_range_t *r)
 {
     int rc = fh_check_rank(fn, rank);
@@ -248,7 +246,7 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
     }
     fh_rma_req_t q = {.fn = fn, .is_put = is_put, .rank = rank, .local = local,
                       .remote = remote, .n = n, .count = 1, .mode = mode, .h = h};
-    if ((rc = validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
+    if ((rc = fh_rma_validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
         return rc;
     return fh_rt->route[rank]->rma(t, &q);
 }
@@ -466,101 +464,4 @@ int fh_quiet(void)
     if (t == NULL)
         return rc;
     return fh_wait_quiet(t);
-}
-
-/* ------------------------------------------------------------ strided */
-
-/* Lowest and highest byte touched by count blocks of blk bytes at stride
- * from base; FH_ERR_OVERFLOW if the arithmetic wraps. */
-static int hull(const char *fn, uintptr_t base, ptrdiff_t stride, size_t blk, size_t count,
-                uintptr_t *lo, size_t *span)
-{
-    size_t mag = (size_t)(stride < 0 ? -(size_t)stride : (size_t)stride);
-    size_t steps = count - 1;
-    if (mag && steps > SIZE_MAX / mag)
-        return fh_set_error(FH_ERR_OVERFLOW, "%s: stride * count overflows", fn);
-    size_t extent = mag * steps;
-    if (stride < 0) {
-        if (base < extent)
-            return fh_set_error(FH_ERR_OVERFLOW, "%s: negative stride wraps below 0", fn);
-        *lo = base - extent;
-    } else {
-        *lo = base;
-    }
-    if (extent > SIZE_MAX - blk)
-        return fh_set_error(FH_ERR_OVERFLOW, "%s: strided extent overflows", fn);
-    *span = extent + blk;
-    return FH_OK;
-}
-
-static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t lstride,
-                   char *remote, ptrdiff_t rstride, size_t blk, size_t count)
-{
-    int rc;
-    fh_tls_t *t = fh_enter(fn, &rc);
-    if (t == NULL)
-        return rc;
-    if ((rc = fh_check_rank(fn, rank)) != FH_OK)
-        return rc;
-    if (blk == 0 || count == 0)
-        return FH_OK;
-    if (local == NULL || remote == NULL)
-        return fh_set_error(FH_ERR_INVALID, "%s: NULL address with %zu blocks", fn, count);
-    if ((is_put ? rstride : lstride) == 0 && count > 1)
-        return fh_set_error(FH_ERR_INVALID, "%s: zero stride on the destination", fn);
-    uintptr_t llo, rlo;
-    size_t lspan, rspan;
-    if ((rc = hull(fn, (uintptr_t)local, lstride, blk, count, &llo, &lspan)) ||
-        (rc = hull(fn, (uintptr_t)remote, rstride, blk, count, &rlo, &rspan)))
-        return rc;
-    fh_seg_range_t r;
-    if ((rc = validate(fn, rank, (void *)llo, (void *)rlo, rspan, &r)) != FH_OK)
-        return rc;
-    if ((uintptr_t)llo + lspan < llo)
-        return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);
-    fh_rma_req_t q = {.fn = fn, .is_put = is_put, .rank = rank, .local = local,
-                      .remote = remote, .n = blk, .count = count, .lstride = lstride,
-                      .rstride = rstride, .r = r};
-    return fh_rt->route[rank]->strided(t, &q);
-}
-
-/* One transfer per block (the strategy's fh_xfer), waited for at the end;
- * a temporary registration of a block's local buffer is waited for and
- * released before the next block. */
-int fh_strided_net(fh_tls_t *t, const fh_rma_req_t *q)
-{
-    int rc = FH_OK;
-    fh_ctr_t ctr = FH_CTR_INIT;
-    for (size_t i = 0; i < q->count && rc == FH_OK; i++) {
-        char *l = q->local + (ptrdiff_t)i * q->lstride;
-        char *rm = q->remote + (ptrdiff_t)i * q->rstride;
-        struct fh_mr *lmr;
-        bool temp;
-        if ((rc = fh_rma_local_mr(q->fn, q->is_put, l, q->n, &lmr, &temp)) != FH_OK)
-            break;
-        rc = fh_xfer(t, q->is_put, q->rank, l, lmr, (uint64_t)(uintptr_t)rm, q->n,
-                     &q->r.rkey, &ctr, false);
-        if (temp) {
-            int wrc = fh_wait_ctr(t, &ctr);
-            fh_rma_local_mr_release(lmr);
-            if (rc == FH_OK)
-                rc = wrc;
-        }
-    }
-    int wrc = fh_wait_ctr(t, &ctr);
-    return rc != FH_OK ? rc : wrc;
-}
-
-int fh_put_strided(int rank, void *dst, ptrdiff_t dst_stride, const void *src,
-                   ptrdiff_t src_stride, size_t blksize, size_t count)
-{
-    return strided("fh_put_strided", true, rank, (char *)src, src_stride, dst, dst_stride,
-                   blksize, count);
-}
-
-int fh_get_strided(void *dst, ptrdiff_t dst_stride, int rank, const void *src,
-                   ptrdiff_t src_stride, size_t blksize, size_t count)
-{
-    return strided("fh_get_strided", false, rank, dst, dst_stride, (char *)src, src_stride,
-                   blksize, count);
 }

@@ -472,8 +472,14 @@ int fh_wait_nbi(void);
  * src + i*src_stride to dst + i*dst_stride.  Strides are in bytes and may be
  * negative or zero (zero only on the source side of a put / the remote side
  * of a get).  count or blksize 0 is a no-op that succeeds.
+ * Over the network, blocks up to FH_STRIDED_AM_MAX bytes travel packed in
+ * active messages (as few as the medium AM size allows), larger ones as
+ * one RMA operation each, all in flight together.
  * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
- * Errors: the common ones above, for the whole hull of the blocks. */
+ * Errors: the common ones above, for the whole hull of the blocks (then
+ * nothing was sent).  A failure after the transfer started (the target
+ * refusing a message because its segment went away, the network) is the
+ * return value; a put may then have written some of the blocks. */
 int fh_put_strided(int rank, void *dst, ptrdiff_t dst_stride,
                    const void *src, ptrdiff_t src_stride,
                    size_t blksize, size_t count);

@@ -28,6 +28,9 @@ const fh_cfg_entry_t fh_config_table[] = {
      "AM requests a path may have in flight to one rank (flow control).", 0},
     {"FH_XFER_CHUNK", FH_CFG_SIZE, "4m", NULL, F(xfer_chunk), 0,
      "Largest single network operation; bigger puts/gets are split.", 0},
+    {"FH_STRIDED_AM_MAX", FH_CFG_SIZE, "2k", NULL, F(strided_am_max), 0,
+     "Strided put/get over the network: blocks up to this size (and up to "
+     "FH_AM_MAX_MEDIUM) travel packed in AMs; larger ones as one RMA per block.", 0},
     {"FH_MAX_SEGMENTS", FH_CFG_INT, "1024", NULL, F(max_segments), 1,
      "Segments that may exist at once.", 0},
     {"FH_REG_STRATEGY", FH_CFG_ENUM, "firehose",

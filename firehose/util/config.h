@@ -41,6 +41,7 @@ typedef struct fh_config {
     size_t      am_max_medium;    /* FH_AM_MAX_MEDIUM */
     long        am_credits;       /* FH_AM_CREDITS */
     size_t      xfer_chunk;       /* FH_XFER_CHUNK */
+    size_t      strided_am_max;   /* FH_STRIDED_AM_MAX */
     long        max_segments;     /* FH_MAX_SEGMENTS */
     int         reg_strategy;     /* FH_REG_STRATEGY */
     size_t      bucket_size;      /* FH_BUCKET_SIZE */
