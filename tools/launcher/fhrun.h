@@ -204,6 +204,8 @@ void cleanup_socket(void);
  * before the first spawn, told every rank pid. */
 void guard_start(void);
 void guard_add_rank(pid_t pid);
+/* reap.c: removes /dev/shm/fh_<pid>_* (rank pid's shm endpoint files). */
+void remove_rank_shm(pid_t pid);
 /* Hands connection fd, whose handshake proved it is rank rn, to the request
  * reader and queues our accept; mac is our proof for it. */
 void accept_rank(int rn, int fd, uint32_t pid,

@@ -18,7 +18,6 @@
  * ends, closing the pipe) and keeps no other descriptor of fhrun's: not
  * the listening socket, not the ranks' connections.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -32,22 +31,6 @@
 #define GUARD_LINGER 10.0     /* seconds to wait for ranks that still run */
 
 static int guard_fd = -1;     /* fhrun's write end */
-
-/* Removes /dev/shm/fh_<pid>_* (the ofi conduit's names for rank pid's shm
- * endpoints, conduits/ofi/ofi_path.c). */
-static void remove_shm_of(pid_t pid)
-{
-    char prefix[32];
-    int plen = snprintf(prefix, sizeof prefix, "fh_%d_", (int)pid);
-    DIR *d = opendir("/dev/shm");
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, (size_t)plen) == 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
-}
 
 static void guard_main(int rd, const char *sock_path, const char *sock_dir)
 {
@@ -77,7 +60,7 @@ static void guard_main(int rd, const char *sock_path, const char *sock_dir)
     for (;;) {
         int alive = 0;
         for (size_t i = 0; i < n; i++) {
-            remove_shm_of(pids[i]);
+            remove_rank_shm(pids[i]);
             alive += kill(pids[i], 0) == 0 || errno == EPERM;
         }
         if (!alive || fh_now() >= end)

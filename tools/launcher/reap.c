@@ -151,7 +151,7 @@ void kill_stragglers(void)
  * (conduits/ofi/ofi_path.c), so the launcher, which knows each rank's pid,
  * removes exactly its ranks' files once the rank is gone.  Peers that still
  * map them keep their mapping; the name was only needed to attach. */
-static void remove_rank_shm(pid_t pid)
+void remove_rank_shm(pid_t pid)
 {
     char prefix[32];
     int plen = snprintf(prefix, sizeof prefix, "fh_%d_", (int)pid);
