@@ -1,6 +1,7 @@
 /*
  * coll.c -- collectives: how they are paired across ranks, the barrier
- * (dissemination over AMs) and allgather.
+ * (node groups in shared memory, then dissemination over AMs among their
+ * leaders) and allgather.
  *
  * Pairing (the rule is stated in firehose.h, "Collectives").  Every
  * collective call -- fh_barrier, fh_allgather, fh_segment_create,
@@ -12,20 +13,37 @@
  * argument that must agree: len of fh_allgather, the segment of
  * fh_segment_destroy, the slot of fh_segment_create).  The barrier also
  * computes the minimum and maximum signature over all ranks (both are
- * idempotent, so the dissemination pattern gives every rank the exact
- * result); if they differ, EVERY rank's call returns FH_ERR_STATE after the
- * barrier, before doing anything else, and the next calls pair again.  So
+ * idempotent, so the dissemination pattern, and the node groups' shared
+ * combination before it, give every rank the exact result); if they
+ * differ, EVERY rank's call returns FH_ERR_STATE after the barrier, before
+ * doing anything else, and the next calls pair again.  So
  * concurrent calls from several threads never deadlock: either they agree
  * and proceed, or all of them fail the same way.  (Before, each call took
  * the lock twice -- barrier, then the bootstrap exchange -- and two threads
  * of each rank could hold it in different phases on different ranks.)
  * A thread waiting for coll_lock keeps polling.
  *
- * Barrier: in round k rank r notifies (r + 2^k) mod N and waits for the
- * notification from (r - 2^k) mod N, for ceil(log2 N) rounds.  A peer can be
- * at most one barrier ahead of us (it cannot finish barrier e+1 before we
- * entered it), so arrivals -- and the signature range they carry -- are
- * kept per round and per epoch parity.
+ * Barrier, in two stages.  The shared-memory stage (node_coll.c): the
+ * ranks of a node group arrive in memory the group maps, their signatures
+ * combined there, and the group's leader alone goes on; a rank outside
+ * any such group is a group of one and its own leader.  The network stage,
+ * here, among the leaders only (rt->bar_leader, bar_nleaders of them): in
+ * round k leader i notifies leader (i + 2^k) mod L and waits for the
+ * notification from leader (i - 2^k) mod L, for ceil(log2 L) rounds, over
+ * AMs (through the rings or the conduit, as fh_path_am_send chooses).  A
+ * leader can be at most one barrier ahead of another (it cannot finish
+ * barrier e+1 before the other entered it), so arrivals -- and the
+ * signature range they carry -- are kept per round and per epoch parity.
+ * Then the leader releases its group with the job's range (or the
+ * stage's error).  Under FH_SHM=off every rank leads itself: the network
+ * stage is the whole barrier, as before the node path.  In a job whose
+ * ranks are all in one group there is no network stage and no AM: the
+ * last member to arrive releases the others.  So the barrier AMs that
+ * fh_stats_peer counts in am_sent / am_received are those between leaders
+ * only.  Visibility: an arrival is a release (the AM handler's increment,
+ * the shared count's RMW), a wait an acquire, the group's release a
+ * release store its members acquire: what a rank completed before the
+ * barrier is visible to every rank after it.
  *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
@@ -59,7 +77,8 @@ static void describe(uint64_t sig, char *buf, size_t len)
                  (unsigned long long)(sig & (((uint64_t)1 << 56) - 1)));
 }
 
-/* args: round, epoch, smallest and largest signature seen so far */
+/* args: round, epoch, smallest and largest signature seen so far.  Only
+ * the groups' leaders take part (bar_lidx: index among them). */
 static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
                            unsigned na)
 {
@@ -72,12 +91,11 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
         fh_am_drop(fh_token_path(tok), src, "a malformed barrier message");
         return;
     }
-    /* In round k only (me - 2^k) mod N notifies us: anyone else's arrival
-     * would let us leave the barrier early. */
-    uint64_t dist = (uint64_t)1 << a[0];
-    if (dist >= (uint64_t)rt->nranks ||
-        (uint64_t)src != ((uint64_t)rt->rank + (uint64_t)rt->nranks - dist % (uint64_t)rt->nranks) %
-                             (uint64_t)rt->nranks) {
+    /* In round k only the leader 2^k places before us notifies us: anyone
+     * else's arrival would let us leave the barrier early. */
+    const uint64_t L = (uint64_t)rt->bar_nleaders, dist = (uint64_t)1 << a[0];
+    const int me = rt->bar_lidx[rt->rank];
+    if (me < 0 || dist >= L || src != rt->bar_leader[((uint64_t)me + L - dist) % L]) {
         fh_am_drop(fh_token_path(tok), src, "a barrier arrival for round %llu, which is not "
                    "this rank's to send", (unsigned long long)a[0]);
         return;
@@ -105,17 +123,15 @@ void fh_coll_leave(void)
     pthread_mutex_unlock(&fh_rt->coll_lock);
 }
 
-int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
+/* The network stage, among the leaders: dissemination over AMs, combining
+ * the signature range [*lo, *hi]. */
+static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi)
 {
     fh_rt_t *rt = fh_rt;
-    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
-    if (rt->nranks == 1)
-        return FH_OK;
-    uint64_t epoch = ++rt->barrier_epoch;
-    uint64_t lo = sig, hi = sig;
-    for (unsigned k = 0, dist = 1; dist < (unsigned)rt->nranks; k++, dist <<= 1) {
-        int to = (int)(((unsigned)rt->rank + dist) % (unsigned)rt->nranks);
-        uint64_t args[4] = {k, epoch, lo, hi};
+    const unsigned L = (unsigned)rt->bar_nleaders, me = (unsigned)rt->bar_lidx[rt->rank];
+    for (unsigned k = 0, dist = 1; dist < L; k++, dist <<= 1) {
+        int to = rt->bar_leader[(me + dist) % L];
+        uint64_t args[4] = {k, epoch, *lo, *hi};
         int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args,
                                     4);
         if (rc != FH_OK)
@@ -126,10 +142,29 @@ int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
         _Atomic uint64_t *in = rt->barrier_sig[k][epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
         uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);
-        lo = ilo < lo ? ilo : lo;
-        hi = ihi > hi ? ihi : hi;
+        *lo = ilo < *lo ? ilo : *lo;
+        *hi = ihi > *hi ? ihi : *hi;
         atomic_fetch_sub(slot, 1);
     }
+    return FH_OK;
+}
+
+int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
+{
+    fh_rt_t *rt = fh_rt;
+    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
+    if (rt->nranks == 1)
+        return FH_OK;
+    uint64_t epoch = ++rt->barrier_epoch;
+    uint64_t lo = sig, hi = sig;
+    bool lead;
+    int rc = fh_node_coll_arrive(t, epoch, &lo, &hi, &lead);
+    if (rc == FH_OK && lead) {
+        rc = leaders_stage(t, epoch, &lo, &hi);
+        fh_node_coll_release(t, epoch, lo, hi, rc);
+    }
+    if (rc != FH_OK)
+        return rc;
     if (lo != hi) {
         char a[64], b[64];
         describe(lo, a, sizeof a);

@@ -14,6 +14,7 @@
  *   node_am.c  AMs within the node group through shared rings
  *   route.c    how each destination rank is reached (self, node, net),
  *              chosen once at init; the self and node routes
+ *   node_coll.c the barrier's shared-memory stage within the node group
  *   stats.c    per-peer counters
  *   peer.c     the same-host dead-peer check
  *   services.c the calls the registration strategies get (reg/services.h)
@@ -188,6 +189,11 @@ typedef struct fh_rt {
     int nthread_progress;
     /* A long-idle waiter's sleep (path.c's fh_wait_round), or NULL. */
     bool (*idle_sleep)(struct fh_tls *t, unsigned idle);
+    /* The barrier (node_coll.c, coll.c): its shared-memory stage, and the
+     * ranks of its network stage, the groups' leaders: bar_leader[i] the
+     * i-th in rank order, bar_lidx[rank] that index (-1: not a leader). */
+    struct fh_node_coll *node_coll;
+    int bar_nleaders, *bar_leader, *bar_lidx;
 } fh_rt_t;
 
 /* Per-thread state. */
@@ -347,6 +353,31 @@ void fh_node_am_fini(fh_rt_t *rt);
  * FH_OK, FH_ERR_AGAIN (full: poll and retry), other errors. */
 int  fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t hl,
                      const void *payload, size_t len);
+
+/* ---- node_coll.c: the barrier's shared-memory stage (top of node_coll.c) */
+/* Collective, at the end of fh_node_am_init: the groups and their leaders. */
+int  fh_node_coll_init(fh_rt_t *rt);
+void fh_node_coll_fini(fh_rt_t *rt);
+/* Bytes of the barrier area at the end of each inbox; where it is in
+ * rank's inbox (node_am.c; NULL without a mapping). */
+size_t fh_node_coll_bytes(const fh_rt_t *rt);
+char *fh_node_bar_area(const fh_rt_t *rt, int rank);
+/* After a sequentially consistent store of what they wait for: wakes
+ * rank's sleepers, if any, through its inbox futex (node_am.c). */
+void fh_node_wake(fh_rt_t *rt, int rank);
+/* Under coll_lock: arrives at barrier `epoch` with the signature range
+ * [*lo, *hi] (lo == hi) and returns when the group is in.  *lead: the
+ * caller leads its group, *lo and *hi are the group's range, and it must run
+ * the network stage and then fh_node_coll_release.  Else the barrier is
+ * complete and *lo, *hi are the job's range (FH_ERR_*, the leader's stage
+ * failed). */
+int  fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
+                         bool *lead);
+void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
+                          int status);
+/* Has what this rank's barrier waits for come (node_am.c's idle sleep
+ * looks before it sleeps)? */
+bool fh_node_coll_due(const fh_rt_t *rt);
 
 /* ---- path.c */
 /* Progress by registration: path.c polls the conduit and runs what the

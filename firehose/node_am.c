@@ -39,6 +39,13 @@
  * the message after all.  A sender that finds nobody asleep writes no
  * shared line but the slot.  The timeout bounds what any other wait
  * (and peer.c's once-a-second check) can lose.
+ *
+ * The barrier.  Each inbox ends with a barrier area; the one in the inbox
+ * of a group's first member is where the group's barrier meets
+ * (node_coll.c).  Whoever releases a barrier waiter stores the barrier's
+ * word (sequentially consistent), then wakes it the same way
+ * (fh_node_wake), and a waiter looks at its barrier's word after counting
+ * itself and reading `seq`, before it sleeps (fh_node_coll_due).
  */
 #include <limits.h>
 #include <stdalign.h>
@@ -78,9 +85,17 @@ static size_t ring_off(const fh_rt_t *rt, int p, int g, int q)
     return sizeof(inbox_head_t) + G * np * r0 + (((size_t)p - 1) * G + (size_t)g) * r1;
 }
 
+/* The rings, then the barrier area of node_coll.c (used in the inbox of
+ * a group's first member only). */
 static size_t inbox_bytes(const fh_rt_t *rt)
 {
-    return ring_off(rt, rt->npaths, 0, 0);
+    return ring_off(rt, rt->npaths, 0, 0) + fh_node_coll_bytes(rt);
+}
+
+char *fh_node_bar_area(const fh_rt_t *rt, int rank)
+{
+    char *box = rt->node_inbox[rank];
+    return box != NULL ? box + ring_off(rt, rt->npaths, 0, 0) : NULL;
 }
 
 struct inbox_wire {
@@ -179,11 +194,12 @@ int fh_node_am_init(fh_rt_t *rt)
         fh_progress_add_poller(rt, &poller);
         rt->idle_sleep = node_sleep;
     }
-    return FH_OK;
+    return fh_node_coll_init(rt);     /* the barrier, over these inboxes */
 }
 
 void fh_node_am_fini(fh_rt_t *rt)
 {
+    fh_node_coll_fini(rt);
     for (int r = 0; rt->node_inbox != NULL && r < rt->nranks; r++)
         if (r != rt->rank && rt->node_inbox[r] != NULL)
             fh_node_memfd.detach(rt->node_inbox[r], inbox_bytes(rt));
@@ -195,6 +211,18 @@ void fh_node_am_fini(fh_rt_t *rt)
     rt->node_inbox = NULL;
     rt->node_gidx = NULL;
     rt->node_members = NULL;
+}
+
+/* After what a sleeper of this inbox waits for was stored, sequentially
+ * consistent (a ring slot's stamp, node_ring.h; a barrier word,
+ * node_coll.c): wakes whoever counted itself asleep (see "Sleeping"). */
+static void wake(char *box)
+{
+    inbox_head_t *h = (inbox_head_t *)(void *)box;
+    if (atomic_load(&h->sleepers) != 0) {
+        atomic_fetch_add(&h->seq, 1);
+        syscall(SYS_futex, &h->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
 }
 
 static fh_ring_t *ring_at(const fh_rt_t *rt, char *box, int p, int g, int q)
@@ -218,15 +246,15 @@ int fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t h
     const int slots = (int)rt->node_slots[rpath == 0 ? 0 : 1];
     fh_ring_t *ring = ring_at(rt, box, rpath, rt->node_gidx[rt->rank], p->index);
     int rc = fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);
-    if (rc == FH_OK) {
-        /* After the push's sequentially consistent stamp (node_ring.h). */
-        inbox_head_t *h = (inbox_head_t *)(void *)box;
-        if (atomic_load(&h->sleepers) != 0) {
-            atomic_fetch_add(&h->seq, 1);
-            syscall(SYS_futex, &h->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        }
-    }
+    if (rc == FH_OK)
+        wake(box);
     return rc;
+}
+
+void fh_node_wake(fh_rt_t *rt, int rank)
+{
+    if (rt->node_inbox[rank] != NULL)
+        wake(rt->node_inbox[rank]);
 }
 
 /* Anything waiting in any ring into any of our paths? */
@@ -260,7 +288,7 @@ static bool node_sleep(fh_tls_t *t, unsigned idle)
     inbox_head_t *h = (inbox_head_t *)(void *)box;
     atomic_fetch_add(&h->sleepers, 1);
     uint32_t s = atomic_load(&h->seq);
-    if (rings_empty(rt, box)) {
+    if (rings_empty(rt, box) && !fh_node_coll_due(rt)) {
         struct timespec ts = {0, FH_NODE_SLEEP_NS};
         syscall(SYS_futex, &h->seq, FUTEX_WAIT, s, &ts, NULL, 0);
     }

@@ -109,7 +109,7 @@ run_np() {
         fail=$((fail + 1)); ran=$((ran + 1))
         return
     fi
-    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
+    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_SHM_MAX_GROUP:+ FH_SHM_MAX_GROUP=$FH_SHM_MAX_GROUP}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
         "$name" "$FHRUN" -n "$np" --timeout "$TIMEOUT" "$bin" "$@"
 }
 

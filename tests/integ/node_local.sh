@@ -13,7 +13,10 @@
 # atomic_stats_test (node-path puts and atomics counted per peer),
 # barrier_test and am_test (AMs through the node rings) run one group and
 # mixed too (the rest of the integration suite runs with FH_SHM=off, as
-# before the node path); dead_rank.sh runs with FH_SHM=auto.
+# before the node path); barrier_test also checks which barrier stages ran
+# (one group: shared memory only, no AM; mixed: the leaders' network
+# stage); coll_mismatch_test checks that disagreeing collectives fail on
+# every rank; dead_rank.sh runs with FH_SHM=auto.
 # Then, while a job holds its segment: the ranks map it as a memfd and map
 # nothing from /dev/shm (so nothing can be left there); and, when we are
 # root, another user cannot open it through /proc.
@@ -43,14 +46,44 @@ FH_SHM=off
 run_np node_local_test 3 --group 0
 
 FH_SHM=auto
+# The barrier (node_coll.c): barrier_test NP [FH_SHM_MAX_GROUP] LEADERS --
+# every rank logs (FH_VERBOSE=2) that its group meets in shared memory and
+# that LEADERS ranks take part in the network stage; with one (the job is
+# one group) rank 0 sent no AM at all (FH_STATS=1: am_sent 0).
+barrier_stages() {
+    [ -n "$2" ] && { FH_SHM_MAX_GROUP=$2; export FH_SHM_MAX_GROUP; }
+    FH_VERBOSE=2 FH_STATS=1; export FH_VERBOSE FH_STATS
+    run_np barrier_test "$1"
+    unset FH_SHM_MAX_GROUP FH_VERBOSE FH_STATS
+    c=$(grep -c "node barrier: shared memory.*; $3 rank(s) in the network stage" "$log")
+    if [ "$c" -ne "$1" ]; then
+        echo "FAIL barrier_test -n $1${2:+ FH_SHM_MAX_GROUP=$2}: expected $1 ranks to log" \
+             "'node barrier: shared memory ...; $3 rank(s) in the network stage', saw $c"
+        grep 'node barrier' "$log" | head -8
+        fail=$((fail + 1))
+    fi
+    [ "$3" -eq 1 ] && expect_stat total am_sent -eq 0
+}
 # 8 ranks on 2 cores in one group: waits sleep on the inboxes' futexes.
-run_np barrier_test 8
-for t in rma_integrity atomic_test atomic_stats_test barrier_test am_test; do
+barrier_stages 8 "" 1
+barrier_stages 3 "" 1
+barrier_stages 4 2 2
+for t in rma_integrity atomic_test atomic_stats_test am_test; do
     run_np "$t" 3
     FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
     run_np "$t" 4
     unset FH_SHM_MAX_GROUP
 done
+# Collectives that disagree fail on every rank (FH_ERR_STATE), whichever
+# rank differs: the signature range is combined in the groups' shared
+# barrier, then among the leaders -- one group, two groups of two, a group
+# of three with a group of one.
+run_np coll_mismatch_test 3
+for g in 2 3; do
+    FH_SHM_MAX_GROUP=$g; export FH_SHM_MAX_GROUP
+    run_np coll_mismatch_test 4
+done
+unset FH_SHM_MAX_GROUP
 
 # FH_SEGMENT=everything: a member's heap, static data and stack, outside
 # every segment, by cross-memory attach (FH_SHM_CMA=auto: no Yama here, or

@@ -8,7 +8,8 @@
 # 2 ranks under `mpirun --enable-recovery` (mpirun does not end the job when
 # a rank dies, and Open MPI 4.1 sends no PMIx event), rank 1 SIGKILLs itself
 # while rank 0 is in fh_put, fh_atomic, fh_get_nb + fh_wait, fh_barrier,
-# fh_finalize or an AM request to it.  Passes when rank 0's call returned
+# fh_finalize or an AM request to it (and, with FH_SHM=auto, in the node
+# group's shared barrier).  Passes when rank 0's call returned
 # FH_ERR_PEER_DEAD or the runtime ended rank 0 with a message naming rank 1,
 # within dead_rank's --bound (30 s; it fails "stuck in <call>" otherwise),
 # and no process is left.
@@ -53,12 +54,12 @@ done
 dead_peer() {
     mode=$1
     bin=$(fh_bin dead_rank) || { echo "SKIP: dead_rank not built"; return; }
-    desc="mpirun --enable-recovery -np 2 dead_rank $mode FH_OFI_PROVIDER=$p"
+    desc="mpirun --enable-recovery -np 2 dead_rank $mode FH_OFI_PROVIDER=$p FH_SHM=$FH_SHM"
     marker="fhdp$$.$mode.$p"
     ran=$((ran + 1))
     t0=$(date +%s)
     timeout -k 5 90 mpirun --oversubscribe -np 2 --mca osc ^rdma --enable-recovery \
-        -x FH_OFI_PROVIDER "$bin" "$mode" --bound 30 "--marker=$marker" \
+        -x FH_OFI_PROVIDER -x FH_SHM "$bin" "$mode" --bound 30 "--marker=$marker" \
         >"$tmpd/dp.out" 2>"$tmpd/dp.err"
     rc=$?
     dt=$(($(date +%s) - t0))
@@ -92,4 +93,9 @@ for p in $(providers); do
         dead_peer "$mode"
     done
 done
+# The node path: rank 0 waits in the group's shared-memory barrier
+# (node_coll.c), which no message from the dead rank will ever end.
+p=tcp FH_OFI_PROVIDER=tcp FH_SHM=auto
+export FH_OFI_PROVIDER FH_SHM
+dead_peer barrier
 finish

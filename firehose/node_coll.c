@@ -1,0 +1,272 @@
+/*
+ * node_coll.c -- the barrier's shared-memory stage: the ranks of a node
+ * group meet in memory they all map, and only the group's leader takes
+ * part in the network stage (coll.c: the dissemination barrier of AMs,
+ * among the leaders only).  In a job whose ranks are all in one group no
+ * AM is sent at all.
+ *
+ * Groups.  A node group of two or more ranks in which every member reaches
+ * every other one's inbox (node_am.c) meets in the barrier area at the end
+ * of the inbox of its first member, its leader.  Every other rank -- under
+ * FH_SHM=off, alone on its host, or in a group where an inbox could not be
+ * attached -- is a group of its own and leads it.  fh_node_coll_init
+ * decides that from one allgather (each rank: its group's first member,
+ * and whether it reached every member), so every rank computes the same
+ * leaders; rt->bar_leader lists them in rank order for coll.c.
+ *
+ * The area: `arrived` counts the arrivals of every barrier so far (epoch e,
+ * counted from 1 by coll.c, is complete when it reaches e * G for G
+ * members); `released` is the last epoch the group left, with the
+ * signature range (lo, hi) and the status it left with; then one line per
+ * member for the signature it brought.  One barrier, epoch e:
+ *   arrive   a member stores its signature in its line (relaxed), then
+ *            increments `arrived` (fetch_add, sequentially consistent).
+ *   one group is the whole job (no network stage): the member whose
+ *            increment completes e * G combines the lines (min and max),
+ *            stores lo, hi, status (relaxed), then `released` = e (a
+ *            sequentially consistent store, a release among other things),
+ *            and wakes the others, which wait until `released` >= e
+ *            (acquire) and read the range.
+ *   several groups: the leader waits until `arrived` >= e * G (acquire),
+ *            combines the lines and returns the group's range to coll.c;
+ *            coll.c runs the network stage and calls fh_node_coll_release
+ *            with the job's range (or the stage's error), stored and
+ *            released as above.  The member completing the count wakes the
+ *            leader.
+ * Memory order.  The arrivals are release RMWs on one word (sequentially
+ * consistent, which includes release and acquire), so they form one
+ * release sequence: whoever acquires the final count (the last arriver's
+ * own RMW, or the leader's acquire load) sees everything each member wrote
+ * before it arrived -- its signature line, and the puts to group peers it
+ * completed before the barrier (plain stores through the shared mapping,
+ * fh_node_copy; the arrival RMW orders them, whatever fence the copy has).
+ * The store of `released`, acquired by every member, passes all of
+ * it on, together with what the leader learned through the network stage
+ * (the AM handler's release increment, acquired by the leader's wait, as
+ * before).  So puts completed before fh_barrier are visible after it on
+ * every path.  The atomics are lock-free (asserted below), hence valid
+ * between processes.
+ *
+ * Waiting is fh_wait_round (path.c): a waiting rank keeps serving its AMs
+ * and conduit, yields the core after FH_WAIT_SPIN idle rounds and, when
+ * every rank of the job is in its group, sleeps on its inbox's futex after
+ * a long idle wait (node_am.c's idle sleep).  Whoever completes what a
+ * rank waits for wakes it through its inbox (fh_node_wake).  No wakeup is
+ * lost: the waiter counts itself a sleeper and reads the futex word, then
+ * asks fh_node_coll_due whether its barrier's word has come, and sleeps
+ * only if not; the waker stores the word, then looks for sleepers and, if
+ * any, bumps the futex word and wakes them.  Both sides' store and load are
+ * sequentially consistent (hence the arrival RMW and the `released` store
+ * are), so either the waiter sees the word or the waker sees the sleeper
+ * (node_am.c's argument, with one more thing checked).  A member that
+ * dies leaves the others waiting; peer.c's check, run by every poll of
+ * fh_wait_round, ends them naming it.
+ *
+ * A member can write anything into the area, as into its rings
+ * (docs/security.md): nothing read from it is used as an index or a size,
+ * only compared; a hostile member can break the barrier, as it can any
+ * AM it sends.
+ */
+#include <assert.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+_Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
+               "the shared barrier needs lock-free 64-bit atomics");
+
+typedef struct bar_head {
+    alignas(64) _Atomic uint64_t arrived;   /* arrivals since init */
+    alignas(64) _Atomic uint64_t released;  /* the last epoch left */
+    _Atomic uint64_t lo, hi;                /* ... its signature range */
+    _Atomic int64_t status;                 /* ... FH_OK or the stage's error */
+} bar_head_t;
+
+typedef struct bar_line {
+    alignas(64) _Atomic uint64_t sig;       /* a member's, this epoch */
+} bar_line_t;
+
+struct fh_node_coll {
+    bar_head_t *head;         /* NULL: a group of one */
+    bar_line_t *lines;        /* [G] */
+    int G, me;                /* members; our index (rt->node_gidx) */
+    bool whole_job;           /* the group is every rank: no network stage */
+    /* What this rank's barrier waits for now: *wait_word >= wait_for
+     * (NULL: nothing), for fh_node_coll_due. */
+    _Atomic(_Atomic uint64_t *) wait_word;
+    _Atomic uint64_t wait_for;
+};
+
+size_t fh_node_coll_bytes(const fh_rt_t *rt)
+{
+    return sizeof(bar_head_t) + (size_t)rt->node_size * sizeof(bar_line_t);
+}
+
+struct coll_wire {
+    int32_t first;            /* our group's first member */
+    int32_t reached;          /* we mapped every member's inbox, ours too */
+};
+
+int fh_node_coll_init(fh_rt_t *rt)
+{
+    const int N = rt->nranks;
+    struct fh_node_coll *nc = calloc(1, sizeof *nc);
+    rt->node_coll = nc;
+    rt->bar_leader = malloc(sizeof *rt->bar_leader * (size_t)N);
+    rt->bar_lidx = malloc(sizeof *rt->bar_lidx * (size_t)N);
+    struct coll_wire mine = {rt->node_members[0], rt->node_size >= 2},
+                     *all = calloc((size_t)N, sizeof *all);
+    uint8_t *split = calloc((size_t)N, 1);
+    if (nc == NULL || rt->bar_leader == NULL || rt->bar_lidx == NULL || all == NULL ||
+        split == NULL) {
+        free(all);
+        free(split);
+        return FH_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < rt->node_size; i++)
+        if (rt->node_inbox[rt->node_members[i]] == NULL)
+            mine.reached = 0;
+    if (rt->boot->ops->allgather(rt->boot, &mine, all, sizeof mine) != FH_OK) {
+        free(all);
+        free(split);
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: the node barrier exchange failed");
+    }
+    /* A group meets in shared memory when every member reached every
+     * member (split[first]: one did not); a rank of any other group leads
+     * itself. */
+    for (int r = 0; r < N; r++) {
+        if (all[r].first < 0 || all[r].first >= N)
+            all[r].first = r;
+        if (!all[r].reached)
+            split[all[r].first] = 1;
+    }
+    const bool shared = !split[mine.first];
+    rt->bar_nleaders = 0;
+    for (int r = 0; r < N; r++) {
+        const int leader = split[all[r].first] ? r : all[r].first;
+        rt->bar_lidx[r] = leader == r ? rt->bar_nleaders : -1;
+        if (leader == r)
+            rt->bar_leader[rt->bar_nleaders++] = r;
+    }
+    free(all);
+    free(split);
+    if (shared) {
+        char *area = fh_node_bar_area(rt, mine.first);
+        assert(((uintptr_t)area & 63) == 0 && rt->node_size >= 2);
+        nc->head = (bar_head_t *)(void *)area;
+        nc->lines = (bar_line_t *)(void *)(area + sizeof(bar_head_t));
+        nc->G = rt->node_size;
+        nc->me = rt->node_gidx[rt->rank];
+        nc->whole_job = rt->node_size == N;
+    }
+    fh_log_verbose(2, "node barrier: %s; %d rank(s) in the network stage",
+                   !shared ? "no shared-memory stage (a group of one)"
+                   : rt->rank == mine.first ? "shared memory, this rank leads the group"
+                                            : "shared memory", rt->bar_nleaders);
+    return FH_OK;
+}
+
+void fh_node_coll_fini(fh_rt_t *rt)
+{
+    free(rt->node_coll);
+    free(rt->bar_leader);
+    free(rt->bar_lidx);
+    rt->node_coll = NULL;
+    rt->bar_leader = NULL;
+    rt->bar_lidx = NULL;
+}
+
+bool fh_node_coll_due(const fh_rt_t *rt)
+{
+    struct fh_node_coll *nc = rt->node_coll;
+    _Atomic uint64_t *w = nc != NULL ? atomic_load_explicit(&nc->wait_word,
+                                                            memory_order_relaxed) : NULL;
+    return w != NULL &&
+           atomic_load(w) >= atomic_load_explicit(&nc->wait_for, memory_order_relaxed);
+}
+
+/* Polls (fh_wait_round) until *w >= v; acquire. */
+static void await(fh_tls_t *t, struct fh_node_coll *nc, _Atomic uint64_t *w, uint64_t v)
+{
+    if (atomic_load_explicit(w, memory_order_acquire) >= v)
+        return;
+    atomic_store_explicit(&nc->wait_for, v, memory_order_relaxed);
+    atomic_store_explicit(&nc->wait_word, w, memory_order_relaxed);
+    for (unsigned idle = 0; atomic_load_explicit(w, memory_order_acquire) < v;)
+        fh_wait_round(t, &idle);
+    atomic_store_explicit(&nc->wait_word, NULL, memory_order_relaxed);
+}
+
+/* The members' signature range (after the final count was acquired). */
+static void combine(const struct fh_node_coll *nc, uint64_t *lo, uint64_t *hi)
+{
+    for (int i = 0; i < nc->G; i++) {
+        uint64_t s = atomic_load_explicit(&nc->lines[i].sig, memory_order_relaxed);
+        *lo = s < *lo ? s : *lo;
+        *hi = s > *hi ? s : *hi;
+    }
+}
+
+/* Publishes epoch's outcome and wakes every other member. */
+static void release(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64_t lo,
+                    uint64_t hi, int status)
+{
+    fh_rt_t *rt = t->path->rt;
+    bar_head_t *h = nc->head;
+    atomic_store_explicit(&h->lo, lo, memory_order_relaxed);
+    atomic_store_explicit(&h->hi, hi, memory_order_relaxed);
+    atomic_store_explicit(&h->status, status, memory_order_relaxed);
+    atomic_store(&h->released, epoch);   /* seq_cst: before fh_node_wake's look */
+    for (int i = 0; i < nc->G; i++)
+        if (i != nc->me)
+            fh_node_wake(rt, rt->node_members[i]);
+}
+
+int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
+                        bool *lead)
+{
+    fh_rt_t *rt = t->path->rt;
+    struct fh_node_coll *nc = rt->node_coll;
+    *lead = nc->head == NULL;
+    if (*lead)
+        return FH_OK;                 /* a group of one */
+    bar_head_t *h = nc->head;
+    const uint64_t all = epoch * (uint64_t)nc->G;
+    const int leader = rt->node_members[0];
+    assert(*lo == *hi);
+    atomic_store_explicit(&nc->lines[nc->me].sig, *lo, memory_order_relaxed);
+    uint64_t before = atomic_fetch_add(&h->arrived, 1);   /* seq_cst, see the top */
+    assert(before < all);
+    if (nc->whole_job && before + 1 == all) {
+        combine(nc, lo, hi);          /* the last one in lets everyone out */
+        release(t, nc, epoch, *lo, *hi, FH_OK);
+        return FH_OK;
+    }
+    if (!nc->whole_job && rt->rank == leader) {
+        await(t, nc, &h->arrived, all);
+        combine(nc, lo, hi);
+        *lead = true;
+        return FH_OK;
+    }
+    if (!nc->whole_job && before + 1 == all)
+        fh_node_wake(rt, leader);     /* the leader may sleep on its count */
+    await(t, nc, &h->released, epoch);
+    *lo = atomic_load_explicit(&h->lo, memory_order_relaxed);
+    *hi = atomic_load_explicit(&h->hi, memory_order_relaxed);
+    int status = (int)atomic_load_explicit(&h->status, memory_order_relaxed);
+    if (status != FH_OK)
+        return fh_set_error(status, "the barrier's network stage failed on rank %d, "
+                            "which leads this rank's node group (%s)", leader,
+                            fh_strerror(status));
+    return FH_OK;
+}
+
+void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
+                          int status)
+{
+    struct fh_node_coll *nc = t->path->rt->node_coll;
+    if (nc->head != NULL)
+        release(t, nc, epoch, lo, hi, status);
+}
