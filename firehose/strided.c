@@ -26,9 +26,9 @@
  *     vector operation, so each block is one network operation).
  *
  * The target (h_put, h_get) trusts nothing: the arguments pass
- * fh_strided_wire_check (lengths, counts, strides, overflow; fuzzed), the
- * whole hull must lie inside one of its segments (fh_seg_find), and only
- * then is memory touched; a refusal is answered with its error code and
+ * fh_strided_wire_check (lengths, counts, strides, overflow), the whole
+ * hull must lie inside one of its segments (fh_seg_find) -- both in
+ * fh_strided_wire_target, fuzzed -- and only then is memory touched; a refusal is answered with its error code and
  * logged (verbose).  The initiator trusts the replies no more: a reply must
  * name a live operation of this path to the same rank, and a get's data
  * must have exactly the length its offset calls for.
@@ -61,19 +61,22 @@ typedef struct fh_strided_op {
 
 /* ------------------------------------------------------------ target */
 
-/* The checks of a received request (strided_wire.c), then the hull
- * against our segments.  Returns FH_OK or the error to answer with. */
+static bool inside_our_segments(void *ctx, uintptr_t lo, size_t span)
+{
+    fh_rt_t *rt = ctx;
+    fh_seg_range_t r;
+    return fh_seg_find(rt, rt->rank, lo, span, &r) == FH_OK;
+}
+
+/* The checks of a received request and its hull against our segments
+ * (strided_wire.c).  Returns FH_OK or the error to answer with. */
 static int target_check(fh_token_t tok, bool is_put, const uint64_t *args, unsigned nargs,
                         size_t nbytes, fh_strided_desc_t *d)
 {
     fh_rt_t *rt = fh_rt;
     const char *why;
-    int st = FH_OK;
-    fh_seg_range_t r;
-    if (fh_strided_wire_check(is_put, args, nargs, nbytes, rt->am_max_medium, d, &why) != 0)
-        st = FH_ERR_INVALID;
-    else if (fh_seg_find(rt, rt->rank, d->lo, d->span, &r) != FH_OK)
-        st = FH_ERR_OUT_OF_SEGMENT, why = "the hull is not inside one of our segments";
+    int st = fh_strided_wire_target(is_put, args, nargs, nbytes, rt->am_max_medium,
+                                    inside_our_segments, rt, d, &why);
     if (st != FH_OK) {
         int src = -1;
         fh_token_source(tok, &src);

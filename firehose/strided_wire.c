@@ -4,6 +4,8 @@
  */
 #include "strided_wire.h"
 
+#include "firehose.h"
+
 int fh_strided_wire_check(bool is_put, const uint64_t *args, unsigned nargs,
                           size_t payload_len, size_t max_bytes, fh_strided_desc_t *d,
                           const char **why)
@@ -62,4 +64,18 @@ int fh_strided_wire_check(bool is_put, const uint64_t *args, unsigned nargs,
                              .lo = (uintptr_t)lo, .span = (size_t)(extent + blk),
                              .bytes = bytes};
     return 0;
+}
+
+int fh_strided_wire_target(bool is_put, const uint64_t *args, unsigned nargs,
+                           size_t payload_len, size_t max_bytes,
+                           fh_strided_inside_fn inside, void *ctx, fh_strided_desc_t *d,
+                           const char **why)
+{
+    if (fh_strided_wire_check(is_put, args, nargs, payload_len, max_bytes, d, why) != 0)
+        return FH_ERR_INVALID;
+    if (!inside(ctx, d->lo, d->span)) {
+        *why = "the hull is not inside one of our segments";
+        return FH_ERR_OUT_OF_SEGMENT;
+    }
+    return FH_OK;
 }

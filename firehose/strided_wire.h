@@ -1,9 +1,9 @@
 /*
  * strided_wire.h -- the checks a strided AM (strided.c) passes at its
  * target before any byte of memory is touched.  Pure functions over what
- * arrived (arguments, payload length), fuzzed by
- * tests/fuzz/strided_wire_fuzz.c; the segment lookup of the hull comes
- * after, in strided.c.
+ * arrived (arguments, payload length) and a segment lookup passed in (the
+ * handler's is fh_seg_find), fuzzed by tests/fuzz/strided_wire_fuzz.c
+ * with a table of fake segments.
  *
  * Messages (handler indices in internal.h, FH_H_STRIDED_*):
  *   PUT  medium request, args {op, addr, stride, blk, count},
@@ -43,5 +43,19 @@ typedef struct fh_strided_desc {
 int fh_strided_wire_check(bool is_put, const uint64_t *args, unsigned nargs,
                           size_t payload_len, size_t max_bytes, fh_strided_desc_t *d,
                           const char **why);
+
+/* Whether [lo, lo + span) lies inside one segment of ours (span >= 1). */
+typedef bool (*fh_strided_inside_fn)(void *ctx, uintptr_t lo, size_t span);
+
+/* Everything the target decides about a request before touching memory:
+ * fh_strided_wire_check, then the hull against the segments
+ * (inside(ctx, d->lo, d->span)).  Returns FH_OK and fills *d, or the code
+ * to answer with -- FH_ERR_INVALID (arguments) or FH_ERR_OUT_OF_SEGMENT --
+ * with *why set (a static string).  Memory inside the hull is then safe to
+ * touch: block i is [d->addr + i * d->stride, + d->blk), i < d->count. */
+int fh_strided_wire_target(bool is_put, const uint64_t *args, unsigned nargs,
+                           size_t payload_len, size_t max_bytes,
+                           fh_strided_inside_fn inside, void *ctx, fh_strided_desc_t *d,
+                           const char **why);
 
 #endif /* FH_STRIDED_WIRE_H */
