@@ -93,6 +93,9 @@ kill_held() {
     [ "$who" = launcher-prefix ] && prefix="timeout 300"
     jt="$tmpd/jobtmp.$who.$FH_OFI_PROVIDER"
     rm -rf "$jt"; mkdir -p "$jt"
+    # /dev/shm before the job: a name there already is not the job's (an
+    # earlier process of another test may have had one of its pids)
+    shm_before=" $(ls /dev/shm 2>/dev/null | tr '\n' ' ') "
     env TMPDIR="$jt" $extra "$FHRUN" -n $n --timeout 60 ${prefix:+--prefix-cmd "$prefix"} \
         "$hold_bin" --group $group --hold 30 "$marker" >"$tmpd/out" 2>"$tmpd/err" &
     job=$!
@@ -173,7 +176,10 @@ kill_held() {
     sleft=
     for f in $shm; do [ -e "$f" ] && sleft="$sleft $f"; done
     for q in $all; do
-        for f in /dev/shm/fh_"$q"_*; do [ -e "$f" ] && sleft="$sleft $f"; done
+        for f in /dev/shm/fh_"$q"_*; do
+            case $shm_before in *" ${f#/dev/shm/} "*) continue ;; esac
+            [ -e "$f" ] && sleft="$sleft $f"
+        done
     done
     sleft=$(for f in $sleft; do echo "$f"; done | sort -u | tr '\n' ' ' | sed 's/ *$//')
     if [ -n "$sleft" ]; then
