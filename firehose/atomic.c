@@ -267,9 +267,9 @@ static int atomic_op(const char *fn, int rank, void *target, unsigned width,
     if (((uintptr_t)target & (width - 1)) != 0)
         return fh_set_error(FH_ERR_ALIGN, "%s: target %p is not %u-byte aligned", fn,
                             target, width);
-    fh_atomic_req_t q = {.fn = fn, .rank = rank, .target = target, .width = width,
-                         .op = op, .operand = operand, .compare = compare,
-                         .fetched = fetched, .nb = nb, .h = h};
+    fh_atomic_req_t q;     /* field by field: no zeroing on the fast path */
+    q.fn = fn, q.rank = rank, q.target = target, q.width = width, q.op = op;
+    q.operand = operand, q.compare = compare, q.fetched = fetched, q.nb = nb, q.h = h;
     if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &q.r)) != FH_OK)
         return fh_set_error(rc, "%s: %p is not inside a segment of rank %d", fn, target,
                             rank);

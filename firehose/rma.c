@@ -202,8 +202,9 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
     return FH_OK;
 }
 
-int fh_rma_validate(const char *fn, int rank, const void *local, const void *remote,
-                    size_t n, fh_seg_range_t *r)
+static inline __attribute__((always_inline)) int
+validate(const char *fn, int rank, const void *local, const void *remote, size_t n,
+         fh_seg_range_t *r)
 {
     int rc = fh_check_rank(fn, rank);
     if (rc != FH_OK)
@@ -232,7 +233,15 @@ int fh_rma_validate(const char *fn, int rank, const void *local, const void *rem
     return FH_OK;
 }
 
-static int rma(const char *fn, bool is_put, int rank, void *local, void *remote, size_t n,
+int fh_rma_validate(const char *fn, int rank, const void *local, const void *remote,
+                    size_t n, fh_seg_range_t *r)
+{
+    return validate(fn, rank, local, remote, n, r);
+}
+
+/* Inlined into each public call: the mode is a constant there. */
+static inline __attribute__((always_inline)) int
+rma(const char *fn, bool is_put, int rank, void *local, void *remote, size_t n,
                enum fh_rma_mode mode, fh_handle_t *h)
 {
     int rc;
@@ -244,10 +253,13 @@ static int rma(const char *fn, bool is_put, int rank, void *local, void *remote,
             return fh_set_error(FH_ERR_INVALID, "%s: NULL handle pointer", fn);
         *h = FH_HANDLE_DONE;
     }
-    fh_rma_req_t q = {.fn = fn, .is_put = is_put, .rank = rank, .local = local,
-                      .remote = remote, .n = n, .count = 1, .mode = mode, .h = h};
-    if ((rc = fh_rma_validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
+    /* Field by field: the strides are not read for a contiguous transfer,
+     * and the range is validate's to fill (no zeroing on the fast path). */
+    fh_rma_req_t q;
+    if ((rc = validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
         return rc;
+    q.fn = fn, q.is_put = is_put, q.rank = rank, q.local = local, q.remote = remote;
+    q.n = n, q.count = 1, q.lstride = q.rstride = 0, q.mode = mode, q.h = h;
     return fh_rt->route[rank]->rma(t, &q);
 }
 
