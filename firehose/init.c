@@ -249,6 +249,7 @@ int fh_init(int *argc, char ***argv)
     if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK ||
         (rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
         return init_fail(rt, rc);
+    fh_wait_init(rt);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_reg_register_all_handlers();

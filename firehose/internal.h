@@ -165,6 +165,7 @@ typedef struct fh_rt {
      * node_size >= 2 our segment pieces are firehose/node/ memory. */
     uint8_t *node_peer;
     int node_size;
+    int host_ranks;           /* ranks of the job on this host (peer.c) */
     /* AMs within the group (node_am.c): node_members[node_size] in rank
      * order, node_gidx[rank] the index there (-1 outside), node_inbox[rank]
      * our mapping of that member's inbox (NULL: through the conduit);
@@ -402,6 +403,9 @@ void fh_progress_add_thread(fh_rt_t *rt, void (*fn)(fh_tls_t *t));
 /* The pollers of am.c (backlog and owed credits), rma.c (queued
  * transfers) and atomic.c (teardown of deferred requests). */
 extern const fh_poller_t fh_am_poller, fh_rma_poller, fh_atomic_poller;
+/* After fh_peer_groups: the wait policy's default for this host (FH_WAIT_SPIN
+ * unset and more of the job's ranks here than cores: yield at once). */
+void fh_wait_init(fh_rt_t *rt);
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
 /* One round of progress for the calling thread: polls its path, (trylock)

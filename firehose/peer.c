@@ -128,8 +128,14 @@ int fh_peer_groups(fh_rt_t *rt)
         return FH_ERR_NO_MEMORY;
     rt->node_peer[rt->rank] = 1;
     rt->node_size = 1;
+    rt->host_ranks = 1;
     const peer_id_t *ids = rt->peers->ids, *me = &ids[rt->rank];
-    if (rt->cfg.shm == FH_SHM_OFF || me->host[0] == '\0')
+    if (me->host[0] == '\0')
+        return FH_OK;
+    rt->host_ranks = 0;
+    for (int r = 0; r < rt->nranks; r++)
+        rt->host_ranks += strcmp(ids[r].host, me->host) == 0;
+    if (rt->cfg.shm == FH_SHM_OFF)
         return FH_OK;
     long cap = rt->cfg.shm_max_group > 0 ? rt->cfg.shm_max_group : (long)rt->nranks;
     long idx = 0, mine = -1;

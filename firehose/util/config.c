@@ -86,7 +86,8 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
      "Idle polls a blocking call (fh_wait, fh_barrier, ...) makes before it yields "
      "the core between polls (sched_yield); 0 = yield at once, -1 = never yield "
-     "(lowest latency when every rank has a core to itself).", -1},
+     "(lowest latency when every rank has a core to itself). Unset, and the job's "
+     "ranks on this host outnumber its cores, a waiting rank yields at once.", -1},
     {"FH_CAF_HEAP", FH_CFG_SIZE, "1g", NULL, F(caf_heap), 1,
      "Coarray Fortran (libcaf_firehose): bytes per image for coarrays, allocated "
      "identically on every image; reserved address space, touched pages only are "

@@ -68,6 +68,24 @@ barrier_stages() {
 barrier_stages 8 "" 1
 barrier_stages 3 "" 1
 barrier_stages 4 2 2
+# More ranks than cores (FH_WAIT_SPIN unset): every rank's waits yield at
+# once (path.c, fh_wait_init); with FH_WAIT_SPIN set, its value holds.
+cores=$(nproc 2>/dev/null || echo 0)
+if [ "$cores" -gt 0 ] && [ "$cores" -lt 8 ]; then
+    ran=$((ran + 1))
+    if (unset FH_WAIT_SPIN; FH_VERBOSE=1 "$FHRUN" -n 8 --timeout 60 "$(fh_bin barrier_test)") \
+           >"$tmpd/spin.log" 2>&1 &&
+       [ "$(grep -c "8 ranks on $cores cores here: waits yield at once" "$tmpd/spin.log")" -eq 8 ] &&
+       FH_WAIT_SPIN=32 FH_VERBOSE=1 "$FHRUN" -n 8 --timeout 60 "$(fh_bin barrier_test)" \
+           >"$tmpd/spin2.log" 2>&1 && ! grep -q 'waits yield at once' "$tmpd/spin2.log"; then
+        echo "ok   8 ranks on $cores cores: waits yield at once, unless FH_WAIT_SPIN is set"
+    else
+        echo "FAIL 8 ranks on $cores cores: expected every rank to log 'waits yield at once'"
+        echo "     (and none with FH_WAIT_SPIN=32):"
+        grep -E 'yield|FAIL' "$tmpd/spin.log" "$tmpd/spin2.log" | head -10
+        fail=$((fail + 1))
+    fi
+fi
 for t in rma_integrity atomic_test atomic_stats_test am_test; do
     run_np "$t" 3
     FH_SHM_MAX_GROUP=2; export FH_SHM_MAX_GROUP
