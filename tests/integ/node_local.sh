@@ -107,7 +107,7 @@ unset FH_SHM_MAX_GROUP
 # every segment, by cross-memory attach (FH_SHM_CMA=auto: no Yama here, or
 # scope 0/1), or through the network (FH_SHM_CMA=off); mixed groups: CMA
 # inside, the network across.  Yama scope 1 itself is tested in the rxe VM
-# (tests/vm/check-rxe.sh, cma_yama), where the kernel has Yama.
+# (tests/vm/cma-yama.sh, in make check-rxe), where the kernel has Yama.
 cma_run() {  # cma_run NP EXPECT GROUP VERBOSE-PATTERN [ENV...]
     np=$1 expect=$2 group=$3 pat=$4
     shift 4
