@@ -246,10 +246,12 @@ int fh_init(int *argc, char ***argv)
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK)
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
-    if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK ||
-        (rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
+    if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK)
         return init_fail(rt, rc);
-    fh_wait_init(rt);
+    fh_wait_init(rt);                 /* before the node barrier's choice */
+    fh_place_init(rt);
+    if ((rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_reg_register_all_handlers();

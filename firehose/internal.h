@@ -166,6 +166,7 @@ typedef struct fh_rt {
     uint8_t *node_peer;
     int node_size;
     int host_ranks;           /* ranks of the job on this host (peer.c) */
+    bool oversubscribed;      /* host_ranks > the CPUs we may run on (fh_wait_init) */
     /* AMs within the group (node_am.c): node_members[node_size] in rank
      * order, node_gidx[rank] the index there (-1 outside), node_inbox[rank]
      * our mapping of that member's inbox (NULL: through the conduit);
@@ -273,6 +274,12 @@ int  fh_peer_groups(fh_rt_t *rt);
 /* The pid (or, with parent, the parent's pid) rank published at fh_init,
  * as seen in its pid namespace (meaningful for node group members). */
 int64_t fh_peer_pid(const fh_rt_t *rt, int rank, bool parent);
+/* After fh_peer_init: this rank's index among the job's ranks on its host
+ * (in rank order), and whether they all started with the same CPU
+ * affinity mask (*same_cpus; false: a launcher placed them). */
+int  fh_peer_host_index(const fh_rt_t *rt, bool *same_cpus);
+/* place.c, in fh_init after fh_wait_init: FH_BIND. */
+void fh_place_init(fh_rt_t *rt);
 
 /* ---- route.c: how each destination rank is reached, chosen once per
  * rank at init (fh_route_init): "self" (our own memory: memmove and CPU

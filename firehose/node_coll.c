@@ -14,6 +14,24 @@
  * and whether it reached every member), so every rank computes the same
  * leaders; rt->bar_leader lists them in rank order for coll.c.
  *
+ * One group that is the whole job, each rank with a CPU of its own
+ * (!rt->oversubscribed; FH_NODE_BARRIER chooses): a dissemination in shared
+ * memory.  In round k of
+ * ceil(log2 G), member i writes the signature range it knows (lo, hi) and
+ * then the epoch (sequentially consistent: a release, and before the look
+ * for sleepers) into its flag for round k, wakes member i + 2^k, waits
+ * until member i - 2^k's flag of round k shows the epoch (acquire) and
+ * folds that range into its own.  Each round is one line written and one
+ * read, so 2 ranks meet in one cache-line transfer each way, in parallel
+ * (0.21 us against 0.42 us for the count below, on 2 cores).  A flag is
+ * kept per epoch parity: member i can write epoch e + 2 only after every
+ * member entered e + 1, so after its reader has read epoch e's.  Release
+ * and acquire chain through the rounds, and every member hears from every
+ * other one, so every member sees the others' writes from before the
+ * barrier, and the exact range (min and max are idempotent).  With more
+ * ranks than CPUs the count below is faster (fewer hand-offs between
+ * ranks waiting for a core: 8 ranks on 2 cores, 8.5-14 us against 14-28).
+ *
  * The area: `arrived` counts the arrivals of every barrier so far (epoch e,
  * counted from 1 by coll.c, is complete when it reaches e * G for G
  * members); `released` is the last epoch the group left, with the
@@ -21,7 +39,7 @@
  * member for the signature it brought.  One barrier, epoch e:
  *   arrive   a member stores its signature in its line (relaxed), then
  *            increments `arrived` (fetch_add, sequentially consistent).
- *   one group is the whole job (no network stage): the member whose
+ *   one group is the whole job, oversubscribed: the member whose
  *            increment completes e * G combines the lines (min and max),
  *            stores lo, hi, status (relaxed), then `released` = e (a
  *            sequentially consistent store, a release among other things),
@@ -88,11 +106,29 @@ typedef struct bar_line {
     alignas(64) _Atomic uint64_t sig;       /* a member's, this epoch */
 } bar_line_t;
 
+/* A whole-job group's dissemination flag: member i's for round k and
+ * epoch parity p, read by member i + 2^k alone. */
+typedef struct bar_flag {
+    alignas(64) _Atomic uint64_t epoch;     /* the last epoch written */
+    _Atomic uint64_t lo, hi;                /* ... the range i knew then */
+} bar_flag_t;
+
+/* Rounds of a dissemination among g members: ceil(log2 g). */
+static int bar_rounds(int g)
+{
+    int r = 0;
+    while ((1L << r) < g)
+        r++;
+    return r;
+}
+
 struct fh_node_coll {
     bar_head_t *head;         /* NULL: a group of one */
     bar_line_t *lines;        /* [G] */
-    int G, me;                /* members; our index (rt->node_gidx) */
+    bar_flag_t *flags;        /* [G][R][2] */
+    int G, me, R;             /* members; our index (rt->node_gidx); rounds */
     bool whole_job;           /* the group is every rank: no network stage */
+    bool flags_on;            /* whole_job, and a core per rank: disseminate */
     /* What this rank's barrier waits for now: *wait_word >= wait_for
      * (NULL: nothing), for fh_node_coll_due. */
     _Atomic(_Atomic uint64_t *) wait_word;
@@ -101,7 +137,9 @@ struct fh_node_coll {
 
 size_t fh_node_coll_bytes(const fh_rt_t *rt)
 {
-    return sizeof(bar_head_t) + (size_t)rt->node_size * sizeof(bar_line_t);
+    const size_t g = (size_t)rt->node_size;
+    return sizeof(bar_head_t) + g * sizeof(bar_line_t) +
+           g * (size_t)bar_rounds(rt->node_size) * 2 * sizeof(bar_flag_t);
 }
 
 struct coll_wire {
@@ -159,12 +197,19 @@ int fh_node_coll_init(fh_rt_t *rt)
         nc->lines = (bar_line_t *)(void *)(area + sizeof(bar_head_t));
         nc->G = rt->node_size;
         nc->me = rt->node_gidx[rt->rank];
+        nc->R = bar_rounds(nc->G);
+        nc->flags = (bar_flag_t *)(void *)(area + sizeof(bar_head_t) +
+                                           (size_t)nc->G * sizeof(bar_line_t));
         nc->whole_job = rt->node_size == N;
+        const int how = rt->cfg.node_barrier;
+        nc->flags_on = nc->whole_job && (how == FH_NODE_BARRIER_DISSEMINATION ||
+                                         (how == FH_NODE_BARRIER_AUTO && !rt->oversubscribed));
     }
-    fh_log_verbose(2, "node barrier: %s; %d rank(s) in the network stage",
+    fh_log_verbose(2, "node barrier: %s%s; %d rank(s) in the network stage",
                    !shared ? "no shared-memory stage (a group of one)"
                    : rt->rank == mine.first ? "shared memory, this rank leads the group"
-                                            : "shared memory", rt->bar_nleaders);
+                                            : "shared memory",
+                   nc->flags_on ? " (dissemination)" : "", rt->bar_nleaders);
     return FH_OK;
 }
 
@@ -224,6 +269,34 @@ static void release(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64
             fh_node_wake(rt, rt->node_members[i]);
 }
 
+static bar_flag_t *flag(const struct fh_node_coll *nc, int member, int round,
+                       uint64_t epoch)
+{
+    return &nc->flags[((size_t)member * (size_t)nc->R + (size_t)round) * 2 + (epoch & 1)];
+}
+
+/* The whole job in one group: a dissemination among the members (see the
+ * top), each round one flag written and one read. */
+static void disseminate(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64_t *lo,
+                        uint64_t *hi)
+{
+    fh_rt_t *rt = t->path->rt;
+    for (int k = 0; k < nc->R; k++) {
+        const int d = 1 << k;
+        bar_flag_t *mine = flag(nc, nc->me, k, epoch);
+        bar_flag_t *from = flag(nc, (nc->me - d % nc->G + nc->G) % nc->G, k, epoch);
+        atomic_store_explicit(&mine->lo, *lo, memory_order_relaxed);
+        atomic_store_explicit(&mine->hi, *hi, memory_order_relaxed);
+        atomic_store(&mine->epoch, epoch);   /* seq_cst: before fh_node_wake's look */
+        fh_node_wake(rt, rt->node_members[(nc->me + d) % nc->G]);
+        await(t, nc, &from->epoch, epoch);
+        const uint64_t l = atomic_load_explicit(&from->lo, memory_order_relaxed),
+                       h = atomic_load_explicit(&from->hi, memory_order_relaxed);
+        *lo = l < *lo ? l : *lo;
+        *hi = h > *hi ? h : *hi;
+    }
+}
+
 int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
                         bool *lead)
 {
@@ -236,6 +309,10 @@ int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
     const uint64_t all = epoch * (uint64_t)nc->G;
     const int leader = rt->node_members[0];
     assert(*lo == *hi);
+    if (nc->whole_job && nc->flags_on) {
+        disseminate(t, nc, epoch, lo, hi);
+        return FH_OK;
+    }
     atomic_store_explicit(&nc->lines[nc->me].sig, *lo, memory_order_relaxed);
     uint64_t before = atomic_fetch_add(&h->arrived, 1);   /* seq_cst, see the top */
     assert(before < all);

@@ -244,7 +244,8 @@ void fh_wait_init(fh_rt_t *rt)
     cpu_set_t set;
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (getenv("FH_WAIT_SPIN") != NULL || cores <= 0 || rt->host_ranks <= cores)
+    rt->oversubscribed = cores > 0 && rt->host_ranks > cores;
+    if (getenv("FH_WAIT_SPIN") != NULL || !rt->oversubscribed)
         return;
     /* More of our ranks than cores here: a rank that waits is waiting for
      * one that has no core, so it gives its own away at once (measured on

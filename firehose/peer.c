@@ -36,6 +36,7 @@ typedef struct peer_id {
     int64_t pid;
     int64_t ppid;             /* its parent: the launcher (route.c, CMA) */
     uint64_t start;           /* /proc/<pid>/stat field 22 (clock ticks) */
+    uint64_t cpus;            /* hash of its CPU affinity mask at fh_init */
 } peer_id_t;
 
 struct fh_peers {
@@ -73,11 +74,25 @@ static int proc_stat(int64_t pid, char *state, uint64_t *start)
     return 0;
 }
 
+/* A hash (FNV-1a) of the calling thread's CPU affinity mask; 0 if unknown. */
+static uint64_t cpus_hash(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    const unsigned char *b = (const unsigned char *)&set;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof set; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 static void my_id(peer_id_t *id)
 {
     memset(id, 0, sizeof *id);
     id->pid = (int64_t)getpid();
     id->ppid = (int64_t)getppid();
+    id->cpus = cpus_hash();
     char boot[40] = "", ns[32] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f != NULL) {
@@ -159,6 +174,21 @@ int fh_peer_groups(fh_rt_t *rt)
                    "(FH_SHM_MAX_GROUP=%ld)", rt->node_size, rt->node_size == 1 ? "" : "s",
                    idx, rt->cfg.shm_max_group);
     return FH_OK;
+}
+
+int fh_peer_host_index(const fh_rt_t *rt, bool *same_cpus)
+{
+    const peer_id_t *ids = rt->peers->ids, *me = &ids[rt->rank];
+    int index = 0;
+    *same_cpus = true;
+    if (me->host[0] == '\0')
+        return 0;
+    for (int r = 0; r < rt->nranks; r++)
+        if (strcmp(ids[r].host, me->host) == 0) {
+            index += r < rt->rank;
+            *same_cpus &= ids[r].cpus == me->cpus;
+        }
+    return index;
 }
 
 int64_t fh_peer_pid(const fh_rt_t *rt, int rank, bool parent)

@@ -88,6 +88,17 @@ const fh_cfg_entry_t fh_config_table[] = {
      "the core between polls (sched_yield); 0 = yield at once, -1 = never yield "
      "(lowest latency when every rank has a core to itself). Unset, and the job's "
      "ranks on this host outnumber its cores, a waiting rank yields at once.", -1},
+    {"FH_BIND", FH_CFG_ENUM, "auto", "auto|off", F(bind), 0,
+     "auto = when the job's ranks on a host all start with the same CPU affinity "
+     "(no launcher placed them) and there are at least as many CPUs as ranks, each "
+     "rank binds its threads to its own slice of those CPUs (whole cores where it "
+     "can); off = never bind.", 0},
+    {"FH_NODE_BARRIER", FH_CFG_ENUM, "auto", "auto|dissemination|count", F(node_barrier), 1,
+     "The barrier of a job whose ranks all share one node group: dissemination = "
+     "log2(ranks) rounds of flags in shared memory (fastest when every rank has a CPU); "
+     "count = one shared counter, the last rank in releases the others (fastest when "
+     "ranks outnumber CPUs); auto = dissemination unless the job's ranks on this host "
+     "outnumber its CPUs.", 0},
     {"FH_CAF_HEAP", FH_CFG_SIZE, "1g", NULL, F(caf_heap), 1,
      "Coarray Fortran (libcaf_firehose): bytes per image for coarrays, allocated "
      "identically on every image; reserved address space, touched pages only are "

@@ -59,6 +59,8 @@ typedef struct fh_config {
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
     long        wait_spin;        /* FH_WAIT_SPIN: -1 (never yield) .. FH_WAIT_SPIN_MAX */
+    int         bind;             /* FH_BIND: index into "auto|off" */
+    int         node_barrier;     /* FH_NODE_BARRIER: "auto|dissemination|count" */
     size_t      caf_heap;         /* FH_CAF_HEAP (libcaf_firehose) */
     size_t      caf_local_heap;   /* FH_CAF_LOCAL_HEAP (libcaf_firehose) */
 } fh_config_t;
@@ -73,6 +75,8 @@ enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
 enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
 enum { FH_SHM_AUTO = 0, FH_SHM_OFF = 1 };
 enum { FH_SHM_CMA_AUTO = 0, FH_SHM_CMA_OFF = 1 };
+enum { FH_BIND_AUTO = 0, FH_BIND_OFF = 1 };
+enum { FH_NODE_BARRIER_AUTO = 0, FH_NODE_BARRIER_DISSEMINATION = 1, FH_NODE_BARRIER_COUNT = 2 };
 enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
 
 typedef struct fh_cfg_entry {

@@ -15,8 +15,9 @@
 # mixed too (the rest of the integration suite runs with FH_SHM=off, as
 # before the node path); barrier_test also checks which barrier stages ran
 # (one group: shared memory only, no AM; mixed: the leaders' network
-# stage); coll_mismatch_test checks that disagreeing collectives fail on
-# every rank; dead_rank.sh runs with FH_SHM=auto.
+# stage; FH_NODE_BARRIER: both algorithms of a one-group job);
+# coll_mismatch_test checks that disagreeing collectives fail on every
+# rank; dead_rank.sh runs with FH_SHM=auto.
 # Then, while a job holds its segment: the ranks map it as a memfd and map
 # nothing from /dev/shm (so nothing can be left there); and, when we are
 # root, another user cannot open it through /proc.
@@ -68,6 +69,26 @@ barrier_stages() {
 barrier_stages 8 "" 1
 barrier_stages 3 "" 1
 barrier_stages 4 2 2
+# Both barriers of a one-group job (FH_NODE_BARRIER): the dissemination
+# (auto's choice when every rank has a CPU) and the shared count (when
+# ranks outnumber CPUs), a power of two of ranks and not, with disagreeing
+# collectives through each.
+FH_NODE_BARRIER=dissemination; export FH_NODE_BARRIER
+run_np barrier_test 3
+run_np coll_mismatch_test 5
+FH_NODE_BARRIER=count
+run_np barrier_test 2
+run_np coll_mismatch_test 2
+unset FH_NODE_BARRIER
+ran=$((ran + 1))
+if FH_VERBOSE=2 "$FHRUN" -n 2 --timeout 60 "$(fh_bin barrier_test)" >"$tmpd/bar.log" 2>&1 &&
+   [ "$(grep -c 'node barrier: shared memory.*(dissemination)' "$tmpd/bar.log")" -eq 2 ]; then
+    echo "ok   a 2-rank job on $(nproc) CPUs meets by dissemination"
+else
+    echo "FAIL a 2-rank job on $(nproc) CPUs: expected both ranks to log '(dissemination)':"
+    grep -E 'node barrier|FAIL' "$tmpd/bar.log" | head -5
+    fail=$((fail + 1))
+fi
 # More ranks than cores (FH_WAIT_SPIN unset): every rank's waits yield at
 # once (path.c, fh_wait_init); with FH_WAIT_SPIN set, its value holds.
 cores=$(nproc 2>/dev/null || echo 0)
