@@ -82,7 +82,7 @@ int fh_token_source(fh_token_t token, int *rank)
 }
 
 size_t fh_am_max_medium(void) { return fh_rt ? fh_rt->am_max_medium : 0; }
-size_t fh_am_max_long(void) { return fh_rt ? FH_MAX_XFER : 0; }
+size_t fh_am_max_long(void) { return fh_rt ? FH_AM_MAX_LONG : 0; }
 size_t fh_am_max_long_reply(void) { return fh_am_max_medium(); }
 
 /* ------------------------------------------------------------ sending */
@@ -296,6 +296,7 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                         uint64_t long_dst, const uint64_t *args, unsigned nargs, bool wait)
 {
     fh_rt_t *rt = fh_rt;
+    assert(len <= FH_AM_MAX_LONG && nargs <= FH_AM_MAX_ARGS);   /* the wire's fields */
     fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
                      .nargs = (uint8_t)nargs, .src_rank = (uint32_t)rt->rank,
                      .payload_len = (uint32_t)len, .long_dst = long_dst};
@@ -414,9 +415,9 @@ int fh_am_request_long(int rank, unsigned handler, const void *src, size_t nbyte
         return rc;
     if ((rc = check_send("fh_am_request_long", rank, handler, src, nbytes, args, nargs)))
         return rc;
-    if (nbytes > FH_MAX_XFER)
-        return fh_set_error(FH_ERR_TOO_BIG, "fh_am_request_long: %zu bytes (max %zu)",
-                            nbytes, (size_t)FH_MAX_XFER);
+    if (nbytes > FH_AM_MAX_LONG)
+        return fh_set_error(FH_ERR_TOO_BIG, "fh_am_request_long: %zu bytes (max %zu: "
+                            "FH_AM_MAX_LONG)", nbytes, FH_AM_MAX_LONG);
     if ((rc = check_long_dst("fh_am_request_long", rank, dst, nbytes)))
         return rc;
     return fh_am_send_request(t, rank, FH_AM_REQ_LONG, handler, src, nbytes,
@@ -460,6 +461,7 @@ static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler
         return run_self(t, kind, handler, src, nbytes, long_dst, args, nargs);
     }
     fh_path_t *p = tok->path;
+    assert(nbytes <= UINT32_MAX);            /* checked against am_max_medium */
     fh_am_msg_t m = {.kind = (uint8_t)kind, .handler = (uint8_t)handler,
                      .nargs = (uint8_t)nargs, .src_path = (uint16_t)p->index,
                      .src_rank = (uint32_t)fh_rt->rank, .payload_len = (uint32_t)nbytes,
@@ -583,7 +585,7 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     const fh_am_bounds_t bounds = {.nranks = (uint32_t)rt->nranks,
                                    .npaths = (uint32_t)rt->npaths,
                                    .max_medium = rt->am_max_medium,
-                                   .max_long = FH_MAX_XFER};
+                                   .max_long = FH_AM_MAX_LONG};
     if (fh_am_decode(buf, len, &bounds, &m, why, sizeof why) != FH_OK) {
         fh_am_drop(p, src_rank, "malformed: %s", why);
         return;

@@ -38,6 +38,7 @@
 #include "firehose.h"
 
 #define FH_AM_MAGIC     0xF4u
+_Static_assert(FH_AM_MAX_LONG <= 0xffffffffu, "payload_len is 32 bits on the wire");
 #define FH_AM_HDR_BYTES 24u
 
 enum fh_am_kind {

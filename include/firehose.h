@@ -318,7 +318,7 @@ int fh_token_source(fh_token_t token, int *rank);
  * after fh_finalize they return 0.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.  Errors: none. */
 size_t fh_am_max_medium(void);     /* payload of a medium request or reply */
-size_t fh_am_max_long(void);       /* payload of a long request */
+size_t fh_am_max_long(void);       /* payload of a long request: FH_AM_MAX_LONG */
 size_t fh_am_max_long_reply(void); /* payload of a long reply (replies never
                                       block, so they are sent inline) */
 
@@ -333,7 +333,7 @@ size_t fh_am_max_long_reply(void); /* payload of a long reply (replies never
  * Errors: the entry errors; FH_ERR_RANK; FH_ERR_HANDLER (outside the client
  * range, or not registered here: the sender checks its own table);
  * FH_ERR_TOO_BIG (nargs over FH_AM_MAX_ARGS, a medium payload over
- * fh_am_max_medium(), a long one over FH_MAX_XFER); FH_ERR_INVALID (NULL
+ * fh_am_max_medium(), a long one over FH_AM_MAX_LONG); FH_ERR_INVALID (NULL
  * args, src or long dst with a length);
  * FH_ERR_OVERFLOW; long: FH_ERR_OUT_OF_SEGMENT (dst not inside one segment
  * of rank), and the errors of fh_put for its payload; FH_ERR_TRANSPORT
@@ -403,6 +403,9 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * return value, and the NB/NBI operation's status (fh_wait/fh_test,
  * fh_wait_nbi). */
 #define FH_MAX_XFER ((size_t)1 << 36)
+/* The largest payload of one long AM request, 4 GiB - 1 (the wire's length
+ * field is 32 bits): a larger one is refused with FH_ERR_TOO_BIG, never cut. */
+#define FH_AM_MAX_LONG ((size_t)0xffffffffu)
 
 /* Complete on return.
  * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.

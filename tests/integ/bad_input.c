@@ -303,6 +303,13 @@ int main(int argc, char **argv)
     RC2(fh_am_request_long(peer, H_OK, src, SIZE_MAX, pb, args, 1),
         FH_ERR_OVERFLOW, FH_ERR_TOO_BIG);
     RC(fh_am_request_long(peer, H_OK, src, 16, hi, args, 1), FH_ERR_OVERFLOW);
+    /* a long AM over FH_AM_MAX_LONG (the wire's 32-bit length): refused,
+     * never sent with its length cut to the low 32 bits */
+    CHECK(fh_am_max_long() == FH_AM_MAX_LONG && FH_AM_MAX_LONG == 0xffffffffu,
+          "fh_am_max_long", "4 GiB - 1, saw %zu", fh_am_max_long());
+    RC(fh_am_request_long(peer, H_OK, src, FH_AM_MAX_LONG + 1, pb, args, 1), FH_ERR_TOO_BIG);
+    RC(fh_am_request_long(peer, H_OK, src, ((size_t)1 << 32) + 8, pb, args, 1),
+       FH_ERR_TOO_BIG);
     /* above FH_MAX_XFER without arithmetic overflow */
     RC2(fh_put(peer, pb, src, FH_MAX_XFER + 1), FH_ERR_TOO_BIG,
         FH_ERR_OUT_OF_SEGMENT);
