@@ -97,7 +97,10 @@ int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
         rb->repost = 0;
         return 0;
     }
-    if (ret == -FI_EAGAIN) {
+    /* Out of receive entries (the shm provider says ENOMEM when a burst of
+     * unexpected messages -- a peer that ignores our credits -- holds them
+     * all): as transient as EAGAIN; the next polls retry. */
+    if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) {
         rb->repost = 1;
         p->repost_pending = 1;
         return 0;
