@@ -299,17 +299,13 @@ static void ledger_check(const char *stmt)
         rec_str(&got[i], o, sizeof o);
         bool same_seq = got[i].seq == mine->seq;
         free(got);
-        if (same_seq)
-            caf_fatal(stmt, "the images disagree on their ALLOCATE or DEALLOCATE "
-                      "of a coarray number %llu: image %d's is an %s, image %d's "
-                      "an %s; every image must execute the same ALLOCATE and "
-                      "DEALLOCATE statements of coarrays in the same order",
-                      (unsigned long long)mine->seq, caf.rank + 1, m, r + 1, o);
-        caf_fatal(stmt, "the images disagree on their ALLOCATE or DEALLOCATE of "
-                  "a coarray number %llu: image %d's is an %s, image %d has not "
-                  "executed it (its last: %s); every image must execute the same "
-                  "ALLOCATE and DEALLOCATE statements of coarrays in the same order",
-                  (unsigned long long)mine->seq, caf.rank + 1, m, r + 1, o);
+        caf_fatal(stmt, "the images disagree on their ALLOCATE or DEALLOCATE "
+                  "statement number %llu (of coarrays): image %d executes %s, "
+                  "image %d %s%s; every image must execute the same ALLOCATE "
+                  "and DEALLOCATE statements of coarrays in the same order",
+                  (unsigned long long)mine->seq, caf.rank + 1, m, r + 1,
+                  same_seq ? "executes " : "has not executed it",
+                  same_seq ? o : "");
     }
     free(got);
 }
