@@ -67,6 +67,7 @@ typedef struct arena {
 static arena_t sym, loc;
 static uint64_t nserial;      /* symmetric allocations made */
 static bool starting;         /* until caf_heap_started */
+static size_t heap_value;     /* FH_CAF_HEAP as given (sym_size: rounded up) */
 static size_t ledger_off;     /* two heap_rec_t, by parity of seq */
 static uint64_t ledger_seq;   /* statements recorded */
 
@@ -181,6 +182,7 @@ int caf_heap_init(void)
         caf_fatal("start-up", "FH_CAF_HEAP=%s plus FH_CAF_LOCAL_HEAP=%s is more "
                   "than %s, the address space: lower them", size_str(symsz, a, sizeof a),
                   size_str(locsz, b, sizeof b), size_str(CAF_HEAP_MAX, c, sizeof c));
+    heap_value = symsz;
     caf.sym_size = (symsz + 4095) & ~(size_t)4095;
     caf.local_size = locsz;
     void *base;
@@ -226,7 +228,7 @@ void caf_heap_started(void)
         size_t mib = (size_t)1 << 20;
         caf_fatal("start-up", "FH_CAF_HEAP=%s is too small: on %d image%s the "
                   "library keeps %zu bytes of it for itself; expected a size from "
-                  "%s to %s minus FH_CAF_LOCAL_HEAP=%s", size_str(caf.sym_size, a, sizeof a),
+                  "%s to %s minus FH_CAF_LOCAL_HEAP=%s", size_str(heap_value, a, sizeof a),
                   caf.nranks, caf.nranks == 1 ? "" : "s", sym.high,
                   size_str((sym.high / mib + 1) * mib, b, sizeof b),
                   size_str(CAF_HEAP_MAX, c, sizeof c),
