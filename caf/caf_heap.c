@@ -11,13 +11,47 @@
  *
  * Memory handed out is zero: pages never used are zero from mmap, and
  * reused ones are cleared below the allocator's high-water mark.
+ *
+ * FH_CAF_HEAP must hold what the library keeps for itself at start-up (the
+ * ledger below, the collectives' scratch: it grows with the image count),
+ * so the symmetric allocator has no bound until caf_heap_started, which
+ * checks the value against what start-up took and names the range.
+ *
+ * The ledger: a program whose images execute different ALLOCATE or
+ * DEALLOCATE statements of coarrays (one image skips a DEALLOCATE, or
+ * allocates another size) would get different offsets on different images
+ * and silently corrupt every coarray after.  So each image writes a record
+ * of every such statement (its number, ALLOCATE or DEALLOCATE, the
+ * coarray's offset, size and allocation number) into its ledger before
+ * the statement's barrier, and reads the others' after it: a difference is
+ * reported by every image that sees it, naming the coarrays, and ends the
+ * job.  The records go in two slots by the parity of their number: an
+ * image can be at most one statement ahead (the next one's barrier waits
+ * for us), so the slot we read is not being rewritten in a conforming
+ * program.  Up to CAF_LEDGER_ALL images each image reads every other
+ * record; above, its two neighbours' (any difference still shows between
+ * some neighbours).
  */
 #include "caf_internal.h"
 
+#include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define HEAP_ALIGN 64
+/* FH_CAF_HEAP + FH_CAF_LOCAL_HEAP at most: x86-64's user address space
+ * (config.c refuses larger values of either). */
+#define CAF_HEAP_MAX ((size_t)1 << 47)
+#define CAF_LEDGER_ALL 64
+
+typedef struct heap_rec {
+    uint64_t seq;      /* statement number (1, 2, ...); 0: none yet */
+    uint64_t kind;     /* REC_ALLOCATE or REC_DEALLOCATE */
+    uint64_t off, size;
+    uint64_t serial;   /* the coarray's allocation number */
+} heap_rec_t;
+enum { REC_ALLOCATE = 1, REC_DEALLOCATE = 2 };
 
 typedef struct blk {
     size_t off, len;
@@ -31,6 +65,11 @@ typedef struct arena {
 } arena_t;
 
 static arena_t sym, loc;
+static uint64_t nserial;      /* symmetric allocations made */
+static bool starting;         /* until caf_heap_started */
+static size_t heap_value;     /* FH_CAF_HEAP as given (sym_size: rounded up) */
+static size_t ledger_off;     /* two heap_rec_t, by parity of seq */
+static uint64_t ledger_seq;   /* statements recorded */
 
 static int arena_init(arena_t *a, size_t start, size_t size)
 {
@@ -116,19 +155,44 @@ static void arena_free(arena_t *a, size_t off, size_t n)
     }
 }
 
+/* A size as a user writes it (FH_* sizes): "256m", "4k", or bytes. */
+static const char *size_str(size_t n, char *buf, size_t len)
+{
+    static const char suffix[] = "kmg";
+    int i = -1;
+    while (i < 2 && n != 0 && n % 1024 == 0) {
+        n /= 1024;
+        i++;
+    }
+    if (i < 0)
+        snprintf(buf, len, "%zu", n);
+    else
+        snprintf(buf, len, "%zu%c", n, suffix[i]);
+    return buf;
+}
+
 int caf_heap_init(void)
 {
     size_t symsz = 0, locsz = 0;
     if (fh_config_size("FH_CAF_HEAP", &symsz) != FH_OK ||
         fh_config_size("FH_CAF_LOCAL_HEAP", &locsz) != FH_OK)
         return -1;
-    symsz = (symsz + 4095) & ~(size_t)4095;
-    caf.sym_size = symsz;
+    char a[32], b[32], c[32];
+    if (symsz > CAF_HEAP_MAX - locsz)
+        caf_fatal("start-up", "FH_CAF_HEAP=%s plus FH_CAF_LOCAL_HEAP=%s is more "
+                  "than %s, the address space: lower them", size_str(symsz, a, sizeof a),
+                  size_str(locsz, b, sizeof b), size_str(CAF_HEAP_MAX, c, sizeof c));
+    heap_value = symsz;
+    caf.sym_size = (symsz + 4095) & ~(size_t)4095;
     caf.local_size = locsz;
     void *base;
-    int rc = fh_segment_create(symsz + locsz, &caf.seg, &base);
+    int rc = fh_segment_create(caf.sym_size + locsz, &caf.seg, &base);
     if (rc != FH_OK)
-        return -1;
+        caf_fatal("start-up", "FH_CAF_HEAP=%s and FH_CAF_LOCAL_HEAP=%s: cannot "
+                  "create the coarray heap of %zu bytes per image (%s); lower them",
+                  size_str(symsz, a, sizeof a), size_str(locsz, b, sizeof b),
+                  caf.sym_size + locsz, fh_last_error());
+    symsz = caf.sym_size;
     caf.bases = calloc((size_t)caf.nranks, sizeof *caf.bases);
     if (caf.bases == NULL)
         return -1;
@@ -145,10 +209,107 @@ int caf_heap_init(void)
         }
         caf.bases[r] = b;
     }
-    /* Offsets are relative to the segment base. */
-    if (arena_init(&sym, 0, symsz) != 0 || arena_init(&loc, symsz, locsz) != 0)
+    /* Offsets are relative to the segment base.  The symmetric part has no
+     * bound during start-up (nothing touches its memory before
+     * caf_heap_started checks it). */
+    if (arena_init(&sym, 0, CAF_HEAP_MAX) != 0 || arena_init(&loc, symsz, locsz) != 0)
         return -1;
+    starting = true;
+    ledger_off = caf_sym_alloc(2 * sizeof(heap_rec_t));
     return 0;
+}
+
+void caf_heap_started(void)
+{
+    assert(starting && sym.nfree == 1 && sym.free[0].off == sym.high);
+    starting = false;
+    if (sym.high > caf.sym_size) {
+        char a[32], b[32], c[32], d[32];
+        size_t mib = (size_t)1 << 20;
+        caf_fatal("start-up", "FH_CAF_HEAP=%s is too small: on %d image%s the "
+                  "library keeps %zu bytes of it for itself; expected a size from "
+                  "%s to %s minus FH_CAF_LOCAL_HEAP=%s", size_str(heap_value, a, sizeof a),
+                  caf.nranks, caf.nranks == 1 ? "" : "s", sym.high,
+                  size_str((sym.high / mib + 1) * mib, b, sizeof b),
+                  size_str(CAF_HEAP_MAX, c, sizeof c),
+                  size_str(caf.local_size, d, sizeof d));
+    }
+    sym.size = caf.sym_size;
+    sym.free[0].len = caf.sym_size - sym.high;
+    if (sym.free[0].len == 0)
+        sym.nfree = 0;
+}
+
+/* ------------------------------------------------------------ ledger */
+
+static void rec_str(const heap_rec_t *r, char *buf, size_t len)
+{
+    if (r->seq == 0) {
+        snprintf(buf, len, "none yet");
+        return;
+    }
+    snprintf(buf, len, "%s of coarray #%llu (%llu bytes at heap offset %llu)",
+             r->kind == REC_ALLOCATE ? "ALLOCATE" : r->kind == REC_DEALLOCATE
+                                                        ? "DEALLOCATE" : "?",
+             (unsigned long long)r->serial, (unsigned long long)r->size,
+             (unsigned long long)r->off);
+}
+
+/* Before the statement's barrier: this image's record of it. */
+static void ledger_write(uint64_t kind, const caf_tok_t *t)
+{
+    heap_rec_t *slot = (heap_rec_t *)(caf.bases[caf.rank] + ledger_off);
+    ledger_seq++;
+    slot[ledger_seq & 1] = (heap_rec_t){.seq = ledger_seq, .kind = kind,
+                                        .off = t->off, .size = t->size,
+                                        .serial = t->serial};
+}
+
+/* After the barrier (every image took part, none has stopped): compares
+ * the records; a difference ends the job, named. */
+static void ledger_check(const char *stmt)
+{
+    int n = caf.nranks;
+    if (n == 1)
+        return;
+    int peers[2] = {(caf.rank + 1) % n, (caf.rank + n - 1) % n};
+    int np = n <= CAF_LEDGER_ALL ? n : (n == 2 ? 1 : 2);
+    heap_rec_t *got = calloc((size_t)np, sizeof *got);
+    if (got == NULL)
+        caf_fatal(stmt, "out of memory");
+    const heap_rec_t *mine =
+        (const heap_rec_t *)(caf.bases[caf.rank] + ledger_off) + (ledger_seq & 1);
+    size_t slot = ledger_off + (ledger_seq & 1) * sizeof(heap_rec_t);
+    for (int i = 0; i < np; i++) {
+        int r = n <= CAF_LEDGER_ALL ? i : peers[i];
+        if (r == caf.rank)
+            continue;
+        int rc = fh_get_nbi(&got[i], r, caf.bases[r] + slot, sizeof got[i]);
+        if (rc != FH_OK)
+            caf_fatal(stmt, "reading image %d's heap ledger: %s", r + 1,
+                      fh_strerror(rc));
+    }
+    int rc = fh_wait_nbi();
+    if (rc != FH_OK)
+        caf_fatal(stmt, "reading the heap ledgers: %s", fh_strerror(rc));
+    for (int i = 0; i < np; i++) {
+        int r = n <= CAF_LEDGER_ALL ? i : peers[i];
+        if (r == caf.rank || memcmp(&got[i], mine, sizeof *mine) == 0)
+            continue;
+        char m[120], o[120];
+        rec_str(mine, m, sizeof m);
+        rec_str(&got[i], o, sizeof o);
+        bool same_seq = got[i].seq == mine->seq;
+        free(got);
+        caf_fatal(stmt, "the images disagree on their ALLOCATE or DEALLOCATE "
+                  "statement number %llu (of coarrays): image %d executes %s, "
+                  "image %d %s%s; every image must execute the same ALLOCATE "
+                  "and DEALLOCATE statements of coarrays in the same order",
+                  (unsigned long long)mine->seq, caf.rank + 1, m, r + 1,
+                  same_seq ? "executes " : "has not executed it",
+                  same_seq ? o : "");
+    }
+    free(got);
 }
 
 void caf_heap_fini(void)
@@ -279,6 +440,7 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
         }
         t->off = off;
         t->symmetric = true;
+        t->serial = ++nserial;
     } else {
         char *p = caf_local_alloc(bytes);
         if (p == NULL) {
@@ -306,7 +468,10 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
     /* ALLOCATE of a coarray synchronizes all images (F2018 9.7.1.2). */
     if (type == CAF_REGTYPE_COARRAY_ALLOC || type == CAF_REGTYPE_LOCK_ALLOC ||
         type == CAF_REGTYPE_EVENT_ALLOC) {
+        ledger_write(REC_ALLOCATE, t);
         int st = caf_barrier();
+        if (st == 0)
+            ledger_check(stmt);
         if (st != 0) {
             caf_error(stat, errmsg, errmsg_len, st, stmt, "%s",
                       st == CAF_STAT_FAILED_IMAGE ? "an image has failed"
@@ -347,7 +512,10 @@ void _gfortran_caf_deregister(caf_token_t *token, caf_deregister_t type,
         int rc = fh_quiet();
         if (rc != FH_OK)
             caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
+        ledger_write(REC_DEALLOCATE, t);
         st = caf_barrier();
+        if (st == 0)
+            ledger_check(stmt);
     }
     if (t->size != 0) {
         if (t->symmetric)

@@ -47,9 +47,11 @@ void caf_set_errmsg(char *errmsg, size_t len, const char *msg)
     memset(errmsg + n, ' ', len - n);
 }
 
+/* This image's index in the current team; during start-up (no team yet)
+ * in the initial team, 0 before fh_init. */
 static int my_image(void)
 {
-    return caf.bases ? caf_team_this_image() : 0;
+    return caf.bases ? caf_team_this_image() : caf.nranks ? caf.rank + 1 : 0;
 }
 
 void caf_error(int *stat, char *errmsg, size_t errmsg_len, int code,
@@ -233,7 +235,12 @@ void caf_start(int *argc, char ***argv)
 {
     if (caf.bases != NULL)
         return;
-    int rc = fh_init(argc, argv);
+    /* The runtime's messages (a dead or aborting peer, its line prefix)
+     * name images, numbered from 1 as the program does. */
+    int rc = fh_set_rank_names("image", 1);
+    if (rc != FH_OK)
+        caf_fatal("start-up", "fh_set_rank_names: %s", fh_last_error());
+    rc = fh_init(argc, argv);
     if (rc != FH_OK) {
         fprintf(stderr, "caf: fh_init: %s (%s)\n", fh_strerror(rc),
                 fh_last_error());
@@ -254,6 +261,7 @@ void caf_start(int *argc, char ***argv)
     if (caf_heap_init() != 0)
         caf_fatal("start-up", "%s", fh_last_error());
     caf_coll_init();
+    caf_heap_started();
     /* Every image's handlers exist before anyone sends. */
     rc = fh_barrier();
     if (rc != FH_OK)
@@ -294,7 +302,8 @@ static void print_stop(const char *what, const char *str, size_t len,
                        bool quiet)
 {
     flush_all();
-    if (quiet)
+    /* As libgfortran: a STOP without a code prints nothing. */
+    if (quiet || (str == NULL && strcmp(what, "STOP") == 0))
         return;
     if (str != NULL)
         fprintf(stderr, "%s %.*s\n", what, (int)len, str);
@@ -322,8 +331,9 @@ void _gfortran_caf_error_stop_str(const char *str, size_t len, bool quiet)
 {
     print_stop("ERROR STOP", str, len, quiet);
     char msg[300];
-    snprintf(msg, sizeof msg, "image %d executed ERROR STOP %.*s",
-             caf_team_this_image(), (int)(len > 200 ? 200 : len), str);
+    snprintf(msg, sizeof msg, "image %d executed ERROR STOP%s%.*s",
+             caf_team_this_image(), str != NULL && len > 0 ? " " : "",
+             str != NULL ? (int)(len > 200 ? 200 : len) : 0, str ? str : "");
     fh_abort(1, msg);
 }
 

@@ -145,6 +145,8 @@ typedef struct caf_tok {
     size_t size;            /* bytes (0: no memory yet) */
     char *local;            /* this image's memory (bases[rank] + off) */
     bool symmetric;         /* in the symmetric part */
+    uint64_t serial;        /* symmetric: its allocation number (1, 2, ...;
+                               the same on every image), for messages */
     gfc_descriptor_t *desc; /* an allocatable array coarray's descriptor
                                (this image's; the bounds are the same on
                                every image), for the *_by_ref calls */
@@ -159,8 +161,13 @@ static inline char *caf_remote(const caf_tok_t *t, int rank, size_t offset)
     return caf.bases[rank] + t->off + offset;
 }
 
-/* Heap for init/finalize (caf_heap.c). */
+/* Heap for init/finalize (caf_heap.c).  caf_heap_init: the segment, from
+ * FH_CAF_HEAP and FH_CAF_LOCAL_HEAP (a bad value is fatal, named);
+ * caf_heap_started, once start-up's own symmetric allocations are made (the
+ * collectives' scratch): checks that FH_CAF_HEAP holds them (else fatal,
+ * naming the range), and only from then on bounds the symmetric part. */
 int caf_heap_init(void);
+void caf_heap_started(void);
 void caf_heap_fini(void);
 /* Symmetric scratch memory for the library itself (collectives): collective,
  * same order everywhere; returns the offset in the segment or (size_t)-1. */

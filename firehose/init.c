@@ -137,6 +137,20 @@ static int init_fail(fh_rt_t *rt, int err)
     return err;
 }
 
+/* fh_set_rank_names was called: FH_RANK_NAMES is not read. */
+static _Atomic int names_given;
+
+int fh_set_rank_names(const char *label, int first)
+{
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_NONE)
+        return fh_set_error(FH_ERR_STATE, "fh_set_rank_names: after fh_init");
+    char err[200];
+    if (fh_log_set_names(label, first, err, sizeof err) != 0)
+        return fh_set_error(FH_ERR_INVALID, "fh_set_rank_names: %s", err);
+    atomic_store(&names_given, 1);
+    return FH_OK;
+}
+
 int fh_init(int *argc, char ***argv)
 {
     (void)argc;
@@ -156,7 +170,9 @@ int fh_init(int *argc, char ***argv)
     }
     char err[256];
     if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK ||
-        load_conduit_settings(rt, err, sizeof err) != FH_OK) {
+        load_conduit_settings(rt, err, sizeof err) != FH_OK ||
+        (!atomic_load(&names_given) &&
+         fh_log_set_names_spec(rt->cfg.rank_names, err, sizeof err) != 0)) {
         fh_log_error("%s", err);
         free(rt);
         atomic_store(&fh_rt_state, FH_RT_NONE);

@@ -16,7 +16,7 @@
  * at the processes of the peers on its own host (same boot id and pid
  * namespace): one whose process is gone, a zombie, or another process with
  * the same pid ends this process with FH_EXIT_PEER_DEAD and a message naming
- * the rank.  A peer on another host is not checked here (its death shows as
+ * the rank (as the client names them: fh_set_rank_names, e.g. "image 2").  A peer on another host is not checked here (its death shows as
  * a transport error, or the launcher reports it).
  */
 #include <assert.h>
@@ -237,7 +237,7 @@ void fh_peer_check(fh_rt_t *rt)
         else if (state == 'Z' || state == 'X')
             why = "its process has exited";
         if (why != NULL) {
-            fh_log_error("rank %d (pid %lld) died: %s; aborting", r,
+            fh_log_error("%s (pid %lld) died: %s; aborting", FH_RANK_NAME(r),
                          (long long)id->pid, why);
             _exit(FH_EXIT_PEER_DEAD);
         }

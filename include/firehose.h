@@ -186,6 +186,22 @@ int fh_init(int *argc, char ***argv);
  * Errors: the entry errors; otherwise FH_OK. */
 int fh_finalize(void);
 
+/* Names ranks in the runtime's messages as the client's users know them:
+ * rank r becomes "<label> <r + first>" where a message names a rank its
+ * user may not know by number -- a peer that died or aborted the job, the
+ * "firehose[...]" prefix of every line the runtime prints -- e.g.
+ * fh_set_rank_names("image", 1) makes rank 1 "image 2" for a coarray
+ * program.  Without it the names come from FH_RANK_NAMES ("image 1"; fhrun
+ * reads it too, for its own messages), else "rank 0", "rank 1", ...  Other
+ * messages (fh_last_error texts, statistics) keep rank numbers.
+ * label: 1 to 15 letters, digits, '_' or '-', starting with a letter;
+ * first: 0 to 1000000.
+ * Blocking: no.  Thread-safe: no (call it once, before fh_init and before
+ * other threads use firehose).  Handler-safe: no.
+ * Errors: FH_ERR_STATE (after fh_init); FH_ERR_INVALID (a label or first
+ * outside the above: the names are unchanged). */
+int fh_set_rank_names(const char *label, int first);
+
 /* This process's rank.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
  * Errors: FH_ERR_NOT_INIT (returned instead of a rank). */

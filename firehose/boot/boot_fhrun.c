@@ -171,10 +171,11 @@ static void *watchdog(void *arg)
                 char *rest;
                 long pid = strtol(msg, &rest, 10);
                 if (rest != msg && *rest == ' ')
-                    fh_log_error("rank %u (pid %ld) died: %s; aborting", dead,
-                                 pid, rest + 1);
+                    fh_log_error("%s (pid %ld) died: %s; aborting",
+                                 FH_RANK_NAME((int)dead), pid, rest + 1);
                 else
-                    fh_log_error("rank %u died: %s; aborting", dead, msg);
+                    fh_log_error("%s died: %s; aborting", FH_RANK_NAME((int)dead),
+                                 msg);
             }
             _exit(FH_EXIT_PEER_DEAD);
         } else {

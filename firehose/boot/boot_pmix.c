@@ -99,10 +99,10 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
         if (status == PMIX_ERR_LOST_CONNECTION)
             fh_log_error("lost the launcher (PMIx server); aborting");
         else if (exit_code >= 0)
-            fh_log_error("rank %ld died: %s (exit code %ld); aborting", rank,
-                         PMIx_Error_string(status), exit_code);
+            fh_log_error("%s died: %s (exit code %ld); aborting",
+                         FH_RANK_NAME((int)rank), PMIx_Error_string(status), exit_code);
         else
-            fh_log_error("rank %ld died: %s; aborting", rank,
+            fh_log_error("%s died: %s; aborting", FH_RANK_NAME((int)rank),
                          PMIx_Error_string(status));
         _exit(FH_EXIT_PEER_DEAD);
     }

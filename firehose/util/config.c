@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,10 @@ const fh_cfg_entry_t fh_config_table[] = {
      "count = one shared counter, the last rank in releases the others (fastest when "
      "ranks outnumber CPUs); auto = dissemination unless the job's ranks on this host "
      "outnumber its CPUs.", 0},
+    {"FH_RANK_NAMES", FH_CFG_STRING, "", NULL, F(rank_names), 0,
+     "How messages of the runtime and fhrun name ranks: '<label> <number of rank 0>', "
+     "e.g. 'image 1' (cafrun sets it); empty = 'rank 0', 'rank 1', ... A program's "
+     "fh_set_rank_names call wins over it.", 0},
     {"FH_CAF_HEAP", FH_CFG_SIZE, "1g", NULL, F(caf_heap), 1,
      "Coarray Fortran (libcaf_firehose): bytes per image for coarrays, allocated "
      "identically on every image; reserved address space, touched pages only are "
@@ -138,6 +143,20 @@ int fh_parse_size(const char *s, size_t *out)
         return -1;
     *out = (size_t)v;
     return 0;
+}
+
+/* The coarray heaps: at most the x86-64 user address space (libcaf_firehose
+ * also bounds their sum by it, and FH_CAF_HEAP from below by what the
+ * library keeps at start-up, which depends on the image count). */
+#define FH_CAF_HEAP_MAX ((size_t)1 << 47)
+#define FH_CAF_HEAP_MAX_TEXT "131072g (128 TiB)"
+
+/* The largest value of a size variable, as text, if it has one. */
+static const char *size_max_text(const char *name)
+{
+    if (strcmp(name, "FH_CAF_HEAP") == 0 || strcmp(name, "FH_CAF_LOCAL_HEAP") == 0)
+        return FH_CAF_HEAP_MAX_TEXT;
+    return NULL;
 }
 
 static int enum_index(const char *choices, const char *v)
@@ -186,8 +205,9 @@ int fh_config_parse_one(const fh_cfg_entry_t *e, const char *value,
     case FH_CFG_SIZE: {
         size_t v;
         if (fh_parse_size(value, &v) != 0) {
-            snprintf(err, errlen, "%s=%s: expected a size such as 4096, 64k, 4M, 1G",
-                     e->name, value);
+            const char *max = size_max_text(e->name);
+            snprintf(err, errlen, "%s=%s: expected a size such as 4096, 64k, 4M, 1G%s%s",
+                     e->name, value, max ? ", at most " : "", max ? max : "");
             return FH_ERR_CONFIG;
         }
         *(size_t *)field = v;
@@ -258,6 +278,13 @@ static int check_ranges(const fh_config_t *c, char *err, size_t errlen)
     }
     if (c->boot_timeout < 1) {
         snprintf(err, errlen, "FH_BOOT_TIMEOUT=%ld: expected at least 1", c->boot_timeout);
+        return FH_ERR_CONFIG;
+    }
+    if (c->caf_heap > FH_CAF_HEAP_MAX || c->caf_local_heap > FH_CAF_HEAP_MAX) {
+        bool heap = c->caf_heap > FH_CAF_HEAP_MAX;
+        snprintf(err, errlen, "%s=%zu: expected at most " FH_CAF_HEAP_MAX_TEXT,
+                 heap ? "FH_CAF_HEAP" : "FH_CAF_LOCAL_HEAP",
+                 heap ? c->caf_heap : c->caf_local_heap);
         return FH_ERR_CONFIG;
     }
     if (c->wait_spin > FH_WAIT_SPIN_MAX) {

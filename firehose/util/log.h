@@ -13,16 +13,43 @@
  *   fh_set_error    records the text returned by fh_last_error() for this
  *                   thread and returns err, so validation reads
  *                   `return fh_set_error(FH_ERR_RANK, "fh_put: rank %d ...", r);`
+ *
+ * Rank names: messages a client's users read (a dead peer, an abort, the
+ * prefix) name rank r as "<label> <r + first>" -- "rank 0" by default,
+ * "image 1" for rank 0 of a coarray program -- set by fh_set_rank_names
+ * (include/firehose.h) or FH_RANK_NAMES, which fhrun reads too.  With the
+ * default names the prefix stays "firehose[<rank>]"; with others it is
+ * "firehose[<name>]".
  */
 #ifndef FH_LOG_H
 #define FH_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #define FH_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 void fh_log_set_rank(int rank);
 void fh_log_set_verbose(int level);
+
+/* Sets the names: label is 1..FH_RANK_LABEL_MAX-1 letters, digits, '_' or
+ * '-' starting with a letter; first is in 0..FH_RANK_FIRST_MAX.  Call before
+ * the threads that log start (or the first message may use the old names).
+ * Returns 0, or -1 and a reason in err when the names are not valid. */
+#define FH_RANK_LABEL_MAX 16
+#define FH_RANK_FIRST_MAX 1000000
+int fh_log_set_names(const char *label, int first, char *err, size_t errlen);
+/* The same from the text of FH_RANK_NAMES, "<label> <first>" or "<label>"
+ * (first 0); NULL or "" keeps the default. */
+int fh_log_set_names_spec(const char *spec, char *err, size_t errlen);
+/* "<label> <rank + first>" into buf (at least FH_RANK_NAME_MAX bytes);
+ * returns buf.  FH_RANK_NAME(r) gives it in a temporary for one statement,
+ * e.g. fh_log_error("%s died", FH_RANK_NAME(r)). */
+#define FH_RANK_NAME_MAX 40
+const char *fh_rank_name(int rank, char *buf, size_t len);
+/* True when the names are not the default ones. */
+int fh_log_names_custom(void);
+#define FH_RANK_NAME(r) fh_rank_name((r), (char[FH_RANK_NAME_MAX]){0}, FH_RANK_NAME_MAX)
 
 void fh_log_error(const char *fmt, ...) FH_PRINTF(1, 2);
 void fh_log_verbose(int level, const char *fmt, ...) FH_PRINTF(2, 3);

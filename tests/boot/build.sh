@@ -14,9 +14,11 @@ SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=
 # OpenSSL libcrypto: the handshake's HMAC (boot_wire.h).
 CRYPTO=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 set -x
-gcc $CFLAGS -O2 -o "$BUILD/fhrun" tools/launcher/*.c $CRYPTO
+# fhrun names ranks as FH_RANK_NAMES says (log.c).
+LAUNCHER="tools/launcher/*.c firehose/util/log.c firehose/util/error.c"
+gcc $CFLAGS -O2 -o "$BUILD/fhrun" $LAUNCHER $CRYPTO
 gcc $CFLAGS -O2 -pthread -o "$BUILD/boot_test" tests/boot/boot_test.c $BOOT $CRYPTO
-gcc $CFLAGS $SAN -o "$BUILD/fhrun.asan" tools/launcher/*.c $CRYPTO
+gcc $CFLAGS $SAN -o "$BUILD/fhrun.asan" $LAUNCHER $CRYPTO
 gcc $CFLAGS $SAN -pthread -o "$BUILD/boot_test.asan" tests/boot/boot_test.c $BOOT $CRYPTO
 if pkg-config --exists pmix; then
     gcc $CFLAGS -O2 -DFH_HAVE_PMIX $(pkg-config --cflags pmix) -pthread \

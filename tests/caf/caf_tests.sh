@@ -27,7 +27,9 @@
 #   a program whose source says "EXPECT-FAIL: <text>" must exit nonzero
 #                 and print <text> (an error without STAT= stops the job);
 #   a program whose source says "EXIT-STATUS: <n>" must print its PASS
-#                 line and exit with status n (a STOP code).
+#                 line and exit with status n (a STOP code);
+#   a program whose source says "MIN-IMAGES: <n>" is not run on fewer
+#                 images ("skip <name> np=<N>").
 # With FH_CAF_BIGHEAP_STATS=1 (make check sets it: firehose's caf only),
 # caf_bigheap runs with FH_STATS=1 and must show the registration cache
 # at work on image 1: misses, moves and evictions, and its hit/miss/move
@@ -112,7 +114,12 @@ for name in "${tests[@]}"; do
         failures=$((failures + 1))
         continue
     fi
+    min_images=$(sed -n 's/.*MIN-IMAGES: *\([0-9]*\).*/\1/p' "$src" | head -n 1)
     for np in "${nps[@]}"; do
+        if [ "$np" -lt "${min_images:-1}" ]; then
+            echo "skip $name np=$np (needs ${min_images} images)"
+            continue
+        fi
         out="$work/$name/np$np.log"
         envs=()
         if [ "$name" = caf_bigheap ]; then

@@ -15,6 +15,7 @@
 #include "check_main.h"
 #include "conduits/conduit.h"
 #include "firehose/util/config.h"
+#include "firehose/util/log.h"
 #include "firehose.h"
 #include "conduits/ofi/ofi_config.h"
 
@@ -306,8 +307,9 @@ static int load_table(int t, char *err, size_t errlen)
 
 START_TEST(every_variable_rejects_a_bad_value)
 {
+    /* FH_RANK_NAMES: checked by fh_init and fhrun (rank_names below). */
     static const char *const free_text[] = {"FH_OFI_PROVIDER", "FH_OFI_DOMAIN",
-                                            "FH_IBV_DEVICE"};
+                                            "FH_IBV_DEVICE", "FH_RANK_NAMES"};
     size_t checked = 0, total = 0;
     for (int t = -1; t < FH_NCONDUITS; t++) {
     const fh_cfg_entry_t *table = t < 0 ? fh_config_table : fh_conduit_settings_all[t]->table;
@@ -342,7 +344,7 @@ START_TEST(every_variable_rejects_a_bad_value)
         checked++;
     }
     }
-    ck_assert_uint_eq(checked + 3, total);
+    ck_assert_uint_eq(checked + 4, total);
 }
 END_TEST
 
@@ -410,6 +412,37 @@ START_TEST(other_ranges_rejected)
     expect_range_error("FH_XFER_CHUNK", "1k");
     expect_range_error("FH_MAX_SEGMENTS", "0");
     expect_range_error("FH_BOOT_TIMEOUT", "0");
+    expect_range_error("FH_CAF_HEAP", "131073g");
+    expect_range_error("FH_CAF_LOCAL_HEAP", "200000g");
+}
+END_TEST
+
+/* FH_RANK_NAMES (firehose/util/log.h): a label and the number of rank 0;
+ * a bad value is refused naming it, and keeps the names. */
+START_TEST(rank_names)
+{
+    char err[256] = "", buf[FH_RANK_NAME_MAX];
+    ck_assert_int_eq(fh_log_set_names_spec("image 1", err, sizeof err), 0);
+    ck_assert_str_eq(fh_rank_name(1, buf, sizeof buf), "image 2");
+    ck_assert_int_eq(fh_log_names_custom(), 1);
+    ck_assert_int_eq(fh_log_set_names_spec("thread", err, sizeof err), 0);
+    ck_assert_str_eq(fh_rank_name(3, buf, sizeof buf), "thread 3");
+    static const char *bad[] = {"1image 1", "image x", "image -1", "image 1 2",
+                                "image 1000001", "image ", "a.b 1",
+                                "abcdefghijklmnop 1", " image 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        ck_assert_msg(fh_log_set_names_spec(bad[i], err, sizeof err) == -1,
+                      "FH_RANK_NAMES='%s' should be refused", bad[i]);
+        ck_assert_msg(strstr(err, "FH_RANK_NAMES='") && strstr(err, "such as 'image 1'"),
+                      "FH_RANK_NAMES='%s': message should name it and the form, got \"%s\"",
+                      bad[i], err);
+        ck_assert_str_eq(fh_rank_name(3, buf, sizeof buf), "thread 3");
+    }
+    ck_assert_int_eq(fh_log_set_names_spec("rank 0", err, sizeof err), 0);
+    ck_assert_int_eq(fh_log_names_custom(), 0);
+    ck_assert_str_eq(fh_rank_name(5, buf, sizeof buf), "rank 5");
+    ck_assert_int_eq(fh_log_set_names_spec("", err, sizeof err), 0);
 }
 END_TEST
 
@@ -510,6 +543,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, conduit_ranges_rejected);
     tcase_add_test(tc, range_limits_accepted);
     tcase_add_test(tc, wait_spin_encoding);
+    tcase_add_test(tc, rank_names);
     suite_add_tcase(s, tc);
 
     return s;

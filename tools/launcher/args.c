@@ -89,6 +89,9 @@ int fhrun_parse_args(int argc, char **argv)
     char err[256];
     if (fh_boot_timeout_env(&fr.opts.boot_timeout, err, sizeof err) < 0)
         die(2, "%s", err);
+    /* The names the ranks give themselves (fh_init reads it too). */
+    if (fh_log_set_names_spec(getenv("FH_RANK_NAMES"), err, sizeof err) < 0)
+        die(2, "%s", err);
     const char *pc = fr.opts.prefix_cmd;
     if (pc && !pc[strspn(pc, " \t")])
         die(2, "--prefix-cmd: empty command");

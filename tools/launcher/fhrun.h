@@ -38,6 +38,7 @@
 
 #include "firehose/boot/bootstrap.h"
 #include "firehose/boot/boot_wire.h"
+#include "firehose/util/log.h"
 
 #define MAX_RANKS        4096
 #define MAX_PENDING      256              /* unauthenticated connections */

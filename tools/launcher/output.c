@@ -150,8 +150,10 @@ void enqueue(rank_t *r, shbuf_t *b)
 
 void emit_line(int rn, int s, const char *p, size_t n)
 {
-    char pre[16];
-    int pl = snprintf(pre, sizeof pre, "[%d] ", rn);
+    char pre[FH_RANK_NAME_MAX + 4];
+    int pl = fh_log_names_custom()
+                 ? snprintf(pre, sizeof pre, "[%s] ", FH_RANK_NAME(rn))
+                 : snprintf(pre, sizeof pre, "[%d] ", rn);
     char *buf = malloc((size_t)pl + n + 1);
     if (!buf)
         return;

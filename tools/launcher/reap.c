@@ -77,10 +77,10 @@ void rank_death(int rn, int code, const char *what)
     rank_t *r = &fr.job.ranks[rn];
     char text[512];
     if (fr.end.failed) {
-        vlog(1, "rank %d (pid %d) %s", rn, (int)r->pid, what);
+        vlog(1, "%s (pid %d) %s", FH_RANK_NAME(rn), (int)r->pid, what);
         return;
     }
-    msg("rank %d (pid %d) %s", rn, (int)r->pid, what);
+    msg("%s (pid %d) %s", FH_RANK_NAME(rn), (int)r->pid, what);
     snprintf(text, sizeof text, "%d %s", (int)r->pid, what);
     set_code(code);
     job_fail((uint32_t)rn, code, text);
@@ -186,11 +186,11 @@ void reap(void)
         fr.job.n_reaped++;
         char what[128];
         describe(r->code, what, sizeof what);
-        vlog(1, "rank %d (pid %d) %s", rn, (int)pid, what);
+        vlog(1, "%s (pid %d) %s", FH_RANK_NAME(rn), (int)pid, what);
         if (r->finalized || r->aborted || fr.end.term_mode) {
             if (r->code && r->finalized && !fr.end.failed)
-                msg("rank %d (pid %d) %s after fh_finalize", rn, (int)pid,
-                    what);
+                msg("%s (pid %d) %s after fh_finalize", FH_RANK_NAME(rn),
+                    (int)pid, what);
             set_code(r->code);
         } else if (r->code != 0) {
             rank_death(rn, r->code, what);

@@ -270,10 +270,10 @@ static void on_abort(int rn, uint32_t code, const char *text)
     char what[FH_BOOT_MAX_MSG];
     r->aborted = 1;
     if (fr.end.failed) {
-        vlog(1, "rank %d aborted too (code %u): %s", rn, code, text);
+        vlog(1, "%s aborted too (code %u): %s", FH_RANK_NAME(rn), code, text);
     } else {
-        msg("rank %d (pid %d) aborted the job (code %u): %s", rn, (int)r->pid,
-            code, text);
+        msg("%s (pid %d) aborted the job (code %u): %s", FH_RANK_NAME(rn),
+            (int)r->pid, code, text);
         snprintf(what, sizeof what, "%d aborted the job (code %u): %s",
                  (int)r->pid, code, text);
         set_code(c);

@@ -155,8 +155,8 @@ void spawn(int rn)
         execvp(argv[0], argv);
         int e = errno;
         char line[PATH_MAX + 128];
-        int n = snprintf(line, sizeof line, "fhrun: rank %d: cannot run '%s': "
-                         "%s\n", rn, argv[0], strerror(e));
+        int n = snprintf(line, sizeof line, "fhrun: %s: cannot run '%s': "
+                         "%s\n", FH_RANK_NAME(rn), argv[0], strerror(e));
         if (n > 0)
             write_all(STDERR_FILENO, line,
                       (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);

@@ -1,0 +1,149 @@
+#!/bin/bash
+# messages.sh -- what a coarray user reads when something goes wrong.
+#
+#  * Images, not ranks: under cafrun every message names images numbered
+#    from 1 -- a killed image (fhrun's and the survivors' messages), an
+#    out-of-range coindex, ERROR STOP -- and never "rank".
+#  * FH_CAF_HEAP: every bad value (0, too small for the job, garbage, too
+#    large, overflowing) is refused naming the variable, the value and the
+#    accepted range.
+#  * STOP and ERROR STOP print and exit as gfortran does: "STOP" without a
+#    code prints nothing, "stop 'text'" prints it and exits 0, "error stop
+#    5" exits 5, "error stop 'text'" exits 1.
+#
+# Environment: CAF, CAFRUN (default caf, cafrun).  Exit status 0 all
+# passed, 1 a failure, 77 without gfortran.
+set -u
+
+caf=${CAF:-caf}
+cafrun=${CAFRUN:-cafrun}
+if ! command -v gfortran > /dev/null 2>&1 || ! command -v "$caf" > /dev/null 2>&1; then
+    echo "SKIP: gfortran or '$caf' not found"
+    exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/caf_messages.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+# has NAME FILE REGEX [absent] -- FILE matches (or with "absent": does not
+# match) REGEX.
+has() {
+    if grep -Eq -- "$3" "$2"; then found=1; else found=0; fi
+    if [ "${4:-}" = absent ]; then found=$((1 - found)); fi
+    if [ "$found" -eq 1 ]; then echo "ok $1"; else
+        fail "$1: expected ${4:+no }/$3/ in the output:"
+        sed 's/^/    /' "$2" | head -n 12
+    fi
+}
+# job NAME STATUS PROG NP -- runs PROG on NP images, output in log.
+job() {
+    timeout -k 5 60 "$cafrun" -n "$4" "./$3" > log 2>&1 < /dev/null
+    local rc=$?
+    if [ "$rc" -ne "$2" ]; then
+        fail "$1: exit status $rc, expected $2"
+        sed 's/^/    /' log | head -n 12
+    fi
+}
+build() {
+    cat > "$1.f90"
+    "$caf" -o "$1" "$1.f90" > build.log 2>&1 || { cat build.log; fail "$1 does not compile"; exit 1; }
+}
+
+# ---- images, not ranks
+build killed <<'EOF'
+program killed
+  integer :: x[*]
+  sync all
+  ! The shell's parent is this image.
+  if (this_image() == 2) call execute_command_line('kill -9 $PPID')
+  sync all
+end program killed
+EOF
+job "kill -9 of image 2" 137 killed 3
+has "fhrun names the killed image" log '^fhrun: image 2 \(pid [0-9]+\) killed by signal 9'
+has "a survivor names the image that died" log '^firehose\[image [13]\]: image 2 \(pid [0-9]+\) died: killed by signal 9'
+has "no message says rank" log 'rank' absent
+
+build coindex <<'EOF'
+program coindex
+  integer :: x(3)[*]
+  x = 1
+  sync all
+  if (this_image() == 2) x(1)[num_images() + 2] = 3
+  sync all
+end program coindex
+EOF
+job "out-of-range coindex on image 2" 1 coindex 3
+has "the error names image 2 and the coindex" log '^caf: image 2: .*image index 5 is out of range \[1, 3\]'
+has "the survivors name image 2" log '^firehose\[image [13]\]: image 2 \(pid [0-9]+\) died: aborted the job'
+has "no message says rank" log 'rank' absent
+
+build errstop <<'EOF'
+program errstop
+  integer :: x[*]
+  sync all
+  if (this_image() == 2) error stop 5
+  sync all
+end program errstop
+EOF
+job "error stop 5 on image 2" 5 errstop 2
+has "ERROR STOP 5 printed" log '^ERROR STOP 5$'
+has "the abort names image 2" log 'image 2 executed ERROR STOP 5'
+has "no message says rank" log 'rank' absent
+
+# ---- FH_CAF_HEAP
+build hello <<'EOF'
+program hello
+  integer :: x[*]
+  x = this_image()
+  sync all
+  if (this_image() == 1) print '(a)', 'hello'
+end program hello
+EOF
+for v in 0 4k 1m; do
+    FH_CAF_HEAP=$v job "FH_CAF_HEAP=$v" 1 hello 2
+    has "FH_CAF_HEAP=$v is refused with the range" log \
+        "^caf: image [12]: start-up: FH_CAF_HEAP=$v is too small: on 2 images the library keeps [0-9]+ bytes of it for itself; expected a size from 2m to 131072g"
+done
+for v in xyz 99999999999g 12q; do
+    FH_CAF_HEAP=$v job "FH_CAF_HEAP=$v" 1 hello 2
+    has "FH_CAF_HEAP=$v is refused with the range" log \
+        "FH_CAF_HEAP=$v: expected a size such as 4096, 64k, 4M, 1G, at most 131072g"
+done
+FH_CAF_HEAP=200000g job "FH_CAF_HEAP=200000g" 1 hello 2
+has "FH_CAF_HEAP=200000g is refused with the range" log "FH_CAF_HEAP=[0-9]+: expected at most 131072g"
+FH_CAF_HEAP=2m job "FH_CAF_HEAP=2m" 0 hello 2
+has "FH_CAF_HEAP=2m is enough on 2 images" log '^hello$'
+
+# ---- STOP and ERROR STOP (as gfortran -fcoarray=single)
+stop_case() { # NAME STATUS STATEMENT
+    build "$1" <<EOF
+program $1
+  integer :: x[*]
+  sync all
+  $3
+end program $1
+EOF
+    job "$3" "$2" "$1" 2
+}
+stop_case s_plain 0 "stop"
+has "STOP without a code prints nothing" log '.' absent
+stop_case s_text 0 "stop 'done'"
+has "stop 'done' prints STOP done" log '^STOP done$'
+stop_case s_quiet 0 "stop 'done', quiet=.true."
+has "QUIET=.true. prints nothing" log '.' absent
+stop_case s_errtext 1 "error stop 'bad'"
+has "error stop 'bad' prints ERROR STOP bad" log '^ERROR STOP bad$'
+stop_case s_errcode 5 "error stop 5"
+has "error stop 5 prints ERROR STOP 5" log '^ERROR STOP 5$'
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+echo "PASS: messages"
