@@ -24,7 +24,7 @@
  * describes) and inside the target's segment.
  *
  * The data then moves as in caf_xfer.c: caf_rma (one fh_get/fh_put when
- * contiguous, NBI batches otherwise), through a packed temporary when the
+ * contiguous, strided calls otherwise), through a packed temporary when the
  * type or kind differs.  The target being this image is a local copy.
  */
 #include "caf_internal.h"
