@@ -280,6 +280,9 @@ DOC_REF = """\
 ! derived type (pd(..)[j]%x: span != element size), in the shapes of
 ! caf_convert, each pair once per kind of statement, integer(4) =
 ! real(8) and character(len=3) = character(kind=4, len=5) in every shape.
+! Then allocatable left-hand sides without subscripts, reallocated to the
+! right-hand side's shape with a conversion (ra = c(1:9:2)[k],
+! ra = oc[k]%a1(::4), a 2-D one).
 ! Fails on main before 831230b: a(::2) and a(::-1) of an allocatable
 ! component (a FULL reference with a stride) were read as a(:)
 ! ("shapes differ: 5 elements assigned to 10").
@@ -389,7 +392,11 @@ def gen_ref(path, doc):
             w(f"  {d}, allocatable :: la1_{t}(:), la2_{t}(:,:), las_{t}")
             locals_decl(w, t)
     common_head(w, 'caf_ref_convert_data', decls)
-    prog_head(w, 'caf_ref_convert', 'caf_ref_convert_data')
+    prog_head(w, 'caf_ref_convert', 'caf_ref_convert_data',
+              ["  integer(2), allocatable :: ra_i2(:), rx_i2(:)",
+               "  real(8), allocatable :: ra_r8(:), rx_r8(:)",
+               "  character(len=5,kind=ucs4), allocatable :: ra_c4_5(:), rx_c4_5(:)",
+               "  integer(4), allocatable :: ra_i4_2(:,:), rx_i4_2(:,:)"])
     for t in TYPES:
         if t[0] == 'c':
             w(f"  allocate(od_{t}%a1(10), od_{t}%a2(4,4), oc_{t}%a1(10), oc_{t}%a2(4,4))")
@@ -448,6 +455,31 @@ def gen_ref(path, doc):
         else:
             stmt, chk = f"{loc} = {src}", loc.split('(')[0]
         emit_case(w, t, s, side, sh, stmt, chk, img, setup)
+    # Allocatable left-hand sides without subscripts: reallocated to the
+    # shape of the right-hand side (10 elements -> 5, 4, 3; 1-D -> 2-D).
+    realloc = [('i2', 'r8', "c1_r8(1:9:2)[left]", "w1_r8(1:9:2)"),
+               ('r8', 'i1', "oc_i1[left]%a1(10:1:-3)", "w1_i1(10:1:-3)"),
+               ('c4_5', 'c1_7', "oc_c1_7[left]%a1(::4)", "w1_c1_7(::4)"),
+               ('i4', 'r4', "c2_r4(2:3,::2)[left]", "w2_r4(2:3,::2)")]
+    for (t, s, rhs, loc) in realloc:
+        two = 'c2_' in rhs
+        ra, rx = (f"ra_{t}_2", f"rx_{t}_2") if two else (f"ra_{t}", f"rx_{t}")
+        setup(w, t, s)
+        w(f"  if (allocated({ra})) deallocate({ra})")
+        w(f"  allocate({ra}{'(4,4)' if two else '(10)'})")
+        w("  sync all")
+        w(f"  {ra} = {rhs}")
+        w(f"  call fill_{s}(left, w1_{s}, w2_{s}, ws_{s})")
+        w(f"  {rx} = {loc}")
+        what = f"reallocated lhs {short(t)} = {short(s)}: ra = {rhs}"
+        w(f"  if (any(shape({ra}) /= shape({rx}))) then")
+        w(f"    write(buf, *) 'expected shape ', shape({rx}), ' got ', shape({ra})")
+        w(f"    call fail({lit(what + ': ')} // trim(buf))")
+        w(f"  else if (.not. all([{ra}] {same(t)} [{rx}])) then")
+        w(f"    write(buf, *) 'expected ', {rx}, ' got ', {ra}")
+        w(f"    call fail({lit(what + ': ')} // trim(buf))")
+        w("  end if")
+        w("  sync all")
     program_tail(w, 'caf_ref_convert')
     open(path, 'w').write(doc + HEADER_NOTE + "\n".join(o) + "\n")
     return len(cl)

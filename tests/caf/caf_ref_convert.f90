@@ -9,6 +9,9 @@
 ! derived type (pd(..)[j]%x: span != element size), in the shapes of
 ! caf_convert, each pair once per kind of statement, integer(4) =
 ! real(8) and character(len=3) = character(kind=4, len=5) in every shape.
+! Then allocatable left-hand sides without subscripts, reallocated to the
+! right-hand side's shape with a conversion (ra = c(1:9:2)[k],
+! ra = oc[k]%a1(::4), a 2-D one).
 ! Fails on main before 831230b: a(::2) and a(::-1) of an allocatable
 ! component (a FULL reference with a stride) were read as a(:)
 ! ("shapes differ: 5 elements assigned to 10").
@@ -407,6 +410,10 @@ program caf_ref_convert
   use caf_ref_convert_data
   implicit none
   integer :: me, n, left, right, left2
+  integer(2), allocatable :: ra_i2(:), rx_i2(:)
+  real(8), allocatable :: ra_r8(:), rx_r8(:)
+  character(len=5,kind=ucs4), allocatable :: ra_c4_5(:), rx_c4_5(:)
+  integer(4), allocatable :: ra_i4_2(:,:), rx_i4_2(:,:)
   character(len=4000) :: buf
   me = this_image()
   n = num_images()
@@ -9645,6 +9652,100 @@ program caf_ref_convert
         's rhs: od_c1_3[right]%a2(1:2,2:4) = oc_c4_5[left]%a2([4,1],[' // &
         '3,2,4]): ' // trim(buf))
   end if
+  call blank_i2(od_i2%a1, od_i2%a2, od_i2%as)
+  call blank_i2(od_i2%f1, od_i2%f2, od_i2%fs)
+  call blank_i2(l1_i2, l2_i2, ls_i2)
+  call blank_i2(la1_i2, la2_i2, las_i2)
+  call blank_i2(l1_i2, l2_i2, ls_i2); pd_i2%x = l1_i2
+  call fill_r8(me, oc_r8%a1, oc_r8%a2, oc_r8%as)
+  call fill_r8(me, oc_r8%f1, oc_r8%f2, oc_r8%fs)
+  call fill_r8(me, c1_r8, c2_r8, cs_r8); pc_r8%x = c1_r8
+  call fill_r8(me, v1_r8, v2_r8, vs_r8)
+  if (allocated(ra_i2)) deallocate(ra_i2)
+  allocate(ra_i2(10))
+  sync all
+  ra_i2 = c1_r8(1:9:2)[left]
+  call fill_r8(left, w1_r8, w2_r8, ws_r8)
+  rx_i2 = w1_r8(1:9:2)
+  if (any(shape(ra_i2) /= shape(rx_i2))) then
+    write(buf, *) 'expected shape ', shape(rx_i2), ' got ', shape(ra_i2)
+    call fail('reallocated lhs i2 = r8: ra = c1_r8(1:9:2)[left]: ' // trim(buf))
+  else if (.not. all([ra_i2] == [rx_i2])) then
+    write(buf, *) 'expected ', rx_i2, ' got ', ra_i2
+    call fail('reallocated lhs i2 = r8: ra = c1_r8(1:9:2)[left]: ' // trim(buf))
+  end if
+  sync all
+  call blank_r8(od_r8%a1, od_r8%a2, od_r8%as)
+  call blank_r8(od_r8%f1, od_r8%f2, od_r8%fs)
+  call blank_r8(l1_r8, l2_r8, ls_r8)
+  call blank_r8(la1_r8, la2_r8, las_r8)
+  call blank_r8(l1_r8, l2_r8, ls_r8); pd_r8%x = l1_r8
+  call fill_i1(me, oc_i1%a1, oc_i1%a2, oc_i1%as)
+  call fill_i1(me, oc_i1%f1, oc_i1%f2, oc_i1%fs)
+  call fill_i1(me, c1_i1, c2_i1, cs_i1); pc_i1%x = c1_i1
+  call fill_i1(me, v1_i1, v2_i1, vs_i1)
+  if (allocated(ra_r8)) deallocate(ra_r8)
+  allocate(ra_r8(10))
+  sync all
+  ra_r8 = oc_i1[left]%a1(10:1:-3)
+  call fill_i1(left, w1_i1, w2_i1, ws_i1)
+  rx_r8 = w1_i1(10:1:-3)
+  if (any(shape(ra_r8) /= shape(rx_r8))) then
+    write(buf, *) 'expected shape ', shape(rx_r8), ' got ', shape(ra_r8)
+    call fail('reallocated lhs r8 = i1: ra = oc_i1[left]%a1(10:1:-3): ' // trim(buf))
+  else if (.not. all([ra_r8] == [rx_r8])) then
+    write(buf, *) 'expected ', rx_r8, ' got ', ra_r8
+    call fail('reallocated lhs r8 = i1: ra = oc_i1[left]%a1(10:1:-3): ' // trim(buf))
+  end if
+  sync all
+  call blank_c4_5(od_c4_5%a1, od_c4_5%a2, od_c4_5%as)
+  call blank_c4_5(od_c4_5%f1, od_c4_5%f2, od_c4_5%fs)
+  call blank_c4_5(l1_c4_5, l2_c4_5, ls_c4_5)
+  call blank_c4_5(la1_c4_5, la2_c4_5, las_c4_5)
+  call blank_c4_5(l1_c4_5, l2_c4_5, ls_c4_5); pd_c4_5%x = l1_c4_5
+  call fill_c1_7(me, oc_c1_7%a1, oc_c1_7%a2, oc_c1_7%as)
+  call fill_c1_7(me, oc_c1_7%f1, oc_c1_7%f2, oc_c1_7%fs)
+  call fill_c1_7(me, c1_c1_7, c2_c1_7, cs_c1_7); pc_c1_7%x = c1_c1_7
+  call fill_c1_7(me, v1_c1_7, v2_c1_7, vs_c1_7)
+  if (allocated(ra_c4_5)) deallocate(ra_c4_5)
+  allocate(ra_c4_5(10))
+  sync all
+  ra_c4_5 = oc_c1_7[left]%a1(::4)
+  call fill_c1_7(left, w1_c1_7, w2_c1_7, ws_c1_7)
+  rx_c4_5 = w1_c1_7(::4)
+  if (any(shape(ra_c4_5) /= shape(rx_c4_5))) then
+    write(buf, *) 'expected shape ', shape(rx_c4_5), ' got ', shape(ra_c4_5)
+    call fail('reallocated lhs ucs4 len 5 = char len 7: ra = oc_c1_7[left]%' // &
+        'a1(::4): ' // trim(buf))
+  else if (.not. all([ra_c4_5] == [rx_c4_5])) then
+    write(buf, *) 'expected ', rx_c4_5, ' got ', ra_c4_5
+    call fail('reallocated lhs ucs4 len 5 = char len 7: ra = oc_c1_7[left]%' // &
+        'a1(::4): ' // trim(buf))
+  end if
+  sync all
+  call blank_i4(od_i4%a1, od_i4%a2, od_i4%as)
+  call blank_i4(od_i4%f1, od_i4%f2, od_i4%fs)
+  call blank_i4(l1_i4, l2_i4, ls_i4)
+  call blank_i4(la1_i4, la2_i4, las_i4)
+  call blank_i4(l1_i4, l2_i4, ls_i4); pd_i4%x = l1_i4
+  call fill_r4(me, oc_r4%a1, oc_r4%a2, oc_r4%as)
+  call fill_r4(me, oc_r4%f1, oc_r4%f2, oc_r4%fs)
+  call fill_r4(me, c1_r4, c2_r4, cs_r4); pc_r4%x = c1_r4
+  call fill_r4(me, v1_r4, v2_r4, vs_r4)
+  if (allocated(ra_i4_2)) deallocate(ra_i4_2)
+  allocate(ra_i4_2(4,4))
+  sync all
+  ra_i4_2 = c2_r4(2:3,::2)[left]
+  call fill_r4(left, w1_r4, w2_r4, ws_r4)
+  rx_i4_2 = w2_r4(2:3,::2)
+  if (any(shape(ra_i4_2) /= shape(rx_i4_2))) then
+    write(buf, *) 'expected shape ', shape(rx_i4_2), ' got ', shape(ra_i4_2)
+    call fail('reallocated lhs i4 = r4: ra = c2_r4(2:3,::2)[left]: ' // trim(buf))
+  else if (.not. all([ra_i4_2] == [rx_i4_2])) then
+    write(buf, *) 'expected ', rx_i4_2, ' got ', ra_i4_2
+    call fail('reallocated lhs i4 = r4: ra = c2_r4(2:3,::2)[left]: ' // trim(buf))
+  end if
+  sync all
   sync all
   if (me == 1) print '(a)', 'PASS caf_ref_convert'
 contains
