@@ -10,7 +10,7 @@
  *                  image that has stopped keeps answering, see there)
  *   caf_heap.c     the coarray heap and register/deregister
  *   caf_xfer.c     get/send/sendget: descriptors -> contiguous blocks ->
- *                  fh_put/fh_get (one call) or NBI batches
+ *                  fh_put/fh_get (one call) or strided calls
  *   caf_convert.c  type and kind conversion, packing
  *   caf_ref.c      the *_by_ref calls and is_present (components)
  *   caf_coll.c     co_sum/min/max/broadcast/reduce
@@ -230,8 +230,8 @@ void caf_layout_span(const caf_layout_t *l, ptrdiff_t *lo, ptrdiff_t *hi);
 
 /* Moves count elements between rank's memory (remote layout) and ours
  * (local layout, same esz, same count): put when is_put, else get.
- * Contiguous: one fh_put/fh_get; otherwise contiguous runs as NBI batches
- * (a get of a dense-enough remote range reads the range once and scatters).
+ * Contiguous: one fh_put/fh_get; otherwise fh_put_strided/fh_get_strided
+ * per plane or row; vector subscripts in runs of constant steps (caf_xfer.c).
  * Returns FH_OK or a firehose error. */
 int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
             const caf_layout_t *local);

@@ -24,7 +24,7 @@
  * describes) and inside the target's segment.
  *
  * The data then moves as in caf_xfer.c: caf_rma (one fh_get/fh_put when
- * contiguous, NBI batches otherwise), through a packed temporary when the
+ * contiguous, strided calls otherwise), through a packed temporary when the
  * type or kind differs.  The target being this image is a local copy.
  */
 #include "caf_internal.h"
@@ -245,8 +245,12 @@ static bool array_ref(walk_t *w, const caf_reference_t *r)
         ptrdiff_t lb = d->dim[i].lbound, ub = d->dim[i].ubound;
         ptrdiff_t sb = d->dim[i].stride * span;
         ptrdiff_t s = lb, e = ub, st = 1;
+        /* An omitted bound is the array's lower (start) or upper (end)
+         * bound whatever the stride's sign (`(::-1)` is empty, F2018
+         * 9.5.3.3.2); FULL is `(:)`, `(::2)` or `(::-1)`: it has a stride. */
         switch (r->u.a.mode[i]) {
         case CAF_ARR_REF_FULL:
+            st = r->u.a.dim[i].s.stride ? r->u.a.dim[i].s.stride : 1;
             break;
         case CAF_ARR_REF_RANGE:
             s = r->u.a.dim[i].s.start;

@@ -13,8 +13,10 @@
  *     whole contiguous rows (blocks of a row, strided by the second
  *     dimension) or per row of the first dimension (blocks of one
  *     element at the row's strides); the runtime packs small blocks into
- *     few network messages.  A vector subscript in the first dimension
- *     makes one-element rows.
+ *     few network messages;
+ *   - a vector subscript: the elements in order, cut into runs of constant
+ *     steps on both sides; a run of CAF_VEC_RUN_MIN or more is one strided
+ *     or contiguous call, shorter ones NBI operations completed together.
  * Every remote block is checked to lie inside the coarray before anything
  * is sent: an index out of bounds is an error, never a write into another
  * coarray.
@@ -140,6 +142,82 @@ static bool plane_blocks(const caf_iter_t *ri, const caf_iter_t *li, size_t *blk
     return *rs != 0;
 }
 
+/* A run of elements at constant steps on both sides (a vector
+ * subscript's elements, walked in order). */
+typedef struct vrun {
+    char *r, *l;             /* first element */
+    ptrdiff_t rs, ls;        /* steps (bytes), valid when k >= 2 */
+    size_t k;
+} vrun_t;
+
+/* Runs shorter than this go element by element as NBI operations, all in
+ * flight together; longer ones are one strided (or contiguous) call. */
+#define CAF_VEC_RUN_MIN 4
+
+static int vrun_flush(int rank, bool is_put, const vrun_t *v, size_t esz)
+{
+    if (v->k == 0)
+        return FH_OK;
+    if (v->k < CAF_VEC_RUN_MIN) {
+        int rc = FH_OK;
+        for (size_t i = 0; i < v->k && rc == FH_OK; i++) {
+            char *r = v->r + (ptrdiff_t)i * v->rs, *l = v->l + (ptrdiff_t)i * v->ls;
+            rc = is_put ? fh_put_nbi(rank, r, l, esz) : fh_get_nbi(l, rank, r, esz);
+        }
+        return rc;
+    }
+    if (v->rs == (ptrdiff_t)esz && v->ls == (ptrdiff_t)esz)
+        return is_put ? fh_put(rank, v->r, v->l, v->k * esz)
+                      : fh_get(v->l, rank, v->r, v->k * esz);
+    return is_put ? fh_put_strided(rank, v->r, v->rs, v->l, v->ls, esz, v->k)
+                  : fh_get_strided(v->l, v->ls, rank, v->r, v->rs, esz, v->k);
+}
+
+/* A remote layout with a vector subscript: the elements in order, cut into
+ * runs of constant steps on both sides (`a(vec)` with an arithmetic vec is
+ * one run, `a(:, vec)` one contiguous run per column); short runs travel
+ * as NBI operations completed together, so even a random vector costs a
+ * pipeline of small operations, not a round trip per element. */
+static int rma_vector(int rank, bool is_put, const caf_layout_t *remote,
+                      const caf_layout_t *local, size_t count)
+{
+    size_t esz = remote->esz;
+    caf_iter_t ri, li;
+    caf_iter_init(&ri, remote);
+    caf_iter_init(&li, local);
+    vrun_t v = {.k = 0};
+    int rc = FH_OK;
+    for (size_t i = 0; i < count && rc == FH_OK; i++) {
+        char *r = caf_iter_addr(&ri), *l = caf_iter_addr(&li);
+        if (v.k == 1 && (r != v.r || !is_put)) {
+            v.rs = r - v.r;
+            v.ls = l - v.l;
+            v.k = 2;
+        } else if (v.k >= 2 && r == v.r + (ptrdiff_t)v.k * v.rs &&
+                   l == v.l + (ptrdiff_t)v.k * v.ls) {
+            v.k++;
+        } else {
+            rc = vrun_flush(rank, is_put, &v, esz);
+            v = (vrun_t){.r = r, .l = l, .rs = (ptrdiff_t)esz,
+                         .ls = (ptrdiff_t)esz, .k = 1};
+        }
+        caf_iter_next(&ri);
+        caf_iter_next(&li);
+    }
+    if (rc == FH_OK)
+        rc = vrun_flush(rank, is_put, &v, esz);
+    int wrc = fh_wait_nbi();
+    return rc != FH_OK ? rc : wrc;
+}
+
+static bool has_vector(const caf_layout_t *l)
+{
+    for (int d = 0; d < l->rank; d++)
+        if (l->dim[d].offs != NULL)
+            return true;
+    return false;
+}
+
 int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
             const caf_layout_t *local)
 {
@@ -152,10 +230,11 @@ int caf_rma(int rank, bool is_put, const caf_layout_t *remote,
         return is_put ? fh_put(rank, remote->base, local->base, n)
                       : fh_get(local->base, rank, remote->base, n);
     }
+    if (has_vector(remote) || has_vector(local))
+        return rma_vector(rank, is_put, remote, local, count);
     /* Non-contiguous: one strided call per plane of whole contiguous rows,
      * else per row of the first dimension (the runtime packs small blocks
-     * into few messages); a vector subscript in the first dimension makes
-     * one-element rows. */
+     * into few messages). */
     int rc = FH_OK;
     caf_iter_t ri, li;
     caf_iter_init(&ri, remote);
