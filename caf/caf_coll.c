@@ -78,7 +78,7 @@
  * 16 (gfortran 12 passes no kind): they cannot be told apart, and 16-byte
  * reals are taken as REAL(16); CO_BROADCAST of REAL(10) is fine.
  */
-#include "caf_internal.h"
+#include "caf_coll.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -93,10 +93,6 @@
 #define COLL_CHUNK ((size_t)256 << 10)
 #define COLL_EAGER ((size_t)2048)
 
-typedef __int128 i128_t;
-typedef unsigned __int128 u128_t;
-typedef __float128 f128_t;
-typedef _Complex float __attribute__((mode(TC))) c128_t;
 
 /* ------------------------------------------------------ message queue */
 
@@ -295,6 +291,7 @@ void caf_coll_init(void)
     if (scratch_off == (size_t)-1)
         caf_fatal(stmt, "no room for %zu bytes of collective scratch in the "
                   "coarray heap (FH_CAF_HEAP)", sz);
+    caf_coll_node_init();
 }
 
 /* Sequence numbers per team. */
@@ -316,27 +313,6 @@ static uint64_t next_seq(uint64_t team)
 }
 
 /* ------------------------------------------------- one collective call */
-
-enum { OP_SUM, OP_MIN, OP_MAX, OP_REDUCE, OP_BCAST };
-
-typedef struct coll {
-    const char *stmt;
-    int op;
-    int bt, kind;          /* element type; kind of the (real) parts */
-    size_t esz;            /* bytes per element */
-    size_t a_len;          /* characters per element (character) */
-    void *(*opr)(void *, void *);
-    int opr_flags;
-    void *tmp;             /* CO_REDUCE: one element */
-    /* team */
-    const int *ranks;
-    int n, me, root;
-    uint64_t team, seq;
-    int *stat;
-    char *errmsg;
-    size_t errmsg_len;
-    int err, err_image;    /* why the collective was abandoned */
-} coll_t;
 
 typedef struct kid {
     int rank, level;
@@ -483,236 +459,6 @@ static bool send_chunk(coll_t *c, int dst, int level, uint64_t chunk,
     return true;
 }
 
-/* ----------------------------------------------------------- operators */
-
-#define SUM_LOOP(T)                                         \
-    do {                                                    \
-        T *x = acc;                                         \
-        const T *y = in;                                    \
-        for (size_t i = 0; i < n; i++)                      \
-            x[i] = (T)(x[i] + y[i]);                        \
-    } while (0)
-
-/* min/max of integers and reals; a NaN loses against a number. */
-#define MINMAX_LOOP(T)                                              \
-    do {                                                            \
-        T *x = acc;                                                 \
-        const T *y = in;                                            \
-        for (size_t i = 0; i < n; i++) {                            \
-            bool take = is_min ? y[i] < x[i] : y[i] > x[i];         \
-            if (take || (x[i] != x[i] && y[i] == y[i]))             \
-                x[i] = y[i];                                        \
-        }                                                           \
-    } while (0)
-
-static void op_sum(const coll_t *c, void *acc, const void *in, size_t n)
-{
-    if (c->bt == CAF_BT_COMPLEX)
-        n *= 2;
-    if (c->bt == CAF_BT_INTEGER) {
-        switch (c->kind) {
-        case 1: SUM_LOOP(uint8_t); break;
-        case 2: SUM_LOOP(uint16_t); break;
-        case 4: SUM_LOOP(uint32_t); break;
-        case 8: SUM_LOOP(uint64_t); break;
-        default: SUM_LOOP(u128_t); break;
-        }
-    } else {
-        switch (c->kind) {
-        case 4: SUM_LOOP(float); break;
-        case 8: SUM_LOOP(double); break;
-        default: SUM_LOOP(f128_t); break;
-        }
-    }
-}
-
-static int char_cmp(const coll_t *c, const void *x, const void *y)
-{
-    if (c->kind == 1)
-        return memcmp(x, y, c->a_len);
-    const uint32_t *a = x, *b = y;
-    for (size_t i = 0; i < c->a_len; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return 0;
-}
-
-static void op_minmax(const coll_t *c, void *acc, const void *in, size_t n)
-{
-    bool is_min = c->op == OP_MIN;
-    if (c->bt == CAF_BT_CHARACTER) {
-        for (size_t i = 0; i < n; i++) {
-            char *x = (char *)acc + i * c->esz;
-            const char *y = (const char *)in + i * c->esz;
-            int r = char_cmp(c, y, x);
-            if (is_min ? r < 0 : r > 0)
-                memcpy(x, y, c->esz);
-        }
-    } else if (c->bt == CAF_BT_INTEGER) {
-        switch (c->kind) {
-        case 1: MINMAX_LOOP(int8_t); break;
-        case 2: MINMAX_LOOP(int16_t); break;
-        case 4: MINMAX_LOOP(int32_t); break;
-        case 8: MINMAX_LOOP(int64_t); break;
-        default: MINMAX_LOOP(i128_t); break;
-        }
-    } else {
-        switch (c->kind) {
-        case 4: MINMAX_LOOP(float); break;
-        case 8: MINMAX_LOOP(double); break;
-        default: MINMAX_LOOP(f128_t); break;
-        }
-    }
-}
-
-/* --- CO_REDUCE: calling the user's function as gfortran 12 compiles it.
- *
- * gfortran passes opr_flags: BYREF when the function returns its result
- * through a hidden first argument (character functions: result buffer and
- * result length first), ARG_VALUE when the dummies have the VALUE
- * attribute, HIDDENLEN / ARG_DESC (never seen from gfortran 12 for
- * conforming operations).  A character function takes
- *   (char *res, size_t res_len, const char *x, const char *y,
- *    size_t x_len, size_t y_len)
- * (lengths in characters), whatever HIDDENLEN says.  Otherwise the function
- * takes x and y by reference (by value with ARG_VALUE) and returns the
- * element by value: integer/logical/real/complex as the C type of that
- * kind; a derived type as the C ABI returns a struct of its size -- on
- * x86-64 in memory through a hidden pointer when larger than 16 bytes, in
- * rax:rdx when its 8-byte halves hold integers.  (A derived type of at
- * most 16 bytes made of reals only comes back in SSE registers; the
- * library cannot know the components, so such a CO_REDUCE is wrong --
- * gfortran 12 passes no type information.) */
-
-typedef void (*vfn_t)(void);
-typedef struct { uint64_t a, b; } two64_t;
-
-#define CALL_REF(T)                                                     \
-    do {                                                                \
-        T r = ((T(*)(const void *, const void *))(vfn_t)f)(x, y);       \
-        memcpy(res, &r, sizeof r);                                      \
-    } while (0)
-#define CALL_VAL(T)                                                     \
-    do {                                                                \
-        T xv, yv;                                                       \
-        memcpy(&xv, x, sizeof xv);                                      \
-        memcpy(&yv, y, sizeof yv);                                      \
-        T r = ((T(*)(T, T))(vfn_t)f)(xv, yv);                           \
-        memcpy(res, &r, sizeof r);                                      \
-    } while (0)
-#define CALL_ANY(T) do { if (byval) CALL_VAL(T); else CALL_REF(T); } while (0)
-
-/* res = opr(x, y); false for a convention we cannot make. */
-static bool call_opr(const coll_t *c, void *res, const void *x, const void *y)
-{
-    vfn_t f = (vfn_t)c->opr;
-    bool byval = (c->opr_flags & CAF_GFC_ARG_VALUE) != 0;
-    if (c->opr_flags & CAF_GFC_ARG_DESC)
-        return false;
-    if (c->bt == CAF_BT_CHARACTER) {
-        ((void (*)(void *, size_t, const void *, const void *, size_t,
-                   size_t))f)(res, c->a_len, x, y, c->a_len, c->a_len);
-        return true;
-    }
-    if (c->opr_flags & CAF_GFC_BYREF) {
-        ((void (*)(void *, const void *, const void *))f)(res, x, y);
-        return true;
-    }
-    switch (c->bt) {
-    case CAF_BT_INTEGER:
-    case CAF_BT_LOGICAL:
-        switch (c->esz) {
-        case 1: CALL_ANY(int8_t); return true;
-        case 2: CALL_ANY(int16_t); return true;
-        case 4: CALL_ANY(int32_t); return true;
-        case 8: CALL_ANY(int64_t); return true;
-        case 16: CALL_ANY(i128_t); return true;
-        }
-        return false;
-    case CAF_BT_REAL:
-        switch (c->esz) {
-        case 4: CALL_ANY(float); return true;
-        case 8: CALL_ANY(double); return true;
-        case 16: CALL_ANY(f128_t); return true;
-        }
-        return false;
-    case CAF_BT_COMPLEX:
-        switch (c->esz) {
-        case 8: CALL_ANY(_Complex float); return true;
-        case 16: CALL_ANY(_Complex double); return true;
-        case 32: CALL_ANY(c128_t); return true;
-        }
-        return false;
-    case CAF_BT_DERIVED:
-        if (byval)
-            return false;
-#if defined(__x86_64__)
-        if (c->esz > 16) {
-            ((void (*)(void *, const void *, const void *))f)(res, x, y);
-        } else if (c->esz > 8) {
-            two64_t r = ((two64_t(*)(const void *, const void *))f)(x, y);
-            memcpy(res, &r, c->esz);
-        } else {
-            uint64_t r = ((uint64_t(*)(const void *, const void *))f)(x, y);
-            memcpy(res, &r, c->esz);
-        }
-        return true;
-#else
-        return false;
-#endif
-    default:
-        return false;
-    }
-}
-
-/* Whether call_opr can call c->opr for this type (checked before any
- * communication, so every image refuses alike). */
-static bool opr_supported(const coll_t *c)
-{
-    if (c->opr == NULL || (c->opr_flags & CAF_GFC_ARG_DESC))
-        return false;
-    if (c->bt == CAF_BT_CHARACTER || (c->opr_flags & CAF_GFC_BYREF))
-        return true;
-    switch (c->bt) {
-    case CAF_BT_INTEGER:
-    case CAF_BT_LOGICAL:
-        return c->esz == 1 || c->esz == 2 || c->esz == 4 || c->esz == 8 ||
-               c->esz == 16;
-    case CAF_BT_REAL:
-        return c->esz == 4 || c->esz == 8 || c->esz == 16;
-    case CAF_BT_COMPLEX:
-        return c->esz == 8 || c->esz == 16 || c->esz == 32;
-    case CAF_BT_DERIVED:
-#if defined(__x86_64__)
-        return !(c->opr_flags & CAF_GFC_ARG_VALUE);
-#else
-        return false;
-#endif
-    default:
-        return false;
-    }
-}
-
-static void op_reduce(const coll_t *c, void *acc, const void *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char *x = (char *)acc + i * c->esz;
-        const char *y = (const char *)in + i * c->esz;
-        call_opr(c, c->tmp, x, y);
-        memcpy(x, c->tmp, c->esz);
-    }
-}
-
-static void combine(const coll_t *c, void *acc, const void *in, size_t n)
-{
-    switch (c->op) {
-    case OP_SUM: op_sum(c, acc, in, n); break;
-    case OP_MIN:
-    case OP_MAX: op_minmax(c, acc, in, n); break;
-    default: op_reduce(c, acc, in, n); break;
-    }
-}
-
 /* ------------------------------------------------------- tree phases */
 
 #define PHASE_UP ((uint64_t)CAF_COLL_UP << CAF_COLL_PHASE_SHIFT)
@@ -767,7 +513,7 @@ static bool reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
                 poison(c, parent, kids, nk);
                 return false;
             }
-            combine(c, p, m->data, cnt);
+            caf_coll_combine(c, p, m->data, cnt);
             msg_free(m);
             if (ch + 2 < nch)
                 grant(c, kids[i].rank, kids[i].level, PHASE_UP | (ch + 2),
@@ -875,7 +621,7 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
         if ((m = wait_msg(c, MSG_DATA, c->ranks[me + 1], PHASE_FOLD, len, 0)) ==
             NULL)
             goto fail;
-        combine(c, buf, m->data, nelem);
+        caf_coll_combine(c, buf, m->data, nelem);
         msg_free(m);
     }
     char *tmp = malloc(len);
@@ -891,10 +637,10 @@ static bool allreduce_rd(coll_t *c, char *buf, size_t nelem)
             goto fail;
         }
         if (pv > v) {
-            combine(c, buf, m->data, nelem);
+            caf_coll_combine(c, buf, m->data, nelem);
         } else {
             memcpy(tmp, m->data, len);
-            combine(c, tmp, buf, nelem);
+            caf_coll_combine(c, tmp, buf, nelem);
             memcpy(buf, tmp, len);
         }
         msg_free(m);
@@ -934,6 +680,35 @@ static bool type_ok(coll_t *c)
     return part == 4 || part == 8 || part == 16;
 }
 
+/* gfortran 12 lowers CO_BROADCAST of a derived type with allocatable
+ * components into one call per component, each allocatable one with a
+ * temporary descriptor whose data, dtype and bounds it sets but not its
+ * span or offset (stack garbage): a contiguous array.  Any other
+ * descriptor keeps base = first element, so offset = -sum(lbound *
+ * stride); where that does not hold and the span is not a plausible
+ * element step, the span is the element size. */
+static void fix_span(gfc_descriptor_t *d)
+{
+    ptrdiff_t off = 0;
+    for (int i = 0; i < d->dtype.rank; i++)
+        off -= d->dim[i].lbound * d->dim[i].stride;
+    ptrdiff_t el = (ptrdiff_t)d->dtype.elem_len;
+    if (d->dtype.rank > 0 &&
+        ((ptrdiff_t)d->offset != off || d->span < el || d->span > ((ptrdiff_t)1 << 30)))
+        d->span = el;
+}
+
+/* Reports why c was abandoned. */
+static void report(const coll_t *c)
+{
+    if (c->err == 1)
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt, "%s",
+                  c->why[0] ? c->why : "another image gave it up");
+    else
+        report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE,
+                     c->err_image);
+}
+
 static void run(coll_t *c, gfc_descriptor_t *a, int image)
 {
     caf_ok(c->stat);
@@ -948,9 +723,22 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
                   c->op == OP_BCAST ? 1 : 0, n);
         return;
     }
-    if (a == NULL || (a->base_addr == NULL && a->dtype.elem_len != 0)) {
+    if (a == NULL) {
         caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
                   "the argument A has no memory");
+        return;
+    }
+    /* A CO_BROADCAST receiver without memory (an allocatable component not
+     * allocated here) still takes part on the node path, which learns the
+     * size from the source; the message path refuses it at once. */
+    bool nomem = a->base_addr == NULL && a->dtype.elem_len != 0;
+    if (nomem && !(c->op == OP_BCAST && c->me != image - 1 &&
+                   caf_coll_node_usable(c))) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "the argument A has no memory%s",
+                  c->op == OP_BCAST ? " (an allocatable component that is "
+                  "not allocated? gfortran 12 cannot allocate it here: "
+                  "allocate it with the source's shape first)" : "");
         return;
     }
     c->esz = a->dtype.elem_len;
@@ -964,7 +752,7 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
                   "unsupported type (type code %d, %zu bytes)", c->bt, c->esz);
         return;
     }
-    if (c->op == OP_REDUCE && !opr_supported(c)) {
+    if (c->op == OP_REDUCE && !caf_coll_opr_supported(c)) {
         caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
                   "cannot call OPERATION (flags %d, type code %d, %zu bytes)",
                   c->opr_flags, c->bt, c->esz);
@@ -977,8 +765,25 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     if (n == 1)
         return;
 
+    int root = c->op == OP_BCAST ? image - 1 : (image ? image - 1 : 0);
+    bool mine = c->op == OP_BCAST || image == 0 || c->me == image - 1;
+    gfc_descriptor_t *ad = a;
+    caf_desc_storage_t fixed;
+    if (c->op == OP_BCAST && a->dtype.rank > 0 &&
+        a->dtype.rank <= CAF_MAX_DIMENSIONS) {
+        memcpy(&fixed, a, sizeof(gfc_descriptor_t) +
+                              (size_t)a->dtype.rank * sizeof a->dim[0]);
+        ad = &fixed.d;
+        fix_span(ad);
+    }
+    if (nomem) {
+        c->root = root;
+        if (!caf_coll_node_run(c, NULL, 0, root, true))
+            report(c);
+        return;
+    }
     caf_layout_t ul, pl;
-    caf_layout_desc(&ul, a, NULL);
+    caf_layout_desc(&ul, ad, NULL);
     size_t nelem = caf_layout_count(&ul);
     if (nelem == 0 || c->esz == 0)
         return;
@@ -994,8 +799,6 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     bool contig = caf_layout_contiguous(&ul);
     char *buf = ul.base;
     caf_type_t ty = {c->bt, c->kind, c->esz};
-    int root = c->op == OP_BCAST ? image - 1 : (image ? image - 1 : 0);
-    bool mine = c->op == OP_BCAST || image == 0 || c->me == image - 1;
     if (!contig) {
         buf = malloc(nelem * c->esz);
         if (buf == NULL)
@@ -1011,7 +814,11 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     }
     bool ok = true;
     c->root = root;
-    if (c->op != OP_BCAST && image == 0 && nelem * c->esz <= coll_eager) {
+    if (caf_coll_node_usable(c)) {
+        ok = caf_coll_node_run(c, buf, nelem, root,
+                               c->op == OP_BCAST || image == 0);
+    } else if (c->op != OP_BCAST && image == 0 &&
+               nelem * c->esz <= coll_eager) {
         ok = allreduce_rd(c, buf, nelem);
     } else {
         if (c->op != OP_BCAST)
@@ -1022,7 +829,7 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
         }
     }
     if (!ok)
-        report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE, c->err_image);
+        report(c);
     if (!contig) {
         if (ok && mine)
             caf_copy_layout(&ul, ty, &pl, ty, nelem);
