@@ -704,6 +704,9 @@ static void report(const coll_t *c)
     if (c->err == 1)
         caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt, "%s",
                   c->why[0] ? c->why : "another image gave it up");
+    else if (c->err == 0 && c->err_image > 0)
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "image %d gave it up", c->err_image);
     else
         report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE,
                      c->err_image);
@@ -728,12 +731,31 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
                   "the argument A has no memory");
         return;
     }
+    /* With -fcoarray=lib a derived type with an allocatable scalar
+     * component has a hidden token component (type VOID) beside it, which
+     * gfortran 12 broadcasts too: an address of this image, meaningless on
+     * another, and NULL unless the object is a coarray.  Nothing to do
+     * (every image sees the same type). */
+    if (c->op == OP_BCAST && a->dtype.type == CAF_BT_VOID)
+        return;
     /* A CO_BROADCAST receiver without memory (an allocatable component not
      * allocated here) still takes part on the node path, which learns the
      * size from the source; the message path refuses it at once. */
     bool nomem = a->base_addr == NULL && a->dtype.elem_len != 0;
-    if (nomem && !(c->op == OP_BCAST && c->me != image - 1 &&
-                   caf_coll_node_usable(c))) {
+    bool receiver = c->op == OP_BCAST && c->me != image - 1;
+    if (nomem && !(receiver && caf_coll_node_usable(c))) {
+        if (receiver && n > 1) {
+            /* The others go on: take our sequence number and tell our tree
+             * neighbours to give up (those below us would wait for us). */
+            kid_t kids[64];
+            int nk, level;
+            c->team = caf_team_id();
+            c->seq = next_seq(c->team);
+            c->root = image - 1;
+            c->err_image = c->me + 1;
+            int parent = tree(c, kids, &nk, &level);
+            poison(c, parent, kids, nk);
+        }
         caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
                   "the argument A has no memory%s",
                   c->op == OP_BCAST ? " (an allocatable component that is "
