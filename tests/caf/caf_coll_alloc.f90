@@ -23,6 +23,8 @@
 ! OpenCoarrays 2.10.1: the allocated cases pass; the unallocated receiver
 ! crashes (SIGSEGV).
 !
+! ALSO-ENV: FH_SHM=off
+! (runs also with it: the message path; as is, on one machine, the node path)
 ! Prints "PASS caf_coll_alloc" on image 1; otherwise "FAIL caf_coll_alloc
 ! image <i>: ..." and error stop 1.  Any image count.
 module caf_coll_alloc_types
