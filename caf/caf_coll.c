@@ -368,7 +368,7 @@ static bool msg_due(const coll_msg_t *m, size_t len, size_t slot)
 static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
                             size_t len, size_t slot)
 {
-    double ended_at = 0;
+    double ended_at = 0, since = 0;
     for (unsigned spin = 0;;) {
         coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
         if (m && msg_due(m, len, slot))
@@ -400,7 +400,7 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
                 return NULL;
             }
         }
-        caf_idle(&spin);
+        caf_coll_idle(&spin, &since);
     }
 }
 
@@ -655,6 +655,132 @@ fail:
     return false;
 }
 
+/* ----------------------------------------------- large all-reduce */
+
+#define PHASE_RS ((uint64_t)CAF_COLL_RS << CAF_COLL_PHASE_SHIFT)
+#define PHASE_AG ((uint64_t)CAF_COLL_AG << CAF_COLL_PHASE_SHIFT)
+
+enum { X_COPY, X_ACC, X_ACC_REV };
+
+/* Sends scnt elements from sp to rank `to` and receives rcnt elements from
+ * rank `from` into rp, in chunks of per elements with ids base | chunk,
+ * through slots of `level` (the receiver's grants for eager chunks are
+ * skipped); each received chunk is copied (X_COPY) or combined, rp = rp op
+ * in (X_ACC) or rp = in op rp (X_ACC_REV: the sender's block is the lower
+ * one).  to or from may be -1.  false after a stopped/failed member. */
+static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
+                 char *rp, size_t rcnt, int level, uint64_t base, size_t per,
+                 int mode, char *tmp)
+{
+    size_t esz = c->esz;
+    uint64_t sn = to < 0 ? 0 : (scnt + per - 1) / per;
+    uint64_t rn = from < 0 ? 0 : (rcnt + per - 1) / per;
+    for (uint64_t ch = 0; ch < 2 && ch < rn; ch++)
+        grant(c, from, level, base | ch, chunk_len(rcnt, per, ch) * esz);
+    for (uint64_t ch = 0; ch < sn || ch < rn; ch++) {
+        if (ch < sn &&
+            !send_chunk(c, to, level, base | ch, sp + (size_t)ch * per * esz,
+                        chunk_len(scnt, per, ch) * esz))
+            return false;
+        if (ch >= rn)
+            continue;
+        size_t cnt = chunk_len(rcnt, per, ch);
+        char *p = rp + (size_t)ch * per * esz;
+        coll_msg_t *m = wait_msg(c, MSG_DATA, from, base | ch, cnt * esz,
+                                 slot_off(level, base | ch));
+        if (m == NULL)
+            return false;
+        if (mode == X_COPY) {
+            memcpy(p, m->data, cnt * esz);
+        } else if (mode == X_ACC) {
+            caf_coll_combine(c, p, m->data, cnt);
+        } else {
+            memcpy(tmp, m->data, cnt * esz);
+            caf_coll_combine(c, tmp, p, cnt);
+            memcpy(p, tmp, cnt * esz);
+        }
+        msg_free(m);
+        if (ch + 2 < rn)
+            grant(c, from, level, base | (ch + 2),
+                  chunk_len(rcnt, per, ch + 2) * esz);
+    }
+    return true;
+}
+
+/* Every image wants the result of a large reduction: reduce-scatter by
+ * recursive halving, then allgather by recursive doubling, among the p2
+ * images of allreduce_rd (the others fold into their left neighbour first
+ * and get the result back at the end).  Each image sends and receives
+ * about 2 * len bytes whatever n (the tree: len per level, twice), and the
+ * two directions of every exchange overlap.  Block order as in
+ * allreduce_rd: the lower block is the left operand, so each element is
+ * reduced in image order, once, by one image: the same bits everywhere. */
+static bool allreduce_rsag(coll_t *c, char *buf, size_t nelem, size_t per)
+{
+    int n = c->n, me = c->me;
+    int p2 = 1, rounds = 0;
+    while (p2 * 2 <= n) {
+        p2 *= 2;
+        rounds++;
+    }
+    int r = n - p2;
+    size_t esz = c->esz;
+    char *tmp = malloc(per * esz);
+    if (tmp == NULL)
+        caf_fatal(c->stmt, "out of memory");
+    bool ok = true;
+    if (me < 2 * r && (me & 1)) {
+        int to = c->ranks[me - 1];
+        ok = xchg(c, to, buf, nelem, -1, NULL, 0, coll_levels, PHASE_FOLD,
+                  per, X_COPY, tmp) &&
+             xchg(c, -1, NULL, 0, to, buf, nelem, coll_levels, PHASE_UNFOLD,
+                  per, X_COPY, tmp);
+        goto out;
+    }
+    if (me < 2 * r &&
+        !(ok = xchg(c, -1, NULL, 0, c->ranks[me + 1], buf, nelem, coll_levels,
+                    PHASE_FOLD, per, X_ACC, tmp)))
+        goto out;
+    int v = me < 2 * r ? me / 2 : me - r;
+    size_t lo[64], hi[64];
+    size_t l = 0, h = nelem;
+    for (int k = 0; ok && k < rounds; k++) {
+        int pv = v ^ (1 << k);
+        int partner = c->ranks[rd_image(pv, r)];
+        size_t mid = l + (h - l) / 2;
+        bool upper = (v >> k) & 1; /* we keep the upper half */
+        size_t kl = upper ? mid : l, kh = upper ? h : mid;
+        size_t sl = upper ? l : mid, sh = upper ? mid : h;
+        lo[k] = l;
+        hi[k] = h;
+        ok = xchg(c, partner, buf + sl * esz, sh - sl, partner, buf + kl * esz,
+                  kh - kl, k, PHASE_RS | (uint64_t)k << CAF_COLL_ROUND_SHIFT,
+                  per, pv < v ? X_ACC_REV : X_ACC, tmp);
+        l = kl;
+        h = kh;
+    }
+    for (int k = rounds - 1; ok && k >= 0; k--) {
+        int pv = v ^ (1 << k);
+        int partner = c->ranks[rd_image(pv, r)];
+        /* We hold [l, h) of [lo[k], hi[k]); the partner the rest. */
+        bool upper = (v >> k) & 1;
+        size_t ol = upper ? lo[k] : h, oh = upper ? l : hi[k];
+        ok = xchg(c, partner, buf + l * esz, h - l, partner, buf + ol * esz,
+                  oh - ol, k, PHASE_AG | (uint64_t)k << CAF_COLL_ROUND_SHIFT,
+                  per, X_COPY, tmp);
+        l = lo[k];
+        h = hi[k];
+    }
+    if (ok && me < 2 * r)
+        ok = xchg(c, c->ranks[me + 1], buf, nelem, -1, NULL, 0, coll_levels,
+                  PHASE_UNFOLD, per, X_COPY, tmp);
+out:
+    free(tmp);
+    if (!ok)
+        poison_all(c);
+    return ok;
+}
+
 /* ------------------------------------------------------------- driver */
 
 static bool type_ok(coll_t *c)
@@ -842,6 +968,8 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     } else if (c->op != OP_BCAST && image == 0 &&
                nelem * c->esz <= coll_eager) {
         ok = allreduce_rd(c, buf, nelem);
+    } else if (c->op != OP_BCAST && image == 0) {
+        ok = allreduce_rsag(c, buf, nelem, per);
     } else {
         if (c->op != OP_BCAST)
             ok = reduce_up(c, buf, nelem, per, nch);

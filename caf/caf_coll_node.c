@@ -63,7 +63,7 @@
 #define NODE_SLOT ((size_t)1 << 20)
 #define NODE_SMALL ((size_t)4096)
 #define NODE_SPIN 2048   /* loads of a flag between two polls */
-#define NODE_SPIN_NS 2e6 /* polling before yielding, when images <= cores */
+#define COLL_SPIN_NS 2e6 /* polling before yielding, when images <= cores */
 #define NODE_CTL 4096  /* bytes before the slots: the control block's page */
 
 /* An image's control block: written only by its owner. */
@@ -144,6 +144,25 @@ static double node_now(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* While every image has a core, a peer that is late is usually computing
+ * or was preempted briefly: a wait keeps the core for COLL_SPIN_NS before
+ * it gives it away between polls (sched_yield on a loaded machine loses it
+ * for milliseconds: measured, 1 MiB co_sum on 2 images over the node path,
+ * 0.07 ms of work waited 2-8 ms). */
+void caf_coll_idle(unsigned *spins, double *since)
+{
+    if (caf.idle_spins > 1) {
+        double now = node_now();
+        if (*since == 0)
+            *since = now;
+        if (now - *since < COLL_SPIN_NS) {
+            caf_poll();
+            return;
+        }
+    }
+    caf_idle(spins);
+}
+
 /* Records why c is abandoned (the first reason wins). */
 static void set_err(coll_t *c, int code, int image)
 {
@@ -193,21 +212,7 @@ static bool wait_flag(coll_t *c, int j, int which, uint64_t t)
                     j + 1);
             return false;
         }
-        /* While every image has a core, a peer that is late is usually
-         * computing or was preempted briefly: keep the core for
-         * NODE_SPIN_NS before giving it away between polls (sched_yield
-         * on a loaded machine loses it for milliseconds: measured, 1 MiB
-         * co_sum on 2 images, 0.07 ms of work waited 2-8 ms). */
-        if (caf.idle_spins > 1) {
-            double now = node_now();
-            if (since == 0)
-                since = now;
-            if (now - since < NODE_SPIN_NS) {
-                caf_poll();
-                continue;
-            }
-        }
-        caf_idle(&spins);
+        caf_coll_idle(&spins, &since);
     }
 }
 
