@@ -1,13 +1,15 @@
 /*
  * caf_coll.h -- what the files of the collectives share.
  *
- *   caf_coll.c       the entry points, the driver (run) and the message
- *                    protocol: binomial tree, recursive doubling, chunks
- *                    in eager AMs or granted scratch slots (any team, any
- *                    transport)
- *   caf_coll_node.c  the same collectives through shared memory, when every
- *                    image of the job is in this image's node group and the
+ *   caf_coll.c       the entry points and the driver (run): arguments,
+ *                    packing, which path and which algorithm
+ *   caf_coll_node.c  the node path: through shared memory, when every image
+ *                    of the job is in this image's node group and the
  *                    current team is the initial team
+ *   caf_coll_tree.c  the message path's algorithms: binomial tree,
+ *                    recursive doubling, reduce-scatter + allgather
+ *   caf_coll_msg.c   the message path's transport: chunks in eager AMs or
+ *                    granted scratch slots, matched, checked, waited for
  *   caf_coll_ops.c   the operators: sum, min, max, and calling CO_REDUCE's
  *                    OPERATION as gfortran 12 compiles it
  */
@@ -65,5 +67,51 @@ void caf_coll_idle(unsigned *spins, double *since);
 bool caf_coll_node_usable(const coll_t *c);
 bool caf_coll_node_run(coll_t *c, char *buf, size_t nelem, int root,
                        bool all);
+
+/* ------------------------------------------- message path: transport
+ * (caf_coll_msg.c).  A chunk is identified by its id (phase <<
+ * CAF_COLL_PHASE_SHIFT | index, caf_wire.h) within c's collective (team,
+ * seq); one larger than the eager size travels into the receiver's slot
+ * of `level` for the id's parity, which the receiver grants first. */
+typedef struct coll_msg coll_msg_t;
+/* Bytes per slot; largest eager chunk; slot levels below the top one
+ * (ceil(log2 images)). */
+size_t caf_coll_chunk_size(void);
+size_t caf_coll_eager_size(void);
+int caf_coll_levels(void);
+/* Waits for chunk `chunk` of len bytes from rank src (into our slot of
+ * `level` when not eager); NULL when it will not come (src stopped or
+ * failed without sending it, or gave the collective up), c->err and
+ * c->err_image saying why.  Messages that are not as due are dropped. */
+coll_msg_t *caf_coll_recv(coll_t *c, int src, uint64_t chunk, size_t len,
+                          int level);
+/* A received chunk's bytes (len of them, as due); its release. */
+const void *caf_coll_msg_data(const coll_msg_t *m);
+void caf_coll_msg_free(coll_msg_t *m);
+/* Lets rank src send chunk `chunk` (len bytes) into our slot of `level`
+ * (nothing for an eager length). */
+void caf_coll_grant(const coll_t *c, int src, int level, uint64_t chunk,
+                    size_t len);
+/* Sends a chunk to rank dst (into its slot of `level`, once granted, when
+ * not eager); false after a stopped/failed member (c->err set). */
+bool caf_coll_send(coll_t *c, int dst, int level, uint64_t chunk,
+                   const void *data, size_t len);
+/* Tells the m ranks to[] (those still running), or every other member, to
+ * give up c with c->err / c->err_image. */
+void caf_coll_poison(const coll_t *c, const int *to, int m);
+void caf_coll_poison_all(const coll_t *c);
+
+/* ------------------------------------------ message path: algorithms
+ * (caf_coll_tree.c), over c's team, on buf (nelem contiguous elements),
+ * chunks of per elements (nch of them).  false with c->err set when a
+ * member stopped or failed (the others were told). */
+bool caf_coll_reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
+                        uint64_t nch);          /* to c->root */
+bool caf_coll_bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
+                         uint64_t nch);         /* from c->root */
+bool caf_coll_allreduce_rd(coll_t *c, char *buf, size_t nelem); /* eager */
+bool caf_coll_allreduce_rsag(coll_t *c, char *buf, size_t nelem, size_t per);
+/* Tells our neighbours in c's tree (rooted at c->root) to give c up. */
+void caf_coll_tree_poison(const coll_t *c);
 
 #endif /* CAF_COLL_H */

@@ -2,7 +2,7 @@
  * caf_wire.h -- what libcaf_firehose's active messages carry, and whether a
  * received one may be used.
  *
- * Every handler of the library (caf_image.c, caf_sync.c, caf_coll.c,
+ * Every handler of the library (caf_image.c, caf_sync.c, caf_coll_msg.c,
  * caf_team.c) first hands what the runtime gave it -- the sender as the
  * runtime verified it (fh_token_source: never a rank read from the
  * payload), the payload pointer and length, the arguments -- to one of the
@@ -35,7 +35,7 @@ enum {
     CAF_H_STATUS = FH_AM_USER_FIRST, /* an image stopped or failed */
     CAF_H_SYNC_ALL,                  /* barrier round message */
     CAF_H_SYNC_IMAGES,               /* SYNC IMAGES notification */
-    CAF_H_COLL,                      /* collectives (caf_coll.c) */
+    CAF_H_COLL,                      /* collectives (caf_coll_msg.c) */
     CAF_H_COLL_2,
     CAF_H_TEAM,                      /* teams (caf_team.c) */
     CAF_H_TEAM_2,
