@@ -181,6 +181,12 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
                   c->opr_flags, c->bt, c->esz);
         return;
     }
+    if (c->esz > caf_coll_chunk_size()) {
+        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
+                  "elements of %zu bytes are larger than the collectives' "
+                  "%zu-byte chunk", c->esz, caf_coll_chunk_size());
+        return;
+    }
     if (n == 1 && caf.nranks == 1)
         return;
     c->team = caf_team_id();
@@ -210,12 +216,6 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
     size_t nelem = caf_layout_count(&ul);
     if (nelem == 0 || c->esz == 0)
         return;
-    if (c->esz > caf_coll_chunk_size()) {
-        caf_error(c->stat, c->errmsg, c->errmsg_len, 1, c->stmt,
-                  "elements of %zu bytes are larger than the collectives' "
-                  "%zu-byte chunk", c->esz, caf_coll_chunk_size());
-        return;
-    }
     size_t per = caf_coll_chunk_size() / c->esz;
     uint64_t nch = (nelem + per - 1) / per;
 

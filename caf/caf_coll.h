@@ -60,10 +60,6 @@ bool caf_coll_opr_supported(const coll_t *c);
  * false with c->err / c->err_image set when it was abandoned (a member
  * stopped or failed, or the images' sizes differ). */
 void caf_coll_node_init(void);
-/* One turn of a collective's wait loop (*spins and *since start at 0):
- * polls; yields between polls as caf_idle does, but while every image has
- * a core only after polling for 2 ms. */
-void caf_coll_idle(unsigned *spins, double *since);
 bool caf_coll_node_usable(const coll_t *c);
 bool caf_coll_node_run(coll_t *c, char *buf, size_t nelem, int root,
                        bool all);

@@ -297,7 +297,7 @@ static bool msg_due(const coll_msg_t *m, size_t len, size_t slot)
 static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
                             size_t len, size_t slot)
 {
-    double ended_at = 0, since = 0;
+    double ended_at = 0;
     for (unsigned spin = 0;;) {
         coll_msg_t *m = q_take(kind, src, c->team, c->seq, chunk);
         if (m && msg_due(m, len, slot))
@@ -329,7 +329,7 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
                 return NULL;
             }
         }
-        caf_coll_idle(&spin, &since);
+        caf_idle(&spin);
     }
 }
 
