@@ -13,7 +13,8 @@
  *                  fh_put/fh_get (one call) or strided calls
  *   caf_convert.c  type and kind conversion, packing
  *   caf_ref.c      the *_by_ref calls and is_present (components)
- *   caf_coll.c     co_sum/min/max/broadcast/reduce
+ *   caf_coll*.c    co_sum/min/max/broadcast/reduce (caf_coll.h: the node
+ *                  path through shared memory, the message path)
  *   caf_atomic.c   atomics, locks, events, CRITICAL
  *   caf_team.c     teams
  *   caf_wire.c     what every AM carries and the checks a received one
@@ -268,7 +269,8 @@ bool caf_get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
                     const caf_layout_t *ll, caf_type_t lt, int *stat,
                     const char *stmt);
 
-/* Collectives' scratch memory (caf_coll.c); called by caf_start. */
+/* Collectives' scratch memory (caf_coll_msg.c; and the node path's,
+ * after the images agree it exists): collective, called by caf_start. */
 void caf_coll_init(void);
 
 /* ----------------------------------------------------------- sync */

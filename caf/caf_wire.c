@@ -157,7 +157,8 @@ static bool chunk_ok(uint64_t chunk, char *why, size_t len)
         return refuse(why, len, "collective chunk of unknown phase %" PRIu64,
                       phase);
     if ((phase == CAF_COLL_RD && idx >= 64) ||
-        ((phase == CAF_COLL_FOLD || phase == CAF_COLL_UNFOLD) && idx != 0))
+        ((phase == CAF_COLL_RS || phase == CAF_COLL_AG) &&
+         idx >> CAF_COLL_ROUND_SHIFT >= 64))
         return refuse(why, len, "collective chunk %" PRIu64 " of phase %"
                       PRIu64 " does not exist", idx, phase);
     return true;
@@ -257,7 +258,7 @@ bool caf_wire_coll_cts(const caf_job_t *job, const caf_coll_geom_t *g,
     if (!chunk_ok(a[2], why, len))
         return false;
     uint64_t phase = a[2] >> CAF_COLL_PHASE_SHIFT;
-    if (phase != CAF_COLL_UP && phase != CAF_COLL_DOWN)
+    if (phase == CAF_COLL_RD)
         return refuse(why, len, "collective grant for eager phase %" PRIu64,
                       phase);
     if (!slot_ok(g, a[3], a[2]))

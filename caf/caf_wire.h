@@ -2,7 +2,7 @@
  * caf_wire.h -- what libcaf_firehose's active messages carry, and whether a
  * received one may be used.
  *
- * Every handler of the library (caf_image.c, caf_sync.c, caf_coll.c,
+ * Every handler of the library (caf_image.c, caf_sync.c, caf_coll_msg.c,
  * caf_team.c) first hands what the runtime gave it -- the sender as the
  * runtime verified it (fh_token_source: never a rank read from the
  * payload), the payload pointer and length, the arguments -- to one of the
@@ -35,7 +35,7 @@ enum {
     CAF_H_STATUS = FH_AM_USER_FIRST, /* an image stopped or failed */
     CAF_H_SYNC_ALL,                  /* barrier round message */
     CAF_H_SYNC_IMAGES,               /* SYNC IMAGES notification */
-    CAF_H_COLL,                      /* collectives (caf_coll.c) */
+    CAF_H_COLL,                      /* collectives (caf_coll_msg.c) */
     CAF_H_COLL_2,
     CAF_H_TEAM,                      /* teams (caf_team.c) */
     CAF_H_TEAM_2,
@@ -125,12 +125,15 @@ bool caf_wire_sync_images(const caf_job_t *job, const caf_am_in_t *m,
  *                         | image (0..nranks) << 32.
  * chunk = phase << CAF_COLL_PHASE_SHIFT | index; the phases are
  * CAF_COLL_UP/DOWN (tree; index = chunk number), RD (recursive doubling;
- * index = round < 64), FOLD and UNFOLD (index 0); only UP and DOWN chunks
- * use slots (the others fit one eager message). */
+ * index = round < 64), FOLD and UNFOLD (index = chunk number), RS and AG
+ * (reduce-scatter and allgather; index = round < 64 << CAF_COLL_ROUND_SHIFT
+ * | chunk number); every phase but RD may use slots (RD fits one eager
+ * message). */
 #define CAF_COLL_PHASE_SHIFT 48
+#define CAF_COLL_ROUND_SHIFT 32
 enum {
     CAF_COLL_UP = 0, CAF_COLL_DOWN, CAF_COLL_RD, CAF_COLL_FOLD,
-    CAF_COLL_UNFOLD, CAF_COLL_PHASES
+    CAF_COLL_UNFOLD, CAF_COLL_RS, CAF_COLL_AG, CAF_COLL_PHASES
 };
 #define CAF_COLL_CHUNK_ABORT UINT64_MAX
 
@@ -174,8 +177,8 @@ typedef struct caf_coll_cts {
     int err, err_image;    /* ABORT: STAT code, image (1-based, 0: none) */
 } caf_coll_cts_t;
 
-/* A grant of one of the sender's slots (same geometry as ours) for an UP
- * or DOWN chunk, or an ABORT. */
+/* A grant of one of the sender's slots (same geometry as ours) for a
+ * chunk of any phase but RD, or an ABORT. */
 bool caf_wire_coll_cts(const caf_job_t *job, const caf_coll_geom_t *g,
                        const caf_am_in_t *m, caf_coll_cts_t *out, char *why,
                        size_t len);

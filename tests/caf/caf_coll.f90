@@ -22,6 +22,8 @@
 ! on derived types stops with "Data type not yet supported for co_reduce".
 ! Everything else passes on 1, 2, 3, 4 and 8 images.
 !
+! ALSO-ENV: FH_SHM=off
+! (runs also with it: the message path; as is, on one machine, the node path)
 ! Prints "PASS caf_coll" on image 1 on success; otherwise
 ! "FAIL caf_coll image <i>: ..." and error stop 1.  Any image count.
 ! Types and co_reduce operations live in a module: internal procedures

@@ -30,6 +30,9 @@
 #                 line and exit with status n (a STOP code);
 #   a program whose source says "MIN-IMAGES: <n>" is not run on fewer
 #                 images ("skip <name> np=<N>").
+# A program whose source says "ALSO-ENV: VAR=value ..." runs twice per
+# image count: as is, and with those variables (e.g. FH_SHM=off, so that
+# the collectives' message path is tested as well as the node path).
 # With FH_CAF_BIGHEAP_STATS=1 (make check sets it: firehose's caf only),
 # caf_bigheap runs with FH_STATS=1 and must show the registration cache
 # at work on image 1: misses, moves and evictions, and its hit/miss/move
@@ -115,13 +118,24 @@ for name in "${tests[@]}"; do
         continue
     fi
     min_images=$(sed -n 's/.*MIN-IMAGES: *\([0-9]*\).*/\1/p' "$src" | head -n 1)
+    # "ALSO-ENV: VAR=value" in a source: each run is repeated with it.
+    also=$(sed -n 's/.*ALSO-ENV: *//p' "$src" | head -n 1 |
+           grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' | sed 's/ $//')
+    runs=()
     for np in "${nps[@]}"; do
         if [ "$np" -lt "${min_images:-1}" ]; then
             echo "skip $name np=$np (needs ${min_images} images)"
             continue
         fi
-        out="$work/$name/np$np.log"
+        runs+=("$np")
+        if [ -n "$also" ]; then runs+=("$np $also"); fi
+    done
+    for run in "${runs[@]}"; do
+        read -r np extra <<< "$run"
+        label="np=$np${extra:+ $extra}"
+        out="$work/$name/np$np${extra:+-${extra//[^A-Za-z0-9]/_}}.log"
         envs=()
+        if [ -n "$extra" ]; then read -r -a envs <<< "$extra"; fi
         if [ "$name" = caf_bigheap ]; then
             # FH_SHM=off: the images must reach each other through the
             # registration cache, which this test is about (the rest of
@@ -174,9 +188,9 @@ for name in "${tests[@]}"; do
             esac
         fi
         if [ -z "$why" ]; then
-            echo "ok $name np=$np ($secs s)"
+            echo "ok $name $label ($secs s)"
         else
-            echo "FAIL $name np=$np ($secs s): $why"
+            echo "FAIL $name $label ($secs s): $why"
             indent "$out"
             failures=$((failures + 1))
         fi
