@@ -145,6 +145,8 @@ typedef struct fh_rt {
     fh_path_t *paths;         /* [npaths]; svc_path is &paths[0] */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
+    bool locks_made;          /* bind/seg/coll locks and tls_key exist */
+    bool modules_up;          /* fh_init got past the strategy's init */
 
     size_t am_max_packet;
 

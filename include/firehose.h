@@ -158,18 +158,30 @@ const char *fh_last_error(void);
  * a single rank), checks that the settings marked "must be equal on all
  * ranks" (`fhinfo`) are, opens the conduit, exchanges endpoint addresses
  * and returns after all ranks have done so.  argc/argv may be NULL; they
- * are not modified.  A failure after the launcher was found and the
- * settings agreed (no usable conduit, the network refusing, out of memory)
- * does not return: it ends the whole job, every rank exiting with status 1
- * and the reason on stderr.
- * Blocking: yes.  Thread-safe: yes (one call wins; a second call, also a
- * concurrent one from another thread, gets FH_ERR_STATE).  Handler-safe: no.
+ * are not modified.  Every failure returns (fh_init never ends the
+ * process), the reason in fh_last_error() and on stderr.  Under fhrun a
+ * rank whose fh_init fails tells the others: their fh_init returns
+ * FH_ERR_BOOTSTRAP naming that rank and its reason, and fhrun reports
+ * "rank N failed in fh_init: why".  (Under a PMIx launcher the others wait
+ * until the failed process exits, when the launcher ends the job.)  What
+ * fh_init built is undone; after a failure before the network was opened
+ * (configuration, bootstrap, no usable conduit) fh_init may be called
+ * again, e.g. with another FH_OFI_PROVIDER; after a later one it returns
+ * FH_ERR_STATE saying so.  The job still ends, every survivor exiting
+ * with status 70, when a rank dies or the launcher goes away
+ * (docs/reliability.md).  Unknown FH_* variables are reported once per
+ * name on stderr (fh_env_register).
+ * Blocking: yes, at most FH_BOOT_TIMEOUT per bootstrap step.  Thread-safe:
+ * yes (one call wins; a second call, also a concurrent one from another
+ * thread, gets FH_ERR_STATE).  Handler-safe: no.
  * Errors: FH_ERR_IN_HANDLER; FH_ERR_STATE (already initialized, or
  * finalized: fh_init may be called once); FH_ERR_CONFIG (an FH_* variable
  * has an invalid value, or a setting that must be equal on all ranks is
  * not: then on every rank, naming the variable and two ranks);
- * FH_ERR_BOOTSTRAP (the launcher cannot be reached or refuses us);
- * FH_ERR_NO_MEMORY. */
+ * FH_ERR_BOOTSTRAP (the launcher cannot be reached or refuses us, or
+ * another rank's fh_init failed); FH_ERR_NOT_SUPPORTED (no usable
+ * conduit, e.g. FH_CONDUIT=ibv without an RDMA device); FH_ERR_TRANSPORT
+ * (the network refused); FH_ERR_NO_MEMORY. */
 int fh_init(int *argc, char ***argv);
 
 /* Stop the runtime.  Collective; includes a barrier, so every rank's
