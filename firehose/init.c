@@ -35,6 +35,7 @@ void (*fh_test_hook)(enum fh_test_point where);
 
 int fh_config_size(const char *name, size_t *value)
 {
+    fh_clear_error();
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_config_size: firehose is not initialized");
     if (name == NULL || value == NULL)
@@ -178,6 +179,7 @@ int fh_init(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    fh_clear_error();
     fh_tls_t *self = fh_tls_peek();
     if (self != NULL && self->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "fh_init: inside an AM handler");
@@ -215,6 +217,8 @@ int fh_init(int *argc, char ***argv)
     rt->rank = rt->boot->rank;
     rt->nranks = rt->boot->nranks;
     fh_log_set_rank(rt->rank);
+    if (rt->rank == 0)
+        fh_env_check(&rt->cfg);   /* misspelt names: warn, go on */
     /* Every rank finds the same mismatch (agree.c): each returns, none waits. */
     if ((rc = fh_config_agree(rt->boot, &rt->cfg)) != FH_OK)
         return init_fail(rt, rc);

@@ -61,6 +61,7 @@ typedef struct fh_config {
     long        wait_spin;        /* FH_WAIT_SPIN: -1 (never yield) .. FH_WAIT_SPIN_MAX */
     size_t      caf_heap;         /* FH_CAF_HEAP (libcaf_firehose) */
     size_t      caf_local_heap;   /* FH_CAF_LOCAL_HEAP (libcaf_firehose) */
+    const char *env_known;        /* FH_ENV_KNOWN (util/env.h) */
 } fh_config_t;
 
 /* Largest FH_WAIT_SPIN (idle polls before a waiting thread yields). */

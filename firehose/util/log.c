@@ -74,4 +74,6 @@ int fh_set_error(int err, const char *fmt, ...)
     return err;
 }
 
+void fh_clear_error(void) { last_error[0] = '\0'; }
+
 const char *fh_last_error(void) { return last_error; }
