@@ -113,7 +113,7 @@ static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
 /* Why an earlier fh_init failed after the network was opened: what it built
  * is not all undone, so fh_init is not tried again ("" while none did).
  * Written only by the one fh_init that runs (fh_rt_state STARTING). */
-static char init_failed_late[256];
+static char init_failed_late[512];
 
 /* Tears down what fh_init built, tells the other ranks that our fh_init
  * failed (their fh_init fails too, boot->ops->fail) and returns err, the
@@ -122,7 +122,7 @@ static char init_failed_late[256];
  * fh_init may be called again (e.g. with another FH_OFI_PROVIDER). */
 static int init_fail(fh_rt_t *rt, int err)
 {
-    char why[256];
+    char why[512];
     snprintf(why, sizeof why, "%s", fh_last_error()[0] ? fh_last_error() : "fh_init failed");
     bool late = rt->conduit != NULL;
     if (rt->modules_up) {
@@ -259,7 +259,7 @@ int fh_init(int *argc, char ***argv)
     fh_set_error(FH_OK, "%s", "");   /* pick_conduit's probing may have set one */
     rc = rt->cops->open(&ccfg, &fh_upcalls, &rt->conduit, &rt->limits);
     if (rc != FH_OK) {
-        char why[200];   /* the conduit's own reason, e.g. FH_IBV_DEVICE=x: no such device */
+        char why[460];   /* the conduit's own reason, e.g. FH_IBV_DEVICE=x: no such device */
         snprintf(why, sizeof why, "%s", fh_last_error());
         rt->conduit = NULL;
         return init_fail(rt, fh_set_error(rc, "fh_init: cannot open the %s conduit%s%s",
@@ -290,7 +290,7 @@ int fh_init(int *argc, char ***argv)
     }
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK) {
-        char why[200];   /* e.g. a peer's fh_init failed (boot_fhrun.c) */
+        char why[460];   /* e.g. a peer's fh_init failed (boot_fhrun.c) */
         snprintf(why, sizeof why, "%s", fh_last_error());
         return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed%s%s",
                                           why[0] ? ": " : "", why));
@@ -329,7 +329,7 @@ int fh_init(int *argc, char ***argv)
     if (rc != FH_OK) {
         /* A peer failed (its reason in fh_last_error()) or the launcher
          * timed out: no rank got past this barrier, none uses us. */
-        char why[200];
+        char why[460];
         snprintf(why, sizeof why, "%s", fh_last_error());
         atomic_store(&fh_rt_state, FH_RT_STARTING);
         fh_rt = NULL;

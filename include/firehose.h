@@ -146,7 +146,7 @@ const char *fh_err_name(int err);
  * never describes an earlier call; fh_strerror, fh_err_name and this
  * function leave it alone).  Any time.  Handlers that run inside a call
  * record (and clear) with their own calls: read it when the call returns.
- * Lifetime: the string is this thread's own buffer (256 bytes, longer texts
+ * Lifetime: the string is this thread's own buffer (512 bytes, longer texts
  * are cut): valid until the thread exits, rewritten by the next call.
  * Copy it to keep it.
  * Blocking: no.  Thread-safe: yes (per thread).  Handler-safe: yes.

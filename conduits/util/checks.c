@@ -77,7 +77,7 @@ int cu_check_am_size(const char *name, size_t hdr_len, size_t len,
 
 int cu_boot_failed(const char *name, const char *what)
 {
-    char why[200];
+    char why[460];
     snprintf(why, sizeof why, "%s", fh_last_error());
     return fh_set_error(FH_ERR_BOOTSTRAP, "%s: %s allgather failed%s%s", name, what,
                         why[0] ? ": " : "", why);

@@ -16,7 +16,7 @@
  * watchdog, hence atomic (relaxed: a stale value only changes a prefix). */
 static _Atomic int log_rank = -1;
 static _Atomic int log_verbose;
-static _Thread_local char last_error[256];
+static _Thread_local char last_error[512];
 
 void fh_log_set_rank(int rank) { log_rank = rank; }
 void fh_log_set_verbose(int level) { log_verbose = level; }
