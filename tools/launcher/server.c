@@ -302,6 +302,10 @@ static void on_init_failed(int rn, const char *text)
         snprintf(what, sizeof what, "%d failed in fh_init: %s", (int)r->pid,
                  text);
         job_fail((uint32_t)rn, (int)FH_BOOT_DEAD_INIT_FAILED, what);
+        /* The others return from fh_init at their next bootstrap call,
+         * which may come after a slow conduit open: not DEAD_GRACE, the
+         * bootstrap's own timeout before the stragglers are killed. */
+        fr.end.kill_at = fh_now() + fr.opts.boot_timeout;
     }
     close_rank_conn(r);   /* last: text may point into r->payload */
 }
