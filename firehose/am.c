@@ -59,6 +59,9 @@ void fh_am_register_internal(unsigned index, fh_am_handler_t fn, const char *nam
 
 int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name)
 {
+    fh_clear_error();
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) == FH_RT_DOWN)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_am_register: firehose was finalized");
     if (index < FH_AM_USER_FIRST || index > FH_AM_USER_LAST)
         return fh_set_error(FH_ERR_HANDLER,
                             "fh_am_register: index %u outside the client range [%d, %d]",
@@ -75,6 +78,11 @@ int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name)
 
 int fh_token_source(fh_token_t token, int *rank)
 {
+    fh_clear_error();
+    /* Tokens exist only inside handlers, which run only while firehose is
+     * up: anything else is not a token, and is not read. */
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_token_source: firehose is not initialized");
     if (token == NULL || rank == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_token_source: NULL argument");
     *rank = token->src_rank;

@@ -35,6 +35,7 @@ void (*fh_test_hook)(enum fh_test_point where);
 
 int fh_config_size(const char *name, size_t *value)
 {
+    fh_clear_error();
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_config_size: firehose is not initialized");
     if (name == NULL || value == NULL)
@@ -109,12 +110,29 @@ static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
     }
 }
 
-/* Tears down what fh_init built and ends the job (peers wait in the
- * bootstrap), naming the reason: fh_last_error(), set by the failing step. */
+/* Why an earlier fh_init failed after the network was opened: what it built
+ * is not all undone, so fh_init is not tried again ("" while none did).
+ * Written only by the one fh_init that runs (fh_rt_state STARTING). */
+static char init_failed_late[512];
+
+/* Tears down what fh_init built, tells the other ranks that our fh_init
+ * failed (their fh_init fails too, boot->ops->fail) and returns err, the
+ * reason in fh_last_error() (set by the failing step).  Never ends the
+ * process.  A failure before the conduit was opened leaves nothing behind:
+ * fh_init may be called again (e.g. with another FH_OFI_PROVIDER). */
 static int init_fail(fh_rt_t *rt, int err)
 {
-    char why[256];
-    snprintf(why, sizeof why, "%s", fh_last_error());
+    char why[512];
+    snprintf(why, sizeof why, "%s", fh_last_error()[0] ? fh_last_error() : "fh_init failed");
+    bool late = rt->conduit != NULL;
+    if (rt->modules_up) {
+        /* Only the final barrier fails after this: undo as fh_finalize. */
+        const fh_reg_ops_t *reg = rt->reg_ops;
+        unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
+        fh_seg_fini(rt, undead != 0);
+        if (reg->fini != NULL)
+            reg->fini(&rt->core);
+    }
     if (rt->paths != NULL) {
         for (int i = 0; i < rt->npaths; i++)
             if (rt->paths[i].cp != NULL)
@@ -123,18 +141,38 @@ static int init_fail(fh_rt_t *rt, int err)
     }
     if (rt->conduit != NULL)
         rt->cops->close(rt->conduit);
-    if (rt->boot != NULL) {
-        /* The reason, not only "fh_init failed": the job ends here. */
-        fh_log_error("%s", why[0] ? why : "fh_init failed");
-        rt->boot->ops->abort(rt->boot, 1, why[0] ? why : "fh_init failed");
-    }
+    fh_log_error("%s", why);
+    if (rt->boot != NULL)
+        rt->boot->ops->fail(rt->boot, why);
     fh_node_am_fini(rt);
     fh_route_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
+    if (rt->locks_made) {
+        pthread_key_delete(rt->tls_key);
+        pthread_mutex_destroy(&rt->bind_lock);
+        pthread_mutex_destroy(&rt->seg_lock);
+        pthread_mutex_destroy(&rt->coll_lock);
+    }
+    free(rt);
+    if (late)
+        snprintf(init_failed_late, sizeof init_failed_late, "%s", why);
+    atomic_store(&fh_rt_state, late ? FH_RT_DOWN : FH_RT_NONE);
+    return fh_set_error(err, "%s", why);
+}
+
+/* A configuration error found before the bootstrap: still tell the
+ * launcher (if one can be reached) so the other ranks' fh_init fails too
+ * rather than waits, and the launcher says which rank failed and why. */
+static int init_fail_early(fh_rt_t *rt, int err, const char *why)
+{
+    fh_log_error("%s", why);
+    fh_boot_t *b = NULL;
+    if (fh_boot_open(&b) == FH_OK)
+        b->ops->fail(b, why);
     free(rt);
     atomic_store(&fh_rt_state, FH_RT_NONE);
-    return err;
+    return fh_set_error(err, "fh_init: %s", why);
 }
 
 /* fh_set_rank_names was called: FH_RANK_NAMES is not read. */
@@ -155,14 +193,21 @@ int fh_init(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    fh_clear_error();
     fh_tls_t *self = fh_tls_peek();
     if (self != NULL && self->in_handler)
         return fh_set_error(FH_ERR_IN_HANDLER, "fh_init: inside an AM handler");
     int expected = FH_RT_NONE;
-    if (!atomic_compare_exchange_strong(&fh_rt_state, &expected, FH_RT_STARTING))
+    if (!atomic_compare_exchange_strong(&fh_rt_state, &expected, FH_RT_STARTING)) {
+        if (expected == FH_RT_DOWN && init_failed_late[0])
+            return fh_set_error(FH_ERR_STATE, "fh_init: an earlier fh_init failed after "
+                                "opening the network (%s); it cannot be retried in this "
+                                "process", init_failed_late);
         return fh_set_error(FH_ERR_STATE, "fh_init: already %s",
                             expected == FH_RT_DOWN ? "finalized (fh_init may be called once)"
-                                          : "initialized");
+                            : expected == FH_RT_STARTING ? "initializing in another thread"
+                                                         : "initialized");
+    }
     fh_rt_t *rt = calloc(1, sizeof *rt);
     if (rt == NULL) {
         atomic_store(&fh_rt_state, FH_RT_NONE);
@@ -172,12 +217,8 @@ int fh_init(int *argc, char ***argv)
     if (fh_config_load(&rt->cfg, err, sizeof err) != FH_OK ||
         load_conduit_settings(rt, err, sizeof err) != FH_OK ||
         (!atomic_load(&names_given) &&
-         fh_log_set_names_spec(rt->cfg.rank_names, err, sizeof err) != 0)) {
-        fh_log_error("%s", err);
-        free(rt);
-        atomic_store(&fh_rt_state, FH_RT_NONE);
-        return fh_set_error(FH_ERR_CONFIG, "fh_init: %s", err);
-    }
+         fh_log_set_names_spec(rt->cfg.rank_names, err, sizeof err) != 0))
+        return init_fail_early(rt, FH_ERR_CONFIG, err);
     fh_log_set_verbose((int)rt->cfg.verbose);
     rt->reg_ops = fh_reg_pick(rt->cfg.reg_strategy);
 
@@ -186,20 +227,17 @@ int fh_init(int *argc, char ***argv)
     if (rc != FH_OK) {
         free(rt);
         atomic_store(&fh_rt_state, FH_RT_NONE);
-        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: bootstrap failed");
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: bootstrap failed (the reason is "
+                            "on stderr, \"firehose[?]: bootstrap: ...\")");
     }
     rt->rank = rt->boot->rank;
     rt->nranks = rt->boot->nranks;
     fh_log_set_rank(rt->rank);
+    if (rt->rank == 0)
+        fh_env_check(&rt->cfg);   /* misspelt names: warn, go on */
     /* Every rank finds the same mismatch (agree.c): each returns, none waits. */
-    if ((rc = fh_config_agree(rt->boot, &rt->cfg)) != FH_OK) {
-        if (rc != FH_ERR_CONFIG)
-            return init_fail(rt, rc);
-        rt->boot->ops->finalize(rt->boot);
-        free(rt);
-        atomic_store(&fh_rt_state, FH_RT_NONE);
-        return rc;
-    }
+    if ((rc = fh_config_agree(rt->boot, &rt->cfg)) != FH_OK)
+        return init_fail(rt, rc);
     rt->svc = &fh_reg_services;
     fh_reg_bind(&rt->core);     /* from here on the strategy's hooks may run */
     long threads = rt->cfg.max_threads;
@@ -214,7 +252,14 @@ int fh_init(int *argc, char ***argv)
     pthread_mutex_init(&rt->bind_lock, NULL);
     pthread_mutex_init(&rt->seg_lock, NULL);
     pthread_mutex_init(&rt->coll_lock, NULL);
-    pthread_key_create(&rt->tls_key, fh_tls_release);
+    if (pthread_key_create(&rt->tls_key, fh_tls_release) != 0) {
+        pthread_mutex_destroy(&rt->bind_lock);
+        pthread_mutex_destroy(&rt->seg_lock);
+        pthread_mutex_destroy(&rt->coll_lock);
+        return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: pthread_key_create "
+                                          "failed (too many thread-specific keys)"));
+    }
+    rt->locks_made = true;
 
     rt->am_max_packet = FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + rt->cfg.am_max_medium;
     fh_conduit_config_t ccfg = {
@@ -230,7 +275,7 @@ int fh_init(int *argc, char ***argv)
     fh_set_error(FH_OK, "%s", "");   /* pick_conduit's probing may have set one */
     rc = rt->cops->open(&ccfg, &fh_upcalls, &rt->conduit, &rt->limits);
     if (rc != FH_OK) {
-        char why[200];   /* the conduit's own reason, e.g. FH_IBV_DEVICE=x: no such device */
+        char why[460];   /* the conduit's own reason, e.g. FH_IBV_DEVICE=x: no such device */
         snprintf(why, sizeof why, "%s", fh_last_error());
         rt->conduit = NULL;
         return init_fail(rt, fh_set_error(rc, "fh_init: cannot open the %s conduit%s%s",
@@ -252,7 +297,7 @@ int fh_init(int *argc, char ***argv)
     fh_progress_add_thread(rt, fh_atomic_progress);
     rt->paths = calloc((size_t)rt->npaths, sizeof *rt->paths);
     if (rt->paths == NULL)
-        return init_fail(rt, FH_ERR_NO_MEMORY);
+        return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory"));
     rt->svc_path = &rt->paths[0].base;
     for (int i = 0; i < rt->npaths; i++) {
         rc = fh_path_setup(rt, &rt->paths[i], i);
@@ -260,8 +305,12 @@ int fh_init(int *argc, char ***argv)
             return init_fail(rt, fh_set_error(rc, "fh_init: cannot create path %d", i));
     }
     rc = rt->cops->connect(rt->conduit, rt->boot);
-    if (rc != FH_OK)
-        return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed"));
+    if (rc != FH_OK) {
+        char why[460];   /* e.g. a peer's fh_init failed (boot_fhrun.c) */
+        snprintf(why, sizeof why, "%s", fh_last_error());
+        return init_fail(rt, fh_set_error(rc, "fh_init: address exchange failed%s%s",
+                                          why[0] ? ": " : "", why));
+    }
     if ((rc = fh_peer_init(rt)) != FH_OK || (rc = fh_peer_groups(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_wait_init(rt);                 /* before the node barrier's choice */
@@ -273,6 +322,7 @@ int fh_init(int *argc, char ***argv)
     fh_reg_register_all_handlers();
     if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(&rt->core)) != FH_OK)
         return init_fail(rt, rc);
+    rt->modules_up = true;
     fh_atomic_init();
     fh_strided_init();
     fh_coll_init();
@@ -294,8 +344,16 @@ int fh_init(int *argc, char ***argv)
     fh_rt = rt;
     atomic_store_explicit(&fh_rt_state, FH_RT_UP, memory_order_release);
     rc = rt->boot->ops->barrier(rt->boot);
-    if (rc != FH_OK)
-        fh_fatal("fh_init: bootstrap barrier failed");
+    if (rc != FH_OK) {
+        /* A peer failed (its reason in fh_last_error()) or the launcher
+         * timed out: no rank got past this barrier, none uses us. */
+        char why[460];
+        snprintf(why, sizeof why, "%s", fh_last_error());
+        atomic_store(&fh_rt_state, FH_RT_STARTING);
+        fh_rt = NULL;
+        return init_fail(rt, fh_set_error(rc, "fh_init: the final barrier failed%s%s",
+                                          why[0] ? ": " : "", why));
+    }
     return FH_OK;
 }
 

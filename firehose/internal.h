@@ -145,6 +145,8 @@ typedef struct fh_rt {
     fh_path_t *paths;         /* [npaths]; svc_path is &paths[0] */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
+    bool locks_made;          /* bind/seg/coll locks and tls_key exist */
+    bool modules_up;          /* fh_init got past the strategy's init */
 
     size_t am_max_packet;
 
@@ -259,6 +261,11 @@ const void *fh_conduit_settings_of(const fh_rt_t *rt,
  * first such variable, rank 0 and a rank that differs (and rank 0 logs
  * it); FH_ERR_BOOTSTRAP/FH_ERR_NO_MEMORY if the exchange itself fails. */
 int fh_config_agree(fh_boot_t *boot, const fh_config_t *cfg);
+
+/* ---- env_check.c: in fh_init on rank 0, one line on stderr per FH_*
+ * variable that no table, launcher, FH_ENV_KNOWN or fh_env_register
+ * knows (util/env.h).  Returns how many. */
+int fh_env_check(const fh_config_t *cfg);
 
 /* ---- peer.c: the runtime's own dead-peer check (no launcher needed) */
 /* Collective, in fh_init: every rank's host identity, pid, start time. */

@@ -18,6 +18,7 @@ static const char *const segment_name[] = {
 
 int fh_query(fh_info_t *info)
 {
+    fh_clear_error();
     fh_rt_t *rt = fh_rt;
     if (rt == NULL || fh_rank() < 0)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_query: firehose is not initialized");

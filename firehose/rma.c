@@ -424,6 +424,9 @@ int fh_test(fh_handle_t h)
 
 int fh_wait_all(fh_handle_t *hs, size_t n)
 {
+    fh_clear_error();
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_wait_all: firehose is not initialized");
     if (n > 0 && hs == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_wait_all: NULL array with %zu handles", n);
     int first = FH_OK;

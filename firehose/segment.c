@@ -429,6 +429,7 @@ static fh_segment_t *live_seg(const char *fn, fh_seg_t seg, int *err)
 
 int fh_segment_query(fh_seg_t seg, int rank, void **base, size_t *size)
 {
+    fh_clear_error();
     int rc;
     if (fh_rank() < 0)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_segment_query: firehose is not initialized");
@@ -518,6 +519,7 @@ int fh_segment_destroy(fh_seg_t seg)
 
 void *fh_addr_local(int rank, const void *addr)
 {
+    fh_clear_error();
     fh_rt_t *rt = fh_rt;
     if (rt == NULL || atomic_load(&fh_rt_state) != FH_RT_UP) {
         fh_set_error(FH_ERR_NOT_INIT, "fh_addr_local: firehose is not initialized");

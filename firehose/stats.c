@@ -26,6 +26,7 @@ static void add_peer(const fh_rt_t *rt, int rank, uint64_t *acc)
 
 int fh_stats_peer(int rank, fh_peer_stats_t *out)
 {
+    fh_clear_error();
     fh_rt_t *rt = fh_rt;
     if (rt == NULL || fh_rank() < 0)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_stats_peer: firehose is not initialized");
@@ -82,6 +83,7 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
 
 int fh_stats_print(void *file)
 {
+    fh_clear_error();
     fh_rt_t *rt = fh_rt;
     if (rt == NULL)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_stats_print: firehose is not initialized");

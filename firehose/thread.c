@@ -107,6 +107,7 @@ fh_tls_t *fh_tls_peek(void)
 
 fh_tls_t *fh_enter(const char *fn, int *err)
 {
+    fh_clear_error();
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP) {
         *err = fh_set_error(FH_ERR_NOT_INIT, "%s: firehose is not initialized", fn);
         return NULL;
@@ -137,6 +138,7 @@ int fh_check_rank(const char *fn, int rank)
 
 int fh_rank(void)
 {
+    fh_clear_error();
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_rank: firehose is not initialized");
     return fh_rt->rank;
@@ -144,6 +146,7 @@ int fh_rank(void)
 
 int fh_nranks(void)
 {
+    fh_clear_error();
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return fh_set_error(FH_ERR_NOT_INIT, "fh_nranks: firehose is not initialized");
     return fh_rt->nranks;

@@ -140,16 +140,40 @@ const char *fh_strerror(int err);
 /* The symbolic name ("FH_ERR_RANK"); a static string, never NULL.  Any time.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.  Errors: none. */
 const char *fh_err_name(int err);
-/* Details of the last error a firehose call recorded on this thread, e.g.
- * "fh_put: rank 7 is out of range [0, 4)"; "" if none yet.  Any time.
- * Lifetime: the string is this thread's own buffer (256 bytes, longer texts
- * are cut): valid until the thread exits, and overwritten by the next
- * error a firehose call of this thread records -- a successful call does
- * not clear it (fh_init does), and handlers that run inside a call may
- * record errors of their own calls.  Copy it to keep it.
+/* Why the calling thread's most recent firehose call failed, e.g.
+ * "fh_put: rank 7 is out of range [0, 4)", naming that call; "" if it
+ * succeeded (every call that can fail empties the text on entry, so it
+ * never describes an earlier call; fh_strerror, fh_err_name and this
+ * function leave it alone).  Any time.  Handlers that run inside a call
+ * record (and clear) with their own calls: read it when the call returns.
+ * Lifetime: the string is this thread's own buffer (512 bytes, longer texts
+ * are cut): valid until the thread exits, rewritten by the next call.
+ * Copy it to keep it.
  * Blocking: no.  Thread-safe: yes (per thread).  Handler-safe: yes.
  * Errors: none. */
 const char *fh_last_error(void);
+
+/* --------------------------------------------------------- environment */
+
+/* Declares FH_* environment variables that the caller -- a library or
+ * program built on firehose -- reads itself, so that fh_init does not
+ * report them.  fh_init warns on stderr (rank 0, one line per name, naming
+ * the closest firehose variable when one is near) about every FH_*
+ * variable that is in no firehose table (`fhinfo`), not set by a launcher,
+ * not listed in FH_ENV_KNOWN and not declared here: a misspelt
+ * FH_REG_STRATEGEY=bounce would otherwise run the default unnoticed; the
+ * job goes on.  `fhinfo --check-env` applies the same rule (it sees
+ * FH_ENV_KNOWN, not this process's declarations).  Each of names[0..n) is
+ * a full name ("FH_MYLIB_HEAP") or a prefix ending in '*' ("FH_MYLIB_*");
+ * the strings are copied, a name already declared is not counted twice.
+ * Call it before fh_init: later declarations are kept but the check has
+ * run.  All or none of a call's names are kept.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT (after fh_finalize); FH_ERR_INVALID (names NULL
+ * with n > 0; a name NULL, not starting with "FH_", over 63 bytes, or with
+ * '*' or '=' other than a final '*'); FH_ERR_LIMIT (over 64 names declared
+ * in all). */
+int fh_env_register(const char *const *names, size_t n);
 
 /* ---------------------------------------------------------- life cycle */
 
@@ -158,18 +182,30 @@ const char *fh_last_error(void);
  * a single rank), checks that the settings marked "must be equal on all
  * ranks" (`fhinfo`) are, opens the conduit, exchanges endpoint addresses
  * and returns after all ranks have done so.  argc/argv may be NULL; they
- * are not modified.  A failure after the launcher was found and the
- * settings agreed (no usable conduit, the network refusing, out of memory)
- * does not return: it ends the whole job, every rank exiting with status 1
- * and the reason on stderr.
- * Blocking: yes.  Thread-safe: yes (one call wins; a second call, also a
- * concurrent one from another thread, gets FH_ERR_STATE).  Handler-safe: no.
+ * are not modified.  Every failure returns (fh_init never ends the
+ * process), the reason in fh_last_error() and on stderr.  Under fhrun a
+ * rank whose fh_init fails tells the others: their fh_init returns
+ * FH_ERR_BOOTSTRAP naming that rank and its reason, and fhrun reports
+ * "rank N failed in fh_init: why".  (Under a PMIx launcher the others wait
+ * until the failed process exits, when the launcher ends the job.)  What
+ * fh_init built is undone; after a failure before the network was opened
+ * (configuration, bootstrap, no usable conduit) fh_init may be called
+ * again, e.g. with another FH_OFI_PROVIDER; after a later one it returns
+ * FH_ERR_STATE saying so.  The job still ends, every survivor exiting
+ * with status 70, when a rank dies or the launcher goes away
+ * (docs/reliability.md).  Unknown FH_* variables are reported once per
+ * name on stderr (fh_env_register).
+ * Blocking: yes, at most FH_BOOT_TIMEOUT per bootstrap step.  Thread-safe:
+ * yes (one call wins; a second call, also a concurrent one from another
+ * thread, gets FH_ERR_STATE).  Handler-safe: no.
  * Errors: FH_ERR_IN_HANDLER; FH_ERR_STATE (already initialized, or
  * finalized: fh_init may be called once); FH_ERR_CONFIG (an FH_* variable
  * has an invalid value, or a setting that must be equal on all ranks is
  * not: then on every rank, naming the variable and two ranks);
- * FH_ERR_BOOTSTRAP (the launcher cannot be reached or refuses us);
- * FH_ERR_NO_MEMORY. */
+ * FH_ERR_BOOTSTRAP (the launcher cannot be reached or refuses us, or
+ * another rank's fh_init failed); FH_ERR_NOT_SUPPORTED (no usable
+ * conduit, e.g. FH_CONDUIT=ibv without an RDMA device); FH_ERR_TRANSPORT
+ * (the network refused); FH_ERR_NO_MEMORY. */
 int fh_init(int *argc, char ***argv);
 
 /* Stop the runtime.  Collective; includes a barrier, so every rank's
@@ -318,16 +354,17 @@ typedef void (*fh_am_handler_t)(fh_token_t token, void *buf, size_t nbytes,
 
 /* Register fn at index.  Not collective (but see the symmetry rule above);
  * re-registering an index replaces the handler.  May be called before
- * fh_init (and is not refused after fh_finalize). `name` (may be NULL)
- * appears in error messages; it must stay valid while registered.
+ * fh_init; after fh_finalize it returns FH_ERR_NOT_INIT. `name` (may be
+ * NULL) appears in error messages; it must stay valid while registered.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
- * Errors: FH_ERR_HANDLER (index outside the client range); FH_ERR_INVALID
- * (NULL fn); FH_ERR_IN_HANDLER. */
+ * Errors: FH_ERR_NOT_INIT (after fh_finalize); FH_ERR_HANDLER (index
+ * outside the client range); FH_ERR_INVALID (NULL fn); FH_ERR_IN_HANDLER. */
 int fh_am_register(unsigned index, fh_am_handler_t fn, const char *name);
 
 /* Rank that sent the message the handler is serving.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: yes (that is where tokens
- * exist).  Errors: FH_ERR_INVALID (NULL token or rank). */
+ * exist).  Errors: FH_ERR_NOT_INIT (not running: no token can exist);
+ * FH_ERR_INVALID (NULL token or rank). */
 int fh_token_source(fh_token_t token, int *rank);
 
 /* Limits, fixed by fh_init.  A size_t carries no error: before fh_init and
@@ -465,10 +502,11 @@ int fh_wait(fh_handle_t h);
  * Errors: as fh_wait, plus FH_ERR_AGAIN (not complete; not an error). */
 int fh_test(fh_handle_t h);
 /* fh_wait on every handle in hs[0..n), each consumed and set to
- * FH_HANDLE_DONE.  Returns the first failure, or FH_OK (also for n == 0, at
- * any time).
+ * FH_HANDLE_DONE.  Returns the first failure, or FH_OK (also for n == 0
+ * while running).
  * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
- * Errors: FH_ERR_INVALID (NULL hs with n > 0); the first error fh_wait
+ * Errors: FH_ERR_NOT_INIT (before fh_init, after fh_finalize, also for
+ * n == 0); FH_ERR_INVALID (NULL hs with n > 0); the first error fh_wait
  * returned. */
 int fh_wait_all(fh_handle_t *hs, size_t n);
 

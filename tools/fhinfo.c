@@ -24,6 +24,7 @@
 
 #include "conduits/conduit.h"
 #include "firehose/util/config.h"
+#include "firehose/util/env.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -31,14 +32,6 @@
 
 extern char **environ;
 int fhinfo_print_node(void);   /* fhinfo_node.c */
-
-/* Variables that tools/fhrun sets for its ranks (see bootstrap.h and
- * fh_boot_open in firehose/boot/boot.c).  They are
- * not tunables, so they are not in the table, but they are not typos
- * either. */
-static const char *const launcher_vars[] = {
-    "FH_BOOT_ADDR", "FH_JOB_KEY", "FH_RANK", "FH_NRANKS",
-};
 
 static const char *type_name(fh_cfg_type_t t)
 {
@@ -95,57 +88,12 @@ static int load_all(void)
     return 0;
 }
 
-static int is_launcher_var(const char *name, size_t namelen)
+/* The tables as util/env.h takes them. */
+static size_t env_tables(fh_cfg_table_ref_t tabs[NTABLES])
 {
-    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
-        if (strlen(launcher_vars[i]) == namelen &&
-            strncmp(launcher_vars[i], name, namelen) == 0)
-            return 1;
-    return 0;
-}
-
-/* Edit distance, for "did you mean" on a misspelt variable. */
-static size_t distance(const char *a, size_t la, const char *b)
-{
-    size_t lb = strlen(b);
-    if (la > 64 || lb > 64)
-        return (size_t)-1;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static const char *closest_name(const char *name, size_t namelen)
-{
-    const char *best = NULL;
-    size_t best_d = 4; /* suggest only close matches */
-    for (int t = 0; t < NTABLES; t++) {
-        size_t len;
-        const fh_cfg_entry_t *tab = table_of(t, &len);
-        for (size_t i = 0; i < len; i++) {
-            size_t d = distance(name, namelen, tab[i].name);
-            if (d < best_d) {
-                best_d = d;
-                best = tab[i].name;
-            }
-        }
-    }
-    return best;
+    for (int t = 0; t < NTABLES; t++)
+        tabs[t].table = table_of(t, &tabs[t].len);
+    return NTABLES;
 }
 
 /* ------------------------------------------------------------ outputs */
@@ -326,13 +274,15 @@ static int check_env(void)
         size_t namelen = eq ? (size_t)(eq - var) : strlen(var);
         const fh_cfg_entry_t *e = find_entry(var, namelen);
         if (e == NULL) {
-            if (is_launcher_var(var, namelen))
+            fh_cfg_table_ref_t tabs[NTABLES];
+            size_t nt = env_tables(tabs);
+            if (fh_env_is_known(var, namelen, tabs, nt, getenv("FH_ENV_KNOWN")))
                 continue;
-            const char *hint = closest_name(var, namelen);
+            const char *hint = fh_env_closest(var, namelen, tabs, nt);
             fprintf(stderr, "fhinfo: %.*s is not a firehose variable", (int)namelen, var);
             if (hint)
                 fprintf(stderr, " (did you mean %s?)", hint);
-            fprintf(stderr, "; `fhinfo` lists them all\n");
+            fprintf(stderr, "; `fhinfo` lists them all, FH_ENV_KNOWN declares others\n");
             problems++;
             continue;
         }

@@ -12,6 +12,8 @@
 # have run, not skipped: netns (root, ip netns), PMIx (mpirun, OpenPMIx)
 # and the bootstrap tests (which include both).  install-deps.sh installed
 # what they need, so a SKIP there means the stage is broken: it fails.
+# Every other skip, of a whole test or of cases inside one, is listed
+# (tools/list-skips.sh) so that a stage that could not run shows.
 #
 # Environment: BUILD_DIR (default _build), CONFIGURE_FLAGS (added to
 # --enable-werror), MAKE_JOBS (default 2), CI.
@@ -50,6 +52,10 @@ ci_required() {
 }
 
 if make -j"$jobs" check; then
+    # Every skip, required or not (caf without gfortran, unit tests without
+    # Check, the memory monitor, stale_key on shm, ...), in the output.
+    echo "run-tests.sh: what make check skipped:"
+    "$top/tools/list-skips.sh" .
     if [ "${CI:-}" = true ] && ! ci_required; then
         echo "run-tests.sh: FAILED: a stage CI promises could not run"
         exit 1

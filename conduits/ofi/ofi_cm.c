@@ -502,7 +502,9 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     for (int r = 0; r < nr && !rc; r++)
         L = lens[r] > L ? (size_t)lens[r] : L;
     free(lens);
-    if (rc || L == 0 || L > 4096)
+    if (rc)
+        return cu_boot_failed("ofi", "listener-name");
+    if (L == 0 || L > 4096)
         return fh_set_error(FH_ERR_BOOTSTRAP, "ofi: listener-name allgather failed");
 
     const size_t R = L + OFI_PUB_BYTES;
@@ -520,7 +522,7 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     }
     memcpy(mine + L, c->auth.pub, OFI_PUB_BYTES);
     if (boot->ops->allgather(boot, mine, all, R) != 0) {
-        rc = fh_set_error(FH_ERR_BOOTSTRAP, "ofi: address allgather failed");
+        rc = cu_boot_failed("ofi", "address");
         goto out;
     }
     for (int r = 0; r < nr; r++) {

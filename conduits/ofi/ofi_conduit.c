@@ -221,11 +221,17 @@ static int ofi_rdm_identity_claimed(const char *prov)
            strcmp(prov, "tcp") == 0 || strcmp(prov, "udp") == 0;
 }
 
+/* Why the last ofi_getinfo_mode of this thread found no domain named
+ * FH_OFI_DOMAIN ("" otherwise), for ofi_no_provider: the provider exists,
+ * so "no such provider" would mislead. */
+static _Thread_local char ofi_domain_why[400];
+
 static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
                             struct fi_info **out)
 {
     static const enum fi_threading levels[] = {FI_THREAD_COMPLETION,
                                                FI_THREAD_SAFE};
+    ofi_domain_why[0] = '\0';
     int ret = -FI_ENODATA;
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
         struct fi_info *h = ofi_hints(s, levels[i], msg);
@@ -243,11 +249,11 @@ static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
         if (!pick) {
             char names[256];
             ofi_domain_names(list, names, sizeof names);
-            fh_log_error("ofi: FH_OFI_DOMAIN=%s: provider %s has no such domain "
-                         "(it offers: %s)", s->domain,
-                         list->fabric_attr->prov_name, names);
+            snprintf(ofi_domain_why, sizeof ofi_domain_why,
+                     "FH_OFI_DOMAIN=%s: provider %s has no such domain (it offers: %s)",
+                     s->domain, list->fabric_attr->prov_name, names);
             fi_freeinfo(list);
-            return -FI_EADDRNOTAVAIL;     /* logged; no other mode helps */
+            return -FI_EADDRNOTAVAIL;     /* no other mode helps */
         }
         if (levels[i] != FI_THREAD_SAFE &&
             (pick->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
@@ -303,7 +309,9 @@ static void ofi_no_provider(const ofi_settings_t *s, int ret, char *why,
                             size_t whylen)
 {
     char msg[600];
-    if (ret == -FI_EACCES)
+    if (ret == -FI_EADDRNOTAVAIL && ofi_domain_why[0])
+        snprintf(msg, sizeof msg, "%s", ofi_domain_why);
+    else if (ret == -FI_EACCES)
         snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s FH_OFI_ENDPOINT=rdm: this "
                  "provider names a sender by the address the sender announces, so "
                  "anyone who can reach the job's ports could pass for a rank; use "
@@ -413,7 +421,15 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     };
     ret = fi_av_open(c->domain, &av_attr, &c->av, NULL);
     if (ret) {
-        fh_log_error("ofi: fi_av_open: %s", fi_strerror(-ret));
+        /* libfabric's shm provider holds at most 256 peers (SMR_MAX_PEERS)
+         * and refuses a larger table with -FI_ENOSYS: say so, and how to
+         * need fewer addresses. */
+        int shm = strcmp(info->fabric_attr->prov_name, "shm") == 0;
+        fh_set_error(FH_ERR_TRANSPORT, "ofi: fi_av_open for %zu addresses (%d ranks x %d "
+                     "paths): %s%s", av_attr.count, cfg->nranks, cfg->npaths,
+                     fi_strerror(-ret), shm ? "; the shm provider takes at most 256: set "
+                     "FH_PATHS=shared or a smaller FH_MAX_THREADS (paths = FH_MAX_THREADS + "
+                     "1), or FH_OFI_PROVIDER=tcp" : "");
         goto fail;
     }
 opened:

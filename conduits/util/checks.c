@@ -3,6 +3,9 @@
  */
 #include "cu.h"
 
+#include <stdio.h>
+
+#include "firehose.h"
 #include "firehose/util/log.h"
 
 int cu_check_open(const char *name, const fh_conduit_config_t *cfg,
@@ -70,4 +73,12 @@ int cu_check_am_size(const char *name, size_t hdr_len, size_t len,
                             "%s: am_send of %zu bytes over am_max_packet %zu",
                             name, total, am_max_packet);
     return FH_OK;
+}
+
+int cu_boot_failed(const char *name, const char *what)
+{
+    char why[460];
+    snprintf(why, sizeof why, "%s", fh_last_error());
+    return fh_set_error(FH_ERR_BOOTSTRAP, "%s: %s allgather failed%s%s", name, what,
+                        why[0] ? ": " : "", why);
 }

@@ -56,6 +56,11 @@ int cu_check_rkey(const char *name, const char *what, const fh_rkey_t *rkey);
 int cu_check_am_size(const char *name, size_t hdr_len, size_t len,
                      size_t am_max_packet);
 
+/* A bootstrap allgather of the address exchange failed: FH_ERR_BOOTSTRAP,
+ * the text "<name>: <what> allgather failed: " followed by the reason the
+ * bootstrap recorded (e.g. which peer's fh_init failed), if any. */
+int cu_boot_failed(const char *name, const char *what);
+
 /* ------------------------------------------------------------ mem.c */
 
 /* CU_PAGE-aligned memory of len bytes (len 0 gives a valid 1-byte block),

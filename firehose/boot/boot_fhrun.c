@@ -58,6 +58,7 @@ typedef struct fhrun_priv {
     int quiet;              /* finalize/abort underway: EOF is expected */
     int wd_done;            /* the watchdog has stopped reading */
     int broken;             /* a call timed out: refuse further calls */
+    char *peer_failed;      /* "rank N ... failed in fh_init: why", or NULL */
 } fhrun_priv_t;
 
 static void timespec_at(struct timespec *ts, double t)
@@ -149,7 +150,8 @@ static void *watchdog(void *arg)
                 lost_launcher(p, io_why());
                 return NULL;
             }
-            uint32_t dead = fh_get_u32(w), len = fh_get_u32(w + 8);
+            uint32_t dead = fh_get_u32(w), status = fh_get_u32(w + 4);
+            uint32_t len = fh_get_u32(w + 8);
             if (len > FH_BOOT_MAX_MSG) {
                 lost_launcher(p, "oversized message (protocol error)");
                 return NULL;
@@ -165,6 +167,27 @@ static void *watchdog(void *arg)
             pthread_mutex_unlock(&p->mu);
             if (quiet)
                 continue;  /* we are finishing anyway */
+            if (status == FH_BOOT_DEAD_INIT_FAILED &&
+                dead != FH_BOOT_RANK_LAUNCHER) {
+                /* A peer's fh_init failed: ours cannot succeed either, but
+                 * it fails (returns), it does not end the process. */
+                char *rest;
+                long pid = strtol(msg, &rest, 10);
+                const char *why = (rest != msg && *rest == ' ') ? rest + 1 : msg;
+                size_t n = strlen(why) + 64;
+                char *text = malloc(n);
+                if (text != NULL)
+                    snprintf(text, n, "rank %u (pid %ld) %s", dead, pid, why);
+                pthread_mutex_lock(&p->mu);
+                if (p->peer_failed == NULL && text != NULL) {
+                    p->peer_failed = text;
+                    text = NULL;
+                }
+                pthread_cond_broadcast(&p->cv);
+                pthread_mutex_unlock(&p->mu);
+                free(text);
+                continue;
+            }
             if (dead == FH_BOOT_RANK_LAUNCHER) {
                 fh_log_error("the launcher aborted the job: %s; aborting", msg);
             } else {
@@ -200,6 +223,11 @@ static int fhrun_exchange(fh_boot_t *b, const void *in, void *out, size_t len,
         return FH_ERR_BOOTSTRAP;
     }
     pthread_mutex_lock(&p->mu);
+    if (p->peer_failed != NULL) {
+        int rc = fh_set_error(FH_ERR_BOOTSTRAP, "%s", p->peer_failed);
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
     if (p->broken || p->quiet || p->have_request) {
         pthread_mutex_unlock(&p->mu);
         fh_log_error("bootstrap: %s after an earlier bootstrap failure", what);
@@ -230,12 +258,18 @@ static int fhrun_exchange(fh_boot_t *b, const void *in, void *out, size_t len,
     struct timespec ts;
     timespec_at(&ts, deadline + FHRUN_WAIT_SLACK);
     pthread_mutex_lock(&p->mu);
-    while (!p->result && !p->wd_done)
+    while (!p->result && !p->wd_done && !p->peer_failed)
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
             break;
     unsigned char *res = p->result;
     p->result = NULL;
     p->waiting = 0;
+    if (!res && p->peer_failed) {
+        /* The launcher sends no result for this round: it is over. */
+        int rc = fh_set_error(FH_ERR_BOOTSTRAP, "%s", p->peer_failed);
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
     if (!res)
         p->broken = 1;
     pthread_mutex_unlock(&p->mu);
@@ -293,20 +327,32 @@ __attribute__((noreturn)) static void fhrun_abort(fh_boot_t *b, int code,
     _exit(code & 0xff ? code & 0xff : 1);
 }
 
-static void fhrun_finalize(fh_boot_t *b)
+/* Sends the last request (FINALIZE, or INITFAIL with its text), waits for
+ * the launcher to close the connection (so it has read everything), and
+ * frees b. */
+static void fhrun_close(fh_boot_t *b, uint32_t op, const char *text)
 {
     fhrun_priv_t *p = b->priv;
     pthread_mutex_lock(&p->mu);
     p->quiet = 1;
     pthread_mutex_unlock(&p->mu);
-    unsigned char hdr[4];
-    fh_put_u32(hdr, FH_BOOT_OP_FINALIZE);
+    size_t mlen = text != NULL ? strlen(text) : 0;
+    if (mlen > FH_BOOT_MAX_MSG)
+        mlen = FH_BOOT_MAX_MSG;
+    unsigned char hdr[12];
+    size_t hlen = 4;
+    fh_put_u32(hdr, op);
+    if (op == FH_BOOT_OP_INITFAIL) {
+        fh_put_u32(hdr + 4, 0);
+        fh_put_u32(hdr + 8, (uint32_t)mlen);
+        hlen = 12;
+    }
     double deadline = fh_now() + p->timeout_s;
-    if (fh_write_full(p->fd, hdr, 4, deadline) < 0)
-        fh_log_verbose(1, "bootstrap: finalize: cannot tell the launcher: %s",
+    if (fh_write_full(p->fd, hdr, hlen, deadline) < 0 ||
+        (mlen && fh_write_full(p->fd, text, mlen, deadline) < 0))
+        fh_log_verbose(1, "bootstrap: %s: cannot tell the launcher: %s",
+                       op == FH_BOOT_OP_INITFAIL ? "init failure" : "finalize",
                        strerror(errno));
-    /* The launcher closes the connection on FINALIZE; wait for that so it
-     * has read everything before we exit. */
     pthread_mutex_lock(&p->mu);
     wait_wd_done(p, deadline);
     pthread_mutex_unlock(&p->mu);
@@ -315,8 +361,19 @@ static void fhrun_finalize(fh_boot_t *b)
     close(p->fd);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
+    free(p->peer_failed);
     free(p);
     free(b);
+}
+
+static void fhrun_finalize(fh_boot_t *b)
+{
+    fhrun_close(b, FH_BOOT_OP_FINALIZE, NULL);
+}
+
+static void fhrun_fail(fh_boot_t *b, const char *why)
+{
+    fhrun_close(b, FH_BOOT_OP_INITFAIL, why != NULL && why[0] ? why : "fh_init failed");
 }
 
 static const fh_boot_ops_t fhrun_ops = {
@@ -324,6 +381,7 @@ static const fh_boot_ops_t fhrun_ops = {
     .allgather = fhrun_allgather,
     .barrier = fhrun_barrier,
     .abort = fhrun_abort,
+    .fail = fhrun_fail,
     .finalize = fhrun_finalize,
 };
 

@@ -251,11 +251,28 @@ static void pmix_finalize(fh_boot_t *b)
     free(b);
 }
 
+/* PMIx has no way to fail the peers' fences without killing this process
+ * too (PMIx_Abort), so we only stop listening: the launcher ends the job
+ * when this process exits without PMIx_Finalize, as for any rank that
+ * leaves early.  PMIx stays initialized (a retried fh_init reuses it). */
+static void pmix_fail(fh_boot_t *b, const char *why)
+{
+    pmix_priv_t *p = b->priv;
+    pmix_quiet = 1;
+    if (p->have_evh)
+        PMIx_Deregister_event_handler(p->evh_id, NULL, NULL);
+    fh_log_verbose(1, "bootstrap: fh_init failed (%s); the launcher ends the "
+                   "job when this process exits", why ? why : "");
+    free(p);
+    free(b);
+}
+
 static const fh_boot_ops_t pmix_ops = {
     .name = "pmix",
     .allgather = pmix_allgather,
     .barrier = pmix_barrier,
     .abort = pmix_abort,
+    .fail = pmix_fail,
     .finalize = pmix_finalize,
 };
 
@@ -269,6 +286,7 @@ int fh_boot_pmix_open(fh_boot_t **out, int timeout_s)
         fh_log_error("bootstrap: out of memory");
         return FH_ERR_BOOTSTRAP;
     }
+    pmix_quiet = 0;   /* a retry after a failed fh_init listens again */
     pmix_status_t rc = PMIx_Init(&p->me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
         fh_log_error("bootstrap: PMIx_Init failed (PMIX_NAMESPACE=%s): %s",

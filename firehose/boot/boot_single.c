@@ -38,11 +38,18 @@ static void single_finalize(fh_boot_t *b)
     free(b);
 }
 
+static void single_fail(fh_boot_t *b, const char *why)
+{
+    (void)why;   /* nobody to tell */
+    free(b);
+}
+
 static const fh_boot_ops_t single_ops = {
     .name = "singleton",
     .allgather = single_allgather,
     .barrier = single_barrier,
     .abort = single_abort,
+    .fail = single_fail,
     .finalize = single_finalize,
 };
 

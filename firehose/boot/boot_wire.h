@@ -14,7 +14,8 @@
  *     by a close instead of the launcher's proof is final;
  *   - FH_BOOT_MSG_ALLGATHER carries no length word: the rank knows it
  *     (len * nranks of the request it is waiting on);
- *   - FH_BOOT_MSG_DEAD: "status" is the rank's exit status, or 128 + signal;
+ *   - FH_BOOT_MSG_DEAD: "status" is the rank's exit status, or 128 + signal,
+ *     or FH_BOOT_DEAD_INIT_FAILED (the rank's fh_init failed, it lives on);
  *     msg is "<pid> <reason>" (reason e.g. "killed by signal 9 (Killed)").
  *     A dead rank of FH_BOOT_RANK_LAUNCHER means the launcher itself aborted
  *     the job (msg is then just the reason).

@@ -35,6 +35,14 @@ typedef struct fh_boot_ops {
         __attribute__((noreturn));
     /* Orderly end (after a final barrier by the runtime). Frees b. */
     void (*finalize)(struct fh_boot *b);
+    /* This rank's fh_init failed (why: the reason, may be NULL): tell the
+     * launcher and the other ranks, then free b.  Returns; never ends the
+     * process.  Under fhrun, the other ranks' pending and later allgathers
+     * return FH_ERR_BOOTSTRAP, fh_last_error() naming this rank and why, so
+     * their fh_init fails too instead of waiting; under PMIx the launcher
+     * ends the job once this process exits (peers wait in a fence until
+     * then); a singleton has nobody to tell. */
+    void (*fail)(struct fh_boot *b, const char *why);
 } fh_boot_ops_t;
 
 typedef struct fh_boot {
@@ -77,6 +85,10 @@ int fh_boot_open(fh_boot_t **out);
  *        FH_BOOT_OP_ALLGATHER  len, then len bytes
  *        FH_BOOT_OP_ABORT      code, msglen, msg
  *        FH_BOOT_OP_FINALIZE   (no payload; launcher may close the socket)
+ *        FH_BOOT_OP_INITFAIL   code (0), msglen, msg: this rank's fh_init
+ *                              failed; the launcher closes the socket and
+ *                              tells the others (MSG_DEAD, status
+ *                              FH_BOOT_DEAD_INIT_FAILED)
  *   launcher -> rank:         FH_BOOT_MSG_ALLGATHER len*nranks bytes follow
  *                             FH_BOOT_MSG_DEAD      dead rank, status, msglen, msg
  * A barrier is an allgather of zero bytes.  A rank that presents a wrong key
@@ -90,8 +102,12 @@ int fh_boot_open(fh_boot_t **out);
 #define FH_BOOT_OP_ALLGATHER   1u
 #define FH_BOOT_OP_ABORT       2u
 #define FH_BOOT_OP_FINALIZE    3u
+#define FH_BOOT_OP_INITFAIL    4u
 #define FH_BOOT_MSG_ALLGATHER  0x101u
 #define FH_BOOT_MSG_DEAD       0x102u
+/* MSG_DEAD status: the rank did not die, its fh_init failed (it may still
+ * run); the receiving rank's collectives fail instead of ending it. */
+#define FH_BOOT_DEAD_INIT_FAILED 0xfffffff1u
 
 /* Exit status of a rank that ends because a peer died. */
 #define FH_EXIT_PEER_DEAD      70

@@ -111,6 +111,12 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_CAF_LOCAL_HEAP", FH_CFG_SIZE, "256m", NULL, F(caf_local_heap), 1,
      "Coarray Fortran: bytes per image for memory one image allocates alone that "
      "others reach (allocatable components of coarrays of derived type).", 0},
+    {"FH_ENV_KNOWN", FH_CFG_STRING, "", NULL, F(env_known), 0,
+     "FH_* names that are not firehose's but belong in the environment (a library's "
+     "or a script's own), separated by spaces or commas; NAME* covers a prefix. "
+     "fh_init warns (rank 0, one line per name) about any other FH_* variable no "
+     "table knows, and fhinfo --check-env rejects it; libraries declare theirs with "
+     "fh_env_register.", 0},
 };
 const size_t fh_config_table_len =
     sizeof fh_config_table / sizeof fh_config_table[0];

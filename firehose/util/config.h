@@ -64,6 +64,7 @@ typedef struct fh_config {
     size_t      caf_heap;         /* FH_CAF_HEAP (libcaf_firehose) */
     size_t      caf_local_heap;   /* FH_CAF_LOCAL_HEAP (libcaf_firehose) */
     const char *rank_names;       /* FH_RANK_NAMES (also read by fhrun) */
+    const char *env_known;        /* FH_ENV_KNOWN (util/env.h) */
 } fh_config_t;
 
 /* Largest FH_WAIT_SPIN (idle polls before a waiting thread yields). */

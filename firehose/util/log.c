@@ -19,7 +19,7 @@
  * watchdog, hence atomic (relaxed: a stale value only changes a prefix). */
 static _Atomic int log_rank = -1;
 static _Atomic int log_verbose;
-static _Thread_local char last_error[256];
+static _Thread_local char last_error[512];
 
 /* The rank names (log.h): written before the threads that log exist and
  * published by names_set (release; readers acquire). */
@@ -153,5 +153,7 @@ int fh_set_error(int err, const char *fmt, ...)
     fh_log_verbose(2, "%s (%s)", last_error, fh_err_name(err));
     return err;
 }
+
+void fh_clear_error(void) { last_error[0] = '\0'; }
 
 const char *fh_last_error(void) { return last_error; }

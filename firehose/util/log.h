@@ -13,6 +13,7 @@
  *   fh_set_error    records the text returned by fh_last_error() for this
  *                   thread and returns err, so validation reads
  *                   `return fh_set_error(FH_ERR_RANK, "fh_put: rank %d ...", r);`
+ *   fh_clear_error  empties that record (at the entry of public calls).
  *
  * Rank names: messages a client's users read (a dead peer, an abort, the
  * prefix) name rank r as "<label> <r + first>" -- "rank 0" by default,
@@ -55,5 +56,8 @@ void fh_log_error(const char *fmt, ...) FH_PRINTF(1, 2);
 void fh_log_verbose(int level, const char *fmt, ...) FH_PRINTF(2, 3);
 void fh_fatal(const char *fmt, ...) FH_PRINTF(1, 2) __attribute__((noreturn));
 int  fh_set_error(int err, const char *fmt, ...) FH_PRINTF(2, 3);
+/* Empties this thread's record: every public call that can fail calls it on
+ * entry, so fh_last_error() only ever describes the call just made. */
+void fh_clear_error(void);
 
 #endif /* FH_LOG_H */

@@ -108,11 +108,12 @@ __attribute__((noreturn)) static void abort_any(struct fh_boot *b, int code,
     _exit(code);
 }
 static void fin_any(struct fh_boot *b) { (void)b; }
+static void fail_any(struct fh_boot *b, const char *why) { (void)b; (void)why; }
 
 static const fh_boot_ops_t self_ops = {"selftest-self", ag_self, bar_any,
-                                       abort_any, fin_any};
+                                       abort_any, fin_any, fail_any};
 static const fh_boot_ops_t pair_ops = {"selftest-pair", ag_pair, bar_any,
-                                       abort_any, fin_any};
+                                       abort_any, fin_any, fail_any};
 
 /* ------------------------------------------------------------ messages */
 

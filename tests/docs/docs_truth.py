@@ -39,6 +39,15 @@ def fail(where, what):
     failures.append(f"{where}: {what}")
 
 
+def in_build_tree(f):
+    """A file of a build tree inside the source tree (_build*, or distcheck's
+    build directory), not a source.  An in-tree build (./configure in the
+    source directory: build == top) has no such tree: every file counts."""
+    if os.path.relpath(f, top).startswith("_build"):
+        return True
+    return build != top and f.startswith(build + os.sep)
+
+
 def read(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
@@ -49,7 +58,7 @@ docs += sorted(glob.glob(os.path.join(top, "docs", "*.md")))
 # every folder's README (what lives there, what it may include)
 for folder in ("include", "firehose", "conduits", "caf", "tools", "tests", "bench"):
     docs += sorted(f for f in glob.glob(os.path.join(top, folder, "**", "README*"), recursive=True)
-                   if not f.startswith(build + os.sep))
+                   if not in_build_tree(f))
 mans = [os.path.join(top, p) for p in ("tools/fhrun.1", "caf/caf.1", "caf/cafrun.1")]
 
 
@@ -67,10 +76,7 @@ def known_fh_names():
     header = set(re.findall(r"\b(FH_[A-Z0-9_]+)\b", read(os.path.join(top, "include", "firehose.h"))))
     # identifiers of the code (docs/ describe internals by name too)
     for f in glob.glob(os.path.join(top, "**", "*.[ch]"), recursive=True):
-        r = os.path.relpath(f, top)
-        # sources only: not a build tree inside the source tree (_build*, or
-        # distcheck's build directory)
-        if not r.startswith("_build") and not f.startswith(build + os.sep):
+        if not in_build_tree(f):   # sources only
             header |= set(re.findall(r"\b(FH_[A-Z0-9_]+)\b", read(f)))
     read_by_code = set()
     for pattern in ("firehose/**/*.[ch]", "conduits/**/*.[ch]", "tools/*.[ch]", "tools/*.sh",

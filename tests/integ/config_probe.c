@@ -3,9 +3,9 @@
  * and config_mismatch.sh:
  *   "fh_init: FH_OK" (then fh_finalize, exit 0), or
  *   "fh_init: <FH_ERR_...>: <fh_last_error()>" and exit 3.
- * A failure after the bootstrap ends the job inside fh_init (exit 1, the
- * reason on stderr); the driver checks that too.  A setting that must be
- * equal on all ranks but differs is FH_ERR_CONFIG on every rank (exit 3).
+ * Every failure returns (never exits inside fh_init): a setting that must
+ * be equal on all ranks but differs is FH_ERR_CONFIG on every rank, a rank
+ * that cannot open its conduit fails every rank's fh_init (exit 3).
  */
 #include <stdio.h>
 

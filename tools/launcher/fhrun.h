@@ -74,6 +74,8 @@ typedef struct rank {
     int reaped, code;        /* code: exit status or 128 + signal */
     int fd;                  /* authenticated connection, or -1 */
     int ever_connected, finalized, aborted, contributed;
+    int init_failed;         /* sent INITFAIL: its fh_init failed, it lives on */
+    int fail_op;             /* the RS_ABHDR/RS_ABMSG being read is INITFAIL */
     double eof_deadline;     /* EOF before FINALIZE: death unless reaped */
     /* request reader */
     int rstate;

@@ -123,7 +123,10 @@ void kill_stragglers(void)
     list[0] = '\0';
     for (int i = 0; i < fr.opts.nranks; i++) {
         rank_t *r = &fr.job.ranks[i];
-        if (r->reaped || (r->finalized && !fr.end.term_mode))
+        /* A rank whose fh_init failed is not killed for it: it learnt so
+         * from fh_init and may still be cleaning up. */
+        if (r->reaped ||
+            ((r->finalized || r->init_failed) && !fr.end.term_mode))
             continue;
         kill(r->pid, SIGKILL);
         if (n < sizeof list - 16)
@@ -187,7 +190,15 @@ void reap(void)
         char what[128];
         describe(r->code, what, sizeof what);
         vlog(1, "%s (pid %d) %s", FH_RANK_NAME(rn), (int)pid, what);
-        if (r->finalized || r->aborted || fr.end.term_mode) {
+        if (r->init_failed && !fr.end.term_mode) {
+            msg("%s (pid %d) %s after its fh_init failed", FH_RANK_NAME(rn), (int)pid,
+                what);
+            /* Its own status before the peers' (they may exit first); a
+             * job whose fh_init failed never ends with 0. */
+            if (!fr.end.code_set || fr.end.exit_code == FH_EXIT_PEER_DEAD)
+                fr.end.code_set = 0;
+            set_code(r->code ? r->code : 1);
+        } else if (r->finalized || r->aborted || fr.end.term_mode) {
             if (r->code && r->finalized && !fr.end.failed)
                 msg("%s (pid %d) %s after fh_finalize", FH_RANK_NAME(rn),
                     (int)pid, what);

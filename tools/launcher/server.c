@@ -284,6 +284,32 @@ static void on_abort(int rn, uint32_t code, const char *text)
     close_rank_conn(r);
 }
 
+/* The rank's fh_init failed: it goes on running (its program decides what
+ * to do), the others are told so their fh_init fails too rather than wait.
+ * The job has failed; the rank is not killed for it, and its exit status
+ * is reported as that of a rank whose fh_init failed (reap.c). */
+static void on_init_failed(int rn, const char *text)
+{
+    rank_t *r = &fr.job.ranks[rn];
+    r->init_failed = 1;
+    if (strncmp(text, "fh_init: ", 9) == 0)
+        text += 9;
+    if (fr.end.failed) {
+        vlog(1, "%s failed in fh_init too: %s", FH_RANK_NAME(rn), text);
+    } else {
+        char what[FH_BOOT_MAX_MSG];
+        msg("%s (pid %d) failed in fh_init: %s", FH_RANK_NAME(rn), (int)r->pid, text);
+        snprintf(what, sizeof what, "%d failed in fh_init: %s", (int)r->pid,
+                 text);
+        job_fail((uint32_t)rn, (int)FH_BOOT_DEAD_INIT_FAILED, what);
+        /* The others return from fh_init at their next bootstrap call,
+         * which may come after a slow conduit open: not DEAD_GRACE, the
+         * bootstrap's own timeout before the stragglers are killed. */
+        fr.end.kill_at = fh_now() + fr.opts.boot_timeout;
+    }
+    close_rank_conn(r);   /* last: text may point into r->payload */
+}
+
 /* A complete unit (per r->rstate) has arrived; moves to the next state. */
 static void on_unit(int rn)
 {
@@ -295,7 +321,8 @@ static void on_unit(int rn)
             r->rstate = RS_AGLEN;
             r->dst = r->hdr;
             r->need = 4;
-        } else if (op == FH_BOOT_OP_ABORT) {
+        } else if (op == FH_BOOT_OP_ABORT || op == FH_BOOT_OP_INITFAIL) {
+            r->fail_op = op == FH_BOOT_OP_INITFAIL;
             r->rstate = RS_ABHDR;
             r->dst = r->hdr;
             r->need = 8;
@@ -340,7 +367,10 @@ static void on_unit(int rn)
         r->arg = fh_get_u32(r->hdr);
         uint32_t ml = fh_get_u32(r->hdr + 4);
         if (ml > FH_BOOT_MAX_MSG) {
-            on_abort(rn, r->arg, "(message too long)");
+            if (r->fail_op)
+                on_init_failed(rn, "(message too long)");
+            else
+                on_abort(rn, r->arg, "(message too long)");
             return;
         }
         r->payload = malloc(ml + 1);
@@ -355,7 +385,10 @@ static void on_unit(int rn)
     }
     case RS_ABMSG:
         r->payload[r->need] = '\0';
-        on_abort(rn, r->arg, (const char *)r->payload);
+        if (r->fail_op)
+            on_init_failed(rn, (const char *)r->payload);
+        else
+            on_abort(rn, r->arg, (const char *)r->payload);
         return;
     }
     r->have = 0;
