@@ -49,9 +49,12 @@ static unsigned nq;
 static rank_t ranks[3];
 static uint64_t next_mr;
 
-static int t_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
-                 uint64_t key[2])
+static int t_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                   void **mr,
+                 uint64_t key[2], uint64_t *reach)
 {
+    *reach = 0;
+    (void)want;
     rank_t *r = arg;
     (void)len;
     (void)remote;
