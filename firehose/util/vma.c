@@ -125,27 +125,3 @@ int fh_vma_check(uintptr_t addr, size_t len, int prot, uintptr_t *bad)
     }
     return 1;
 }
-
-int fh_vma_run(uintptr_t lo, uintptr_t hi, int prot, uintptr_t *rlo, uintptr_t *rhi)
-{
-    uintptr_t a = lo;
-    fh_vma_t v;
-    /* The first mapping with prot that reaches into [lo, hi). */
-    for (;;) {
-        if (a >= hi || fh_vma_next(a, &v) != 0 || v.start >= hi)
-            return 0;
-        if ((v.prot & prot) == prot)
-            break;
-        a = v.end;
-    }
-    *rlo = v.start > lo ? v.start : lo;
-    /* Then its neighbours without a gap. */
-    while (v.end < hi) {
-        fh_vma_t w;
-        if (fh_vma_next(v.end, &w) != 0 || w.start != v.end || (w.prot & prot) != prot)
-            break;
-        v = w;
-    }
-    *rhi = v.end < hi ? v.end : hi;
-    return 1;
-}

@@ -42,8 +42,4 @@ int fh_vma_next(uintptr_t addr, fh_vma_t *out);
  * byte that is not.  len 0 is 1; a range that wraps is 0. */
 int fh_vma_check(uintptr_t addr, size_t len, int prot, uintptr_t *bad);
 
-/* The first run of memory in [lo, hi) mapped with at least prot, without a
- * gap: [*rlo, *rhi) and 1, or 0 when no byte of [lo, hi) is. */
-int fh_vma_run(uintptr_t lo, uintptr_t hi, int prot, uintptr_t *rlo, uintptr_t *rhi);
-
 #endif /* FH_UTIL_VMA_H */
