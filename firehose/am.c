@@ -228,9 +228,12 @@ static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *pa
     uint64_t a[FH_AM_MAX_ARGS] = {0};
     if (nargs)
         memcpy(a, args, nargs * sizeof *a);
+    fh_error_stash_t keep;
+    fh_error_stash(&keep);                /* the caller's error text survives */
     t->in_handler++;
     fn(&tok, buf, len, a, nargs);
     t->in_handler--;
+    fh_error_unstash(&keep);
     if (!fh_am_kind_is_long(kind))
         free(buf);
     return FH_OK;
@@ -648,9 +651,12 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
                            .is_request = is_req};
     fh_tls_t *t = fh_tls();
     assert(t != NULL);      /* the polling thread has its state */
+    fh_error_stash_t keep;
+    fh_error_stash(&keep);                /* the polling call's error text survives */
     t->in_handler++;
     fn(&tok, hbuf, m.payload_len, m.args, m.nargs);
     t->in_handler--;
+    fh_error_unstash(&keep);
     if (is_req && !tok.replied)
         owe_credit(p, src, m.src_path);
 }

@@ -19,7 +19,7 @@
  * watchdog, hence atomic (relaxed: a stale value only changes a prefix). */
 static _Atomic int log_rank = -1;
 static _Atomic int log_verbose;
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[sizeof ((fh_error_stash_t *)0)->text];
 
 /* The rank names (log.h): written before the threads that log exist and
  * published by names_set (release; readers acquire). */
@@ -155,5 +155,21 @@ int fh_set_error(int err, const char *fmt, ...)
 }
 
 void fh_clear_error(void) { last_error[0] = '\0'; }
+
+bool fh_error_stash(fh_error_stash_t *st)
+{
+    st->held = last_error[0] != '\0';
+    if (st->held)
+        memcpy(st->text, last_error, sizeof st->text);
+    return st->held;
+}
+
+void fh_error_unstash(const fh_error_stash_t *st)
+{
+    if (st->held)
+        memcpy(last_error, st->text, sizeof last_error);
+    else
+        last_error[0] = '\0';
+}
 
 const char *fh_last_error(void) { return last_error; }

@@ -26,6 +26,7 @@
 #define FH_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define FH_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -59,5 +60,16 @@ int  fh_set_error(int err, const char *fmt, ...) FH_PRINTF(2, 3);
 /* Empties this thread's record: every public call that can fail calls it on
  * entry, so fh_last_error() only ever describes the call just made. */
 void fh_clear_error(void);
+/* What this thread's fh_last_error() says, kept across code that may set or
+ * clear it but must leave the caller's untouched: AM handlers, which run
+ * inside whatever call polls (a handler's fh_token_source clears, a failing
+ * call sets).  fh_error_stash copies only when there is text (errors are
+ * rare); fh_error_unstash puts it back, or empties the record. */
+typedef struct fh_error_stash {
+    bool held;
+    char text[512];
+} fh_error_stash_t;
+bool fh_error_stash(fh_error_stash_t *st);
+void fh_error_unstash(const fh_error_stash_t *st);
 
 #endif /* FH_LOG_H */
