@@ -23,7 +23,14 @@
  * connections, accepts the ones it expects, checks every handshake, and
  * when all of its own are up meets the others in a bootstrap barrier; no
  * rank sends a message before that barrier, so the only messages seen
- * during set-up are proofs.  Memory: each connection posts rx_per_src
+ * during set-up are proofs.  A listener holds at most OFI_CM_PENDING_MAX
+ * unproven connections (strangers cannot pin its memory) and refuses
+ * requests beyond them; the job's own ranks reach that many at once when
+ * paths x ranks is large (4 ranks x 17 paths: 68 requests per listener),
+ * so a connector whose request is refused during start-up asks again
+ * after a backoff (OFI_CM_RETRY_MIN doubling up to OFI_CM_RETRY_MAX, with
+ * jitter) until the set-up deadline: the cap holds, and the job still
+ * starts, a little later.  Memory: each connection posts rx_per_src
  * receive buffers of one AM packet (the runtime's credits bound what one
  * source may have in flight; tcp holds back anything beyond what is
  * posted).
@@ -56,6 +63,8 @@
 #define OFI_CM_PENDING_MAX   64      /* unproven connections at once */
 #define OFI_CM_DEAD_MAX      4096    /* closed connections kept; then refuse all */
 #define OFI_CM_EVENT_BYTES   (sizeof(struct fi_eq_cm_entry) + 256)
+#define OFI_CM_RETRY_MIN     0.002   /* s before a refused request is made again */
+#define OFI_CM_RETRY_MAX     0.25    /* s: the backoff's ceiling */
 
 double ofi_now(void)
 {
@@ -101,8 +110,31 @@ static int conn_post_all(struct ofi_conn *k)
     return FH_OK;
 }
 
-/* A new endpoint on path p (info: the connection request's, or the
- * conduit's for a connector), bound to the conduit's EQ and p's CQ. */
+/* k's endpoint (info: the connection request's, or the conduit's for a
+ * connector), bound to the conduit's EQ and k's path's CQ. */
+static int conn_open_ep(struct ofi_conn *k, struct fi_info *info)
+{
+    struct fh_conduit *c = k->p->c;
+    int ret = fi_endpoint(c->domain, info, &k->ep, k);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &c->eq->fid, 0);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &k->p->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (!ret)
+        ret = fi_enable(k->ep);
+    if (ret) {
+        fh_log_error("ofi: endpoint for rank %u path %u: %s",
+                     k->src / (uint32_t)c->cfg.npaths, k->src % (uint32_t)c->cfg.npaths,
+                     fi_strerror(-ret));
+        if (k->ep != NULL)
+            fi_close(&k->ep->fid);
+        k->ep = NULL;
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+/* A new connection on path p, its endpoint opened (see conn_open_ep). */
 static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
                                  uint32_t src, int initiator)
 {
@@ -116,16 +148,7 @@ static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
     atomic_init(&k->state, OFI_CONN_SETUP);
     k->next = c->conns;
     c->conns = k;
-    int ret = fi_endpoint(c->domain, info, &k->ep, k);
-    if (!ret)
-        ret = fi_ep_bind(k->ep, &c->eq->fid, 0);
-    if (!ret)
-        ret = fi_ep_bind(k->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV);
-    if (!ret)
-        ret = fi_enable(k->ep);
-    if (ret) {
-        fh_log_error("ofi: endpoint for rank %u path %u: %s", src / (uint32_t)c->cfg.npaths,
-                     src % (uint32_t)c->cfg.npaths, fi_strerror(-ret));
+    if (conn_open_ep(k, info) != FH_OK) {
         atomic_store(&k->state, OFI_CONN_DEAD);
         return NULL;
     }
@@ -243,9 +266,17 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
         uint32_t src = le32toh(req.src_rank) * (uint32_t)c->cfg.npaths + le32toh(req.src_path);
         if (c->accepted[src])
             why = "connection request for a (rank, path) already connected";
-        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX)
-            why = "connection request while too many are unproven";
-        else {
+        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX) {
+            /* Most likely one of our own ranks, which asks again (see the
+             * top): refused and counted, but not reported as a stranger. */
+            fi_reject(c->pep, e->info->handle, NULL, 0);
+            c->cm_refused++;
+            fh_log_verbose(2, "ofi: refused a request of rank %u path %u: %u unproven "
+                           "connections", le32toh(req.src_rank), le32toh(req.src_path),
+                           c->npending);
+            fi_freeinfo(e->info);
+            return;
+        } else {
             struct ofi_conn *k = conn_new(c->paths[0], e->info, src, 0);
             struct ofi_cm_acc acc;
             int rc = k == NULL ? FH_ERR_TRANSPORT : conn_alloc_bufs(k, 1);
@@ -363,6 +394,26 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
 
 /* --------------------------------------------------------------- events */
 
+/* Our request k was refused during start-up (the listener was full, see
+ * the top): its endpoint is closed -- it never had buffers or a proof --
+ * and connect() opens a new one at k->retry_at. */
+static void retry_later(struct ofi_conn *k)
+{
+    fi_close(&k->ep->fid);
+    k->ep = NULL;
+    k->tries++;
+    double d = OFI_CM_RETRY_MIN;
+    for (unsigned i = 1; i < k->tries && d < OFI_CM_RETRY_MAX; i++)
+        d *= 2;
+    d = d < OFI_CM_RETRY_MAX ? d : OFI_CM_RETRY_MAX;
+    uint8_t r = 128;
+    (void)ofi_random(&r, sizeof r);          /* jitter: 0.5..1.5 x d */
+    k->retry_at = ofi_now() + d * (0.5 + r / 256.0);
+    fh_log_verbose(2, "ofi: path %d: rank %u refused our connection (%u times); again "
+                   "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
+                   k->tries, (k->retry_at - ofi_now()) * 1e3);
+}
+
 /* Reads the event queue until it is empty.  During set-up an error is
  * returned for failures of our own connections; after it, FH_OK. */
 int ofi_cm_events(struct fh_conduit *c)
@@ -388,8 +439,13 @@ int ofi_cm_events(struct fh_conduit *c)
                 return FH_OK;
             struct ofi_conn *k = err.fid != NULL && err.fid != &c->pep->fid
                                      ? err.fid->context : NULL;
-            if (k == NULL)
+            if (k == NULL || k->ep == NULL || err.fid != &k->ep->fid)
+                continue;            /* an endpoint closed since */
+            if (k->initiator && !c->connected && atomic_load(&k->state) == OFI_CONN_SETUP
+                && err.err == FI_ECONNREFUSED) {
+                retry_later(k);
                 continue;
+            }
             if (k->initiator && !c->connected) {
                 fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
                              k->src / (uint32_t)np, fi_strerror(err.err));
@@ -409,7 +465,8 @@ int ofi_cm_events(struct fh_conduit *c)
             continue;
         }
         struct ofi_conn *k = ev.e.fid != NULL ? ev.e.fid->context : NULL;
-        if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD)
+        if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD || k->ep == NULL
+            || ev.e.fid != &k->ep->fid)
             continue;
         if (event == FI_CONNECTED && k->initiator) {
             int rc = on_accepted(c, k, ev.e.data, dlen);
@@ -438,22 +495,48 @@ void ofi_cm_poll_events(struct fh_conduit *c)
 
 /* -------------------------------------------------------------- connect */
 
+/* Sends connector k's request (a fresh nonce each time) to its rank's
+ * listener. */
+static int dial(struct ofi_conn *k)
+{
+    struct fh_conduit *c = k->p->c;
+    const int rank = (int)(k->src / (uint32_t)c->cfg.npaths);
+    int rc = ofi_cm_req_make(&c->auth, k->p->index, rank, 0, &k->req);
+    if (rc)
+        return rc;
+    const char *name = c->peer_names + (size_t)rank * c->lname_len;
+    int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", k->p->index, rank,
+                     fi_strerror(-ret));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
 static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
 {
     const uint32_t src = (uint32_t)rank * (uint32_t)c->cfg.npaths;
     struct ofi_conn *k = conn_new(p, c->info, src, 1);
     if (k == NULL)
         return FH_ERR_TRANSPORT;
-    int rc = ofi_cm_req_make(&c->auth, p->index, rank, 0, &k->req);
-    if (rc)
-        return rc;
     p->conn[src] = k;
-    const char *name = c->peer_names + (size_t)rank * c->lname_len;
-    int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
-    if (ret) {
-        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", p->index, rank,
-                     fi_strerror(-ret));
-        return FH_ERR_TRANSPORT;
+    return dial(k);
+}
+
+/* Asks again for the refused connections whose backoff is over. */
+static int redial_due(struct fh_conduit *c)
+{
+    const double t = ofi_now();
+    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next) {
+        if (!k->initiator || k->ep != NULL || t < k->retry_at
+            || atomic_load(&k->state) != OFI_CONN_SETUP)
+            continue;
+        int rc = conn_open_ep(k, c->info);
+        if (!rc)
+            rc = dial(k);
+        if (rc)
+            return rc;
     }
     return FH_OK;
 }
@@ -476,8 +559,8 @@ static void report_missing(const struct fh_conduit *c)
     for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
         if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
-                         "to rank %u after %.0f s", k->p->index, k->src / (uint32_t)np,
-                         OFI_CM_SETUP_TIMEOUT);
+                         "to rank %u after %.0f s (%u requests refused)", k->p->index,
+                         k->src / (uint32_t)np, OFI_CM_SETUP_TIMEOUT, k->tries);
             return;
         }
     for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
@@ -538,6 +621,8 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     const double deadline = ofi_now() + OFI_CM_SETUP_TIMEOUT;
     while (!rc && !setup_done(c, expect_in)) {
         rc = ofi_cm_events(c);
+        if (!rc)
+            rc = redial_due(c);
         for (int i = 0; i < np && !rc; i++) {
             int n = ofi_poll(c->paths[i], 64);
             rc = n < 0 ? n : FH_OK;

@@ -93,6 +93,9 @@ struct ofi_conn {
     int initiator;             /* we connected (else we accepted) */
     int pending;               /* accepted, proof not yet checked */
     int proof_sent;            /* initiator: our proof's send completed */
+    unsigned tries;            /* initiator: requests refused so far */
+    double retry_at;           /* initiator refused during start-up: when to
+                                  ask again (ep == NULL until then) */
     double deadline;           /* pending: proof due (ofi_now) */
     struct ofi_cm_req req;     /* the handshake, for its MACs */
     struct ofi_cm_acc acc;
