@@ -260,11 +260,12 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
 {
     struct ofi_cm_req req;
     const char *why = NULL;
-    if (c->connected)
-        why = "connection request after start-up";
-    else if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
+    if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
         uint32_t src = le32toh(req.src_rank) * (uint32_t)c->cfg.npaths + le32toh(req.src_path);
-        if (c->accepted[src])
+        /* After start-up only a thread path made since asks (path_connect). */
+        if (c->connected && (int)le32toh(req.src_path) <= c->nthread_eager)
+            why = "connection request after start-up";
+        else if (c->accepted[src])
             why = "connection request for a (rank, path) already connected";
         else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX) {
             /* Most likely one of our own ranks, which asks again (see the
@@ -441,9 +442,15 @@ int ofi_cm_events(struct fh_conduit *c)
                                      ? err.fid->context : NULL;
             if (k == NULL || k->ep == NULL || err.fid != &k->ep->fid)
                 continue;            /* an endpoint closed since */
-            if (k->initiator && !c->connected && atomic_load(&k->state) == OFI_CONN_SETUP
-                && err.err == FI_ECONNREFUSED) {
+            const int setup = k->initiator && (!c->connected || k->p->connecting);
+            if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
                 retry_later(k);
+                continue;
+            }
+            if (setup && c->connected) {       /* path_connect reports it */
+                fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
+                             k->src / (uint32_t)np, fi_strerror(err.err));
+                conn_kill(k, NULL);
                 continue;
             }
             if (k->initiator && !c->connected) {
@@ -524,12 +531,13 @@ static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
     return dial(k);
 }
 
-/* Asks again for the refused connections whose backoff is over. */
-static int redial_due(struct fh_conduit *c)
+/* Asks again for the refused connections (of path p, or of any path when
+ * p is NULL) whose backoff is over. */
+static int redial_due(struct fh_conduit *c, const struct fh_cpath *p)
 {
     const double t = ofi_now();
     for (struct ofi_conn *k = c->conns; k != NULL; k = k->next) {
-        if (!k->initiator || k->ep != NULL || t < k->retry_at
+        if (!k->initiator || k->ep != NULL || t < k->retry_at || (p != NULL && k->p != p)
             || atomic_load(&k->state) != OFI_CONN_SETUP)
             continue;
         int rc = conn_open_ep(k, c->info);
@@ -564,7 +572,8 @@ static void report_missing(const struct fh_conduit *c)
             return;
         }
     for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
-        if (!c->accepted[s] && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
+        if (!c->accepted[s] && s % (uint32_t)np <= (uint32_t)c->nthread_eager
+            && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %u path %u did not connect "
                          "(with a valid proof) within %.0f s", s / (uint32_t)np,
                          s % (uint32_t)np, OFI_CM_SETUP_TIMEOUT);
@@ -614,16 +623,22 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     if ((rc = ofi_auth_derive(&c->auth, pubs)) != FH_OK)
         goto out;
 
-    for (int i = 0; i < np && !rc; i++)
+    /* Thread paths made before connect are connected now (every rank made
+     * the same ones: conduit.h); the others when first needed. */
+    int made = 1;
+    while (made < np && c->paths[made] != NULL)
+        made++;
+    c->nthread_eager = made - 1;
+    for (int i = 0; i < made && !rc; i++)
         for (int r = i == 0 ? me : 0; r < nr && !rc; r++)
             rc = start_connect(c, c->paths[i], r);
-    const unsigned expect_in = (unsigned)nr * (unsigned)(np - 1) + (unsigned)me + 1;
+    const unsigned expect_in = (unsigned)nr * (unsigned)(made - 1) + (unsigned)me + 1;
     const double deadline = ofi_now() + OFI_CM_SETUP_TIMEOUT;
     while (!rc && !setup_done(c, expect_in)) {
         rc = ofi_cm_events(c);
         if (!rc)
-            rc = redial_due(c);
-        for (int i = 0; i < np && !rc; i++) {
+            rc = redial_due(c, NULL);
+        for (int i = 0; i < made && !rc; i++) {
             int n = ofi_poll(c->paths[i], 64);
             rc = n < 0 ? n : FH_OK;
         }
@@ -642,7 +657,7 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
                 conn_kill(k, "connection still unproven at the end of start-up");
         c->connected = 1;
         fh_log_verbose(2, "ofi: %u connections made, %u accepted, %lu refused",
-                       (unsigned)(np - 1) * (unsigned)nr + (unsigned)(nr - me),
+                       (unsigned)(made - 1) * (unsigned)nr + (unsigned)(nr - me),
                        c->naccepted, c->cm_refused);
     }
 out:
@@ -650,4 +665,55 @@ out:
     free(all);
     free(pubs);
     return rc;
+}
+
+/* conduit.h path_connect: thread path p, made after start-up, connects to
+ * the service path of every rank (itself included), as connect() does for
+ * the paths made before it, with the same handshake; refused requests are
+ * made again after a backoff.  The runtime holds path 0's lock and p's:
+ * events (ofi_cm_events, read by path 0's poll) and p's own completions
+ * (its proofs) are handled between our calls. */
+int ofi_cm_path_connect(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    const int np = c->cfg.npaths, nr = c->cfg.nranks;
+    if (!c->msg || !c->connected || p->index <= c->nthread_eager)
+        return fh_set_error(FH_ERR_STATE, "ofi: path_connect of path %d: not a thread "
+                            "path made after connect", p->index);
+    if (!p->connecting) {
+        p->connecting = 1;
+        p->connect_by = ofi_now() + OFI_CM_SETUP_TIMEOUT;
+        for (int r = 0; r < nr; r++) {
+            int rc = start_connect(c, p, r);
+            if (rc)
+                return rc;
+        }
+        return FH_ERR_AGAIN;
+    }
+    int rc = redial_due(c, p);
+    if (rc)
+        return rc;
+    int up = 0;
+    for (int r = 0; r < nr; r++) {
+        const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
+        int st = atomic_load(&k->state);
+        if (st == OFI_CONN_DEAD || st == OFI_CONN_DOWN)
+            return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no connection to rank "
+                                "%d (%u requests refused)", p->index, r, k->tries);
+        up += st == OFI_CONN_UP && k->proof_sent;
+    }
+    if (up == nr) {
+        p->connecting = 0;
+        fh_log_verbose(3, "ofi: path %d connected to %d ranks", p->index, nr);
+        return FH_OK;
+    }
+    if (ofi_now() > p->connect_by)
+        for (int r = 0; r < nr; r++) {
+            const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
+            if (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)
+                return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated "
+                                    "connection to rank %d after %.0f s (%u requests "
+                                    "refused)", p->index, r, OFI_CM_SETUP_TIMEOUT, k->tries);
+        }
+    return FH_ERR_AGAIN;
 }

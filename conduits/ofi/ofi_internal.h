@@ -120,6 +120,10 @@ struct fh_cpath {
     struct ofi_conn **conn;
     unsigned rx_per_conn;
     size_t rstride;
+    /* MSG, a thread path made after connect: its connections are being
+     * made (ofi_cm_path_connect), until connect_by. */
+    int connecting;
+    double connect_by;
 
     /* RMA op contexts: fixed freelist, no malloc on the fast path. */
     struct ofi_op *ops;
@@ -178,6 +182,8 @@ struct fh_conduit {
     char *peer_names;      /* MSG: [rank] listener names, during connect */
     unsigned char *accepted;   /* MSG: [rank * npaths + path] proven */
     unsigned naccepted, npending, ndead;
+    int nthread_eager;         /* MSG: thread paths connected by connect()
+                                  (the same on every rank), 1..nthread_eager */
     unsigned long cm_refused;  /* connection requests refused */
     double next_eq;        /* MSG: next event-queue read (ofi_now) */
     struct ofi_conn *conns;    /* MSG: every connection, any state */
@@ -236,6 +242,7 @@ int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
 int  ofi_cm_open(struct fh_conduit *c);
 void ofi_cm_close(struct fh_conduit *c);
 int  ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot);
+int  ofi_cm_path_connect(struct fh_cpath *p);    /* conduit.h path_connect */
 void ofi_cm_path_destroy(struct fh_cpath *p);
 int  ofi_cm_events(struct fh_conduit *c);
 void ofi_cm_poll_events(struct fh_conduit *c);   /* rate-limited */

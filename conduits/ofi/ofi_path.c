@@ -110,8 +110,10 @@ int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                     struct fh_cpath **out)
 {
+    /* MSG: a thread path may come after connect (ofi_cm_path_connect). */
     int ret = cu_check_path_create("ofi", c ? &c->cfg : NULL,
-                                   c ? c->paths : NULL, c && c->connected,
+                                   c ? c->paths : NULL,
+                                   c && c->connected && !(c->msg && attr && attr->index > 0),
                                    attr, out);
     if (ret)
         return ret;
@@ -251,6 +253,8 @@ pools:
             goto fail_fh;
     }
 
+    if (c->msg && c->connected)
+        p->tokens = c->tokens;     /* a thread path made after connect */
     c->paths[p->index] = p;
     if (c->msg)
         fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
