@@ -58,6 +58,8 @@
 #include "conduits/util/cu.h"
 
 #define OFI_CM_PROOF_TIMEOUT 2.0     /* s an accepted connection has to prove itself */
+#define OFI_CM_PROOF_TIMEOUT_SETUP 10.0  /* the same during start-up: every rank of
+                                            a busy host connects at once */
 #define OFI_CM_SETUP_TIMEOUT 60.0    /* s connect() waits for the job's connections */
 #define OFI_CM_EQ_PERIOD     0.005   /* s between event-queue reads after start-up */
 #define OFI_CM_PENDING_MAX   64      /* unproven connections at once */
@@ -290,7 +292,8 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
                 k->acc = acc;
                 k->pending = 1;
                 c->npending++;
-                k->deadline = ofi_now() + OFI_CM_PROOF_TIMEOUT;
+                k->deadline = ofi_now() + (c->connected ? OFI_CM_PROOF_TIMEOUT
+                                                        : OFI_CM_PROOF_TIMEOUT_SETUP);
                 int ret = fi_accept(k->ep, &acc, sizeof acc);
                 if (ret == 0) {
                     fi_freeinfo(e->info);
@@ -410,9 +413,24 @@ static void retry_later(struct ofi_conn *k)
     uint8_t r = 128;
     (void)ofi_random(&r, sizeof r);          /* jitter: 0.5..1.5 x d */
     k->retry_at = ofi_now() + d * (0.5 + r / 256.0);
-    fh_log_verbose(2, "ofi: path %d: rank %u refused our connection (%u times); again "
+    fh_log_verbose(2, "ofi: path %d: rank %u refused or closed our connection (%u times); again "
                    "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
                    k->tries, (k->retry_at - ofi_now()) * 1e3);
+}
+
+/* Connector k, which the listener accepted, was closed by it during
+ * set-up: k ends (its records stay, see the top), and a new connector for
+ * the same (path, rank) asks again after a backoff (redial_due). */
+static void redo_later(struct ofi_conn *k)
+{
+    struct fh_cpath *p = k->p;
+    struct ofi_conn *k2 = conn_new(p, p->c->info, k->src, 1);
+    if (k2 == NULL)
+        return;                      /* logged; set-up reports the rank */
+    k2->tries = k->tries;
+    p->conn[k->src] = k2;
+    conn_kill(k, NULL);
+    retry_later(k2);
 }
 
 /* Reads the event queue until it is empty.  During set-up an error is
@@ -424,10 +442,6 @@ int ofi_cm_events(struct fh_conduit *c)
         char bytes[OFI_CM_EVENT_BYTES];
     } ev;
     const int np = c->cfg.npaths;
-    double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->pending && t > k->deadline)
-            conn_kill(k, "connection that did not prove itself in time");
     for (;;) {
         uint32_t event = 0;
         ssize_t n = fi_eq_read(c->eq, &event, &ev, sizeof ev, 0);
@@ -480,7 +494,11 @@ int ofi_cm_events(struct fh_conduit *c)
             if (rc && !c->connected)
                 return rc;
         } else if (event == FI_SHUTDOWN) {
-            if (k->pending) {
+            if (k->initiator && (!c->connected || k->p->connecting)) {
+                /* The listener gave up on us (our proof was late: a busy
+                 * host at start-up): ask again on a new connection. */
+                redo_later(k);
+            } else if (k->pending) {
                 conn_kill(k, "connection closed during its handshake");
             } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
                 fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
@@ -489,6 +507,17 @@ int ofi_cm_events(struct fh_conduit *c)
         }
         /* FI_CONNECTED of an accepted connection: it still owes its proof. */
     }
+}
+
+/* Closes the accepted connections whose proof is overdue.  Called after
+ * the service path's completions were read, so that a proof that arrived
+ * is checked before its connection is judged late. */
+void ofi_cm_expire(struct fh_conduit *c)
+{
+    double t = ofi_now();
+    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        if (k->pending && t > k->deadline)
+            conn_kill(k, "connection that did not prove itself in time");
 }
 
 void ofi_cm_poll_events(struct fh_conduit *c)
@@ -555,7 +584,8 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
     if (c->naccepted < expect_in)
         return 0;
     for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
+        if (k->initiator && k->p->conn[k->src] == k      /* not one replaced */
+            && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
             return 0;
     return 1;
 }
@@ -565,7 +595,8 @@ static void report_missing(const struct fh_conduit *c)
 {
     const int np = c->cfg.npaths;
     for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
+        if (k->initiator && k->p->conn[k->src] == k
+            && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
                          "to rank %u after %.0f s (%u requests refused)", k->p->index,
                          k->src / (uint32_t)np, OFI_CM_SETUP_TIMEOUT, k->tries);
@@ -642,6 +673,7 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
             int n = ofi_poll(c->paths[i], 64);
             rc = n < 0 ? n : FH_OK;
         }
+        ofi_cm_expire(c);
         if (!rc && ofi_now() > deadline) {
             report_missing(c);
             rc = FH_ERR_PEER_DEAD;

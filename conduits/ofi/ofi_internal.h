@@ -246,6 +246,7 @@ int  ofi_cm_path_connect(struct fh_cpath *p);    /* conduit.h path_connect */
 void ofi_cm_path_destroy(struct fh_cpath *p);
 int  ofi_cm_events(struct fh_conduit *c);
 void ofi_cm_poll_events(struct fh_conduit *c);   /* rate-limited */
+void ofi_cm_expire(struct fh_conduit *c);        /* overdue proofs */
 void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
 double ofi_now(void);
 

@@ -629,5 +629,7 @@ int ofi_poll(struct fh_cpath *p, int max)
     }
     if (p->repost_pending)
         ofi_retry_reposts(p);
+    if (c->msg && p->index == 0 && c->connected && c->npending != 0)
+        ofi_cm_expire(c);
     return done;
 }
