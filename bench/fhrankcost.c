@@ -4,11 +4,16 @@
  * in every rank of an otherwise empty job and printed by rank 0 as one line
  * (the job shape first, then per-rank means and maxima).  Public API only.
  *
- *   fhrun -n 4 bench/fhrankcost            # one line
+ *   fhrun -n 4 bench/fhrankcost [T]        # one line; T threads per rank
  *   bench/rankcost.sh                      # the table of docs/design.md
  *
- * Memory is read from /proc/self/status after fh_init and a barrier (the
- * runtime's set-up done, nothing transferred): VmRSS, split into RssAnon,
+ * T (default 1): the main thread and T-1 more each make one runtime call
+ * (fh_poll), so each gets its path (with lazy paths the first thread uses
+ * the service path, the others a thread path made then); the extra
+ * threads stay alive until the measurement is over.
+ *
+ * Memory is read from /proc/self/status after fh_init, the threads' first
+ * calls and a barrier (nothing transferred): VmRSS, split into RssAnon,
  * RssFile and RssShmem.  Threads are the process's tasks (the runtime
  * starts none for tcp; libfabric and the memory monitor may); file
  * descriptors are the entries of /proc/self/fd, minus those open before
@@ -16,6 +21,8 @@
  * endpoints; node segments are memfds, counted in RssShmem).
  */
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +80,18 @@ static void dev_shm(double *files, double *bytes)
         closedir(d);
 }
 
+static atomic_int called, leave;
+
+static void *extra_thread(void *arg)
+{
+    (void)arg;
+    fh_poll();                       /* binds: this thread's path */
+    atomic_fetch_add(&called, 1);
+    while (!atomic_load(&leave))
+        usleep(1000);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     long fds0 = count_dir("/proc/self/fd");
@@ -83,6 +102,15 @@ int main(int argc, char **argv)
         return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    int T = argc > 1 ? atoi(argv[1]) : 1;
+    T = T < 1 ? 1 : T > 64 ? 64 : T;
+    pthread_t th[64];
+    fh_poll();
+    for (int i = 1; i < T; i++)
+        if (pthread_create(&th[i], NULL, extra_thread, NULL) != 0)
+            return 1;
+    while (atomic_load(&called) < T - 1)
+        fh_poll();
     if (fh_barrier() != FH_OK)
         return 1;
     double v[NF] = {0};
@@ -107,12 +135,15 @@ int main(int argc, char **argv)
                 mean[i] += x / n;
                 max[i] = x > max[i] ? x : max[i];
             }
-        printf("ranks %d rss_mib %.1f anon_mib %.1f file_mib %.1f shmem_mib %.1f "
+        printf("ranks %d threads_calling %d rss_mib %.1f anon_mib %.1f file_mib %.1f shmem_mib %.1f "
                "rss_max_mib %.1f fds %.0f threads %.0f devshm_files %.0f devshm_kib %.0f "
-               "init_s %.3f init_max_s %.3f\n", n, mean[F_RSS] / 1024, mean[F_ANON] / 1024,
+               "init_s %.3f init_max_s %.3f\n", n, T, mean[F_RSS] / 1024, mean[F_ANON] / 1024,
                mean[F_FILE] / 1024, mean[F_SHMEM] / 1024, max[F_RSS] / 1024, mean[F_FDS],
                mean[F_THREADS], mean[F_SHMF], mean[F_SHMB] / 1024, mean[F_INIT], max[F_INIT]);
     }
     free(all);
+    atomic_store(&leave, 1);
+    for (int i = 1; i < T; i++)
+        pthread_join(th[i], NULL);
     return fh_finalize() == FH_OK ? 0 : 1;
 }

@@ -6,7 +6,8 @@
 #   ../bench/rankcost.sh [--ranks "2 4 8 16"] [--threads "1 2 16"] [--rounds 3] [--caf]
 #
 # Per rank: bench/fhrankcost under tools/fhrun (an empty job: fh_init, a
-# barrier, fh_finalize) for each rank count and FH_MAX_THREADS, printing the
+# barrier, fh_finalize; T = FH_MAX_THREADS threads per rank each make one
+# call, so each has its path) for each rank count and T, printing the
 # mean resident memory, file descriptors, threads, /dev/shm files, fh_init's
 # time and the job's wall time (median over the rounds).  --caf: an empty
 # coarray program (bench/caf/imagecost.f90) under caf/cafrun and under
@@ -31,13 +32,13 @@ wall() {  # wall seconds of "$@", its stdout appended to $tmp/out
     t0=$(date +%s.%N); "$@" >>"$tmp/out" 2>>"$tmp/err"; t1=$(date +%s.%N)
     echo "$t0 $t1" | awk '{printf "%.2f\n", $2 - $1}'
 }
-echo "| ranks | FH_MAX_THREADS | RSS/rank MiB | anon MiB | fds/rank | threads/rank | /dev/shm files | fh_init s | job wall s |"
+echo "| ranks | threads calling in (= FH_MAX_THREADS) | RSS/rank MiB | anon MiB | fds/rank | threads/rank | /dev/shm files | fh_init s | job wall s |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for n in $ranks; do
     for t in $threads; do
         : >"$tmp/out"; : >"$tmp/w"
         for r in $(seq "$rounds"); do
-            FH_MAX_THREADS=$t wall tools/fhrun -n "$n" bench/fhrankcost >>"$tmp/w"
+            FH_MAX_THREADS=$t wall tools/fhrun -n "$n" bench/fhrankcost "$t" >>"$tmp/w"
         done
         m() { field "$1" <"$tmp/out" | median; }
         echo "| $n | $t | $(m rss_mib) | $(m anon_mib) | $(m fds) | $(m threads) | $(m devshm_files) | $(m init_max_s) | $(median <"$tmp/w") |"

@@ -149,6 +149,7 @@ typedef struct fh_rt {
      * order, under bind_lock.  Read with acquire by whoever walks paths. */
     _Atomic int paths_made;
     bool lazy_paths;
+    _Atomic bool path_making;   /* fh_path_make runs: poll the conduit always */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
 

@@ -77,6 +77,7 @@ int fh_path_make(fh_rt_t *rt)
     const int i = atomic_load_explicit(&rt->paths_made, memory_order_relaxed);
     assert(rt->lazy_paths && i > 0 && i < rt->npaths);
     fh_path_t *p = &rt->paths[i], *svc = &rt->paths[0];
+    atomic_store_explicit(&rt->path_making, true, memory_order_relaxed);
     int rc = fh_path_setup(rt, p, i);
     /* The peers answer on their service paths, we on ours: poll it (and p,
      * whose completions carry our proofs) between the conduit's steps,
@@ -94,6 +95,7 @@ int fh_path_make(fh_rt_t *rt)
         rc = FH_OK;
         fh_wait_idle(&idle);
     }
+    atomic_store_explicit(&rt->path_making, false, memory_order_relaxed);
     if (rc != FH_OK) {
         char why[200];
         snprintf(why, sizeof why, "%s", fh_last_error());
@@ -158,7 +160,8 @@ void fh_path_on_complete(void *arg, void *op_ctx, int status)
 static bool conduit_idle(fh_path_t *p)
 {
     const fh_rt_t *rt = p->rt;
-    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL)
+    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL ||
+        atomic_load_explicit(&rt->path_making, memory_order_relaxed))
         return false;
     return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
 }
