@@ -150,6 +150,8 @@ typedef struct fh_rt {
     _Atomic int paths_made;
     bool lazy_paths;
     _Atomic bool path_making;   /* fh_path_make runs: poll the conduit always */
+    bool path_make_failed;      /* a path could not be made: no more tries
+                                   (bind_lock) */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
 

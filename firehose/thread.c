@@ -69,7 +69,8 @@ void fh_tls_release(void *arg)
  * make (made here: the paths that exist are a prefix, so the first free
  * index is the next to make), else share the least loaded.  If it cannot be
  * made the thread shares the least-loaded path that exists (the service
- * path at worst), with a log line: a thread always gets a path. */
+ * path at worst), with a log line, and so do all later threads: a thread
+ * always gets a path. */
 static fh_path_t *choose_path(fh_rt_t *rt)
 {
     if (rt->npaths == 1)
@@ -86,10 +87,16 @@ static fh_path_t *choose_path(fh_rt_t *rt)
     if (best < made)
         return &rt->paths[best];
     assert(rt->lazy_paths && best == made);
-    int rc = fh_path_make(rt);
-    if (rc == FH_OK)
-        return &rt->paths[best];
-    fh_log_error("a thread shares a path: %s", fh_last_error());
+    if (!rt->path_make_failed) {
+        int rc = fh_path_make(rt);
+        if (rc == FH_OK)
+            return &rt->paths[best];
+        /* Once: a peer that did not answer in 60 s would stall every later
+         * thread's first call as long. */
+        rt->path_make_failed = true;
+        fh_log_error("threads from now on share the %d paths made: %s", made,
+                     fh_last_error());
+    }
     best = 0;
     for (int i = 1; i < made; i++)
         if (rt->paths[i].nbound < rt->paths[best].nbound)

@@ -57,9 +57,10 @@
 #include "firehose/util/log.h"
 #include "conduits/util/cu.h"
 
-#define OFI_CM_PROOF_TIMEOUT 2.0     /* s an accepted connection has to prove itself */
-#define OFI_CM_PROOF_TIMEOUT_SETUP 10.0  /* the same during start-up: every rank of
-                                            a busy host connects at once */
+#define OFI_CM_PROOF_TIMEOUT 10.0    /* s an accepted connection has to prove
+                                        itself (a busy host: every rank
+                                        connecting at once, or threads of 16
+                                        ranks making paths on 2 cores) */
 #define OFI_CM_SETUP_TIMEOUT 60.0    /* s connect() waits for the job's connections */
 #define OFI_CM_EQ_PERIOD     0.005   /* s between event-queue reads after start-up */
 #define OFI_CM_PENDING_MAX   64      /* unproven connections at once */
@@ -292,8 +293,7 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
                 k->acc = acc;
                 k->pending = 1;
                 c->npending++;
-                k->deadline = ofi_now() + (c->connected ? OFI_CM_PROOF_TIMEOUT
-                                                        : OFI_CM_PROOF_TIMEOUT_SETUP);
+                k->deadline = ofi_now() + OFI_CM_PROOF_TIMEOUT;
                 int ret = fi_accept(k->ep, &acc, sizeof acc);
                 if (ret == 0) {
                     fi_freeinfo(e->info);
@@ -503,6 +503,15 @@ int ofi_cm_events(struct fh_conduit *c)
             } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
                 fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
                                k->src / (uint32_t)np, k->src % (uint32_t)np);
+                /* A thread path made after start-up that went away (its
+                 * path_connect failed) may be made again. */
+                if (!k->initiator && c->connected
+                    && (int)(k->src % (uint32_t)np) > c->nthread_eager
+                    && c->paths[0]->conn[k->src] == k) {
+                    c->paths[0]->conn[k->src] = NULL;
+                    c->accepted[k->src] = 0;
+                    c->naccepted--;
+                }
             }
         }
         /* FI_CONNECTED of an accepted connection: it still owes its proof. */
