@@ -238,11 +238,12 @@ int fh_init(int *argc, char ***argv)
     if (rt->paths == NULL)
         return init_fail(rt, FH_ERR_NO_MEMORY);
     rt->svc_path = &rt->paths[0].base;
-    /* With a conduit that connects paths later (limits.lazy_paths), only the
-     * service path now: a thread path costs an endpoint and a connection
-     * per rank, and is made when a thread first needs it (thread.c). */
-    rt->lazy_paths = rt->limits.lazy_paths && rt->cops->path_connect != NULL &&
-                     rt->npaths > 1;
+    /* FH_PATHS=lazy, with a conduit that connects paths later
+     * (limits.lazy_paths): only the service path now; a thread path costs
+     * an endpoint and a connection per rank, and is made when a thread
+     * first needs it (thread.c). */
+    rt->lazy_paths = rt->cfg.paths == FH_PATHS_LAZY && rt->limits.lazy_paths &&
+                     rt->cops->path_connect != NULL && rt->npaths > 1;
     const int eager = rt->lazy_paths ? 1 : rt->npaths;
     for (int i = 0; i < eager; i++) {
         rc = fh_path_setup(rt, &rt->paths[i], i);

@@ -2,7 +2,9 @@
  * fhinfo_cost.c -- `fhinfo --cost RANKS [THREADS]`: what one rank of a job
  * costs on the ofi conduit over tcp (message endpoints, the default on a
  * machine without an RDMA device), for RANKS ranks of which every one has
- * THREADS threads that call into firehose (default 1: a coarray image).
+ * THREADS threads that call into firehose (default 1: a coarray image);
+ * with FH_PATHS=independent (the default) the thread paths exist whatever
+ * THREADS is, with FH_PATHS=lazy only those threads' paths.
  *
  * Exact from the conduit's sizing (conduits/ofi/ofi_cm.c, ofi_path.c):
  * paths, endpoints (connections) and the receive buffers they post.
@@ -44,10 +46,12 @@ int fhinfo_print_cost(int nranks, int threads)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         max_threads = cores < 1 ? 1 : cores > 16 ? 16 : cores;
     }
-    /* Lazy paths: the first thread uses the service path, each later one
-     * (up to FH_MAX_THREADS) a thread path of its own; FH_PATHS=shared:
-     * the service path only. */
-    long tpaths = cfg.paths == FH_PATHS_SHARED ? 0 : threads - 1;
+    /* FH_PATHS=lazy: the first thread uses the service path, each later one
+     * (up to FH_MAX_THREADS) a thread path made when it first calls in;
+     * independent: FH_MAX_THREADS thread paths from fh_init, whatever the
+     * threads; shared: the service path only. */
+    const int lazy = cfg.paths == FH_PATHS_LAZY;
+    long tpaths = cfg.paths == FH_PATHS_SHARED ? 0 : lazy ? threads - 1 : max_threads;
     if (tpaths > max_threads)
         tpaths = max_threads;
     const double n = nranks;
@@ -66,11 +70,11 @@ int fhinfo_print_cost(int nranks, int threads)
 
     printf("Job shape: %d ranks, %d thread%s per rank calling firehose "
            "(FH_MAX_THREADS=%ld, FH_PATHS=%s)\n", nranks, threads, threads == 1 ? "" : "s",
-           max_threads, cfg.paths == FH_PATHS_SHARED ? "shared" : "independent");
+           max_threads, cfg.paths == FH_PATHS_SHARED ? "shared" : lazy ? "lazy" : "independent");
     printf("Conduit: ofi over tcp, message endpoints (the default without an RDMA device)\n");
     printf("Per rank:\n");
-    printf("  paths             1 service path + %ld thread path%s (made when a thread first "
-           "calls in)\n", tpaths, tpaths == 1 ? "" : "s");
+    printf("  paths             1 service path + %ld thread path%s (%s)\n", tpaths,
+           tpaths == 1 ? "" : "s", lazy ? "made when a thread first calls in" : "made in fh_init");
     printf("  endpoints         %.0f (service path %.0f, thread paths %.0f): one tcp "
            "connection each\n", ep, ep_svc, ep_thr);
     printf("  receive buffers   %.1f MiB posted: %.0f x %zu B per service-path endpoint, "
