@@ -270,8 +270,9 @@ int fh_init(int *argc, char ***argv)
     if (rt->cfg.verbose >= 1 && rt->rank == 0) {
         fh_log_verbose(1, "%d ranks, conduit %s (%s), %d paths (%s%s), boot %s",
                        rt->nranks, rt->cops->name, rt->limits.description, rt->npaths,
-                       rt->cfg.paths == FH_PATHS_SHARED ? "shared" : "independent",
-                       rt->lazy_paths ? ", thread paths made on first use" : "",
+                       rt->cfg.paths == FH_PATHS_SHARED ? "shared"
+                       : rt->cfg.paths == FH_PATHS_LAZY ? "lazy" : "independent",
+                       rt->lazy_paths ? ": thread paths made on first use" : "",
                        rt->boot->ops->name);
         fh_log_verbose(1, "am_max_medium=%zu max_inject=%zu max_msg=%zu needs_local_mr=%d",
                        rt->am_max_medium, rt->limits.max_inject, rt->limits.max_msg,
