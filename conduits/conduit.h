@@ -164,6 +164,10 @@ typedef struct fh_conduit_limits {
                                 pinning budgets from that limit only then;
                                 0 = registration pins nothing (a software
                                 transport copying by virtual address) */
+    int    lazy_paths;       /* thread paths may be created after connect,
+                                when a thread first needs one (path_create,
+                                then path_connect until FH_OK); 0 = every
+                                path is created before connect */
     char   description[128]; /* e.g. "ofi tcp;ofi_rxm on lo" for logs */
 } fh_conduit_limits_t;
 
@@ -236,9 +240,13 @@ typedef struct fh_conduit_ops {
      * deregistered before.  Called: life cycle, last. */
     void (*close)(struct fh_conduit *c);
 
-    /* One path per index 0..npaths-1, each once, before connect.
-     * Called: life cycle.  path_destroy: at fh_finalize (after the runtime
-     * drained the path) or a failing fh_init, before close. */
+    /* One path per index 0..npaths-1, each once.  Before connect, the
+     * same indices on every rank (0..k, at least the service path); with
+     * limits.lazy_paths a thread path (index >= 1) may also be created
+     * after connect, and is then connected by path_connect.
+     * Called: life cycle before connect; after it, as path_connect.
+     * path_destroy: at fh_finalize (after the runtime drained the path), a
+     * failing fh_init, or a path_connect that failed, before close. */
     int  (*path_create)(struct fh_conduit *c, const fh_path_attr_t *attr,
                         struct fh_cpath **out);
     void (*path_destroy)(struct fh_cpath *p);
@@ -248,6 +256,18 @@ typedef struct fh_conduit_ops {
      * every (rank, path) reachable as described above.
      * Called: life cycle, blocks until every rank has called it. */
     int  (*connect)(struct fh_conduit *c, struct fh_boot *boot);
+
+    /* limits.lazy_paths only (else NULL): makes thread path p, created
+     * after connect, reach the service path of every rank, as connect does
+     * for the paths created before it.  Never blocks: the first call
+     * starts, later calls advance; FH_ERR_AGAIN until every connection is
+     * up (the runtime polls path 0 and p between calls: the peers'
+     * answers arrive there), then FH_OK; or FH_ERR_PEER_DEAD naming the
+     * rank that did not answer in time (60 s), FH_ERR_TRANSPORT.  A peer
+     * answers only while it polls its service path (as for any request).
+     * Called: with the runtime holding the locks of path 0 and of p (in
+     * that order); p has no other user until FH_OK. */
+    int  (*path_connect)(struct fh_cpath *p);
 
     /* Registers [addr, addr+len).  Errors (with fh_set_error): FH_ERR_INVALID
      * when the range is not entirely mapped and accessible (EFAULT: the

@@ -299,10 +299,18 @@ int fh_init(int *argc, char ***argv)
     if (rt->paths == NULL)
         return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory"));
     rt->svc_path = &rt->paths[0].base;
-    for (int i = 0; i < rt->npaths; i++) {
+    /* FH_PATHS=lazy, with a conduit that connects paths later
+     * (limits.lazy_paths): only the service path now; a thread path costs
+     * an endpoint and a connection per rank, and is made when a thread
+     * first needs it (thread.c). */
+    rt->lazy_paths = rt->cfg.paths == FH_PATHS_LAZY && rt->limits.lazy_paths &&
+                     rt->cops->path_connect != NULL && rt->npaths > 1;
+    const int eager = rt->lazy_paths ? 1 : rt->npaths;
+    for (int i = 0; i < eager; i++) {
         rc = fh_path_setup(rt, &rt->paths[i], i);
         if (rc != FH_OK)
             return init_fail(rt, fh_set_error(rc, "fh_init: cannot create path %d", i));
+        atomic_store_explicit(&rt->paths_made, i + 1, memory_order_release);
     }
     rc = rt->cops->connect(rt->conduit, rt->boot);
     if (rc != FH_OK) {
@@ -328,9 +336,11 @@ int fh_init(int *argc, char ***argv)
     fh_coll_init();
 
     if (rt->cfg.verbose >= 1 && rt->rank == 0) {
-        fh_log_verbose(1, "%d ranks, conduit %s (%s), %d paths (%s), boot %s",
+        fh_log_verbose(1, "%d ranks, conduit %s (%s), %d paths (%s%s), boot %s",
                        rt->nranks, rt->cops->name, rt->limits.description, rt->npaths,
-                       rt->cfg.paths == FH_PATHS_SHARED ? "shared" : "independent",
+                       rt->cfg.paths == FH_PATHS_SHARED ? "shared"
+                       : rt->cfg.paths == FH_PATHS_LAZY ? "lazy" : "independent",
+                       rt->lazy_paths ? ": thread paths made on first use" : "",
                        rt->boot->ops->name);
         fh_log_verbose(1, "am_max_medium=%zu max_inject=%zu max_msg=%zu needs_local_mr=%d",
                        rt->am_max_medium, rt->limits.max_inject, rt->limits.max_msg,
@@ -401,7 +411,7 @@ int fh_finalize(void)
     fh_seg_fini(rt, undead != 0);
     if (reg->fini != NULL)
         reg->fini(&rt->core);   /* firehose: unpins everything; before the conduit closes */
-    for (int i = 0; i < rt->npaths; i++)
+    for (int i = 0; i < fh_paths_made(rt); i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
     rt->boot->ops->finalize(rt->boot);

@@ -143,6 +143,15 @@ typedef struct fh_rt {
      * the order of fh_conduit_settings_all (fh_conduit_settings_of). */
     fh_conduit_settings_buf_t csettings[FH_NCONDUITS];
     fh_path_t *paths;         /* [npaths]; svc_path is &paths[0] */
+    /* Paths 0..paths_made-1 exist (the others are zero): all of them from
+     * fh_init, or, when the conduit has lazy_paths, path 0 from fh_init and
+     * each thread path when a thread first needs it (thread.c), in index
+     * order, under bind_lock.  Read with acquire by whoever walks paths. */
+    _Atomic int paths_made;
+    bool lazy_paths;
+    _Atomic bool path_making;   /* fh_path_make runs: poll the conduit always */
+    bool path_make_failed;      /* a path could not be made: no more tries
+                                   (bind_lock) */
     pthread_mutex_t bind_lock;
     pthread_key_t tls_key;
     bool locks_made;          /* bind/seg/coll locks and tls_key exist */
@@ -422,6 +431,17 @@ extern const fh_poller_t fh_am_poller, fh_rma_poller, fh_atomic_poller;
 void fh_wait_init(fh_rt_t *rt);
 int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
+/* Lazy paths: creates thread path paths[paths_made] and connects it to every
+ * rank (conduit path_connect), polling the service path meanwhile, then
+ * publishes it (paths_made).  The caller holds bind_lock, and its thread
+ * state exists (AM handlers run while it waits).  FH_OK, or the error of
+ * a connection that could not be made (the path is gone again). */
+int  fh_path_make(fh_rt_t *rt);
+/* Paths that exist (acquire): loops over paths stop there. */
+static inline int fh_paths_made(const fh_rt_t *rt)
+{
+    return atomic_load_explicit(&rt->paths_made, memory_order_acquire);
+}
 /* One round of progress for the calling thread: polls its path, (trylock)
  * the service path and paths whose threads exited with work in flight, and
  * sends queued cache messages.  Must be called without holding any path

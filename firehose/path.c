@@ -10,11 +10,14 @@
 #include <assert.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
+
+static void fh_wait_idle(unsigned *idle);
 
 /* Receive slots a path pre-posts beyond the flow-control bound below. */
 #define FH_PATH_RX_MARGIN 8
@@ -69,6 +72,44 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     return rt->cops->path_create(rt->conduit, &attr, &p->cp);
 }
 
+int fh_path_make(fh_rt_t *rt)
+{
+    const int i = atomic_load_explicit(&rt->paths_made, memory_order_relaxed);
+    assert(rt->lazy_paths && i > 0 && i < rt->npaths);
+    fh_path_t *p = &rt->paths[i], *svc = &rt->paths[0];
+    atomic_store_explicit(&rt->path_making, true, memory_order_relaxed);
+    int rc = fh_path_setup(rt, p, i);
+    /* The peers answer on their service paths, we on ours: poll it (and p,
+     * whose completions carry our proofs) between the conduit's steps,
+     * holding both locks, as path_connect requires. */
+    for (unsigned idle = 0; rc == FH_OK;) {
+        pthread_mutex_lock(&svc->lock);
+        pthread_mutex_lock(&p->lock);
+        fh_path_poll_locked(svc);
+        fh_path_poll_locked(p);
+        rc = rt->cops->path_connect(p->cp);
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&svc->lock);
+        if (rc != FH_ERR_AGAIN)
+            break;
+        rc = FH_OK;
+        fh_wait_idle(&idle);
+    }
+    atomic_store_explicit(&rt->path_making, false, memory_order_relaxed);
+    if (rc != FH_OK) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", fh_last_error());
+        pthread_mutex_lock(&svc->lock);    /* path 0's poll reads its events */
+        fh_path_teardown(rt, p);
+        pthread_mutex_unlock(&svc->lock);
+        memset(p, 0, sizeof *p);
+        return fh_set_error(rc, "cannot make path %d: %s", i, why);
+    }
+    fh_log_verbose(2, "path %d made and connected to %d ranks", i, rt->nranks);
+    atomic_store_explicit(&rt->paths_made, i + 1, memory_order_release);
+    return FH_OK;
+}
+
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
 {
     if (p->cp != NULL)
@@ -119,7 +160,8 @@ void fh_path_on_complete(void *arg, void *op_ctx, int status)
 static bool conduit_idle(fh_path_t *p)
 {
     const fh_rt_t *rt = p->rt;
-    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL)
+    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL ||
+        atomic_load_explicit(&rt->path_making, memory_order_relaxed))
         return false;
     return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
 }
@@ -205,7 +247,7 @@ void fh_path_adopt(fh_path_t *p)
 static void poll_orphans(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
-    for (int i = 1; i < rt->npaths; i++) {
+    for (int i = 1; i < fh_paths_made(rt); i++) {
         fh_path_t *p = &rt->paths[i];
         if (p == t->path || !atomic_load_explicit(&p->orphaned, memory_order_relaxed) ||
             pthread_mutex_trylock(&p->lock) != 0)
@@ -282,7 +324,7 @@ static void fh_wait_idle(unsigned *idle)
 static void help_paths(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
-    for (int i = 1; i < rt->npaths; i++) {
+    for (int i = 1; i < fh_paths_made(rt); i++) {
         fh_path_t *p = &rt->paths[i];
         if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
             continue;

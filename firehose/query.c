@@ -36,7 +36,8 @@ int fh_query(fh_info_t *info)
         .conduit = rt->cops->name,
         .reg_strategy = rt->reg_ops->name,   /* the FH_REG_STRATEGY spelling */
         .segment_mode = segment_name[c->segment_mode],
-        .paths = c->paths == FH_PATHS_SHARED ? "shared" : "independent",
+        .paths = c->paths == FH_PATHS_SHARED ? "shared"
+                 : c->paths == FH_PATHS_LAZY ? "lazy" : "independent",
         .bootstrap = rt->boot->ops->name,
         .rank = rt->rank,
         .nranks = rt->nranks,

@@ -16,7 +16,7 @@ _Static_assert(FIRST + NFIELDS * sizeof(uint64_t) == sizeof(fh_peer_stats_t),
 
 static void add_peer(const fh_rt_t *rt, int rank, uint64_t *acc)
 {
-    for (int i = 0; i < rt->npaths; i++) {
+    for (int i = 0; i < fh_paths_made(rt); i++) {
         const uint64_t *f =
             (const uint64_t *)((const char *)&rt->paths[i].stats[rank] + FIRST);
         for (size_t k = 0; k < NFIELDS; k++)

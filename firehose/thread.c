@@ -17,6 +17,7 @@
  * FH_ERR_STATE, so a firehose call from a later pthread-key destructor gets
  * an error instead of the freed state.
  */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -62,15 +63,45 @@ void fh_tls_release(void *arg)
     free(t);
 }
 
+/* The least-loaded thread path, under bind_lock.  Lazy paths: the first
+ * thread takes the service path, so a single-threaded rank has no other
+ * path; later threads take a free path that exists, else the next one to
+ * make (made here: the paths that exist are a prefix, so the first free
+ * index is the next to make), else share the least loaded.  If it cannot be
+ * made the thread shares the least-loaded path that exists (the service
+ * path at worst), with a log line, and so do all later threads: a thread
+ * always gets a path. */
 static fh_path_t *choose_path(fh_rt_t *rt)
 {
     if (rt->npaths == 1)
         return &rt->paths[0];
-    fh_path_t *best = &rt->paths[1];
-    for (int i = 2; i < rt->npaths; i++)
-        if (rt->paths[i].nbound < best->nbound)
-            best = &rt->paths[i];
-    return best;
+    if (rt->lazy_paths && rt->paths[0].nbound == 0)
+        return &rt->paths[0];
+    const int made = fh_paths_made(rt);
+    int best = 1;
+    for (int i = 2; i < rt->npaths; i++) {
+        const int load = i < made ? rt->paths[i].nbound : 0;
+        if (load < (best < made ? rt->paths[best].nbound : 0))
+            best = i;
+    }
+    if (best < made)
+        return &rt->paths[best];
+    assert(rt->lazy_paths && best == made);
+    if (!rt->path_make_failed) {
+        int rc = fh_path_make(rt);
+        if (rc == FH_OK)
+            return &rt->paths[best];
+        /* Once: a peer that did not answer in 60 s would stall every later
+         * thread's first call as long. */
+        rt->path_make_failed = true;
+        fh_log_error("threads from now on share the %d paths made: %s", made,
+                     fh_last_error());
+    }
+    best = 0;
+    for (int i = 1; i < made; i++)
+        if (rt->paths[i].nbound < rt->paths[best].nbound)
+            best = i;
+    return &rt->paths[best];
 }
 
 fh_tls_t *fh_tls(void)
@@ -85,18 +116,22 @@ fh_tls_t *fh_tls(void)
     if (t == NULL)
         fh_fatal("out of memory binding a thread");
     t->tid = atomic_fetch_add(&next_tid, 1);
+    t->nbi = (fh_ctr_t)FH_CTR_INIT;
+    t->nbi.owner_ops = &t->quiet_ops;
     pthread_mutex_lock(&rt->bind_lock);
+    /* Making a path runs AM handlers on the service path, which need our
+     * state: until bound, it points at the service path (unbound, nothing
+     * in flight). */
+    t->path = &rt->paths[0];
+    tls_self = t;
     t->path = choose_path(rt);
     t->path->nbound++;
     if (t->path->index != 0)
         fh_path_adopt(t->path);      /* polled by its owner from now on */
     t->bound = 1;
-    t->nbi = (fh_ctr_t)FH_CTR_INIT;
-    t->nbi.owner_ops = &t->quiet_ops;
     pthread_mutex_unlock(&rt->bind_lock);
     fh_log_verbose(3, "thread %u bound to path %d", t->tid, t->path->index);
     pthread_setspecific(rt->tls_key, t);
-    tls_self = t;
     return t;
 }
 

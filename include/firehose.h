@@ -26,7 +26,8 @@
  *   - Thread safety: after fh_init every function may be called by any thread
  *     concurrently (like MPI_THREAD_MULTIPLE).  Each thread gets its own
  *     independent communication path on first use (its own endpoint and
- *     completion queue); FH_PATHS=shared makes all threads share one.
+ *     completion queue); FH_PATHS=shared makes all threads share one, and
+ *     FH_PATHS=lazy makes each path only when its thread first calls in.
  *     A thread keeps its state until it exits; firehose then completes its
  *     NBI operations and frees that state from a pthread-key destructor (the
  *     "thread-exit hook").  A firehose call the thread makes after the hook
@@ -67,7 +68,10 @@
  *     fh_wait, fh_quiet and every other call.  A thread that issues and
  *     then computes without calling in delays only its own operations.  Out
  *     of memory for that queue is an error (FH_ERR_NO_MEMORY), never a
- *     wait.  Two exceptions: with FH_REG_STRATEGY=firehose the first call
+ *     wait.  Three exceptions: with FH_PATHS=lazy, the first call of every
+ *     thread but the first makes that thread's path and waits until every
+ *     rank has polled once (docs/design.md, "Paths"); with
+ *     FH_REG_STRATEGY=firehose the first call
  *     after this process unmapped memory that peers held firehoses on waits
  *     until they acknowledged the revocation (docs/firehose-cache.md,
  *     "Memory that is freed or reused"); and on a conduit that needs
@@ -819,7 +823,7 @@ typedef struct fh_info {
     const char *reg_strategy; /* FH_REG_STRATEGY: "firehose", "pin-everything",
                                  "rendezvous", "rendezvous-cache", "bounce" */
     const char *segment_mode; /* FH_SEGMENT: "segments" or "everything" */
-    const char *paths;        /* FH_PATHS: "independent" or "shared" */
+    const char *paths;        /* FH_PATHS: "independent", "shared" or "lazy" */
     const char *bootstrap;    /* "fhrun", "pmix" or "singleton" */
     int rank, nranks;
     int npaths;               /* communication paths per rank, the service

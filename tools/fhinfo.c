@@ -11,6 +11,9 @@
  *   fhinfo --conduits   each conduit built in: its variables (effective
  *                       values) and whether it is usable here, and why not
  *                       (its probe, like ucx_info / fi_info)
+ *   fhinfo --cost N [T] what a rank of an N-rank job with T threads calling
+ *                       in costs: paths, connections, receive buffers,
+ *                       memory, descriptors, threads (fhinfo_cost.c)
  *
  * Everything printed comes from fh_config_table (firehose/util/config.c) and the
  * conduits' own tables (conduits/<name>/<name>_config.c, fh_conduit_settings_all),
@@ -32,6 +35,7 @@
 
 extern char **environ;
 int fhinfo_print_node(void);   /* fhinfo_node.c */
+int fhinfo_print_cost(int nranks, int threads);   /* fhinfo_cost.c */
 
 static const char *type_name(fh_cfg_type_t t)
 {
@@ -318,12 +322,26 @@ static void usage(FILE *f)
         "  --conduits    each conduit built in: its variables and whether it is\n"
         "                usable on this machine (and if not, why)\n"
         "  --node        what the node-local path (FH_SHM) can use on this machine\n"
+        "  --cost N [T]  what one rank of an N-rank job costs (paths, connections,\n"
+        "                receive buffers, memory, descriptors, threads) when T\n"
+        "                threads per rank call firehose (default 1)\n"
         "  --version     print the version\n"
         "  -h, --help    this text\n");
 }
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--cost") == 0) {
+        char *end1 = NULL, *end2 = NULL;
+        long n = strtol(argv[2], &end1, 10);
+        long t = argc == 4 ? strtol(argv[3], &end2, 10) : 1;
+        if (*end1 != '\0' || (end2 != NULL && *end2 != '\0') || n < 1 || n > 1000000 ||
+            t < 1 || t > 4096) {
+            fprintf(stderr, "fhinfo: --cost N [T]: N ranks (1..1000000), T threads (1..4096)\n");
+            return 2;
+        }
+        return fhinfo_print_cost((int)n, (int)t);
+    }
     if (argc > 2) {
         usage(stderr);
         return 2;

@@ -23,7 +23,14 @@
  * connections, accepts the ones it expects, checks every handshake, and
  * when all of its own are up meets the others in a bootstrap barrier; no
  * rank sends a message before that barrier, so the only messages seen
- * during set-up are proofs.  Memory: each connection posts rx_per_src
+ * during set-up are proofs.  A listener holds at most OFI_CM_PENDING_MAX
+ * unproven connections (strangers cannot pin its memory) and refuses
+ * requests beyond them; the job's own ranks reach that many at once when
+ * paths x ranks is large (4 ranks x 17 paths: 68 requests per listener),
+ * so a connector whose request is refused during start-up asks again
+ * after a backoff (OFI_CM_RETRY_MIN doubling up to OFI_CM_RETRY_MAX, with
+ * jitter) until the set-up deadline: the cap holds, and the job still
+ * starts, a little later.  Memory: each connection posts rx_per_src
  * receive buffers of one AM packet (the runtime's credits bound what one
  * source may have in flight; tcp holds back anything beyond what is
  * posted).
@@ -50,12 +57,17 @@
 #include "firehose/util/log.h"
 #include "conduits/util/cu.h"
 
-#define OFI_CM_PROOF_TIMEOUT 2.0     /* s an accepted connection has to prove itself */
+#define OFI_CM_PROOF_TIMEOUT 10.0    /* s an accepted connection has to prove
+                                        itself (a busy host: every rank
+                                        connecting at once, or threads of 16
+                                        ranks making paths on 2 cores) */
 #define OFI_CM_SETUP_TIMEOUT 60.0    /* s connect() waits for the job's connections */
 #define OFI_CM_EQ_PERIOD     0.005   /* s between event-queue reads after start-up */
 #define OFI_CM_PENDING_MAX   64      /* unproven connections at once */
 #define OFI_CM_DEAD_MAX      4096    /* closed connections kept; then refuse all */
 #define OFI_CM_EVENT_BYTES   (sizeof(struct fi_eq_cm_entry) + 256)
+#define OFI_CM_RETRY_MIN     0.002   /* s before a refused request is made again */
+#define OFI_CM_RETRY_MAX     0.25    /* s: the backoff's ceiling */
 
 double ofi_now(void)
 {
@@ -101,8 +113,31 @@ static int conn_post_all(struct ofi_conn *k)
     return FH_OK;
 }
 
-/* A new endpoint on path p (info: the connection request's, or the
- * conduit's for a connector), bound to the conduit's EQ and p's CQ. */
+/* k's endpoint (info: the connection request's, or the conduit's for a
+ * connector), bound to the conduit's EQ and k's path's CQ. */
+static int conn_open_ep(struct ofi_conn *k, struct fi_info *info)
+{
+    struct fh_conduit *c = k->p->c;
+    int ret = fi_endpoint(c->domain, info, &k->ep, k);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &c->eq->fid, 0);
+    if (!ret)
+        ret = fi_ep_bind(k->ep, &k->p->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (!ret)
+        ret = fi_enable(k->ep);
+    if (ret) {
+        fh_log_error("ofi: endpoint for rank %u path %u: %s",
+                     k->src / (uint32_t)c->cfg.npaths, k->src % (uint32_t)c->cfg.npaths,
+                     fi_strerror(-ret));
+        if (k->ep != NULL)
+            fi_close(&k->ep->fid);
+        k->ep = NULL;
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+/* A new connection on path p, its endpoint opened (see conn_open_ep). */
 static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
                                  uint32_t src, int initiator)
 {
@@ -116,16 +151,7 @@ static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
     atomic_init(&k->state, OFI_CONN_SETUP);
     k->next = c->conns;
     c->conns = k;
-    int ret = fi_endpoint(c->domain, info, &k->ep, k);
-    if (!ret)
-        ret = fi_ep_bind(k->ep, &c->eq->fid, 0);
-    if (!ret)
-        ret = fi_ep_bind(k->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV);
-    if (!ret)
-        ret = fi_enable(k->ep);
-    if (ret) {
-        fh_log_error("ofi: endpoint for rank %u path %u: %s", src / (uint32_t)c->cfg.npaths,
-                     src % (uint32_t)c->cfg.npaths, fi_strerror(-ret));
+    if (conn_open_ep(k, info) != FH_OK) {
         atomic_store(&k->state, OFI_CONN_DEAD);
         return NULL;
     }
@@ -237,15 +263,24 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
 {
     struct ofi_cm_req req;
     const char *why = NULL;
-    if (c->connected)
-        why = "connection request after start-up";
-    else if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
+    if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
         uint32_t src = le32toh(req.src_rank) * (uint32_t)c->cfg.npaths + le32toh(req.src_path);
-        if (c->accepted[src])
+        /* After start-up only a thread path made since asks (path_connect). */
+        if (c->connected && (int)le32toh(req.src_path) <= c->nthread_eager)
+            why = "connection request after start-up";
+        else if (c->accepted[src])
             why = "connection request for a (rank, path) already connected";
-        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX)
-            why = "connection request while too many are unproven";
-        else {
+        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX) {
+            /* Most likely one of our own ranks, which asks again (see the
+             * top): refused and counted, but not reported as a stranger. */
+            fi_reject(c->pep, e->info->handle, NULL, 0);
+            c->cm_refused++;
+            fh_log_verbose(2, "ofi: refused a request of rank %u path %u: %u unproven "
+                           "connections", le32toh(req.src_rank), le32toh(req.src_path),
+                           c->npending);
+            fi_freeinfo(e->info);
+            return;
+        } else {
             struct ofi_conn *k = conn_new(c->paths[0], e->info, src, 0);
             struct ofi_cm_acc acc;
             int rc = k == NULL ? FH_ERR_TRANSPORT : conn_alloc_bufs(k, 1);
@@ -363,6 +398,41 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
 
 /* --------------------------------------------------------------- events */
 
+/* Our request k was refused during start-up (the listener was full, see
+ * the top): its endpoint is closed -- it never had buffers or a proof --
+ * and connect() opens a new one at k->retry_at. */
+static void retry_later(struct ofi_conn *k)
+{
+    fi_close(&k->ep->fid);
+    k->ep = NULL;
+    k->tries++;
+    double d = OFI_CM_RETRY_MIN;
+    for (unsigned i = 1; i < k->tries && d < OFI_CM_RETRY_MAX; i++)
+        d *= 2;
+    d = d < OFI_CM_RETRY_MAX ? d : OFI_CM_RETRY_MAX;
+    uint8_t r = 128;
+    (void)ofi_random(&r, sizeof r);          /* jitter: 0.5..1.5 x d */
+    k->retry_at = ofi_now() + d * (0.5 + r / 256.0);
+    fh_log_verbose(2, "ofi: path %d: rank %u refused or closed our connection (%u times); again "
+                   "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
+                   k->tries, (k->retry_at - ofi_now()) * 1e3);
+}
+
+/* Connector k, which the listener accepted, was closed by it during
+ * set-up: k ends (its records stay, see the top), and a new connector for
+ * the same (path, rank) asks again after a backoff (redial_due). */
+static void redo_later(struct ofi_conn *k)
+{
+    struct fh_cpath *p = k->p;
+    struct ofi_conn *k2 = conn_new(p, p->c->info, k->src, 1);
+    if (k2 == NULL)
+        return;                      /* logged; set-up reports the rank */
+    k2->tries = k->tries;
+    p->conn[k->src] = k2;
+    conn_kill(k, NULL);
+    retry_later(k2);
+}
+
 /* Reads the event queue until it is empty.  During set-up an error is
  * returned for failures of our own connections; after it, FH_OK. */
 int ofi_cm_events(struct fh_conduit *c)
@@ -372,10 +442,6 @@ int ofi_cm_events(struct fh_conduit *c)
         char bytes[OFI_CM_EVENT_BYTES];
     } ev;
     const int np = c->cfg.npaths;
-    double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->pending && t > k->deadline)
-            conn_kill(k, "connection that did not prove itself in time");
     for (;;) {
         uint32_t event = 0;
         ssize_t n = fi_eq_read(c->eq, &event, &ev, sizeof ev, 0);
@@ -388,8 +454,19 @@ int ofi_cm_events(struct fh_conduit *c)
                 return FH_OK;
             struct ofi_conn *k = err.fid != NULL && err.fid != &c->pep->fid
                                      ? err.fid->context : NULL;
-            if (k == NULL)
+            if (k == NULL || k->ep == NULL || err.fid != &k->ep->fid)
+                continue;            /* an endpoint closed since */
+            const int setup = k->initiator && (!c->connected || k->p->connecting);
+            if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
+                retry_later(k);
                 continue;
+            }
+            if (setup && c->connected) {       /* path_connect reports it */
+                fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
+                             k->src / (uint32_t)np, fi_strerror(err.err));
+                conn_kill(k, NULL);
+                continue;
+            }
             if (k->initiator && !c->connected) {
                 fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
                              k->src / (uint32_t)np, fi_strerror(err.err));
@@ -409,22 +486,47 @@ int ofi_cm_events(struct fh_conduit *c)
             continue;
         }
         struct ofi_conn *k = ev.e.fid != NULL ? ev.e.fid->context : NULL;
-        if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD)
+        if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD || k->ep == NULL
+            || ev.e.fid != &k->ep->fid)
             continue;
         if (event == FI_CONNECTED && k->initiator) {
             int rc = on_accepted(c, k, ev.e.data, dlen);
             if (rc && !c->connected)
                 return rc;
         } else if (event == FI_SHUTDOWN) {
-            if (k->pending) {
+            if (k->initiator && (!c->connected || k->p->connecting)) {
+                /* The listener gave up on us (our proof was late: a busy
+                 * host at start-up): ask again on a new connection. */
+                redo_later(k);
+            } else if (k->pending) {
                 conn_kill(k, "connection closed during its handshake");
             } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
                 fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
                                k->src / (uint32_t)np, k->src % (uint32_t)np);
+                /* A thread path made after start-up that went away (its
+                 * path_connect failed) may be made again. */
+                if (!k->initiator && c->connected
+                    && (int)(k->src % (uint32_t)np) > c->nthread_eager
+                    && c->paths[0]->conn[k->src] == k) {
+                    c->paths[0]->conn[k->src] = NULL;
+                    c->accepted[k->src] = 0;
+                    c->naccepted--;
+                }
             }
         }
         /* FI_CONNECTED of an accepted connection: it still owes its proof. */
     }
+}
+
+/* Closes the accepted connections whose proof is overdue.  Called after
+ * the service path's completions were read, so that a proof that arrived
+ * is checked before its connection is judged late. */
+void ofi_cm_expire(struct fh_conduit *c)
+{
+    double t = ofi_now();
+    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        if (k->pending && t > k->deadline)
+            conn_kill(k, "connection that did not prove itself in time");
 }
 
 void ofi_cm_poll_events(struct fh_conduit *c)
@@ -438,22 +540,49 @@ void ofi_cm_poll_events(struct fh_conduit *c)
 
 /* -------------------------------------------------------------- connect */
 
+/* Sends connector k's request (a fresh nonce each time) to its rank's
+ * listener. */
+static int dial(struct ofi_conn *k)
+{
+    struct fh_conduit *c = k->p->c;
+    const int rank = (int)(k->src / (uint32_t)c->cfg.npaths);
+    int rc = ofi_cm_req_make(&c->auth, k->p->index, rank, 0, &k->req);
+    if (rc)
+        return rc;
+    const char *name = c->peer_names + (size_t)rank * c->lname_len;
+    int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
+    if (ret) {
+        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", k->p->index, rank,
+                     fi_strerror(-ret));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
 static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
 {
     const uint32_t src = (uint32_t)rank * (uint32_t)c->cfg.npaths;
     struct ofi_conn *k = conn_new(p, c->info, src, 1);
     if (k == NULL)
         return FH_ERR_TRANSPORT;
-    int rc = ofi_cm_req_make(&c->auth, p->index, rank, 0, &k->req);
-    if (rc)
-        return rc;
     p->conn[src] = k;
-    const char *name = c->peer_names + (size_t)rank * c->lname_len;
-    int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
-    if (ret) {
-        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", p->index, rank,
-                     fi_strerror(-ret));
-        return FH_ERR_TRANSPORT;
+    return dial(k);
+}
+
+/* Asks again for the refused connections (of path p, or of any path when
+ * p is NULL) whose backoff is over. */
+static int redial_due(struct fh_conduit *c, const struct fh_cpath *p)
+{
+    const double t = ofi_now();
+    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next) {
+        if (!k->initiator || k->ep != NULL || t < k->retry_at || (p != NULL && k->p != p)
+            || atomic_load(&k->state) != OFI_CONN_SETUP)
+            continue;
+        int rc = conn_open_ep(k, c->info);
+        if (!rc)
+            rc = dial(k);
+        if (rc)
+            return rc;
     }
     return FH_OK;
 }
@@ -464,7 +593,8 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
     if (c->naccepted < expect_in)
         return 0;
     for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
+        if (k->initiator && k->p->conn[k->src] == k      /* not one replaced */
+            && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
             return 0;
     return 1;
 }
@@ -474,14 +604,16 @@ static void report_missing(const struct fh_conduit *c)
 {
     const int np = c->cfg.npaths;
     for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
-        if (k->initiator && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
+        if (k->initiator && k->p->conn[k->src] == k
+            && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
-                         "to rank %u after %.0f s", k->p->index, k->src / (uint32_t)np,
-                         OFI_CM_SETUP_TIMEOUT);
+                         "to rank %u after %.0f s (%u requests refused)", k->p->index,
+                         k->src / (uint32_t)np, OFI_CM_SETUP_TIMEOUT, k->tries);
             return;
         }
     for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
-        if (!c->accepted[s] && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
+        if (!c->accepted[s] && s % (uint32_t)np <= (uint32_t)c->nthread_eager
+            && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %u path %u did not connect "
                          "(with a valid proof) within %.0f s", s / (uint32_t)np,
                          s % (uint32_t)np, OFI_CM_SETUP_TIMEOUT);
@@ -533,17 +665,26 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     if ((rc = ofi_auth_derive(&c->auth, pubs)) != FH_OK)
         goto out;
 
-    for (int i = 0; i < np && !rc; i++)
+    /* Thread paths made before connect are connected now (every rank made
+     * the same ones: conduit.h); the others when first needed. */
+    int made = 1;
+    while (made < np && c->paths[made] != NULL)
+        made++;
+    c->nthread_eager = made - 1;
+    for (int i = 0; i < made && !rc; i++)
         for (int r = i == 0 ? me : 0; r < nr && !rc; r++)
             rc = start_connect(c, c->paths[i], r);
-    const unsigned expect_in = (unsigned)nr * (unsigned)(np - 1) + (unsigned)me + 1;
+    const unsigned expect_in = (unsigned)nr * (unsigned)(made - 1) + (unsigned)me + 1;
     const double deadline = ofi_now() + OFI_CM_SETUP_TIMEOUT;
     while (!rc && !setup_done(c, expect_in)) {
         rc = ofi_cm_events(c);
-        for (int i = 0; i < np && !rc; i++) {
+        if (!rc)
+            rc = redial_due(c, NULL);
+        for (int i = 0; i < made && !rc; i++) {
             int n = ofi_poll(c->paths[i], 64);
             rc = n < 0 ? n : FH_OK;
         }
+        ofi_cm_expire(c);
         if (!rc && ofi_now() > deadline) {
             report_missing(c);
             rc = FH_ERR_PEER_DEAD;
@@ -559,7 +700,7 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
                 conn_kill(k, "connection still unproven at the end of start-up");
         c->connected = 1;
         fh_log_verbose(2, "ofi: %u connections made, %u accepted, %lu refused",
-                       (unsigned)(np - 1) * (unsigned)nr + (unsigned)(nr - me),
+                       (unsigned)(made - 1) * (unsigned)nr + (unsigned)(nr - me),
                        c->naccepted, c->cm_refused);
     }
 out:
@@ -567,4 +708,55 @@ out:
     free(all);
     free(pubs);
     return rc;
+}
+
+/* conduit.h path_connect: thread path p, made after start-up, connects to
+ * the service path of every rank (itself included), as connect() does for
+ * the paths made before it, with the same handshake; refused requests are
+ * made again after a backoff.  The runtime holds path 0's lock and p's:
+ * events (ofi_cm_events, read by path 0's poll) and p's own completions
+ * (its proofs) are handled between our calls. */
+int ofi_cm_path_connect(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    const int np = c->cfg.npaths, nr = c->cfg.nranks;
+    if (!c->msg || !c->connected || p->index <= c->nthread_eager)
+        return fh_set_error(FH_ERR_STATE, "ofi: path_connect of path %d: not a thread "
+                            "path made after connect", p->index);
+    if (!p->connecting) {
+        p->connecting = 1;
+        p->connect_by = ofi_now() + OFI_CM_SETUP_TIMEOUT;
+        for (int r = 0; r < nr; r++) {
+            int rc = start_connect(c, p, r);
+            if (rc)
+                return rc;
+        }
+        return FH_ERR_AGAIN;
+    }
+    int rc = redial_due(c, p);
+    if (rc)
+        return rc;
+    int up = 0;
+    for (int r = 0; r < nr; r++) {
+        const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
+        int st = atomic_load(&k->state);
+        if (st == OFI_CONN_DEAD || st == OFI_CONN_DOWN)
+            return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no connection to rank "
+                                "%d (%u requests refused)", p->index, r, k->tries);
+        up += st == OFI_CONN_UP && k->proof_sent;
+    }
+    if (up == nr) {
+        p->connecting = 0;
+        fh_log_verbose(3, "ofi: path %d connected to %d ranks", p->index, nr);
+        return FH_OK;
+    }
+    if (ofi_now() > p->connect_by)
+        for (int r = 0; r < nr; r++) {
+            const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
+            if (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)
+                return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated "
+                                    "connection to rank %d after %.0f s (%u requests "
+                                    "refused)", p->index, r, OFI_CM_SETUP_TIMEOUT, k->tries);
+        }
+    return FH_ERR_AGAIN;
 }

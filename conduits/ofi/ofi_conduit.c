@@ -474,6 +474,10 @@ opened:
      * software ones (tcp, shm, udp) ask for neither: they copy through the
      * virtual address and pin nothing. */
     c->limits.reg_pins = !!(c->mr_mode & (FI_MR_LOCAL | FI_MR_ALLOCATED));
+    /* MSG: a thread path connects to every service path when it is first
+     * needed (ofi_cm.c); RDM: every path's address is in the one exchange
+     * of connect. */
+    c->limits.lazy_paths = c->msg;
     snprintf(c->limits.description, sizeof c->limits.description,
              "ofi %s domain %s (%s)", info->fabric_attr->prov_name,
              info->domain_attr->name ? info->domain_attr->name : "?",
@@ -546,15 +550,22 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
         return fh_set_error(FH_ERR_INVALID,
                             "ofi: bootstrap has %d ranks, conduit %d",
                             boot ? boot->nranks : -1, nr);
-    for (int i = 0; i < np; i++)
-        if (!c->paths[i])
+    /* MSG: paths 0..k exist (the rest come later, ofi_cm_path_connect);
+     * RDM: all of them. */
+    for (int i = 0, gap = 0; i < np; i++) {
+        if (c->paths[i] && gap)
+            return fh_set_error(FH_ERR_STATE, "ofi: connect with path %d but not path %d",
+                                i, i - 1);
+        gap |= !c->paths[i];
+        if (!c->paths[i] && (i == 0 || !c->msg))
             return fh_set_error(FH_ERR_STATE,
                                 "ofi: connect before path %d was created", i);
+    }
     if (c->msg) {
         c->tokens = calloc((size_t)nr, sizeof *c->tokens);   /* all 0 */
         if (!c->tokens)
             return FH_ERR_NO_MEMORY;
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np && c->paths[i]; i++)
             c->paths[i]->tokens = c->tokens;
         return ofi_cm_connect(c, boot);
     }
@@ -673,6 +684,7 @@ const fh_conduit_ops_t fh_conduit_ofi = {
     .path_create = ofi_path_create_op,
     .path_destroy = ofi_path_destroy,
     .connect = ofi_connect,
+    .path_connect = ofi_cm_path_connect,
     .mr_reg = ofi_mr_reg,
     .mr_dereg = ofi_mr_dereg,
     .put = ofi_put,

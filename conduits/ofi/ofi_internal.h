@@ -93,6 +93,9 @@ struct ofi_conn {
     int initiator;             /* we connected (else we accepted) */
     int pending;               /* accepted, proof not yet checked */
     int proof_sent;            /* initiator: our proof's send completed */
+    unsigned tries;            /* initiator: requests refused so far */
+    double retry_at;           /* initiator refused during start-up: when to
+                                  ask again (ep == NULL until then) */
     double deadline;           /* pending: proof due (ofi_now) */
     struct ofi_cm_req req;     /* the handshake, for its MACs */
     struct ofi_cm_acc acc;
@@ -117,6 +120,10 @@ struct fh_cpath {
     struct ofi_conn **conn;
     unsigned rx_per_conn;
     size_t rstride;
+    /* MSG, a thread path made after connect: its connections are being
+     * made (ofi_cm_path_connect), until connect_by. */
+    int connecting;
+    double connect_by;
 
     /* RMA op contexts: fixed freelist, no malloc on the fast path. */
     struct ofi_op *ops;
@@ -175,6 +182,8 @@ struct fh_conduit {
     char *peer_names;      /* MSG: [rank] listener names, during connect */
     unsigned char *accepted;   /* MSG: [rank * npaths + path] proven */
     unsigned naccepted, npending, ndead;
+    int nthread_eager;         /* MSG: thread paths connected by connect()
+                                  (the same on every rank), 1..nthread_eager */
     unsigned long cm_refused;  /* connection requests refused */
     double next_eq;        /* MSG: next event-queue read (ofi_now) */
     struct ofi_conn *conns;    /* MSG: every connection, any state */
@@ -233,9 +242,11 @@ int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
 int  ofi_cm_open(struct fh_conduit *c);
 void ofi_cm_close(struct fh_conduit *c);
 int  ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot);
+int  ofi_cm_path_connect(struct fh_cpath *p);    /* conduit.h path_connect */
 void ofi_cm_path_destroy(struct fh_cpath *p);
 int  ofi_cm_events(struct fh_conduit *c);
 void ofi_cm_poll_events(struct fh_conduit *c);   /* rate-limited */
+void ofi_cm_expire(struct fh_conduit *c);        /* overdue proofs */
 void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
 double ofi_now(void);
 

@@ -113,8 +113,10 @@ int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                     struct fh_cpath **out)
 {
+    /* MSG: a thread path may come after connect (ofi_cm_path_connect). */
     int ret = cu_check_path_create("ofi", c ? &c->cfg : NULL,
-                                   c ? c->paths : NULL, c && c->connected,
+                                   c ? c->paths : NULL,
+                                   c && c->connected && !(c->msg && attr && attr->index > 0),
                                    attr, out);
     if (ret)
         return ret;
@@ -254,6 +256,8 @@ pools:
             goto fail_fh;
     }
 
+    if (c->msg && c->connected)
+        p->tokens = c->tokens;     /* a thread path made after connect */
     c->paths[p->index] = p;
     if (c->msg)
         fh_log_verbose(2, "ofi: path %d: %zu op contexts, %zu send slots, "
@@ -628,5 +632,7 @@ int ofi_poll(struct fh_cpath *p, int max)
     }
     if (p->repost_pending)
         ofi_retry_reposts(p);
+    if (c->msg && p->index == 0 && c->connected && c->npending != 0)
+        ofi_cm_expire(c);
     return done;
 }

@@ -18,8 +18,11 @@
 const fh_cfg_entry_t fh_config_table[] = {
     {"FH_CONDUIT", FH_CFG_ENUM, "auto", "auto|ofi|ibv", F(conduit), 1,
      "Network conduit; auto picks ibv when a usable RDMA device exists, else ofi.", 0},
-    {"FH_PATHS", FH_CFG_ENUM, "independent", "independent|shared", F(paths), 0,
-     "independent: each thread gets its own endpoint and CQ; shared: one path for all.", 0},
+    {"FH_PATHS", FH_CFG_ENUM, "independent", "independent|shared|lazy", F(paths), 1,
+     "independent: each thread gets its own endpoint and CQ, all made at fh_init; shared: "
+     "one path for all; lazy: as independent, but the first thread uses the service path "
+     "and each later one's path is made when it first calls in, so that call waits until "
+     "every rank polls (ofi over tcp/verbs message endpoints; elsewhere as independent).", 0},
     {"FH_MAX_THREADS", FH_CFG_INT, "0", NULL, F(max_threads), 1,
      "Independent thread paths per rank (0 = one per online core, at most 16); "
      "more threads than this share paths.", 0},
