@@ -156,7 +156,9 @@ typedef struct fh_rt {
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
     _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
-    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][2];  /* signature range that arrived */
+    /* What arrived per round and epoch parity: the signature range and the
+     * OR of the ranks' bits (fh_barrier_or). */
+    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][3];
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
@@ -374,15 +376,15 @@ char *fh_node_bar_area(const fh_rt_t *rt, int rank);
  * rank's sleepers, if any, through its inbox futex (node_am.c). */
 void fh_node_wake(fh_rt_t *rt, int rank);
 /* Under coll_lock: arrives at barrier `epoch` with the signature range
- * [*lo, *hi] (lo == hi) and returns when the group is in.  *lead: the
- * caller leads its group, *lo and *hi are the group's range, and it must run
- * the network stage and then fh_node_coll_release.  Else the barrier is
- * complete and *lo, *hi are the job's range (FH_ERR_*, the leader's stage
- * failed). */
+ * [*lo, *hi] (lo == hi) and the bits *or, and returns when the group is
+ * in.  *lead: the caller leads its group, *lo, *hi and *or are the group's
+ * range and OR, and it must run the network stage and then
+ * fh_node_coll_release.  Else the barrier is complete and *lo, *hi, *or
+ * are the job's (FH_ERR_*, the leader's stage failed). */
 int  fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                         bool *lead);
+                         uint64_t *or, bool *lead);
 void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
-                          int status);
+                          uint64_t or, int status);
 /* Has what this rank's barrier waits for come (node_am.c's idle sleep
  * looks before it sleeps)? */
 bool fh_node_coll_due(const fh_rt_t *rt);
@@ -560,7 +562,7 @@ void fh_strided_init(void);
 /* ---- coll.c: collectives pair in order and must agree (coll.c, top) */
 enum fh_coll_kind {
     FH_COLL_BARRIER = 1, FH_COLL_ALLGATHER, FH_COLL_SEG_CREATE, FH_COLL_SEG_DESTROY,
-    FH_COLL_FINALIZE
+    FH_COLL_FINALIZE, FH_COLL_BARRIER_OR
 };
 /* What every rank's paired call must agree on: the kind and an argument
  * (its low 56 bits). */
@@ -577,6 +579,9 @@ void fh_coll_leave(void);
  * the same: FH_ERR_STATE on every rank when not (after the barrier; fn
  * names the caller in the error text). */
 int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
+/* The same, also combining *or: in, this rank's bits; out, the OR of every
+ * rank's (fh_barrier_or). */
+int  fh_barrier_or_internal(fh_tls_t *t, uint64_t sig, const char *fn, uint64_t *or);
 /* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
 int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
                            void *out, size_t len);

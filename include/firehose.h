@@ -616,6 +616,16 @@ int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op,
  * barrier message cannot be sent. */
 int fh_barrier(void);
 
+/* fh_barrier that also combines one word: *out receives the bitwise OR of
+ * the `in` of every rank (the same value on every rank).  For flags every
+ * rank must learn at the barrier -- Co-Array Fortran's SYNC ALL carries
+ * "some image has stopped / failed / is still running" in it.  It pairs
+ * only with fh_barrier_or (a rank's fh_barrier or other collective against
+ * it gives FH_ERR_STATE everywhere).  *out is written only on FH_OK.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: those of fh_barrier; FH_ERR_INVALID (out is NULL). */
+int fh_barrier_or(uint64_t in, uint64_t *out);
+
 /* Runs the progress engine once: reaps completions and runs pending AM
  * handlers.  Failures of operations it completes go to their status, not
  * to its return value.
