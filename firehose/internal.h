@@ -419,23 +419,29 @@ int  fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index);
 void fh_path_teardown(fh_rt_t *rt, fh_path_t *p);
 /* One round of progress for the calling thread: polls its path, (trylock)
  * the service path and paths whose threads exited with work in flight, and
- * sends queued cache messages.  Must be called without holding any path
- * lock. */
-void fh_progress(fh_tls_t *t);
+ * sends queued cache messages.  Returns what the polls of its own and the
+ * service path handled (0: nothing came).  Must be called without holding
+ * any path lock. */
+int  fh_progress(fh_tls_t *t);
 /* The progress rule of every loop that waits (include/firehose.h,
  * "Progress"): one round of fh_progress; once the wait has lasted
  * (*idle rounds), also trylock-polls every other path of the rank, so what
  * a thread that stopped calling in (or exited) left in flight completes --
  * the firehoses, budget and REVOKE acks its RDMA holds, replies to it;
- * then fh_wait_idle.  *idle starts at 0.  No lock held. */
+ * then the wait policy (path.c, fh_wait_idle): a round that handled
+ * something resets *idle to 0.  *idle starts at 0.  No lock held.
+ * fh_wait_round may sleep (rt->idle_sleep); fh_wait_round_awake never
+ * does, for waits on what no message announces (fh_poll_idle). */
 void fh_wait_round(fh_tls_t *t, unsigned *idle);
+void fh_wait_round_awake(fh_tls_t *t, unsigned *idle);
 /* The last thread bound to p exited (fh_path_orphan): its replies and
  * completions may still arrive, and fh_progress polls p until it is idle or
  * a thread binds to it again (fh_path_adopt).  Atomic; no lock needed. */
 void fh_path_orphan(fh_path_t *p);
 void fh_path_adopt(fh_path_t *p);
 /* Poll path p; caller holds p->lock. */
-void fh_path_poll_locked(fh_path_t *p);
+/* Returns what the poll handled (completions, packets; 0: nothing). */
+int  fh_path_poll_locked(fh_path_t *p);
 /* Poll path p (lock held) and trylock-poll the service path: what a loop
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */

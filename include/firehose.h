@@ -633,6 +633,20 @@ int fh_barrier_or(uint64_t in, uint64_t *out);
  * Errors: the entry errors; otherwise FH_OK. */
 int fh_poll(void);
 
+/* One round of the caller's own wait loop (a library waiting for a flag
+ * in its memory, e.g. a Co-Array Fortran event or lock): fh_poll, then the
+ * runtime's wait policy.  *idle counts the rounds in a row that handled
+ * nothing (start each wait with 0): a round that handled something (an AM,
+ * a completion) resets it and returns at once, so a rank that has peers
+ * to serve keeps its core; after FH_WAIT_SPIN idle rounds each further one
+ * yields the core (sched_yield).  FH_WAIT_SPIN unset: 0 when the job's
+ * ranks on this host outnumber its cores (a waiter waits for a rank that
+ * has none), else 262144 (about 0.03-0.3 s of polling).  Never sleeps: what
+ * the caller waits for may come by a store no message announces.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_INVALID (idle is NULL). */
+int fh_poll_idle(unsigned *idle);
+
 /* Collective: each rank contributes `len` bytes from in; out receives
  * nranks*len bytes in rank order.  Useful to clients for exchanging
  * metadata (e.g. symmetric allocation), not for bulk data: it runs over
