@@ -294,17 +294,19 @@ static void fh_wait_idle(unsigned *idle)
 /* Trylock-polls every path but the caller's and the service path (which
  * fh_progress polled): completions, replies and ready chunks another
  * thread left there -- one that stopped calling the runtime, or exited --
- * are handled by us.  No lock held. */
-static void help_paths(fh_tls_t *t)
+ * are handled by us; returns how many.  No lock held. */
+static int help_paths(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
+    int n = 0;
     for (int i = 1; i < rt->npaths; i++) {
         fh_path_t *p = &rt->paths[i];
         if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
             continue;
-        fh_path_poll_locked(p);
+        n += fh_path_poll_locked(p);
         pthread_mutex_unlock(&p->lock);
     }
+    return n;
 }
 
 static void wait_round(fh_tls_t *t, unsigned *idle, bool may_sleep)
@@ -316,7 +318,7 @@ static void wait_round(fh_tls_t *t, unsigned *idle, bool may_sleep)
     bool slept = may_sleep && fh_rt->idle_sleep != NULL && fh_rt->idle_sleep(t, *idle);
     int n = fh_progress(t);
     if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
-        help_paths(t);
+        n += help_paths(t);
     if (n > 0)
         *idle = 0;      /* peers are being served: keep the core, poll again */
     else if (!slept)

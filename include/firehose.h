@@ -40,8 +40,8 @@
  *     for, they are simply released); replies to its AM requests that
  *     arrive later are still run, by whichever thread polls next.
  *   - Collectives (fh_segment_create, fh_segment_destroy, fh_barrier,
- *     fh_allgather, fh_finalize) may also be called by several threads of a
- *     rank at once.  A rank runs them one at a time, in the order they
+ *     fh_barrier_or, fh_allgather, fh_finalize) may also be called by
+ *     several threads of a rank at once.  A rank runs them one at a time, in the order they
  *     enter, and the k-th collective call of every rank pairs with the k-th
  *     of every other.  Paired calls must agree: the same function, and for
  *     fh_allgather the same len, for fh_segment_destroy the same segment.
@@ -57,7 +57,7 @@
  *     Concurrent collectives that differ must be ordered by the client.
  *   - Blocking: "blocking" calls poll the network until their condition holds,
  *     so AM handlers run inside them.  "Non-blocking" calls (the _nb and
- *     _nbi forms, fh_test, fh_poll) never wait for a remote rank: whatever
+ *     _nbi forms, fh_test, fh_poll, fh_poll_idle) never wait for a remote rank: whatever
  *     the target must do first -- accept our first contact (libfabric tcp
  *     and shm), make a registration (the firehose cache's moves, the
  *     rendezvous strategies), return flow-control credits (bounce chunks,
