@@ -282,8 +282,6 @@ static void fh_wait_idle(unsigned *idle)
         ++*idle;
     if (spin >= 0 && *idle > (unsigned long)spin)
         sched_yield();
-    else if (spin >= FH_WAIT_SPIN_LONG && *idle % FH_WAIT_PEEK_EVERY == 0)
-        sched_yield();   /* a peek: the rank we wait for may share our core */
 }
 
 /* Idle rounds of a wait before it starts polling the other paths of the

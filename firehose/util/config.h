@@ -72,10 +72,6 @@ typedef struct fh_config {
  * can have a core (path.c, fh_wait_init): idle polls before a wait yields,
  * 0.03-0.3 s. */
 #define FH_WAIT_SPIN_LONG 262144L
-/* While it spins that long, a wait still yields once every this many idle
- * polls: nothing binds ranks to cores, and the rank it waits for may be
- * queued on its core. */
-#define FH_WAIT_PEEK_EVERY 256u
 
 enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1 };
