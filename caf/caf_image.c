@@ -97,9 +97,9 @@ void caf_poll(void)
 
 void caf_idle(unsigned *spins)
 {
-    caf_poll();
-    if (++*spins > caf.idle_spins)
-        sched_yield();
+    int rc = fh_poll_idle(spins);
+    if (rc != FH_OK)
+        caf_fatal("progress", "fh_poll_idle: %s", fh_strerror(rc));
 }
 
 int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,
@@ -197,6 +197,7 @@ static void announce(unsigned char st)
 static void serve_until_all_ended(void)
 {
     unsigned spins = 0;
+    caf_sync_serve(); /* every image takes part in the last barrier */
     while (caf.nstopped + caf.nfailed < caf.nranks) {
         caf_sync_serve();
         if (++spins > 10000)

@@ -119,12 +119,13 @@ static inline caf_job_t caf_job(void)
 
 /* Polls firehose once; a firehose error is fatal. */
 void caf_poll(void);
-/* One turn of a wait loop (spins starts at 0): polls, and after
- * caf.idle_spins turns gives the core away between polls (sched_yield), so
- * that with more images than cores the image we wait for gets to run:
- * CAF_IDLE_SPINS, or 1 when the job has more images than this machine has
- * cores (measured: 4 images on 2 cores, SYNC ALL 187 us with 64, 75 us
- * with 1, 1227 us with 1000). */
+/* One turn of a wait loop (spins starts at 0): fh_poll_idle, the
+ * runtime's wait policy (docs/caf.md, "Waiting"): a turn that served a
+ * peer resets spins; after FH_WAIT_SPIN idle turns (unset: 0 when the job
+ * has more images than this machine has cores -- the image we wait for
+ * needs ours --, else 262144) each turn yields the core.  The termination
+ * loop's own polls yield after caf.idle_spins (CAF_IDLE_SPINS, or 1 with
+ * more images than cores). */
 #define CAF_IDLE_SPINS 64
 void caf_idle(unsigned *spins);
 
@@ -283,7 +284,9 @@ int caf_barrier(void);
 /* The same over an explicit group: id (same on every member), its ranks
  * in image order, our index there. */
 int caf_barrier_group(uint64_t id, const int *ranks, int n, int me);
-/* Run by the termination loop of a stopped image: answers barriers. */
+/* Run by the termination loop of a stopped (or failed) image, at least
+ * once: takes part in the initial team's barriers until the last one
+ * (every image ended), then only polls. */
 void caf_sync_serve(void);
 
 #endif /* CAF_INTERNAL_H */

@@ -1,16 +1,26 @@
 /*
  * caf_sync.c -- SYNC ALL, SYNC IMAGES, SYNC MEMORY.
  *
- * SYNC ALL is a dissemination barrier over active messages (log2(n) rounds;
- * in round k image i notifies image i+2^k and waits for image i-2^k), not
- * fh_barrier, because Fortran 2018 wants SYNC ALL to go on after images
- * stopped (returning STAT_STOPPED_IMAGE) and fh_barrier needs every rank.
- * An image that has stopped (or failed) takes part passively from its
- * termination loop: when a message of a barrier it has not joined arrives,
- * it joins (caf_sync_serve).  Each message carries the OR of what its
- * sender knows of this barrier -- "some image stopped", "some image
- * failed" -- so after the last round every image knows whether any member
- * stopped or failed, whatever order the status messages arrive in.
+ * SYNC ALL of the initial team (and every other barrier of it: ALLOCATE,
+ * DEALLOCATE) is the runtime's barrier, fh_barrier_or: on one node the
+ * images meet in shared memory, across nodes the groups' leaders run a
+ * dissemination barrier of AMs.  Fortran 2018 wants SYNC ALL to go on
+ * after images stopped (returning STAT_STOPPED_IMAGE), and fh_barrier_or
+ * needs every rank: so an image that has stopped (or failed) keeps taking
+ * part from its termination loop -- it enters the initial team's barriers
+ * one after the other (caf_sync_serve), each time bringing "I stopped" (or
+ * "I failed"), while a running image brings "I run".  Every image leaves a
+ * barrier with the OR of all of them: whether any member stopped or failed
+ * (the STAT= of the statement, whatever order the status messages arrive
+ * in), and whether any still runs -- the barrier in which none does is the
+ * last one, left by every image at once (so every rank has made the same
+ * fh_barrier_or calls when it reaches fh_finalize).  A stopped image waits
+ * in the barrier as in any runtime wait: it serves AMs and RMA meanwhile.
+ *
+ * The barriers of other teams are dissemination barriers over active
+ * messages (log2(n) rounds; in round k image i notifies image i+2^k and
+ * waits for image i-2^k).  Each message carries the OR of what its sender
+ * knows of this barrier -- "some image stopped", "some image failed".
  *
  * Barrier state is kept per group (the initial team is group 0; teams add
  * theirs) as counters: arrived[round] counts messages of that round over
@@ -27,7 +37,13 @@
  *
  * SYNC IMAGES: image i sends one message to each listed image j and waits
  * until it has received as many from j as it sent to j.  A notification
- * counts only while its sender is at most one SYNC IMAGES ahead.
+ * counts only while its sender is at most one SYNC IMAGES ahead.  A
+ * partner that has stopped is matched by the notifications it sent before
+ * it stopped: its STOP is reported (STAT_STOPPED_IMAGE) only when its
+ * count stays behind ours, i.e. it stopped before executing the matching
+ * SYNC IMAGES.  Its notifications precede its status message on the way
+ * to us (AMs of a pair arrive in order), so when we see it stopped we have
+ * them all.
  */
 #include "caf_internal.h"
 
@@ -39,6 +55,8 @@
 #define BAR_ROUNDS CAF_BAR_ROUNDS
 #define BAR_FLAG_STOPPED CAF_BAR_FLAG_STOPPED
 #define BAR_FLAG_FAILED CAF_BAR_FLAG_FAILED
+/* An image of the initial team's barrier that still runs (fh_barrier_or). */
+#define BAR_FLAG_RUNNING 4u
 #define BAR_SLOTS 256
 /* Slots messages may create for groups this image has not entered yet,
  * and the arrivals each may hold (no member gets past the first barrier
@@ -177,9 +195,6 @@ void caf_sync_init(void)
     sync_recv = calloc((size_t)caf.nranks, sizeof *sync_recv);
     if (sync_sent == NULL || sync_recv == NULL)
         caf_fatal("start-up", "out of memory");
-    /* The initial team's members are known from the start: its arrivals
-     * are checked as they come, also before our first SYNC ALL. */
-    bar_enter(0, caf_initial_ranks(), caf.nranks, caf.rank);
     int rc = fh_am_register(CAF_H_SYNC_ALL, bar_handler, "caf sync all");
     if (rc == FH_OK)
         rc = fh_am_register(CAF_H_SYNC_IMAGES, sync_images_handler,
@@ -197,11 +212,9 @@ static unsigned own_flags(void)
     }
 }
 
-/* One barrier of group id over ranks[0..n) (me = our index there).
- * give_up: when non-NULL, called while waiting; true abandons the barrier
- * (returns -1).  Otherwise returns the OR of the flags. */
-static int group_barrier(uint64_t id, const int *ranks, int n, int me,
-                         bool (*give_up)(void))
+/* One barrier of group id over ranks[0..n) (me = our index there): the OR
+ * of the flags. */
+static int group_barrier(uint64_t id, const int *ranks, int n, int me)
 {
     bar_slot_t *s = bar_enter(id, ranks, n, me);
     uint64_t e = ++s->epoch;
@@ -215,34 +228,39 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me,
             caf_fatal("SYNC ALL", "notifying image %d: %s", to + 1,
                       fh_strerror(rc));
         unsigned spins = 0;
-        while (s->arrived[k] < e) {
+        while (s->arrived[k] < e)
             caf_idle(&spins);
-            if (give_up && give_up())
-                return -1;
-        }
         flags |= s->flags[k][e & 1];
         s->flags[k][e & 1] = 0;
     }
     return (int)flags;
 }
 
-static bool all_ended(void)
+/* One barrier of the initial team: the OR of the members' flags. */
+static unsigned initial_barrier(void)
 {
-    return caf.nstopped + caf.nfailed >= caf.nranks;
+    unsigned own = own_flags();
+    uint64_t all = 0;
+    int rc = fh_barrier_or(own != 0 ? own : BAR_FLAG_RUNNING, &all);
+    if (rc != FH_OK)
+        caf_fatal("SYNC ALL", "fh_barrier_or: %s (%s)", fh_strerror(rc),
+                  fh_last_error());
+    return (unsigned)all;
 }
+
+/* Set once this image left the initial team's last barrier (no member
+ * runs any more): it enters no other. */
+static bool bar_last_done;
 
 void caf_sync_serve(void)
 {
     caf_poll();
-    bar_slot_t *s = bar_slot(0, false, true);
-    assert(s != NULL); /* entered by caf_sync_init */
-    for (int k = 0; k < BAR_ROUNDS; k++) {
-        if (s->arrived[k] > s->epoch) {
-            /* A barrier of the initial team we have not joined: join. */
-            group_barrier(0, caf_initial_ranks(), caf.nranks, caf.rank, all_ended);
-            return;
-        }
-    }
+    assert(own_flags() != 0); /* called after this image stopped or failed */
+    if (bar_last_done)
+        return;
+    while (initial_barrier() & BAR_FLAG_RUNNING)
+        ;
+    bar_last_done = true;
 }
 
 int caf_barrier(void)
@@ -255,7 +273,13 @@ int caf_barrier(void)
 
 int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
 {
-    int flags = group_barrier(id, ranks, n, me, NULL);
+    int flags;
+    if (id == 0) {  /* the initial team */
+        assert(n == caf.nranks && me == caf.rank);
+        flags = (int)initial_barrier();
+    } else {
+        flags = group_barrier(id, ranks, n, me);
+    }
     if (flags & BAR_FLAG_FAILED)
         return CAF_STAT_FAILED_IMAGE;
     if (flags & BAR_FLAG_STOPPED)
@@ -345,9 +369,9 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
     if (rc != FH_OK)
         caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
     for (int i = 0; i < m; i++) {
-        if (caf.status[ranks[i]] != CAF_IMG_RUNNING)
-            continue;
         sync_sent[ranks[i]]++;
+        if (caf.status[ranks[i]] != CAF_IMG_RUNNING)
+            continue; /* no use telling it; it may have matched already */
         rc = fh_am_request_short(ranks[i], CAF_H_SYNC_IMAGES, NULL, 0);
         if (rc != FH_OK)
             caf_fatal(stmt, "notifying image %d: %s", ranks[i] + 1,
@@ -359,8 +383,8 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
         unsigned spins = 0;
         while (sync_recv[r] < sync_sent[r] && caf.status[r] == CAF_IMG_RUNNING)
             caf_idle(&spins);
-        if (sync_recv[r] < sync_sent[r] || caf.status[r] != CAF_IMG_RUNNING) {
-            /* It ended before answering: its count will never catch up. */
+        if (sync_recv[r] < sync_sent[r]) {
+            /* It ended before matching: its count will never catch up. */
             int st = caf.status[r] == CAF_IMG_FAILED ? CAF_STAT_FAILED_IMAGE
                                                       : CAF_STAT_STOPPED_IMAGE;
             if (bad != CAF_STAT_FAILED_IMAGE) {

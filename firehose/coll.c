@@ -16,7 +16,9 @@
  * idempotent, so the dissemination pattern, and the node groups' shared
  * combination before it, give every rank the exact result); if they
  * differ, EVERY rank's call returns FH_ERR_STATE after the barrier, before
- * doing anything else, and the next calls pair again.  So
+ * doing anything else, and the next calls pair again.  The same way it
+ * computes the OR of a word each rank brings (fh_barrier_or; 0 for the
+ * other calls): OR is idempotent too.  So
  * concurrent calls from several threads never deadlock: either they agree
  * and proceed, or all of them fail the same way.  (Before, each call took
  * the lock twice -- barrier, then the bootstrap exchange -- and two threads
@@ -65,9 +67,9 @@ static void describe(uint64_t sig, char *buf, size_t len)
 {
     static const char *const names[] = {"?", "fh_barrier", "fh_allgather",
                                         "fh_segment_create", "fh_segment_destroy",
-                                        "fh_finalize"};
+                                        "fh_finalize", "fh_barrier_or"};
     static const char *const args[] = {"", "", " of %llu bytes", " into slot %llu",
-                                       " of segment %llu", ""};
+                                       " of segment %llu", "", ""};
     uint64_t k = sig >> 56;
     if (k >= sizeof names / sizeof *names)
         k = 0;
@@ -77,8 +79,9 @@ static void describe(uint64_t sig, char *buf, size_t len)
                  (unsigned long long)(sig & (((uint64_t)1 << 56) - 1)));
 }
 
-/* args: round, epoch, smallest and largest signature seen so far.  Only
- * the groups' leaders take part (bar_lidx: index among them). */
+/* args: round, epoch, smallest and largest signature seen so far, the OR
+ * of the bits seen so far.  Only the groups' leaders take part (bar_lidx:
+ * index among them). */
 static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
                            unsigned na)
 {
@@ -87,7 +90,7 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
     int src = -1;
     fh_token_source(tok, &src);
     fh_rt_t *rt = fh_rt;
-    if (na != 4 || a[0] >= FH_BARRIER_ROUNDS) {
+    if (na != 5 || a[0] >= FH_BARRIER_ROUNDS) {
         fh_am_drop(fh_token_path(tok), src, "a malformed barrier message");
         return;
     }
@@ -103,6 +106,7 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
     _Atomic uint64_t *sig = rt->barrier_sig[a[0]][a[1] & 1];
     atomic_store_explicit(&sig[0], a[2], memory_order_relaxed);
     atomic_store_explicit(&sig[1], a[3], memory_order_relaxed);
+    atomic_store_explicit(&sig[2], a[4], memory_order_relaxed);
     atomic_fetch_add_explicit(&rt->barrier_arrived[a[0]][a[1] & 1], 1, memory_order_release);
 }
 
@@ -124,16 +128,17 @@ void fh_coll_leave(void)
 }
 
 /* The network stage, among the leaders: dissemination over AMs, combining
- * the signature range [*lo, *hi]. */
-static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi)
+ * the signature range [*lo, *hi] and the bits *or. */
+static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
+                         uint64_t *or)
 {
     fh_rt_t *rt = fh_rt;
     const unsigned L = (unsigned)rt->bar_nleaders, me = (unsigned)rt->bar_lidx[rt->rank];
     for (unsigned k = 0, dist = 1; dist < L; k++, dist <<= 1) {
         int to = rt->bar_leader[(me + dist) % L];
-        uint64_t args[4] = {k, epoch, *lo, *hi};
+        uint64_t args[5] = {k, epoch, *lo, *hi, *or};
         int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args,
-                                    4);
+                                    5);
         if (rc != FH_OK)
             return rc;
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
@@ -142,6 +147,7 @@ static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi
         _Atomic uint64_t *in = rt->barrier_sig[k][epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
         uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);
+        *or |= atomic_load_explicit(&in[2], memory_order_relaxed);
         *lo = ilo < *lo ? ilo : *lo;
         *hi = ihi > *hi ? ihi : *hi;
         atomic_fetch_sub(slot, 1);
@@ -151,6 +157,12 @@ static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi
 
 int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
 {
+    uint64_t or = 0;
+    return fh_barrier_or_internal(t, sig, fn, &or);
+}
+
+int fh_barrier_or_internal(fh_tls_t *t, uint64_t sig, const char *fn, uint64_t *or)
+{
     fh_rt_t *rt = fh_rt;
     assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
     if (rt->nranks == 1)
@@ -158,10 +170,10 @@ int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
     uint64_t epoch = ++rt->barrier_epoch;
     uint64_t lo = sig, hi = sig;
     bool lead;
-    int rc = fh_node_coll_arrive(t, epoch, &lo, &hi, &lead);
+    int rc = fh_node_coll_arrive(t, epoch, &lo, &hi, or, &lead);
     if (rc == FH_OK && lead) {
-        rc = leaders_stage(t, epoch, &lo, &hi);
-        fh_node_coll_release(t, epoch, lo, hi, rc);
+        rc = leaders_stage(t, epoch, &lo, &hi, or);
+        fh_node_coll_release(t, epoch, lo, hi, *or, rc);
     }
     if (rc != FH_OK)
         return rc;
@@ -196,6 +208,24 @@ int fh_barrier(void)
     fh_coll_enter(t);
     rc = fh_barrier_internal(t, fh_coll_sig(FH_COLL_BARRIER, 0), "fh_barrier");
     fh_coll_leave();
+    return rc;
+}
+
+int fh_barrier_or(uint64_t in, uint64_t *out)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_barrier_or", &rc);
+    if (t == NULL)
+        return rc;
+    if (out == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_barrier_or: NULL out");
+    fh_coll_enter(t);
+    uint64_t or = in;
+    rc = fh_barrier_or_internal(t, fh_coll_sig(FH_COLL_BARRIER_OR, 0), "fh_barrier_or",
+                                &or);
+    fh_coll_leave();
+    if (rc == FH_OK)
+        *out = or;
     return rc;
 }
 

@@ -167,7 +167,9 @@ typedef struct fh_rt {
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
     _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
-    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][2];  /* signature range that arrived */
+    /* What arrived per round and epoch parity: the signature range and the
+     * OR of the ranks' bits (fh_barrier_or). */
+    _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][3];
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
@@ -390,15 +392,15 @@ char *fh_node_bar_area(const fh_rt_t *rt, int rank);
  * rank's sleepers, if any, through its inbox futex (node_am.c). */
 void fh_node_wake(fh_rt_t *rt, int rank);
 /* Under coll_lock: arrives at barrier `epoch` with the signature range
- * [*lo, *hi] (lo == hi) and returns when the group is in.  *lead: the
- * caller leads its group, *lo and *hi are the group's range, and it must run
- * the network stage and then fh_node_coll_release.  Else the barrier is
- * complete and *lo, *hi are the job's range (FH_ERR_*, the leader's stage
- * failed). */
+ * [*lo, *hi] (lo == hi) and the bits *or, and returns when the group is
+ * in.  *lead: the caller leads its group, *lo, *hi and *or are the group's
+ * range and OR, and it must run the network stage and then
+ * fh_node_coll_release.  Else the barrier is complete and *lo, *hi, *or
+ * are the job's (FH_ERR_*, the leader's stage failed). */
 int  fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                         bool *lead);
+                         uint64_t *or, bool *lead);
 void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
-                          int status);
+                          uint64_t or, int status);
 /* Has what this rank's barrier waits for come (node_am.c's idle sleep
  * looks before it sleeps)? */
 bool fh_node_coll_due(const fh_rt_t *rt);
@@ -444,23 +446,29 @@ static inline int fh_paths_made(const fh_rt_t *rt)
 }
 /* One round of progress for the calling thread: polls its path, (trylock)
  * the service path and paths whose threads exited with work in flight, and
- * sends queued cache messages.  Must be called without holding any path
- * lock. */
-void fh_progress(fh_tls_t *t);
+ * sends queued cache messages.  Returns what the polls of its own and the
+ * service path handled (0: nothing came).  Must be called without holding
+ * any path lock. */
+int  fh_progress(fh_tls_t *t);
 /* The progress rule of every loop that waits (include/firehose.h,
  * "Progress"): one round of fh_progress; once the wait has lasted
  * (*idle rounds), also trylock-polls every other path of the rank, so what
  * a thread that stopped calling in (or exited) left in flight completes --
  * the firehoses, budget and REVOKE acks its RDMA holds, replies to it;
- * then fh_wait_idle.  *idle starts at 0.  No lock held. */
+ * then the wait policy (path.c, fh_wait_idle): a round that handled
+ * something resets *idle to 0.  *idle starts at 0.  No lock held.
+ * fh_wait_round may sleep (rt->idle_sleep); fh_wait_round_awake never
+ * does, for waits on what no message announces (fh_poll_idle). */
 void fh_wait_round(fh_tls_t *t, unsigned *idle);
+void fh_wait_round_awake(fh_tls_t *t, unsigned *idle);
 /* The last thread bound to p exited (fh_path_orphan): its replies and
  * completions may still arrive, and fh_progress polls p until it is idle or
  * a thread binds to it again (fh_path_adopt).  Atomic; no lock needed. */
 void fh_path_orphan(fh_path_t *p);
 void fh_path_adopt(fh_path_t *p);
 /* Poll path p; caller holds p->lock. */
-void fh_path_poll_locked(fh_path_t *p);
+/* Returns what the poll handled (completions, packets; 0: nothing). */
+int  fh_path_poll_locked(fh_path_t *p);
 /* Poll path p (lock held) and trylock-poll the service path: what a loop
  * waiting for transmit resources must do, since freeing them may need the
  * peer to see our service path progress (e.g. connection setup). */
@@ -587,7 +595,7 @@ void fh_strided_init(void);
 /* ---- coll.c: collectives pair in order and must agree (coll.c, top) */
 enum fh_coll_kind {
     FH_COLL_BARRIER = 1, FH_COLL_ALLGATHER, FH_COLL_SEG_CREATE, FH_COLL_SEG_DESTROY,
-    FH_COLL_FINALIZE
+    FH_COLL_FINALIZE, FH_COLL_BARRIER_OR
 };
 /* What every rank's paired call must agree on: the kind and an argument
  * (its low 56 bits). */
@@ -604,6 +612,9 @@ void fh_coll_leave(void);
  * the same: FH_ERR_STATE on every rank when not (after the barrier; fn
  * names the caller in the error text). */
 int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
+/* The same, also combining *or: in, this rank's bits; out, the OR of every
+ * rank's (fh_barrier_or). */
+int  fh_barrier_or_internal(fh_tls_t *t, uint64_t sig, const char *fn, uint64_t *or);
 /* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
 int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
                            void *out, size_t len);

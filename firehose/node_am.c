@@ -27,8 +27,8 @@
  *
  * Sleeping.  When every rank is in the group, all that can end a wait
  * comes through our rings (or our own conduit operations, which keep a
- * waiter awake).  A wait that stayed idle FH_NODE_SLEEP_AFTER rounds then
- * sleeps on the inbox's futex word (node_sleep, registered as path.c's
+ * waiter awake).  A wait that stayed idle FH_WAIT_SPIN + FH_NODE_SLEEP_AFTER
+ * rounds (it spun, then yielded FH_NODE_SLEEP_AFTER times) then sleeps on the inbox's futex word (node_sleep, registered as path.c's
  * idle sleep) for at most FH_NODE_SLEEP_NS, so that 8 ranks on 2 cores leave
  * the cores to whoever has work.  No wakeup is lost: the waiter counts
  * itself in `sleepers`, reads `seq`, looks at its rings and sleeps only
@@ -283,7 +283,8 @@ static bool node_sleep(fh_tls_t *t, unsigned idle)
     fh_rt_t *rt = fh_rt;
     char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
     if (box == NULL || !rt->node_all_rings || rt->cfg.wait_spin < 0 ||
-        idle < FH_NODE_SLEEP_AFTER || t->path->inflight != 0)
+        idle < FH_NODE_SLEEP_AFTER + (unsigned long)rt->cfg.wait_spin ||
+        t->path->inflight != 0)
         return false;
     inbox_head_t *h = (inbox_head_t *)(void *)box;
     atomic_fetch_add(&h->sleepers, 1);

@@ -18,7 +18,7 @@
  * (!rt->oversubscribed; FH_NODE_BARRIER chooses): a dissemination in shared
  * memory.  In round k of
  * ceil(log2 G), member i writes the signature range it knows (lo, hi) and
- * then the epoch (sequentially consistent: a release, and before the look
+ * the OR of the bits it knows (fh_barrier_or), and then the epoch (sequentially consistent: a release, and before the look
  * for sleepers) into its flag for round k, wakes member i + 2^k, waits
  * until member i - 2^k's flag of round k shows the epoch (acquire) and
  * folds that range into its own.  Each round is one line written and one
@@ -35,13 +35,14 @@
  * The area: `arrived` counts the arrivals of every barrier so far (epoch e,
  * counted from 1 by coll.c, is complete when it reaches e * G for G
  * members); `released` is the last epoch the group left, with the
- * signature range (lo, hi) and the status it left with; then one line per
- * member for the signature it brought.  One barrier, epoch e:
- *   arrive   a member stores its signature in its line (relaxed), then
- *            increments `arrived` (fetch_add, sequentially consistent).
+ * signature range (lo, hi), the OR of the bits (fh_barrier_or) and the
+ * status it left with; then one line per member for the signature and
+ * bits it brought.  One barrier, epoch e:
+ *   arrive   a member stores its signature and bits in its line (relaxed),
+ *            then increments `arrived` (fetch_add, sequentially consistent).
  *   one group is the whole job, oversubscribed: the member whose
- *            increment completes e * G combines the lines (min and max),
- *            stores lo, hi, status (relaxed), then `released` = e (a
+ *            increment completes e * G combines the lines (min, max, OR),
+ *            stores lo, hi, or, status (relaxed), then `released` = e (a
  *            sequentially consistent store, a release among other things),
  *            and wakes the others, which wait until `released` >= e
  *            (acquire) and read the range.
@@ -99,11 +100,13 @@ typedef struct bar_head {
     alignas(64) _Atomic uint64_t arrived;   /* arrivals since init */
     alignas(64) _Atomic uint64_t released;  /* the last epoch left */
     _Atomic uint64_t lo, hi;                /* ... its signature range */
+    _Atomic uint64_t or;                    /* ... the OR of the bits */
     _Atomic int64_t status;                 /* ... FH_OK or the stage's error */
 } bar_head_t;
 
 typedef struct bar_line {
     alignas(64) _Atomic uint64_t sig;       /* a member's, this epoch */
+    _Atomic uint64_t or;                    /* ... and its bits */
 } bar_line_t;
 
 /* A whole-job group's dissemination flag: member i's for round k and
@@ -111,6 +114,7 @@ typedef struct bar_line {
 typedef struct bar_flag {
     alignas(64) _Atomic uint64_t epoch;     /* the last epoch written */
     _Atomic uint64_t lo, hi;                /* ... the range i knew then */
+    _Atomic uint64_t or;                    /* ... and the bits */
 } bar_flag_t;
 
 /* Rounds of a dissemination among g members: ceil(log2 g). */
@@ -244,24 +248,27 @@ static void await(fh_tls_t *t, struct fh_node_coll *nc, _Atomic uint64_t *w, uin
     atomic_store_explicit(&nc->wait_word, NULL, memory_order_relaxed);
 }
 
-/* The members' signature range (after the final count was acquired). */
-static void combine(const struct fh_node_coll *nc, uint64_t *lo, uint64_t *hi)
+/* The members' signature range and OR (after the final count was acquired). */
+static void combine(const struct fh_node_coll *nc, uint64_t *lo, uint64_t *hi,
+                    uint64_t *or)
 {
     for (int i = 0; i < nc->G; i++) {
         uint64_t s = atomic_load_explicit(&nc->lines[i].sig, memory_order_relaxed);
         *lo = s < *lo ? s : *lo;
         *hi = s > *hi ? s : *hi;
+        *or |= atomic_load_explicit(&nc->lines[i].or, memory_order_relaxed);
     }
 }
 
 /* Publishes epoch's outcome and wakes every other member. */
 static void release(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64_t lo,
-                    uint64_t hi, int status)
+                    uint64_t hi, uint64_t or, int status)
 {
     fh_rt_t *rt = t->path->rt;
     bar_head_t *h = nc->head;
     atomic_store_explicit(&h->lo, lo, memory_order_relaxed);
     atomic_store_explicit(&h->hi, hi, memory_order_relaxed);
+    atomic_store_explicit(&h->or, or, memory_order_relaxed);
     atomic_store_explicit(&h->status, status, memory_order_relaxed);
     atomic_store(&h->released, epoch);   /* seq_cst: before fh_node_wake's look */
     for (int i = 0; i < nc->G; i++)
@@ -278,7 +285,7 @@ static bar_flag_t *flag(const struct fh_node_coll *nc, int member, int round,
 /* The whole job in one group: a dissemination among the members (see the
  * top), each round one flag written and one read. */
 static void disseminate(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64_t *lo,
-                        uint64_t *hi)
+                        uint64_t *hi, uint64_t *or)
 {
     fh_rt_t *rt = t->path->rt;
     for (int k = 0; k < nc->R; k++) {
@@ -287,6 +294,7 @@ static void disseminate(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, ui
         bar_flag_t *from = flag(nc, (nc->me - d % nc->G + nc->G) % nc->G, k, epoch);
         atomic_store_explicit(&mine->lo, *lo, memory_order_relaxed);
         atomic_store_explicit(&mine->hi, *hi, memory_order_relaxed);
+        atomic_store_explicit(&mine->or, *or, memory_order_relaxed);
         atomic_store(&mine->epoch, epoch);   /* seq_cst: before fh_node_wake's look */
         fh_node_wake(rt, rt->node_members[(nc->me + d) % nc->G]);
         await(t, nc, &from->epoch, epoch);
@@ -294,11 +302,12 @@ static void disseminate(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, ui
                        h = atomic_load_explicit(&from->hi, memory_order_relaxed);
         *lo = l < *lo ? l : *lo;
         *hi = h > *hi ? h : *hi;
+        *or |= atomic_load_explicit(&from->or, memory_order_relaxed);
     }
 }
 
 int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                        bool *lead)
+                        uint64_t *or, bool *lead)
 {
     fh_rt_t *rt = t->path->rt;
     struct fh_node_coll *nc = rt->node_coll;
@@ -310,20 +319,21 @@ int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
     const int leader = rt->node_members[0];
     assert(*lo == *hi);
     if (nc->whole_job && nc->flags_on) {
-        disseminate(t, nc, epoch, lo, hi);
+        disseminate(t, nc, epoch, lo, hi, or);
         return FH_OK;
     }
     atomic_store_explicit(&nc->lines[nc->me].sig, *lo, memory_order_relaxed);
+    atomic_store_explicit(&nc->lines[nc->me].or, *or, memory_order_relaxed);
     uint64_t before = atomic_fetch_add(&h->arrived, 1);   /* seq_cst, see the top */
     assert(before < all);
     if (nc->whole_job && before + 1 == all) {
-        combine(nc, lo, hi);          /* the last one in lets everyone out */
-        release(t, nc, epoch, *lo, *hi, FH_OK);
+        combine(nc, lo, hi, or);      /* the last one in lets everyone out */
+        release(t, nc, epoch, *lo, *hi, *or, FH_OK);
         return FH_OK;
     }
     if (!nc->whole_job && rt->rank == leader) {
         await(t, nc, &h->arrived, all);
-        combine(nc, lo, hi);
+        combine(nc, lo, hi, or);
         *lead = true;
         return FH_OK;
     }
@@ -332,6 +342,7 @@ int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
     await(t, nc, &h->released, epoch);
     *lo = atomic_load_explicit(&h->lo, memory_order_relaxed);
     *hi = atomic_load_explicit(&h->hi, memory_order_relaxed);
+    *or = atomic_load_explicit(&h->or, memory_order_relaxed);
     int status = (int)atomic_load_explicit(&h->status, memory_order_relaxed);
     if (status != FH_OK)
         return fh_set_error(status, "the barrier's network stage failed on rank %d, "
@@ -341,9 +352,9 @@ int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
 }
 
 void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
-                          int status)
+                          uint64_t or, int status)
 {
     struct fh_node_coll *nc = t->path->rt->node_coll;
     if (nc->head != NULL)
-        release(t, nc, epoch, lo, hi, status);
+        release(t, nc, epoch, lo, hi, or, status);
 }

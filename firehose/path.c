@@ -182,10 +182,10 @@ void fh_progress_add_thread(fh_rt_t *rt, void (*fn)(fh_tls_t *t))
     rt->thread_progress[rt->nthread_progress++] = fn;
 }
 
-void fh_path_poll_locked(fh_path_t *p)
+int fh_path_poll_locked(fh_path_t *p)
 {
     if (p->polling)
-        return; /* a handler's send retried poll: events wait for the outer poll */
+        return 0; /* a handler's send retried poll: events wait for the outer poll */
     fh_rt_t *rt = p->rt;
     p->polling = 1;
     fh_peer_check(rt);
@@ -204,6 +204,7 @@ void fh_path_poll_locked(fh_path_t *p)
             rt->pollers[i]->poll(p, n);
     if (rt->reg_ops->poll_end != NULL)
         rt->reg_ops->poll_end(&p->base);
+    return n;
 }
 
 void fh_progress_locked(fh_path_t *p)
@@ -259,15 +260,15 @@ static void poll_orphans(fh_tls_t *t)
     }
 }
 
-void fh_progress(fh_tls_t *t)
+int fh_progress(fh_tls_t *t)
 {
     fh_path_t *own = t->path;
     fh_path_t *svc = &fh_rt->paths[0];
     pthread_mutex_lock(&own->lock);
-    fh_path_poll_locked(own);
+    int n = fh_path_poll_locked(own);
     pthread_mutex_unlock(&own->lock);
     if (own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
-        fh_path_poll_locked(svc);
+        n += fh_path_poll_locked(svc);
         pthread_mutex_unlock(&svc->lock);
     }
     if (atomic_load_explicit(&fh_rt->norphans, memory_order_relaxed) != 0)
@@ -279,6 +280,7 @@ void fh_progress(fh_tls_t *t)
         fh_rt->reg_ops->progress(&t->base);
     for (int i = 0; i < fh_rt->nthread_progress; i++)
         fh_rt->thread_progress[i](t);
+    return n;
 }
 
 void fh_wait_init(fh_rt_t *rt)
@@ -287,8 +289,18 @@ void fh_wait_init(fh_rt_t *rt)
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : (int)sysconf(_SC_NPROCESSORS_ONLN);
     rt->oversubscribed = cores > 0 && rt->host_ranks > cores;
-    if (getenv("FH_WAIT_SPIN") != NULL || !rt->oversubscribed)
+    if (getenv("FH_WAIT_SPIN") != NULL || cores <= 0)
         return;
+    if (!rt->oversubscribed) {
+        /* Every rank of the job here can have a core: a waiting rank keeps
+         * its own, polling at full speed for peers that need it (a target
+         * of RMA over the network, whose service no event announces), and
+         * gives it away only after a long idle wait (docs/caf.md, "Waiting":
+         * a 2-image SYNC ALL on a loaded machine 71 us yielding after 1000
+         * idle polls, 0.46 us spinning). */
+        rt->cfg.wait_spin = FH_WAIT_SPIN_LONG;
+        return;
+    }
     /* More of our ranks than cores here: a rank that waits is waiting for
      * one that has no core, so it gives its own away at once (measured on
      * 2 cores: a 4-rank barrier 15 -> 3 us, 8 ranks 50 -> 8 us). */
@@ -301,7 +313,9 @@ void fh_wait_init(fh_rt_t *rt)
  * after each round of progress that found nothing, with *idle counting those
  * rounds (start at 0).  Once more than FH_WAIT_SPIN rounds in a row were idle
  * it gives the core away (sched_yield) -- ranks often outnumber cores --
- * unless FH_WAIT_SPIN is -1.  Takes no lock. */
+ * unless FH_WAIT_SPIN is -1.  FH_WAIT_SPIN unset: 0 when the job's ranks on
+ * this host outnumber its cores, else FH_WAIT_SPIN_LONG (fh_wait_init).
+ * Takes no lock. */
 static void fh_wait_idle(unsigned *idle)
 {
     long spin = fh_rt->cfg.wait_spin;
@@ -320,33 +334,47 @@ static void fh_wait_idle(unsigned *idle)
 /* Trylock-polls every path but the caller's and the service path (which
  * fh_progress polled): completions, replies and ready chunks another
  * thread left there -- one that stopped calling the runtime, or exited --
- * are handled by us.  No lock held. */
-static void help_paths(fh_tls_t *t)
+ * are handled by us; returns how many.  No lock held. */
+static int help_paths(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
+    int n = 0;
     for (int i = 1; i < fh_paths_made(rt); i++) {
         fh_path_t *p = &rt->paths[i];
         if (p == t->path || pthread_mutex_trylock(&p->lock) != 0)
             continue;
-        fh_path_poll_locked(p);
+        n += fh_path_poll_locked(p);
         pthread_mutex_unlock(&p->lock);
     }
+    return n;
 }
 
-void fh_wait_round(fh_tls_t *t, unsigned *idle)
+static void wait_round(fh_tls_t *t, unsigned *idle, bool may_sleep)
 {
     /* A long-idle wait may sleep first (rt->idle_sleep, registered by a
      * transport that knows when something arrives: node_am.c's futex), and
      * then polls: what the caller waits for is checked right after what
      * woke us ran. */
-    bool slept = fh_rt->idle_sleep != NULL && fh_rt->idle_sleep(t, *idle);
-    fh_progress(t);
+    bool slept = may_sleep && fh_rt->idle_sleep != NULL && fh_rt->idle_sleep(t, *idle);
+    int n = fh_progress(t);
     if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
-        help_paths(t);
-    if (!slept)
+        n += help_paths(t);
+    if (n > 0)
+        *idle = 0;      /* peers are being served: keep the core, poll again */
+    else if (!slept)
         fh_wait_idle(idle);
     else if (*idle < UINT_MAX)
         ++*idle;
+}
+
+void fh_wait_round(fh_tls_t *t, unsigned *idle)
+{
+    wait_round(t, idle, true);
+}
+
+void fh_wait_round_awake(fh_tls_t *t, unsigned *idle)
+{
+    wait_round(t, idle, false);
 }
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
@@ -362,6 +390,18 @@ int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
             return status;
         fh_wait_round(t, &idle);
     }
+}
+
+int fh_poll_idle(unsigned *idle)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_poll_idle", &rc);
+    if (t == NULL)
+        return rc;
+    if (idle == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_poll_idle: NULL idle");
+    fh_wait_round_awake(t, idle);
+    return FH_OK;
 }
 
 int fh_poll(void)

@@ -41,8 +41,8 @@
  *     for, they are simply released); replies to its AM requests that
  *     arrive later are still run, by whichever thread polls next.
  *   - Collectives (fh_segment_create, fh_segment_destroy, fh_barrier,
- *     fh_allgather, fh_finalize) may also be called by several threads of a
- *     rank at once.  A rank runs them one at a time, in the order they
+ *     fh_barrier_or, fh_allgather, fh_finalize) may also be called by
+ *     several threads of a rank at once.  A rank runs them one at a time, in the order they
  *     enter, and the k-th collective call of every rank pairs with the k-th
  *     of every other.  Paired calls must agree: the same function, and for
  *     fh_allgather the same len, for fh_segment_destroy the same segment.
@@ -58,7 +58,7 @@
  *     Concurrent collectives that differ must be ordered by the client.
  *   - Blocking: "blocking" calls poll the network until their condition holds,
  *     so AM handlers run inside them.  "Non-blocking" calls (the _nb and
- *     _nbi forms, fh_test, fh_poll) never wait for a remote rank: whatever
+ *     _nbi forms, fh_test, fh_poll, fh_poll_idle) never wait for a remote rank: whatever
  *     the target must do first -- accept our first contact (libfabric tcp
  *     and shm), make a registration (the firehose cache's moves, the
  *     rendezvous strategies), return flow-control credits (bounce chunks,
@@ -671,12 +671,36 @@ int fh_atomic32_nb(int rank, uint32_t *target, fh_atomic_op_t op,
  * barrier message cannot be sent. */
 int fh_barrier(void);
 
+/* fh_barrier that also combines one word: *out receives the bitwise OR of
+ * the `in` of every rank (the same value on every rank).  For flags every
+ * rank must learn at the barrier -- Co-Array Fortran's SYNC ALL carries
+ * "some image has stopped / failed / is still running" in it.  It pairs
+ * only with fh_barrier_or (a rank's fh_barrier or other collective against
+ * it gives FH_ERR_STATE everywhere).  *out is written only on FH_OK.
+ * Blocking: yes.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: those of fh_barrier; FH_ERR_INVALID (out is NULL). */
+int fh_barrier_or(uint64_t in, uint64_t *out);
+
 /* Runs the progress engine once: reaps completions and runs pending AM
  * handlers.  Failures of operations it completes go to their status, not
  * to its return value.
  * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
  * Errors: the entry errors; otherwise FH_OK. */
 int fh_poll(void);
+
+/* One round of the caller's own wait loop (a library waiting for a flag
+ * in its memory, e.g. a Co-Array Fortran event or lock): fh_poll, then the
+ * runtime's wait policy.  *idle counts the rounds in a row that handled
+ * nothing (start each wait with 0): a round that handled something (an AM,
+ * a completion) resets it and returns at once, so a rank that has peers
+ * to serve keeps its core; after FH_WAIT_SPIN idle rounds each further one
+ * yields the core (sched_yield).  FH_WAIT_SPIN unset: 0 when the job's
+ * ranks on this host outnumber its cores (a waiter waits for a rank that
+ * has none), else 262144 (about 0.03-0.3 s of polling).  Never sleeps: what
+ * the caller waits for may come by a store no message announces.
+ * Blocking: no.  Thread-safe: yes.  Handler-safe: no.
+ * Errors: the entry errors; FH_ERR_INVALID (idle is NULL). */
+int fh_poll_idle(unsigned *idle);
 
 /* Collective: each rank contributes `len` bytes from in; out receives
  * nranks*len bytes in rank order.  Useful to clients for exchanging

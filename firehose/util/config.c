@@ -88,10 +88,11 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_BOOT_TIMEOUT", FH_CFG_INT, FH_CFG_STR(FH_BOOT_TIMEOUT_DEFAULT), NULL, F(boot_timeout), 0,
      "Seconds to wait for the launcher and peers during fh_init.", 0},
     {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
-     "Idle polls a blocking call (fh_wait, fh_barrier, ...) makes before it yields "
-     "the core between polls (sched_yield); 0 = yield at once, -1 = never yield "
-     "(lowest latency when every rank has a core to itself). Unset, and the job's "
-     "ranks on this host outnumber its cores, a waiting rank yields at once.", -1},
+     "Idle polls in a row a blocking call (fh_wait, fh_barrier, fh_poll_idle, ...) "
+     "makes before it yields the core between polls (sched_yield); a poll that "
+     "handled something resets the count; 0 = yield at once, -1 = never yield. "
+     "Unset: 262144 when every rank of the job on this host can have a core "
+     "(waits keep their core), 0 when the ranks outnumber the cores.", -1},
     {"FH_BIND", FH_CFG_ENUM, "auto", "auto|off", F(bind), 0,
      "auto = when the job's ranks on a host all start with the same CPU affinity "
      "(no launcher placed them) and there are at least as many CPUs as ranks, each "

@@ -69,6 +69,10 @@ typedef struct fh_config {
 
 /* Largest FH_WAIT_SPIN (idle polls before a waiting thread yields). */
 #define FH_WAIT_SPIN_MAX 1000000000L
+/* FH_WAIT_SPIN's value when unset and every rank of the job on this host
+ * can have a core (path.c, fh_wait_init): idle polls before a wait yields,
+ * 0.03-0.3 s. */
+#define FH_WAIT_SPIN_LONG 262144L
 
 enum { FH_CONDUIT_AUTO = 0, FH_CONDUIT_OFI = 1, FH_CONDUIT_IBV = 2 };
 enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1, FH_PATHS_LAZY = 2 };

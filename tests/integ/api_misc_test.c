@@ -20,6 +20,9 @@
  *     just those 16 bytes (size 16, version FH_PEER_STATS_VERSION); with a
  *     larger struct (a newer header) it fills sizeof(fh_peer_stats_t) and
  *     leaves the rest alone; it works inside an AM handler.
+ *   poll idle: fh_poll_idle(NULL) is FH_ERR_INVALID; a round that handles
+ *     nothing adds one to the idle count; the round that runs an AM
+ *     handler (the reply to rank 1's request) sets it to 0.
  *   --abort-main CODE: after the checks, rank N-1 calls fh_abort(CODE, msg)
  *     from the main thread while the others wait in fh_barrier.
  *   --abort-handler CODE: rank 0 sends a request to rank N-1 whose handler
@@ -39,6 +42,36 @@ static int me, N;
 static volatile uint64_t ran_a, ran_b, replies_a, replies_b;
 
 static volatile int handler_query_rc = 1, handler_stats_rc = 1;
+
+/* fh_poll_idle: NULL is FH_ERR_INVALID; a round that handles nothing
+ * counts one more idle round; the round that runs a handler (the reply to
+ * our request) resets the count to 0 (a rank with peers to serve keeps its
+ * core). */
+static void poll_idle_phase(void)
+{
+    CHECK_RC(fh_poll_idle(NULL), FH_ERR_INVALID);
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        unsigned idle = 1000;
+        CHECK_OK(fh_poll_idle(&idle));
+        CHECK(idle == 1001 || idle == 0, "fh_poll_idle", "an idle round to count "
+              "(1000 -> 1001), saw %u", idle);
+        /* H_A runs h_b since replace_phase; it replies through rep_b. */
+        uint64_t before = __atomic_load_n(&replies_b, __ATOMIC_ACQUIRE);
+        CHECK_OK(fh_am_request_short(0, H_A, NULL, 0));
+        int rounds = 0;
+        for (double t0 = tu_now(); __atomic_load_n(&replies_b, __ATOMIC_ACQUIRE) == before;
+             rounds++) {
+            idle = 1000;
+            CHECK_OK(fh_poll_idle(&idle));
+            CHECK(tu_now() - t0 < 60, "fh_poll_idle", "the reply within 60 s");
+        }
+        if (rounds > 0)   /* else the reply ran inside the request call */
+            CHECK(idle == 0, "fh_poll_idle", "the round that ran a handler to reset "
+                  "the idle count to 0, saw %u", idle);
+    }
+    CHECK_OK(fh_barrier());
+}
 
 static void h_a(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
@@ -292,6 +325,8 @@ int main(int argc, char **argv)
     query_phase();
     stats_size_phase();
     replace_phase();
+    if (N >= 2)
+        poll_idle_phase();    /* after replace_phase: its counts are checked */
     if (am >= 0) {
         if (me == N - 1) {
             printf("[%d] api_misc_test: calling fh_abort(%ld) from main\n", me, am);

@@ -9,7 +9,8 @@
  * (after the FETCH).  The FETCH_ADD itself must have seen a value in
  * [k*N, (k+1)*N).  Also: a blocking put to the next rank before the barrier
  * is visible there after it (the put was complete on return), and fh_quiet
- * + barrier makes NBI puts visible.
+ * + barrier makes NBI puts visible.  Then fh_barrier_or: every rank gets the
+ * OR of every rank's word.
  *
  * Usage: barrier_test [--rounds N]
  */
@@ -81,6 +82,26 @@ int main(int argc, char **argv)
         CHECK_OK(fh_barrier());
     }
     double dt = tu_now() - t0;
+
+    /* fh_barrier_or: every rank leaves with the OR of every rank's word
+     * (a bit per rank, shifted each round, and one rank's marker bit), on
+     * every stage of the barrier (node_local.sh runs this in one group,
+     * mixed and FH_SHM=off). */
+    for (long k = 0; k < 64; k++) {
+        if (tu_rng_below(&r, 8) == 0)
+            tu_sleep_us((long)tu_rng_below(&r, 300));
+        uint64_t in = (uint64_t)1 << ((uint64_t)(me + k) % 60), want = 0, out = 0;
+        if (me == (int)(k % N))
+            in |= (uint64_t)1 << 62;
+        for (int q = 0; q < N; q++)
+            want |= (uint64_t)1 << ((uint64_t)(q + k) % 60);
+        want |= (uint64_t)1 << 62;
+        CHECK_OK(fh_barrier_or(in, &out));
+        CHECK(out == want, "fh_barrier_or", "round %ld: expected OR %#" PRIx64
+              ", got %#" PRIx64, k, want, out);
+    }
+    CHECK(fh_barrier_or(1, NULL) == FH_ERR_INVALID, "fh_barrier_or",
+          "expected FH_ERR_INVALID for a NULL out");
     if (me == 0) {
         CHECK(*(volatile uint64_t *)mine == (uint64_t)rounds * (uint64_t)N,
               "counter", "expected %" PRIu64 ", saw %" PRIu64,
