@@ -152,6 +152,13 @@ static void bar_handler(fh_token_t tok, void *buf, size_t n,
         caf_drop("SYNC ALL arrival", m.src, why);
         return;
     }
+    if (a.group == 0) {
+        /* The initial team meets in fh_barrier_or: no image sends these. */
+        snprintf(why, sizeof why, "SYNC ALL arrival of round %u for the initial team, "
+                 "whose barriers are the runtime's", (unsigned)a.round);
+        caf_drop("SYNC ALL arrival", m.src, why);
+        return;
+    }
     bar_slot_t *s = bar_slot(a.group, true, false);
     if (s == NULL) {
         snprintf(why, sizeof why, "SYNC ALL arrival for group %#llx: no room "

@@ -22,10 +22,12 @@
  *   grant    before a CO_SUM to image 1 (image 2 sends to it), image 1
  *            grants image 2 a "slot" 1 TiB past its segment: image 2 must
  *            drop the grant, not die writing there, and use the real one.
- *   syncall  image 1 sends image 2 the SYNC ALL arrival of round 1, which
- *            only image 3 may send (dissemination on 3 images); image 3
- *            enters SYNC ALL 2 s late: image 2 must wait for it, in this
- *            barrier and in the next.
+ *   syncall  image 1 sends image 2 a SYNC ALL arrival of round 1 for the
+ *            initial team (whose barriers are the runtime's fh_barrier_or,
+ *            so no image sends one; before, only image 3 could: the
+ *            dissemination on 3 images); image 3 enters SYNC ALL 2 s
+ *            late: image 2 must drop the arrival and wait for image 3, in
+ *            this barrier and in the next.
  *   misc     malformed status messages, SYNC ALL arrivals, SYNC IMAGES
  *            notifications (more than one ahead) and FORM TEAM records:
  *            each dropped; then SYNC ALL and FORM TEAM work as usual.

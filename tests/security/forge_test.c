@@ -409,11 +409,12 @@ int main(int argc, char **argv)
         send_raw_am(fh_tls()->path, 1, 0, &m);
         /* Honest about who sends it, but round 1 is rank 2's to send.  The
          * epoch is the next barrier's. */
-        fh_am_msg_t bm = {.kind = FH_AM_REQ_SHORT, .handler = FH_H_BARRIER, .nargs = 4,
+        fh_am_msg_t bm = {.kind = FH_AM_REQ_SHORT, .handler = FH_H_BARRIER, .nargs = 5,
                           .src_rank = 0, .src_path = mypath};
         bm.args[0] = 1;
         bm.args[1] = fh_rt->barrier_epoch + 1;
         bm.args[2] = bm.args[3] = fh_coll_sig(FH_COLL_BARRIER, 0);
+        bm.args[4] = 0;                   /* the OR of fh_barrier_or */
         send_raw_am(fh_tls()->path, 1, 0, &bm);
         if (ofi)
             forge_raw_ofi();
