@@ -97,7 +97,8 @@ const fh_cfg_entry_t fh_config_table[] = {
      "auto = when the job's ranks on a host all start with the same CPU affinity "
      "(no launcher placed them) and there are at least as many CPUs as ranks, each "
      "rank binds its threads to its own slice of those CPUs (whole cores where it "
-     "can); off = never bind.", 0},
+     "can); a rank's threads share its slice, so a rank that runs more threads than "
+     "its slice has CPUs wants off; off = never bind.", 0},
     {"FH_NODE_BARRIER", FH_CFG_ENUM, "auto", "auto|dissemination|count", F(node_barrier), 1,
      "The barrier of a job whose ranks all share one node group: dissemination = "
      "log2(ranks) rounds of flags in shared memory (fastest when every rank has a CPU); "
