@@ -132,6 +132,8 @@ static int init_fail(fh_rt_t *rt, int err)
         fh_seg_fini(rt, undead != 0);
         if (reg->fini != NULL)
             reg->fini(&rt->core);
+    } else if (rt->segs != NULL) {
+        fh_seg_fini(rt, false);   /* tables only: no segment is live yet */
     }
     if (rt->paths != NULL) {
         for (int i = 0; i < rt->npaths; i++)

@@ -143,6 +143,8 @@ cma_run() {  # cma_run NP EXPECT GROUP VERBOSE-PATTERN [ENV...]
         echo "FAIL node_cma_test -n $np --expect $expect --group $group $* (want each rank"
         echo "     to log '$pat'):"
         grep -E 'cross-memory|FAIL|error' "$tmpd/cma.log" | head -10
+        echo "     its last lines:"
+        tail -n 5 "$tmpd/cma.log" | sed 's/^/     /'
         fail=$((fail + 1))
     fi
 }
