@@ -115,6 +115,7 @@ struct fh_cpath {
 
     struct fid_ep *ep;         /* RDM mode; NULL in MSG mode */
     struct fid_cq *cq;
+    int cq_fd;                 /* the CQ's wait fd, -1 when it has none */
     /* MSG mode: the connection to send on to each (rank, path), NULL where
      * this path does not talk; rx_per_conn buffers of rstride bytes each. */
     struct ofi_conn **conn;
@@ -177,6 +178,7 @@ struct fh_conduit {
 
     int msg;               /* MSG mode (ofi_cm.c), else RDM */
     struct fid_eq *eq;     /* MSG: connection events */
+    int eq_fd;             /* its wait fd, -1 when it has none */
     struct fid_pep *pep;   /* MSG: our listener */
     size_t lname_len;      /* MSG: bytes of a listener name */
     char *peer_names;      /* MSG: [rank] listener names, during connect */
@@ -235,6 +237,7 @@ void ofi_path_destroy(struct fh_cpath *p);
 int  ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
 int  ofi_poll(struct fh_cpath *p, int max);
+int  ofi_wait_fds(struct fh_cpath *p, int *fds, int max);
 
 int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
 

@@ -152,12 +152,22 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->nrbufs = c->msg ? 0 : OFI_NRBUF;
     p->rbuf_size = ((size_t)p->rx_msgs + 1) * P;
 
+    /* A CQ with a file descriptor, if the provider has one, so that a
+     * long-idle waiter can sleep on it (ofi_wait_fds); measured on tcp:
+     * no cost on the 8 B put (7.6 / 7.1 us without / with). */
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,   /* buf of multi-recv completions */
-        .wait_obj = FI_WAIT_NONE,
+        .wait_obj = FI_WAIT_FD,
         .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64 + conn_rx,
     };
+    p->cq_fd = -1;
     ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
+    if (ret) {
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
+    } else if (fi_control(&p->cq->fid, FI_GETWAIT, &p->cq_fd) != 0) {
+        p->cq_fd = -1;
+    }
     if (ret) {
         fh_log_error("ofi: path %d: fi_cq_open: %s", p->index,
                      fi_strerror(-ret));
@@ -566,6 +576,26 @@ static void ofi_handle_error(struct fh_cpath *p)
         fh_log_error("ofi: path %d: error completion with unknown context: "
                      "%s (%s)", p->index, fi_strerror(e.err), detail);
     }
+}
+
+int ofi_wait_fds(struct fh_cpath *p, int *fds, int max)
+{
+    struct fh_conduit *c = p->c;
+    struct fid *fid[2];
+    int n = 0;
+    if (p->cq_fd >= 0 && n < max) {
+        fid[n] = &p->cq->fid;
+        fds[n++] = p->cq_fd;
+    }
+    if (p->index == 0 && c->msg && c->eq_fd >= 0 && n < max) {
+        fid[n] = &c->eq->fid;
+        fds[n++] = c->eq_fd;
+        c->next_eq = 0;            /* the poll after the sleep reads it */
+    }
+    if (n == 0 || p->repost_pending)
+        return 0;
+    int ret = fi_trywait(c->fabric, fid, n);
+    return ret == 0 ? n : ret == -FI_EAGAIN ? -1 : 0;
 }
 
 int ofi_poll(struct fh_cpath *p, int max)
