@@ -88,6 +88,24 @@ void caf_fatal(const char *stmt, const char *fmt, ...)
     abort(); /* not reached: caf_error without stat does not return */
 }
 
+void caf_error_all(const char *stmt, const char *fmt, ...)
+{
+    char msg[sizeof caf_errbuf], line[sizeof caf_errbuf + 100];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "caf: image %d: %s: %s", my_image(), stmt, msg);
+    flush_all();
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    /* The others found it too and print it: no abort ends them first. */
+    uint64_t all;
+    (void)fh_barrier_or(CAF_BAR_FLAG_RUNNING, &all);
+    fh_abort(1, line);
+    abort(); /* not reached */
+}
+
 void caf_poll(void)
 {
     int rc = fh_poll();
