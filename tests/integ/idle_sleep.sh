@@ -6,7 +6,7 @@
 . "$(dirname "$0")/common.sh"
 need_fhrun
 FH_SHM=off; export FH_SHM
-run_np idle_sleep_test 2
+run_np idle_sleep_test 2 --expect-sleep
 unset FH_SHM
-run_np idle_sleep_test 2
+run_np idle_sleep_test 2 --expect-sleep
 finish
