@@ -259,6 +259,13 @@ void caf_start(int *argc, char ***argv)
     int rc = fh_set_rank_names("image", 1);
     if (rc != FH_OK)
         caf_fatal("start-up", "fh_set_rank_names: %s", fh_last_error());
+    /* gfortran calls the library from one thread: an image needs no thread
+     * path of its own.  With FH_PATHS=lazy its thread takes the service
+     * path and no other path is made (firehose/thread.c), which saves each
+     * image the connections of FH_MAX_THREADS paths to every image
+     * (docs/caf.md, "What an image costs").  The user's FH_PATHS wins. */
+    if (getenv("FH_PATHS") == NULL && setenv("FH_PATHS", "lazy", 0) != 0)
+        caf_fatal("start-up", "setenv(FH_PATHS): out of memory");
     rc = fh_init(argc, argv);
     if (rc != FH_OK) {
         fprintf(stderr, "caf: fh_init: %s (%s)\n", fh_strerror(rc),
