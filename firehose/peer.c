@@ -147,21 +147,19 @@ int fh_peer_groups(fh_rt_t *rt)
     const peer_id_t *ids = rt->peers->ids, *me = &ids[rt->rank];
     if (me->host[0] == '\0')
         return FH_OK;
+    long mine = -1;       /* our index among the ranks of this host */
     rt->host_ranks = 0;
-    for (int r = 0; r < rt->nranks; r++)
-        rt->host_ranks += strcmp(ids[r].host, me->host) == 0;
-    if (rt->cfg.shm == FH_SHM_OFF)
-        return FH_OK;
-    long cap = rt->cfg.shm_max_group > 0 ? rt->cfg.shm_max_group : (long)rt->nranks;
-    long idx = 0, mine = -1;
     for (int r = 0; r < rt->nranks; r++)
         if (strcmp(ids[r].host, me->host) == 0) {
             if (r == rt->rank)
-                mine = idx;
-            idx++;
+                mine = rt->host_ranks;
+            rt->host_ranks++;
         }
     assert(mine >= 0);
-    idx = 0;
+    if (rt->cfg.shm == FH_SHM_OFF)
+        return FH_OK;
+    long cap = rt->cfg.shm_max_group > 0 ? rt->cfg.shm_max_group : (long)rt->nranks;
+    long idx = 0;
     for (int r = 0; r < rt->nranks; r++)
         if (strcmp(ids[r].host, me->host) == 0) {
             if (idx / cap == mine / cap && r != rt->rank) {
