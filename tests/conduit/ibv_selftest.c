@@ -13,7 +13,11 @@
  *          FH_ERR_PEER_DEAD / FH_ERR_TRANSPORT within seconds, not hang
  *   badkey (1 rank) a put with a wrong rkey must complete with
  *          FH_ERR_TRANSPORT (IBV_WC_REM_ACCESS_ERR) and a log line naming
- *          the rank; the broken connection then refuses posts
+ *          the rank; the broken connection then refuses posts; on the
+ *          responder's side of it (path 0 -> path 2, whose QP went to ERR
+ *          with only an async event), a get ends with an error and AMs
+ *          are refused within 10 s, and the async event is read (its log
+ *          line names the peer: checked by make check-rxe)
  * Exit status 77 (automake SKIP) with "SKIP: no RDMA device" when
  * ibv_get_device_list finds nothing.  FH_SELFTEST_NREQ sets the requests
  * per sender thread of the am phase (default 1000; emulated rxe is slow).
@@ -182,6 +186,50 @@ static int run_badkey(const char *dev)
     printf("PASS badkey: put with a wrong rkey completed with %s after %.2f "
            "s; the broken connection refuses posts (%s); other paths work\n",
            fh_err_name(t->got_err), now() - t0, fh_err_name(refused));
+
+    /* The responder's side of that connection: path 0's QP towards (0, 2)
+     * took the bad access and went to ERR with no completion of its own;
+     * only an async event says so.  A get posted on it must end with an
+     * error, and AMs on it must be refused, within seconds (not accepted
+     * and lost). */
+    struct tpath *p0 = &t->paths[0];
+    t->expect_err = 1;
+    t->got_err = FH_OK;
+    t0 = now();
+    p0->rma_pending++;
+    while ((rc = CD.get(p0->cp, 0, 2, t->G, 4096, t->mrG, t->tbase[0],
+                        &t->rk[0], p0, 0)) == FH_ERR_AGAIN)
+        do_poll(p0);
+    const int get_rc = rc;
+    if (rc != FH_OK)
+        p0->rma_pending--;      /* refused at post: fine, it is an error */
+    CHECK(rc == FH_OK || rc == FH_ERR_TRANSPORT || rc == FH_ERR_PEER_DEAD,
+          "get on the responder's QP: %d", rc);
+    while (p0->rma_pending > 0) {
+        do_poll(p0);
+        CHECK(now() - t0 < 10, "a get on the responder side of the bad-key "
+              "put's connection (path 0 -> path 2) never completed");
+    }
+    unsigned accepted = 0;
+    for (;;) {
+        rc = CD.am_send(p0->cp, 0, 2, "x", 1, NULL, 0);
+        if (rc != FH_OK && rc != FH_ERR_AGAIN)
+            break;
+        accepted += rc == FH_OK;
+        do_poll(p0);
+        CHECK(now() - t0 < 10, "path 0 -> path 2: %u AMs accepted on a QP "
+              "in error for 10 s (the async event went unnoticed)", accepted);
+    }
+    CHECK(rc == FH_ERR_TRANSPORT || rc == FH_ERR_PEER_DEAD,
+          "AM on the responder's broken QP: %d", rc);
+    /* Polls enough for the async event queue to be read (every 64th poll;
+     * make check-rxe greps the log line naming the peer). */
+    for (int i = 0; i < 256; i++)
+        do_poll(p0);
+    printf("PASS badkey-responder: the responder's QP error was noticed "
+           "after %.2f s: get %s, AMs refused with %s after %u accepted\n",
+           now() - t0, get_rc == FH_OK ? "completed with an error" : "refused",
+           fh_err_name(rc), accepted);
     st_finish(t);
     return 0;
 }
