@@ -1,9 +1,11 @@
 /*
  * ibv_addr.c -- verbs conduit: the address vector and the read/atomic
  * depths of a connection, computed from what the peer sent and our
- * settings.  Pure functions (no device): tests/unit/test_ibv_addr.c checks
- * them on a machine without RDMA hardware.
+ * settings, and what a failed thread-domain allocation means.  Pure
+ * functions (no device): tests/unit/test_ibv_addr.c checks them on a
+ * machine without RDMA hardware.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "ibv_internal.h"
@@ -42,4 +44,19 @@ void ibv_rd_depths(unsigned my_resp, unsigned my_init, unsigned peer_resp,
 int ibv_needs_grh(const uint8_t my_gid[16], const uint8_t peer_gid[16])
 {
     return memcmp(my_gid, peer_gid, 8) != 0;
+}
+
+int ibv_td_error_permanent(int err)
+{
+    switch (err) {
+    case ENOMEM:
+    case ENOSPC:
+    case EAGAIN:
+    case EBUSY:
+    case EMFILE:
+    case ENFILE:
+        return 0;       /* out of resources now: a later path may get one */
+    default:
+        return 1;       /* EOPNOTSUPP and the rest: the device has none */
+    }
 }

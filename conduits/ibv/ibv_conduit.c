@@ -83,6 +83,8 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     }
     e->post = s->post == 1 ? IBV_POST_EX
               : s->post == 2 ? IBV_POST_CLASSIC : IBV_POST_AUTO;
+    e->poll = s->poll == 1 ? IBV_POLL_EX
+              : s->poll == 2 ? IBV_POLL_CLASSIC : IBV_POLL_AUTO;
     e->sl = (uint8_t)s->sl;
     e->tclass = (uint8_t)s->tclass;
     e->pkey_index = (uint16_t)s->pkey_index;

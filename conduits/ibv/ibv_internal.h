@@ -6,7 +6,8 @@
  *   ibv_conduit.c  open / close / connect / limits: device, port and GID
  *                  selection, the FH_IBV_* settings, QP state transitions
  *   ibv_path.c     one path = (thread domain + parent domain) + CQ + SRQ +
- *                  RC QPs; AM send/receive; completion polling
+ *                  RC QPs; AM send/receive; completion handling
+ *   ibv_cq.c       the path's CQ and its polling API (FH_IBV_POLL)
  *   ibv_rma.c      mr_reg / mr_dereg / put / get
  *   ibv_post.c     the doorbell batch (FH_POST_MORE) shared by put, get and
  *                  am_send, over either posting API (FH_IBV_POST)
@@ -94,6 +95,9 @@ struct ibv_ev {
 #define IBV_INLINE_MAX 256    /* largest max_inline_data we ask for */
 #define IBV_BATCH_MAX 32      /* work requests per doorbell */
 
+/* FH_IBV_POLL: how completions are polled (ibv_cq.c). */
+enum ibv_poll_mode { IBV_POLL_AUTO = 0, IBV_POLL_EX, IBV_POLL_CLASSIC };
+
 /* FH_IBV_POST: how work requests are posted (ibv_post.c). */
 enum ibv_post_mode { IBV_POST_AUTO = 0, IBV_POST_EX, IBV_POST_CLASSIC };
 
@@ -115,6 +119,7 @@ struct ibv_env {
     int gid_index;            /* FH_IBV_GID_INDEX: -1 = automatic */
     int td;                   /* FH_IBV_TD: enum ibv_td_mode */
     int post;                 /* FH_IBV_POST: enum ibv_post_mode */
+    int poll;                 /* FH_IBV_POLL: enum ibv_poll_mode */
     uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
     uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
 };
@@ -130,11 +135,13 @@ struct fh_cpath {
     struct ibv_pd *ppd;       /* parent domain, NULL when not used */
     struct ibv_pd *qp_pd;     /* ppd or the conduit's PD */
 
-    /* Completions: an extended CQ (parent domain, single-threaded) or a
-     * plain one; polled with ibv_poll_cq in batches either way. */
+    /* Completions (ibv_cq.c): an extended CQ (single-threaded, in the
+     * parent domain if any) or a plain one; polled in batches with
+     * ibv_start_poll/next/end (poll_ex) or ibv_poll_cq. */
     struct ibv_cq_ex *cqx;
     struct ibv_cq *cq;        /* the ibv_cq of cqx, or a plain CQ */
     int cqe;
+    int poll_ex;
 
     /* Receive: one SRQ, nrecv buffers of c->rbuf_stride bytes. */
     struct ibv_srq *srq;
@@ -218,6 +225,7 @@ struct fh_conduit {
     size_t rbuf_stride;       /* am_max_packet rounded up to 64 */
     int td_unsupported;       /* provider said EOPNOTSUPP once already */
     int post_mode;            /* IBV_POST_EX or IBV_POST_CLASSIC */
+    int cq_ex_broken;         /* a new extended CQ was not empty (ibv_cq.c) */
     uint8_t max_rd_atom;      /* responder resources we offer (<= 16) */
     uint8_t max_init_rd_atom; /* reads/atomics we may have outstanding */
 
@@ -255,6 +263,14 @@ void ibv_rd_depths(unsigned my_resp, unsigned my_init, unsigned peer_resp,
 /* On InfiniBand without FH_IBV_GID_INDEX: a GRH is needed iff the peer's
  * GID is in another subnet (its 64-bit subnet prefix differs from ours). */
 int  ibv_needs_grh(const uint8_t my_gid[16], const uint8_t peer_gid[16]);
+/* Does this errno of ibv_alloc_td / ibv_alloc_parent_domain mean the
+ * device has no thread domains (1: stop trying), or only that it is out of
+ * resources right now (0: this path goes without, the next one tries)? */
+int  ibv_td_error_permanent(int err);
+
+/* ibv_cq.c */
+int  ibv_path_cq(struct fh_cpath *p);           /* sets cq, cqx, poll_ex */
+int  ibv_fetch(struct fh_cpath *p, int want);   /* completions -> p->ev */
 
 /* ibv_device.c */
 int  ibv_pick_device(struct fh_conduit *c);

@@ -7,12 +7,12 @@
  *                          pair gives each path a doorbell page of its own);
  *   shared                 one thread domain;
  *   off                    none: the conduit's plain PD.
- * With a TD, a parent domain (PD + TD) is the PD of the path's QPs and CQ,
- * and the CQ is created IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the provider
- * drops its locks because the runtime serializes the calls on one path.
- * Providers without TDs (rxe, siw, ...) fail with EOPNOTSUPP; we then use
- * the plain PD and say so once (FH_VERBOSE=1).  The CQ's completion vector
- * is index % num_comp_vectors.
+ * With a TD, a parent domain (PD + TD) is the PD of the path's QPs and CQ
+ * (the CQ and its polling: ibv_cq.c).  Providers without TDs (rxe, siw,
+ * ...) fail with EOPNOTSUPP; we then use the plain PD and say so once
+ * (FH_VERBOSE=1), and stop trying.  A failure for want of resources
+ * (ENOMEM, ...: ibv_td_error_permanent) leaves only that path on the plain
+ * PD, said per path; the next path tries again.
  *
  * Receive.  One SRQ per path with nrecv = rx_msgs + slack buffers of
  * am_max_packet bytes.  The runtime's credits bound the messages in flight
@@ -78,55 +78,18 @@ fallback: {
                 ibv_dealloc_td(p->td[i]);
                 p->td[i] = NULL;
             }
+        if (!ibv_td_error_permanent(e)) {
+            fh_log_verbose(1, "ibv: path %d: no thread domain (%s: %s): it "
+                           "uses the plain protection domain; later paths "
+                           "try again", p->index, what, strerror(e));
+            return;
+        }
         if (!c->td_unsupported)
             fh_log_verbose(1, "ibv: %s has no thread domains (%s: %s): "
                            "paths use the plain protection domain",
                            c->devname, what, strerror(e ? e : EOPNOTSUPP));
         c->td_unsupported = 1;
     }
-}
-
-/* With a parent domain: an extended CQ in it, single-threaded (lock-free
- * on mlx5).  Otherwise, and if that fails, a plain CQ.  Either way we poll
- * with ibv_poll_cq and an array (ibv_cq_ex_to_cq): on rxe (kernel 6.1,
- * rdma-core 44) ibv_start_poll/ibv_next_poll on an extended CQ returned
- * all-zero completions (wr_id 0, qp_num 0) in our tests, while ibv_poll_cq
- * works on every provider. */
-static int ibv_path_cq(struct fh_cpath *p)
-{
-    struct fh_conduit *c = p->c;
-    int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
-    const uint32_t vec = (uint32_t)(p->index % nvec);
-    for (int attempt = 0; p->ppd && attempt < 2; attempt++) {
-        struct ibv_cq_init_attr_ex a = {
-            .cqe = (uint32_t)p->cqe,
-            .cq_context = p,
-            .channel = NULL,
-            .comp_vector = vec,
-            .wc_flags = IBV_WC_STANDARD_FLAGS,
-            .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
-            .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
-        };
-        if (attempt == 0) {
-            a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
-            a.parent_domain = p->ppd;
-        }
-        p->cqx = ibv_create_cq_ex(c->ctx, &a);
-        if (p->cqx) {
-            p->cq = ibv_cq_ex_to_cq(p->cqx);
-            if (attempt > 0)
-                fh_log_verbose(2, "ibv: path %d: CQ outside the parent domain",
-                               p->index);
-            return FH_OK;
-        }
-    }
-    p->cq = ibv_create_cq(c->ctx, p->cqe, p, NULL, (int)vec);
-    if (!p->cq) {
-        fh_log_error("ibv: path %d: cannot create a CQ of %d entries: %s",
-                     p->index, p->cqe, strerror(errno));
-        return FH_ERR_TRANSPORT;
-    }
-    return FH_OK;
 }
 
 /* Creates one RC QP on the path (RESET state): with send_ops_flags for
@@ -342,7 +305,9 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                    "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
                    "CQ %d entries%s, %s, %s posting", p->index, p->nconns, p->sq_depth,
                    p->sig_every, p->nrecv, c->rbuf_stride, p->rx_msgs,
-                   p->nslots, p->cqe, p->cqx ? " (extended, single-threaded)" : "",
+                   p->nslots, p->cqe, p->poll_ex ? " (extended, polled with ibv_start_poll)"
+                   : p->cqx ? " (extended, polled with ibv_poll_cq)"
+                            : " (polled with ibv_poll_cq)",
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
                           : "plain PD",
                    c->post_mode == IBV_POST_EX ? "ibv_wr_* (ex)"
@@ -467,21 +432,6 @@ struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
         if (p->conns[v - 1].qp->qp_num == qpn)
             return &p->conns[v - 1];
     }
-}
-
-/* Copies up to want completions into p->ev (one ibv_poll_cq call). */
-static int ibv_fetch(struct fh_cpath *p, int want)
-{
-    struct ibv_wc wc[IBV_CQ_BATCH];
-    int n = ibv_poll_cq(p->cq, want, wc);
-    if (n < 0) {
-        fh_log_error("ibv: path %d: ibv_poll_cq failed (%d)", p->index, n);
-        return FH_ERR_TRANSPORT;
-    }
-    for (int i = 0; i < n; i++)
-        p->ev[i] = (struct ibv_ev){wc[i].wr_id, wc[i].byte_len, wc[i].qp_num,
-                                   wc[i].vendor_err, (int)wc[i].status};
-    return n;
 }
 
 static void ibv_repost_flush(struct fh_cpath *p)

@@ -79,7 +79,8 @@ struct test {
     int rank, nranks, peer;
     const char *provider;             /* ofi: the libfabric provider */
     const char *dev;                  /* ibv: FH_IBV_DEVICE for this rank */
-    int expect_err;                   /* ibv badkey: error completions wanted */
+    int expect_err;                   /* ibv badkey: error completions wanted;
+                                         2 (ibv cqerr): any, errors counted */
     int got_err;
     struct fh_conduit *c;
     fh_conduit_limits_t lim;

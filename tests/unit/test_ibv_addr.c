@@ -5,9 +5,11 @@
  * a GRH), a GRH exactly when a GID index is used, with the traffic class
  * and service level asked for; read/atomic depths are the minimum of what
  * each side offers, clamped to 1..16; a GRH is needed towards another
- * subnet only.
+ * subnet only; a thread-domain allocation that failed for want of
+ * resources is not taken for "no thread domains on this device".
  */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -89,6 +91,16 @@ START_TEST(grh_between_subnets_only)
 }
 END_TEST
 
+START_TEST(td_errors_told_apart)
+{
+    ck_assert_int_ne(ibv_td_error_permanent(EOPNOTSUPP), 0);  /* rxe, siw */
+    ck_assert_int_ne(ibv_td_error_permanent(ENOSYS), 0);
+    ck_assert_int_eq(ibv_td_error_permanent(ENOMEM), 0);      /* try later */
+    ck_assert_int_eq(ibv_td_error_permanent(ENOSPC), 0);
+    ck_assert_int_eq(ibv_td_error_permanent(EAGAIN), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ibv_addr");
@@ -98,6 +110,7 @@ int main(void)
     tcase_add_test(tc, roce_grh);
     tcase_add_test(tc, rd_depths_agreed);
     tcase_add_test(tc, grh_between_subnets_only);
+    tcase_add_test(tc, td_errors_told_apart);
     suite_add_tcase(s, tc);
     return fh_check_run(s);
 }
