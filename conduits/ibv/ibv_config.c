@@ -29,9 +29,9 @@ static const fh_cfg_entry_t ibv_config_table[] = {
      "Posting API: ex = ibv_wr_* on ibv_qp_ex, classic = ibv_post_send chains; auto = ex "
      "where the device offers it, else classic.", 0},
     {"FH_IBV_POLL", FH_CFG_ENUM, "auto", "auto|ex|classic", F(poll), 0,
-     "Completion polling: ex = ibv_start_poll/ibv_next_poll/ibv_end_poll on a "
-     "single-threaded extended CQ (lock-free on mlx5), classic = ibv_poll_cq; auto = ex "
-     "for paths with a thread domain, else classic.", 0},
+     "Completion polling: ex = ibv_start_poll/ibv_end_poll on a single-threaded extended "
+     "CQ (lock-free on mlx5 under a thread domain), classic = ibv_poll_cq; auto = ex for "
+     "paths with a thread domain, else classic.", 0},
     {"FH_IBV_SL", FH_CFG_INT, "0", NULL, F(sl), 1,
      "Service level of every queue pair (0..15; InfiniBand QoS, mapped to a VL).", 0},
     {"FH_IBV_TCLASS", FH_CFG_INT, "0", NULL, F(tclass), 1,

@@ -7,11 +7,12 @@
  * or unreachable (FH_ERR_PEER_DEAD); the rest FH_ERR_TRANSPORT.
  *
  * Async events.  Some failures produce no completion at all: the responder
- * side of a bad remote key (its QP goes to ERR with IBV_EVENT_QP_ACCESS_ERR
- * and nothing of its own was posted), a CQ overrun (IBV_EVENT_CQ_ERR), a
- * dead device (IBV_EVENT_DEVICE_FATAL, e.g. `rdma link delete`), and a
- * provider that does not flush work requests posted to a QP in ERR (rxe on
- * Linux 6.1 lost them).  The context's async fd is made non-blocking at
+ * side of a bad remote key (on hardware its QP goes to ERR with
+ * IBV_EVENT_QP_ACCESS_ERR and nothing of its own was posted; rxe raises no
+ * QP event but flushes what is posted later), a CQ overrun
+ * (IBV_EVENT_CQ_ERR: the completions that did not fit are lost; rxe does
+ * raise this one), a dead device (IBV_EVENT_DEVICE_FATAL).  The context's
+ * async fd is made non-blocking at
  * open, and every IBV_ASYNC_EVERY-th poll of any path drains it (one
  * drainer at a time: c->async_busy).  The drainer only flags: a QP error
  * on the connection's async_err (and its path's conn_err_pending), a CQ or
