@@ -13,7 +13,7 @@
  * (IBV_EVENT_CQ_ERR: the completions that did not fit are lost; rxe does
  * raise this one), a dead device (IBV_EVENT_DEVICE_FATAL).  The context's
  * async fd is made non-blocking at
- * open, and every IBV_ASYNC_EVERY-th poll of any path drains it (one
+ * open, and every IBV_ASYNC_EVERY-th poll of each path drains it (one
  * drainer at a time: c->async_busy).  The drainer only flags: a QP error
  * on the connection's async_err (and its path's conn_err_pending), a CQ or
  * SRQ error on the path, a device fatal error on the conduit.  Each path

@@ -301,13 +301,14 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     }
     if ((ret = ibv_qpn_index(p)) != FH_OK)
         goto fail;
+    const char *cqs = p->poll_ex ? "extended, polled with ibv_start_poll"
+                      : p->cqx   ? "extended, polled with ibv_poll_cq"
+                                 : "polled with ibv_poll_cq";
     fh_log_verbose(2, "ibv: path %d: %zu RC QPs (send depth %u, signal every "
                    "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
-                   "CQ %d entries%s, %s, %s posting", p->index, p->nconns, p->sq_depth,
-                   p->sig_every, p->nrecv, c->rbuf_stride, p->rx_msgs,
-                   p->nslots, p->cqe, p->poll_ex ? " (extended, polled with ibv_start_poll)"
-                   : p->cqx ? " (extended, polled with ibv_poll_cq)"
-                            : " (polled with ibv_poll_cq)",
+                   "CQ %d entries (%s), %s, %s posting", p->index, p->nconns,
+                   p->sq_depth, p->sig_every, p->nrecv, c->rbuf_stride,
+                   p->rx_msgs, p->nslots, p->cqe, cqs,
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
                           : "plain PD",
                    c->post_mode == IBV_POST_EX ? "ibv_wr_* (ex)"

@@ -285,7 +285,8 @@ static void on_complete(void *arg, void *op_ctx, int status)
     }
     if (t->expect_err) {
         CHECK(status == FH_ERR_TRANSPORT || status == FH_ERR_PEER_DEAD,
-              "bad-rkey put completed with %s", fh_err_name(status));
+              "an RMA that must fail (bad rkey, broken QP) completed "
+              "with %s", fh_err_name(status));
         t->got_err = status;
         tp->rma_pending--;
         return;
