@@ -25,7 +25,9 @@
  *          refused and its poll returns FH_ERR_TRANSPORT; path 2 works.
  * Exit status 77 (automake SKIP) with "SKIP: no RDMA device" when
  * ibv_get_device_list finds nothing.  FH_SELFTEST_NREQ sets the requests
- * per sender thread of the am phase (default 1000; emulated rxe is slow).
+ * per sender thread of the am phase (default 1000; emulated rxe is slow),
+ * FH_SELFTEST_MAXRMA (bytes) caps the puts and gets of the rma phase
+ * (default 8 MiB).
  *
  * Phases
  *   tiny    (1 rank) AMs of 0..15 bytes path 1 -> path 0, in order, intact.
@@ -305,6 +307,11 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FH_SELFTEST_NREQ"))
         st_nreq = (uint32_t)atoi(getenv("FH_SELFTEST_NREQ"));
+    if (getenv("FH_SELFTEST_MAXRMA")) {
+        long m = atol(getenv("FH_SELFTEST_MAXRMA"));
+        if (m > 0 && (size_t)m < MAXRMA)
+            st_maxrma = (size_t)m;
+    }
     int ndev = 0;
     struct ibv_device **list = ibv_get_device_list(&ndev);
     static char second[64];

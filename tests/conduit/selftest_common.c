@@ -343,6 +343,10 @@ double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Largest put/get of the rma phase (FH_SELFTEST_MAXRMA, read by the ibv
+ * selftest; both ranks inherit it). */
+size_t st_maxrma = MAXRMA;
+
 /* Parameters of RMA test i, computed identically on both ranks. */
 struct rparm { size_t len, soff, doff, goff; int inject, batch; };
 static const size_t fixed_sizes[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32,
@@ -365,10 +369,10 @@ static struct rparm rma_parm(const struct test *t, int i)
     } else {
         int bits = (int)(xs(&s) % 23);          /* log-uniform up to 8 MiB */
         r.len = 1 + xs(&s) % ((size_t)1 << (bits + 1));
-        if (r.len > MAXRMA)
-            r.len = MAXRMA;
         r.batch = (i % 5 == 1);
     }
+    if (r.len > st_maxrma)
+        r.len = st_maxrma;
     if (r.len <= t->lim.max_inject && i % 2)
         r.inject = 1;
     r.soff = xs(&s) % (TSZ - r.len);
