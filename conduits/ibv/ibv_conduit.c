@@ -1,17 +1,12 @@
 /*
  * ibv_conduit.c -- verbs conduit: open / close / connect / limits.
  *
- * Device, port, GID
- *   FH_IBV_DEVICE names the device (ibv_devices); by default the first
- *   device with an ACTIVE port.  FH_IBV_PORT picks the port (default: the
- *   first ACTIVE one).  On an Ethernet (RoCE) port the GID is FH_IBV_GID_INDEX
- *   or, by default, the first RoCE v2 entry with an IPv4-mapped address
- *   (::ffff:a.b.c.d), else the first RoCE v2 entry, else the first entry.
- *   On an InfiniBand port we address by LID (no GRH) unless FH_IBV_GID_INDEX
- *   is set.
+ * Device, port, GID, pkey, posting API: ibv_device.c.  FH_CONDUIT=auto
+ *   takes ibv only if open would succeed (ibv_probe runs it and closes).
  *
  * Connect
- *   One allgather carries, per rank, a header (LID, GID, MTU) and the QP
+ *   One allgather carries, per rank, a header (LID, GID, MTU, read/atomic
+ *   depths) and the QP
  *   numbers of all its paths: nranks * npaths for path 0 (indexed by the
  *   peer endpoint (r, q)) and nranks for each thread path (indexed by r).
  *   Every QP goes RESET -> INIT -> RTR -> RTS, then a bootstrap barrier makes
@@ -34,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 
 #include "ibv_config.h"
@@ -85,188 +81,14 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     case 1: e->td = IBV_TD_SHARED; break;
     default: e->td = IBV_TD_INDEPENDENT; break;
     }
+    e->post = s->post == 1 ? IBV_POST_EX
+              : s->post == 2 ? IBV_POST_CLASSIC : IBV_POST_AUTO;
+    e->poll = s->poll == 1 ? IBV_POLL_EX
+              : s->poll == 2 ? IBV_POLL_CLASSIC : IBV_POLL_AUTO;
+    e->sl = (uint8_t)s->sl;
+    e->tclass = (uint8_t)s->tclass;
+    e->pkey_index = (uint16_t)s->pkey_index;
     return FH_OK;
-}
-
-static const char *ibv_gid_str(const union ibv_gid *g, char *buf, size_t n)
-{
-    if (!inet_ntop(AF_INET6, g->raw, buf, (socklen_t)n))
-        snprintf(buf, n, "?");
-    return buf;
-}
-
-static int ibv_gid_is_v4mapped(const union ibv_gid *g)
-{
-    static const uint8_t pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(g->raw, pfx, sizeof pfx) == 0;
-}
-
-static const char *ibv_gid_type_str(uint32_t t)
-{
-    switch (t) {
-    case IBV_GID_TYPE_IB: return "IB";
-    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
-    default: return "?";
-    }
-}
-
-/* Picks the GID of an Ethernet port (or the requested one anywhere). */
-static int ibv_pick_gid(struct fh_conduit *c)
-{
-    char gs[INET6_ADDRSTRLEN];
-    if (!c->is_eth && c->env.gid_index < 0) {
-        c->gid_index = -1;
-        if (c->pattr.lid == 0)
-            return fh_set_error(FH_ERR_TRANSPORT, "ibv: %s port %u has LID 0 "
-                                "(no subnet manager?)", c->devname, c->port);
-        return FH_OK;
-    }
-    if (c->env.gid_index >= 0) {
-        struct ibv_gid_entry ge;
-        if (ibv_query_gid_ex(c->ctx, c->port, (uint32_t)c->env.gid_index,
-                             &ge, 0))
-            return fh_set_error(FH_ERR_CONFIG, "FH_IBV_GID_INDEX=%d: no such "
-                                "GID on %s port %u: %s", c->env.gid_index,
-                                c->devname, c->port, strerror(errno));
-        c->gid_index = c->env.gid_index;
-        c->gid = ge.gid;
-        fh_log_verbose(1, "ibv: GID index %d (%s) %s, from FH_IBV_GID_INDEX",
-                       c->gid_index, ibv_gid_type_str(ge.gid_type),
-                       ibv_gid_str(&c->gid, gs, sizeof gs));
-        return FH_OK;
-    }
-    size_t max = (size_t)c->pattr.gid_tbl_len * c->dattr.phys_port_cnt;
-    if (max == 0)
-        max = 1;
-    struct ibv_gid_entry *ents = calloc(max, sizeof *ents);
-    if (!ents)
-        return FH_ERR_NO_MEMORY;
-    ssize_t n = ibv_query_gid_table(c->ctx, ents, max, 0);
-    int best = -1, rank_best = 0;
-    for (ssize_t i = 0; i < n; i++) {
-        if (ents[i].port_num != c->port)
-            continue;
-        int r = 1;
-        if (ents[i].gid_type == IBV_GID_TYPE_ROCE_V2)
-            r = ibv_gid_is_v4mapped(&ents[i].gid) ? 3 : 2;
-        if (r > rank_best || (r == rank_best &&
-                              (int)ents[i].gid_index < (int)ents[best].gid_index)) {
-            rank_best = r;
-            best = (int)i;
-        }
-    }
-    if (best < 0) {
-        free(ents);
-        return fh_set_error(FH_ERR_TRANSPORT, "ibv: %s port %u has no valid "
-                            "GID (no IP address on its netdev?)%s",
-                            c->devname, c->port,
-                            n < 0 ? " (ibv_query_gid_table failed)" : "");
-    }
-    c->gid_index = (int)ents[best].gid_index;
-    c->gid = ents[best].gid;
-    fh_log_verbose(1, "ibv: GID index %d (%s%s) %s", c->gid_index,
-                   ibv_gid_type_str(ents[best].gid_type),
-                   rank_best == 3 ? ", IPv4-mapped" : "",
-                   ibv_gid_str(&c->gid, gs, sizeof gs));
-    free(ents);
-    return FH_OK;
-}
-
-/* Opens FH_IBV_DEVICE, or the first device with an active port. */
-static int ibv_pick_device(struct fh_conduit *c)
-{
-    int ndev = 0;
-    struct ibv_device **list = ibv_get_device_list(&ndev);
-    if (!list || ndev == 0) {
-        if (list)
-            ibv_free_device_list(list);
-        fh_log_verbose(1, "ibv: no RDMA device found");
-        return fh_set_error(FH_ERR_NOT_SUPPORTED, "ibv: no RDMA device found");
-    }
-    int found = 0;
-    char names[256] = "";
-    for (int d = 0; d < ndev && !c->ctx; d++) {
-        const char *name = ibv_get_device_name(list[d]);
-        size_t nl = strlen(names);
-        snprintf(names + nl, sizeof names - nl, "%s%s", nl ? " " : "", name);
-        if (c->env.device && strcmp(c->env.device, name))
-            continue;
-        found = 1;
-        struct ibv_context *ctx = ibv_open_device(list[d]);
-        if (!ctx) {
-            fh_log_verbose(1, "ibv: cannot open %s: %s", name, strerror(errno));
-            continue;
-        }
-        struct ibv_device_attr da;
-        if (ibv_query_device(ctx, &da)) {
-            fh_log_verbose(1, "ibv: ibv_query_device(%s): %s", name,
-                           strerror(errno));
-            ibv_close_device(ctx);
-            continue;
-        }
-        for (int port = 1; port <= da.phys_port_cnt; port++) {
-            if (c->env.port && port != c->env.port)
-                continue;
-            struct ibv_port_attr pa;
-            if (ibv_query_port(ctx, (uint8_t)port, &pa))
-                continue;
-            if (pa.state != IBV_PORT_ACTIVE) {
-                fh_log_verbose(1, "ibv: %s port %d is not active (state %s)",
-                               name, port, ibv_port_state_str(pa.state));
-                continue;
-            }
-            c->ctx = ctx;
-            c->dattr = da;
-            c->pattr = pa;
-            c->port = (uint8_t)port;
-            c->is_eth = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-            snprintf(c->devname, sizeof c->devname, "%s", name);
-            break;
-        }
-        if (!c->ctx)
-            ibv_close_device(ctx);
-    }
-    ibv_free_device_list(list);
-    if (c->ctx)
-        return FH_OK;
-    if (c->env.device && !found)
-        return fh_set_error(FH_ERR_CONFIG, "FH_IBV_DEVICE=%s: no such device "
-                            "(have: %s)", c->env.device, names);
-    if (c->env.port)
-        return fh_set_error(FH_ERR_TRANSPORT, "ibv: port %d of %s is not "
-                            "active or does not exist", c->env.port,
-                            c->env.device ? c->env.device : names);
-    return fh_set_error(FH_ERR_TRANSPORT, "ibv: no active port on %s", names);
-}
-
-/* Largest inline size the provider grants an RC QP: a probe QP. */
-static uint32_t ibv_probe_inline(struct fh_conduit *c)
-{
-    struct ibv_cq *cq = ibv_create_cq(c->ctx, 4, NULL, NULL, 0);
-    if (!cq)
-        return 0;
-    uint32_t got = 0;
-    for (uint32_t want = (uint32_t)IBV_INLINE_MAX; want >= 16; want /= 2) {
-        struct ibv_qp_init_attr_ex a = {
-            .send_cq = cq, .recv_cq = cq,
-            .cap = {.max_send_wr = 16, .max_recv_wr = 1, .max_send_sge = 1,
-                    .max_recv_sge = 1, .max_inline_data = want},
-            .qp_type = IBV_QPT_RC,
-            .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-            .pd = c->pd,
-            .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
-                              IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
-        };
-        struct ibv_qp *qp = ibv_create_qp_ex(c->ctx, &a);
-        if (qp) {
-            got = a.cap.max_inline_data >= want ? want : a.cap.max_inline_data;
-            ibv_destroy_qp(qp);
-            break;
-        }
-    }
-    ibv_destroy_cq(cq);
-    return got;
 }
 
 static void ibv_close(struct fh_conduit *c);
@@ -297,13 +119,24 @@ static int ibv_open(const fh_conduit_config_t *cfg,
         goto fail;
     if ((ret = ibv_pick_gid(c)) != FH_OK)
         goto fail;
+    if ((ret = ibv_check_pkey(c)) != FH_OK)
+        goto fail;
     c->pd = ibv_alloc_pd(c->ctx);
     if (!c->pd) {
         ret = fh_set_error(FH_ERR_TRANSPORT, "ibv: ibv_alloc_pd(%s): %s",
                            c->devname, strerror(errno));
         goto fail;
     }
-    c->max_inline = ibv_probe_inline(c);
+    if ((ret = ibv_probe_qp(c)) != FH_OK)
+        goto fail;
+    if ((ret = ibv_async_init(c)) != FH_OK)
+        goto fail;
+    atomic_flag_clear(&c->async_busy);
+    atomic_init(&c->dev_err, FH_OK);
+    c->max_rd_atom = (uint8_t)(c->dattr.max_qp_rd_atom > 16
+                                   ? 16 : c->dattr.max_qp_rd_atom);
+    c->max_init_rd_atom = (uint8_t)(c->dattr.max_qp_init_rd_atom > 16
+                                        ? 16 : c->dattr.max_qp_init_rd_atom);
 
     size_t max_msg = c->pattr.max_msg_sz;
     if (max_msg == 0 || max_msg > IBV_MAX_MSG_CAP)
@@ -329,8 +162,9 @@ static int ibv_open(const fh_conduit_config_t *cfg,
     c->limits.max_mr_bytes = mr_bytes;
     c->limits.reg_pins = 1;            /* ibv_reg_mr pins the pages */
     snprintf(c->limits.description, sizeof c->limits.description,
-             "ibv %s port %u (%s)", c->devname, c->port,
-             c->is_eth ? "RoCE" : "InfiniBand");
+             "ibv %s port %u (%s, %s posting)", c->devname, c->port,
+             c->is_eth ? "RoCE" : "InfiniBand",
+             c->post_mode == IBV_POST_EX ? "ex" : "classic");
     *limits = c->limits;
 
     if (cfg->verbose >= 1) {
@@ -391,6 +225,9 @@ struct ibv_wire_hdr {
     uint8_t  is_eth;
     int32_t  gid_index;       /* -1: LID addressing */
     uint8_t  gid[16];
+    uint8_t  rd_atom;         /* its responder resources (max_qp_rd_atom) */
+    uint8_t  init_rd_atom;    /* its initiator depth (max_qp_init_rd_atom) */
+    uint8_t  pad[2];
 };
 
 static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
@@ -399,7 +236,7 @@ static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
+    a.pkey_index = c->env.pkey_index;
     a.port_num = c->port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                         IBV_ACCESS_REMOTE_READ;
@@ -409,26 +246,25 @@ static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
         fh_log_error("ibv: rank %d: QP to INIT: %s", k->rank, strerror(e));
         return FH_ERR_TRANSPORT;
     }
-    int rd = c->dattr.max_qp_rd_atom < 16 ? c->dattr.max_qp_rd_atom : 16;
-    int ird = c->dattr.max_qp_init_rd_atom < 16 ? c->dattr.max_qp_init_rd_atom
-                                                : 16;
+    uint8_t resp, init;
+    ibv_rd_depths(c->max_rd_atom, c->max_init_rd_atom, peer->rd_atom,
+                  peer->init_rd_atom, &resp, &init);
+    struct ibv_peer_addr pa = {
+        .lid = peer->lid,
+        .sgid_index = c->gid_index >= 0 ? c->gid_index
+                      : ibv_needs_grh(c->gid.raw, peer->gid) ? 0 : -1,
+        .port = c->port, .sl = c->env.sl, .tclass = c->env.tclass,
+    };
+    memcpy(pa.gid, peer->gid, 16);
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = peer->mtu < c->pattr.active_mtu
                      ? (enum ibv_mtu)peer->mtu : c->pattr.active_mtu;
     a.dest_qp_num = rqpn;
     a.rq_psn = 0;
-    a.max_dest_rd_atomic = (uint8_t)(rd > 0 ? rd : 1);
+    a.max_dest_rd_atomic = resp;
     a.min_rnr_timer = IBV_MIN_RNR;
-    a.ah_attr.port_num = c->port;
-    if (c->gid_index >= 0) {
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
-        a.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
-        a.ah_attr.grh.hop_limit = 64;
-    } else {
-        a.ah_attr.dlid = peer->lid;
-    }
+    ibv_fill_av(&a.ah_attr, &pa);
     e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -443,7 +279,7 @@ static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
     a.retry_cnt = IBV_RETRY_CNT;
     a.rnr_retry = IBV_RNR_RETRY;
     a.sq_psn = 0;
-    a.max_rd_atomic = (uint8_t)(ird > 0 ? ird : 1);
+    a.max_rd_atomic = init;
     e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
                       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                       IBV_QP_MAX_QP_RD_ATOMIC);
@@ -451,6 +287,13 @@ static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
         fh_log_error("ibv: rank %d: QP to RTS: %s", k->rank, strerror(e));
         return FH_ERR_TRANSPORT;
     }
+    if (k->owner->index == 0 && k->rank == (c->cfg.rank + 1) % c->cfg.nranks &&
+        k->rpath == 0)
+        fh_log_verbose(1, "ibv: to rank %d: dlid %u, %s (sgid index %d, "
+                       "tclass %u), sl %u, pkey index %u, reads/atomics "
+                       "%u out / %u in", k->rank, peer->lid,
+                       pa.sgid_index >= 0 ? "GRH" : "no GRH", pa.sgid_index,
+                       pa.tclass, pa.sl, c->env.pkey_index, init, resp);
     return FH_OK;
 }
 
@@ -487,6 +330,8 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
         .mtu = (uint8_t)c->pattr.active_mtu,
         .is_eth = (uint8_t)c->is_eth,
         .gid_index = c->gid_index,
+        .rd_atom = c->max_rd_atom,
+        .init_rd_atom = c->max_init_rd_atom,
     };
     memcpy(h.gid, c->gid.raw, 16);
     memcpy(mine, &h, sizeof h);
@@ -562,22 +407,38 @@ out:
     return ret;
 }
 
-/* FH_CONDUIT=auto: usable when a device with an active port (matching
- * FH_IBV_DEVICE/FH_IBV_PORT) exists.  Opens and closes it. */
+/* FH_CONDUIT=auto: usable when open succeeds (device, port, GID, pkey,
+ * and a PD, CQ, SRQ and RC QP in INIT with the posting API it will use:
+ * ibv_device.c ibv_probe_qp).  Opens and closes it. */
+static void ibv_probe_am(void *a, int r, int q, const void *b, size_t n)
+{
+    (void)a; (void)r; (void)q; (void)b; (void)n;
+}
+static void ibv_probe_drop(void *a, int r, const char *why)
+{
+    (void)a; (void)r; (void)why;
+}
+static void ibv_probe_complete(void *a, void *ctx, int st)
+{
+    (void)a; (void)ctx; (void)st;
+}
+
 static int ibv_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
 {
-    struct fh_conduit *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        snprintf(why, whylen, "out of memory");
+    static const fh_conduit_upcalls_t none = {
+        ibv_probe_am, ibv_probe_drop, ibv_probe_complete};
+    struct fh_conduit *c = NULL;
+    fh_conduit_limits_t lim;
+    memset(&lim, 0, sizeof lim);
+    fh_conduit_config_t pcfg = *cfg;
+    pcfg.verbose = 0;             /* open says it all again if chosen */
+    if (ibv_open(&pcfg, &none, &c, &lim) != FH_OK) {
+        snprintf(why, whylen, "%s", fh_last_error());
         return 0;
     }
-    int ok = ibv_read_env(&c->env, cfg) == FH_OK && ibv_pick_device(c) == FH_OK;
-    if (ok)
-        ibv_close_device(c->ctx);
-    else
-        snprintf(why, whylen, "%s", fh_last_error());
-    free(c);
-    return ok;
+    snprintf(why, whylen, "%s", lim.description);
+    ibv_close(c);
+    return 1;
 }
 
 const fh_conduit_ops_t fh_conduit_ibv = {

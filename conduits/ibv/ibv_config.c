@@ -25,6 +25,21 @@ static const fh_cfg_entry_t ibv_config_table[] = {
      "GID index; -1 = RoCE v2 IPv4-mapped GID on Ethernet ports, LID on InfiniBand.", -1},
     {"FH_IBV_TD", FH_CFG_ENUM, "independent", "off|shared|independent", F(td), 0,
      "Thread domains per path: none, one, or two (private doorbell page on mlx5).", 0},
+    {"FH_IBV_POST", FH_CFG_ENUM, "auto", "auto|ex|classic", F(post), 0,
+     "Posting API: ex = ibv_wr_* on ibv_qp_ex, classic = ibv_post_send chains; auto = ex "
+     "where the device offers it, else classic.", 0},
+    {"FH_IBV_POLL", FH_CFG_ENUM, "auto", "auto|ex|classic", F(poll), 0,
+     "Completion polling: ex = ibv_start_poll/ibv_end_poll on a single-threaded extended "
+     "CQ (lock-free on mlx5 under a thread domain), classic = ibv_poll_cq; auto = ex for "
+     "paths with a thread domain, else classic.", 0},
+    {"FH_IBV_SL", FH_CFG_INT, "0", NULL, F(sl), 1,
+     "Service level of every queue pair (0..15; InfiniBand QoS, mapped to a VL).", 0},
+    {"FH_IBV_TCLASS", FH_CFG_INT, "0", NULL, F(tclass), 1,
+     "Traffic class of the GRH (0..255; on RoCE the DSCP is tclass >> 2: set the "
+     "lossless class of your fabric, e.g. 106 for DSCP 26).", 0},
+    {"FH_IBV_PKEY_INDEX", FH_CFG_INT, "0", NULL, F(pkey_index), 1,
+     "Index into the port's partition-key table of every queue pair (must hold a "
+     "valid pkey; see /sys/class/infiniband/DEV/ports/N/pkeys).", 0},
 };
 
 static int ibv_config_check(const void *settings, char *err, size_t errlen)
@@ -36,6 +51,18 @@ static int ibv_config_check(const void *settings, char *err, size_t errlen)
     }
     if (s->gid_index < -1 || s->gid_index > 65535) {
         snprintf(err, errlen, "FH_IBV_GID_INDEX=%ld: expected -1..65535", s->gid_index);
+        return FH_ERR_CONFIG;
+    }
+    if (s->sl < 0 || s->sl > 15) {
+        snprintf(err, errlen, "FH_IBV_SL=%ld: expected 0..15", s->sl);
+        return FH_ERR_CONFIG;
+    }
+    if (s->tclass < 0 || s->tclass > 255) {
+        snprintf(err, errlen, "FH_IBV_TCLASS=%ld: expected 0..255", s->tclass);
+        return FH_ERR_CONFIG;
+    }
+    if (s->pkey_index < 0 || s->pkey_index > 65535) {
+        snprintf(err, errlen, "FH_IBV_PKEY_INDEX=%ld: expected 0..65535", s->pkey_index);
         return FH_ERR_CONFIG;
     }
     return FH_OK;

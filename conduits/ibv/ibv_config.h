@@ -10,6 +10,11 @@ typedef struct ibv_settings {
     long port;                /* FH_IBV_PORT, 0 = first active (0..255) */
     long gid_index;           /* FH_IBV_GID_INDEX, -1 = automatic (-1..65535) */
     int td;                   /* FH_IBV_TD: enum ibv_td_mode (ibv_internal.h) */
+    int post;                 /* FH_IBV_POST: enum ibv_post_mode (ibv_internal.h) */
+    int poll;                 /* FH_IBV_POLL: enum ibv_poll_mode (ibv_internal.h) */
+    long sl;                  /* FH_IBV_SL (0..15) */
+    long tclass;              /* FH_IBV_TCLASS (0..255) */
+    long pkey_index;          /* FH_IBV_PKEY_INDEX (0..65535) */
 } ibv_settings_t;
 
 #endif /* FH_IBV_CONFIG_H */

@@ -6,9 +6,14 @@
  *   ibv_conduit.c  open / close / connect / limits: device, port and GID
  *                  selection, the FH_IBV_* settings, QP state transitions
  *   ibv_path.c     one path = (thread domain + parent domain) + CQ + SRQ +
- *                  RC QPs; AM send/receive; completion polling
- *   ibv_rma.c      mr_reg / mr_dereg / put / get; the doorbell batch
- *                  (FH_POST_MORE) shared with am_send
+ *                  RC QPs; AM send/receive; completion handling
+ *   ibv_cq.c       the path's CQ and its polling API (FH_IBV_POLL)
+ *   ibv_rma.c      mr_reg / mr_dereg / put / get
+ *   ibv_post.c     the doorbell batch (FH_POST_MORE) shared by put, get and
+ *                  am_send, over either posting API (FH_IBV_POST)
+ *   ibv_error.c    error completions, the async event queue, failing the
+ *                  operations of a broken connection, path or device
+ *   ibv_addr.c     address vector and read/atomic depths (no device needed)
  *
  * Connections.  Every path owns one RC QP per peer endpoint it talks to:
  *   path 0 (service):  one QP per (rank, path) of the job, conns[r*np + q];
@@ -23,6 +28,7 @@
 #ifndef FH_IBV_INTERNAL_H
 #define FH_IBV_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,17 +56,22 @@ struct ibv_op {
     size_t len;               /* PUT/GET: bytes (for error messages) */
     char *buf;                /* SEND: slot buffer or NULL; RECV: buffer */
     struct ibv_op *next;      /* freelist / failed list link */
-    struct ibv_op *bnext;     /* open doorbell batch link */
+    uint8_t live;             /* posted, its upcall not made yet */
+    uint8_t zombie;           /* failed by us (ibv_error.c) while posted:
+                                 its completion only frees it */
 };
 
 /* One RC QP: this path <-> (rank, rpath). */
 struct ibv_conn {
+    struct fh_cpath *owner;   /* the path it belongs to */
     struct ibv_qp *qp;
-    struct ibv_qp_ex *qpx;
+    struct ibv_qp_ex *qpx;    /* FH_IBV_POST ex only */
     int rank, rpath;
     uint32_t sq_used;         /* WRs posted and not yet reclaimed */
     uint32_t unsig;           /* WRs posted since the last signaled one */
     int status;               /* FH_OK, or the error that broke the QP */
+    atomic_int async_err;     /* set by whoever drains the async events
+                                 (ibv_error.c), applied by the owner path */
     unsigned long nerr;       /* error completions seen (log throttle) */
     struct ibv_op unsig_op;   /* wr_id of the unsignaled WRs */
 };
@@ -82,6 +93,23 @@ struct ibv_ev {
 };
 #define IBV_CQ_BATCH 32
 #define IBV_INLINE_MAX 256    /* largest max_inline_data we ask for */
+#define IBV_BATCH_MAX 32      /* work requests per doorbell */
+
+/* FH_IBV_POLL: how completions are polled (ibv_cq.c). */
+enum ibv_poll_mode { IBV_POLL_AUTO = 0, IBV_POLL_EX, IBV_POLL_CLASSIC };
+
+/* FH_IBV_POST: how work requests are posted (ibv_post.c). */
+enum ibv_post_mode { IBV_POST_AUTO = 0, IBV_POST_EX, IBV_POST_CLASSIC };
+
+/* One work request, whichever posting API carries it. */
+struct ibv_wrdesc {
+    enum ibv_wr_opcode opcode;     /* IBV_WR_SEND, _RDMA_WRITE, _RDMA_READ */
+    struct ibv_op *op;             /* signaled: its op; NULL: unsignaled */
+    int inl;                       /* data copied into the WQE (inl_data) */
+    const void *inl_data;
+    uint32_t lkey, len, rkey;
+    uint64_t addr, raddr;
+};
 
 /* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
@@ -90,6 +118,10 @@ struct ibv_env {
     int port;                 /* FH_IBV_PORT: 0 = first active port */
     int gid_index;            /* FH_IBV_GID_INDEX: -1 = automatic */
     int td;                   /* FH_IBV_TD: enum ibv_td_mode */
+    int post;                 /* FH_IBV_POST: enum ibv_post_mode */
+    int poll;                 /* FH_IBV_POLL: enum ibv_poll_mode */
+    uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
+    uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
 };
 
 struct fh_cpath {
@@ -103,11 +135,13 @@ struct fh_cpath {
     struct ibv_pd *ppd;       /* parent domain, NULL when not used */
     struct ibv_pd *qp_pd;     /* ppd or the conduit's PD */
 
-    /* Completions: an extended CQ (parent domain, single-threaded) or a
-     * plain one; polled with ibv_poll_cq in batches either way. */
+    /* Completions (ibv_cq.c): an extended CQ (single-threaded, in the
+     * parent domain if any) or a plain one; polled in batches with
+     * ibv_start_poll/next/end (poll_ex) or ibv_poll_cq. */
     struct ibv_cq_ex *cqx;
     struct ibv_cq *cq;        /* the ibv_cq of cqx, or a plain CQ */
     int cqe;
+    int poll_ex;
 
     /* Receive: one SRQ, nrecv buffers of c->rbuf_stride bytes. */
     struct ibv_srq *srq;
@@ -138,12 +172,26 @@ struct fh_cpath {
     uint32_t qpn_mask;
     uint32_t sq_depth, sig_every;
 
-    /* Open doorbell batch: ibv_wr_start done on open->qpx. */
+    /* Open doorbell batch towards one connection: ibv_wr_start done on
+     * open->qpx (ex), or WRs collected in swr (classic). */
     struct ibv_conn *open;
-    struct ibv_op *batch;     /* signaled ops in the open batch (bnext) */
+    struct ibv_op *bop[IBV_BATCH_MAX];   /* WR i's signaled op, or NULL */
     unsigned batch_n;         /* WRs in the open batch */
+    struct ibv_send_wr swr[IBV_BATCH_MAX];   /* classic only */
+    struct ibv_sge ssge[IBV_BATCH_MAX];
+    char *inl_buf;            /* classic: IBV_BATCH_MAX x IBV_INLINE_MAX
+                                 copies of inline data until the post */
     /* Ops whose batch was rejected: completed with an error at next poll. */
     struct ibv_op *failed;
+
+    /* Trouble (ibv_error.c): conn_err_pending counts async QP errors
+     * flagged on conns of this path and not yet applied; path_err is a CQ
+     * error (set by the drainer); err is what this path's calls now return
+     * (FH_OK while healthy); npoll paces the async-event drain. */
+    atomic_uint conn_err_pending;
+    atomic_int path_err;
+    int err;
+    unsigned npoll;
 
     /* Completions fetched but not yet handled, shared by nested polls so
      * that messages of one QP are delivered in order even when on_am polls
@@ -176,6 +224,15 @@ struct fh_conduit {
     size_t am_max_packet;
     size_t rbuf_stride;       /* am_max_packet rounded up to 64 */
     int td_unsupported;       /* provider said EOPNOTSUPP once already */
+    int post_mode;            /* IBV_POST_EX or IBV_POST_CLASSIC */
+    int cq_ex_broken;         /* a new extended CQ was not empty (ibv_cq.c) */
+    uint8_t max_rd_atom;      /* responder resources we offer (<= 16) */
+    uint8_t max_init_rd_atom; /* reads/atomics we may have outstanding */
+
+    /* Async events (ibv_error.c): drained by whichever path's poll takes
+     * async_busy; dev_err is set on a device fatal error. */
+    atomic_flag async_busy;
+    atomic_int dev_err;
 
     struct fh_cpath **paths;  /* [npaths], set by path_create */
     int connected;
@@ -184,6 +241,54 @@ struct fh_conduit {
 /* ibv_conduit.c */
 int  ibv_err_status(enum ibv_wc_status st);    /* -> FH_ERR_PEER_DEAD/TRANSPORT */
 
+/* ibv_addr.c: what connecting needs, computed without a device. */
+struct ibv_peer_addr {
+    uint16_t lid;             /* the peer's LID (0 on RoCE) */
+    uint8_t gid[16];          /* the peer's GID */
+    int sgid_index;           /* our GID index for a GRH, -1: no GRH */
+    uint8_t port, sl, tclass;
+};
+/* Fills the address vector of an RC QP's RTR transition: DLID always (the
+ * subnet routes by it on InfiniBand, RoCE ignores it), a GRH (dgid, sgid
+ * index, traffic class, hop limit 64) iff sgid_index >= 0. */
+void ibv_fill_av(struct ibv_ah_attr *ah, const struct ibv_peer_addr *a);
+/* Read/atomic depths agreed with a peer: we may have at most
+ * min(our initiator depth, its responder resources) reads outstanding
+ * (*init_depth, max_rd_atomic) and accept min(our responder resources, its
+ * initiator depth) (*resp_depth, max_dest_rd_atomic); both clamped to
+ * 1..16 (a peer's values are untrusted bytes). */
+void ibv_rd_depths(unsigned my_resp, unsigned my_init, unsigned peer_resp,
+                   unsigned peer_init, uint8_t *resp_depth,
+                   uint8_t *init_depth);
+/* On InfiniBand without FH_IBV_GID_INDEX: a GRH is needed iff the peer's
+ * GID is in another subnet (its 64-bit subnet prefix differs from ours). */
+int  ibv_needs_grh(const uint8_t my_gid[16], const uint8_t peer_gid[16]);
+/* Does this errno of ibv_alloc_td / ibv_alloc_parent_domain mean the
+ * device has no thread domains (1: stop trying), or only that it is out of
+ * resources right now (0: this path goes without, the next one tries)? */
+int  ibv_td_error_permanent(int err);
+
+/* ibv_cq.c */
+int  ibv_path_cq(struct fh_cpath *p);           /* sets cq, cqx, poll_ex */
+int  ibv_fetch(struct fh_cpath *p, int want);   /* completions -> p->ev */
+
+/* ibv_device.c */
+int  ibv_pick_device(struct fh_conduit *c);
+int  ibv_pick_gid(struct fh_conduit *c);
+int  ibv_check_pkey(struct fh_conduit *c);
+int  ibv_probe_qp(struct fh_conduit *c);    /* sets post_mode, max_inline */
+
+/* ibv_error.c */
+#define IBV_ASYNC_EVERY 64    /* polls of a path between async-event drains */
+void ibv_finish(struct fh_cpath *p, struct ibv_op *op, int status);
+void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v);
+int  ibv_deliver_failed(struct fh_cpath *p);
+/* Drains the async event queue (non-blocking; one drainer at a time) and
+ * applies what concerns path p: returns the number of operations it failed
+ * (upcalls made), and leaves p->err set if the path or device is broken. */
+int  ibv_check_trouble(struct fh_cpath *p, int drain);
+int  ibv_async_init(struct fh_conduit *c);      /* async fd non-blocking */
+
 /* ibv_path.c */
 int  ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                      struct fh_cpath **out);
@@ -191,6 +296,8 @@ void ibv_path_destroy(struct fh_cpath *p);
 int  ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
 int  ibv_poll(struct fh_cpath *p, int max);
+struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn);
+void ibv_repost(struct fh_cpath *p, struct ibv_op *r);
 
 /* ibv_rma.c */
 int  ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len,
@@ -202,12 +309,15 @@ int  ibv_put(struct fh_cpath *p, int rank, int rpath, const void *src,
 int  ibv_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
              struct fh_mr *lmr, uint64_t raddr, const fh_rkey_t *rkey,
              void *op_ctx, unsigned flags);
-/* The doorbell batch. */
 int  ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
                   struct ibv_conn **out);
-void ibv_batch_open(struct fh_cpath *p, struct ibv_conn *k);
+
+/* ibv_post.c: the doorbell batch.  ibv_post_wr adds one work request to
+ * the open batch towards k (closing another connection's batch first);
+ * the caller has checked that k's send queue and the batch have room. */
+void ibv_post_wr(struct fh_cpath *p, struct ibv_conn *k,
+                 const struct ibv_wrdesc *d);
 int  ibv_batch_close(struct fh_cpath *p);   /* rings the doorbell */
-void ibv_batch_add(struct fh_cpath *p, struct ibv_conn *k, struct ibv_op *op,
-                   int signaled);
+void ibv_batch_abort(struct fh_cpath *p);   /* path destroy: drops it */
 
 #endif /* FH_IBV_INTERNAL_H */

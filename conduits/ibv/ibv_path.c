@@ -7,12 +7,12 @@
  *                          pair gives each path a doorbell page of its own);
  *   shared                 one thread domain;
  *   off                    none: the conduit's plain PD.
- * With a TD, a parent domain (PD + TD) is the PD of the path's QPs and CQ,
- * and the CQ is created IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the provider
- * drops its locks because the runtime serializes the calls on one path.
- * Providers without TDs (rxe, siw, ...) fail with EOPNOTSUPP; we then use
- * the plain PD and say so once (FH_VERBOSE=1).  The CQ's completion vector
- * is index % num_comp_vectors.
+ * With a TD, a parent domain (PD + TD) is the PD of the path's QPs and CQ
+ * (the CQ and its polling: ibv_cq.c).  Providers without TDs (rxe, siw,
+ * ...) fail with EOPNOTSUPP; we then use the plain PD and say so once
+ * (FH_VERBOSE=1), and stop trying.  A failure for want of resources
+ * (ENOMEM, ...: ibv_td_error_permanent) leaves only that path on the plain
+ * PD, said per path; the next path tries again.
  *
  * Receive.  One SRQ per path with nrecv = rx_msgs + slack buffers of
  * am_max_packet bytes.  The runtime's credits bound the messages in flight
@@ -78,6 +78,12 @@ fallback: {
                 ibv_dealloc_td(p->td[i]);
                 p->td[i] = NULL;
             }
+        if (!ibv_td_error_permanent(e)) {
+            fh_log_verbose(1, "ibv: path %d: no thread domain (%s: %s): it "
+                           "uses the plain protection domain; later paths "
+                           "try again", p->index, what, strerror(e));
+            return;
+        }
         if (!c->td_unsupported)
             fh_log_verbose(1, "ibv: %s has no thread domains (%s: %s): "
                            "paths use the plain protection domain",
@@ -86,53 +92,13 @@ fallback: {
     }
 }
 
-/* With a parent domain: an extended CQ in it, single-threaded (lock-free
- * on mlx5).  Otherwise, and if that fails, a plain CQ.  Either way we poll
- * with ibv_poll_cq and an array (ibv_cq_ex_to_cq): on rxe (kernel 6.1,
- * rdma-core 44) ibv_start_poll/ibv_next_poll on an extended CQ returned
- * all-zero completions (wr_id 0, qp_num 0) in our tests, while ibv_poll_cq
- * works on every provider. */
-static int ibv_path_cq(struct fh_cpath *p)
-{
-    struct fh_conduit *c = p->c;
-    int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
-    const uint32_t vec = (uint32_t)(p->index % nvec);
-    for (int attempt = 0; p->ppd && attempt < 2; attempt++) {
-        struct ibv_cq_init_attr_ex a = {
-            .cqe = (uint32_t)p->cqe,
-            .cq_context = p,
-            .channel = NULL,
-            .comp_vector = vec,
-            .wc_flags = IBV_WC_STANDARD_FLAGS,
-            .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
-            .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
-        };
-        if (attempt == 0) {
-            a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
-            a.parent_domain = p->ppd;
-        }
-        p->cqx = ibv_create_cq_ex(c->ctx, &a);
-        if (p->cqx) {
-            p->cq = ibv_cq_ex_to_cq(p->cqx);
-            if (attempt > 0)
-                fh_log_verbose(2, "ibv: path %d: CQ outside the parent domain",
-                               p->index);
-            return FH_OK;
-        }
-    }
-    p->cq = ibv_create_cq(c->ctx, p->cqe, p, NULL, (int)vec);
-    if (!p->cq) {
-        fh_log_error("ibv: path %d: cannot create a CQ of %d entries: %s",
-                     p->index, p->cqe, strerror(errno));
-        return FH_ERR_TRANSPORT;
-    }
-    return FH_OK;
-}
-
-/* Creates one RC QP on the path (RESET state). */
+/* Creates one RC QP on the path (RESET state): with send_ops_flags for
+ * the ex posting API, else a plain QP (ibv_create_qp where no parent
+ * domain is involved: the most widely supported call). */
 static int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
 {
     struct fh_conduit *c = p->c;
+    const int ex = c->post_mode == IBV_POST_EX;
     struct ibv_qp_init_attr_ex a = {
         .qp_context = k,
         .send_cq = p->cq,
@@ -143,24 +109,35 @@ static int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
                 .max_inline_data = c->max_inline},
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 0,
-        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .comp_mask = IBV_QP_INIT_ATTR_PD |
+                     (ex ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0u),
         .pd = p->qp_pd,
-        .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
-                          IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+        .send_ops_flags = ex ? IBV_QP_EX_WITH_RDMA_WRITE |
+                               IBV_QP_EX_WITH_RDMA_READ |
+                               IBV_QP_EX_WITH_SEND : 0u,
     };
-    k->qp = ibv_create_qp_ex(c->ctx, &a);
+    if (!ex && p->qp_pd == c->pd) {
+        struct ibv_qp_init_attr ca = {
+            .qp_context = k, .send_cq = p->cq, .recv_cq = p->cq,
+            .srq = p->srq, .cap = a.cap, .qp_type = IBV_QPT_RC,
+            .sq_sig_all = 0};
+        k->qp = ibv_create_qp(c->pd, &ca);
+    } else {
+        k->qp = ibv_create_qp_ex(c->ctx, &a);
+    }
     if (!k->qp) {
         fh_log_error("ibv: path %d: cannot create the RC QP for rank %d path "
                      "%d (send depth %u, inline %u): %s", p->index, k->rank,
                      k->rpath, p->sq_depth, c->max_inline, strerror(errno));
         return errno == ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
     }
-    k->qpx = ibv_qp_to_qp_ex(k->qp);
-    if (!k->qpx) {
+    if (ex && !(k->qpx = ibv_qp_to_qp_ex(k->qp))) {
         fh_log_error("ibv: %s does not support the ibv_wr_* post API",
                      c->devname);
         return FH_ERR_NOT_SUPPORTED;
     }
+    k->owner = p;
+    atomic_init(&k->async_err, FH_OK);
     k->unsig_op.kind = IBV_OP_UNSIG;
     k->unsig_op.conn = k;
     k->status = FH_OK;
@@ -202,6 +179,9 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         return FH_ERR_NO_MEMORY;
     p->c = c;
     p->index = attr->index;
+    atomic_init(&p->conn_err_pending, 0u);
+    atomic_init(&p->path_err, FH_OK);
+    p->err = FH_OK;
     p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
     p->upcall_arg = attr->upcall_arg;
     c->paths[p->index] = p;     /* so that destroy can clear it uniformly */
@@ -249,8 +229,10 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->conns = calloc(p->nconns, sizeof *p->conns);
     p->slot_mem = cu_alloc_pages(p->nslots * c->rbuf_stride);
     p->rbuf_mem = cu_alloc_pages(p->nrecv * c->rbuf_stride);
+    if (c->post_mode == IBV_POST_CLASSIC)
+        p->inl_buf = malloc((size_t)IBV_BATCH_MAX * IBV_INLINE_MAX);
     if (!p->ops || !p->slots || !p->recvs || !p->conns || !p->slot_mem ||
-        !p->rbuf_mem) {
+        !p->rbuf_mem || (c->post_mode == IBV_POST_CLASSIC && !p->inl_buf)) {
         fh_log_error("ibv: path %d: out of memory for %zu x %zu receive "
                      "bytes", p->index, p->nrecv, c->rbuf_stride);
         ret = FH_ERR_NO_MEMORY;
@@ -319,13 +301,18 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     }
     if ((ret = ibv_qpn_index(p)) != FH_OK)
         goto fail;
+    const char *cqs = p->poll_ex ? "extended, polled with ibv_start_poll"
+                      : p->cqx   ? "extended, polled with ibv_poll_cq"
+                                 : "polled with ibv_poll_cq";
     fh_log_verbose(2, "ibv: path %d: %zu RC QPs (send depth %u, signal every "
                    "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
-                   "CQ %d entries%s, %s", p->index, p->nconns, p->sq_depth,
-                   p->sig_every, p->nrecv, c->rbuf_stride, p->rx_msgs,
-                   p->nslots, p->cqe, p->cqx ? " (extended, single-threaded)" : "",
+                   "CQ %d entries (%s), %s, %s posting", p->index, p->nconns,
+                   p->sq_depth, p->sig_every, p->nrecv, c->rbuf_stride,
+                   p->rx_msgs, p->nslots, p->cqe, cqs,
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
-                          : "plain PD");
+                          : "plain PD",
+                   c->post_mode == IBV_POST_EX ? "ibv_wr_* (ex)"
+                                               : "ibv_post_send (classic)");
     *out = p;
     return FH_OK;
 
@@ -339,10 +326,7 @@ void ibv_path_destroy(struct fh_cpath *p)
     if (!p)
         return;
     struct fh_conduit *c = p->c;
-    if (p->open) {
-        ibv_wr_abort(p->open->qpx);
-        p->open = NULL;
-    }
+    ibv_batch_abort(p);
     if (p->conns) {
         for (size_t k = 0; k < p->nconns; k++)
             if (p->conns[k].qp)
@@ -368,6 +352,7 @@ void ibv_path_destroy(struct fh_cpath *p)
     free(p->recvs);
     free(p->slot_mem);
     free(p->rbuf_mem);
+    free(p->inl_buf);
     if (c->paths[p->index] == p)
         c->paths[p->index] = NULL;
     free(p);
@@ -384,6 +369,9 @@ int ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     struct ibv_conn *k = NULL;
     if ((ret = ibv_conn_for(p, rank, rpath, "am_send", &k)))
         return ret;
+    if (p->err != FH_OK)
+        return fh_set_error(p->err, "ibv: am_send to rank %d: path %d is "
+                            "broken (device %s)", rank, p->index, c->devname);
     if (k->status != FH_OK)
         return fh_set_error(k->status, "ibv: rank %d: connection from path "
                             "%d to its path %d is broken", rank, p->index,
@@ -395,42 +383,32 @@ int ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     if (!inl) {
         if (!(op = p->slot_free))
             goto again;
-    } else if (k->unsig + 1 >= p->sig_every) {
-        if (!(op = p->op_free))
-            goto again;
-    }
-    ibv_batch_open(p, k);
-    struct ibv_qp_ex *qx = k->qpx;
-    qx->wr_id = (uintptr_t)(op ? op : &k->unsig_op);
-    /* IBV_SEND_INLINE is implied by ibv_wr_set_inline_data, but rxe's
-     * kernel side looks only at the flag (without it the WQE fails with
-     * IBV_WC_LOC_QP_OP_ERR). */
-    qx->wr_flags = (op ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0);
-    ibv_wr_send(qx);
-    if (inl) {
-        if (op) {
-            p->op_free = op->next;
-            op->kind = IBV_OP_SEND;
-            op->buf = NULL;
-        }
-        /* One contiguous buffer rather than ibv_wr_set_inline_data_list:
-         * rxe up to at least rdma-core 44 sends 0 bytes for a list (it
-         * never adds up the lengths). */
-        char tmp[IBV_INLINE_MAX];
-        if (hdr_len)
-            memcpy(tmp, hdr, hdr_len);
-        if (len)
-            memcpy(tmp + hdr_len, payload, len);
-        ibv_wr_set_inline_data(qx, tmp, total);
-    } else {
         p->slot_free = op->next;
         memcpy(op->buf, hdr, hdr_len);
         if (len)
             memcpy(op->buf + hdr_len, payload, len);
-        ibv_wr_set_sge(qx, p->slot_mr->lkey, (uintptr_t)op->buf,
-                       (uint32_t)total);
+    } else if (k->unsig + 1 >= p->sig_every) {
+        if (!(op = p->op_free))
+            goto again;
+        p->op_free = op->next;
+        op->kind = IBV_OP_SEND;
+        op->buf = NULL;
     }
-    ibv_batch_add(p, k, op, op != NULL);
+    char tmp[IBV_INLINE_MAX];
+    struct ibv_wrdesc d = {.opcode = IBV_WR_SEND, .op = op, .inl = inl,
+                           .len = (uint32_t)total};
+    if (inl) {
+        /* One contiguous buffer: header and payload in one inline copy. */
+        if (hdr_len)
+            memcpy(tmp, hdr, hdr_len);
+        if (len)
+            memcpy(tmp + hdr_len, payload, len);
+        d.inl_data = tmp;
+    } else {
+        d.lkey = p->slot_mr->lkey;
+        d.addr = (uintptr_t)op->buf;
+    }
+    ibv_post_wr(p, k, &d);
     return ibv_batch_close(p);
 
 again:
@@ -446,7 +424,7 @@ static uint32_t ibv_qpn_hash(uint32_t qpn)
     return qpn * 0x9E3779B1u;     /* QP numbers are often consecutive */
 }
 
-static struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
+struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
 {
     for (uint32_t h = ibv_qpn_hash(qpn) & p->qpn_mask;; h = (h + 1) & p->qpn_mask) {
         uint32_t v = p->qpn_tab[h];
@@ -455,21 +433,6 @@ static struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn)
         if (p->conns[v - 1].qp->qp_num == qpn)
             return &p->conns[v - 1];
     }
-}
-
-/* Copies up to want completions into p->ev (one ibv_poll_cq call). */
-static int ibv_fetch(struct fh_cpath *p, int want)
-{
-    struct ibv_wc wc[IBV_CQ_BATCH];
-    int n = ibv_poll_cq(p->cq, want, wc);
-    if (n < 0) {
-        fh_log_error("ibv: path %d: ibv_poll_cq failed (%d)", p->index, n);
-        return FH_ERR_TRANSPORT;
-    }
-    for (int i = 0; i < n; i++)
-        p->ev[i] = (struct ibv_ev){wc[i].wr_id, wc[i].byte_len, wc[i].qp_num,
-                                   wc[i].vendor_err, (int)wc[i].status};
-    return n;
 }
 
 static void ibv_repost_flush(struct fh_cpath *p)
@@ -487,7 +450,7 @@ static void ibv_repost_flush(struct fh_cpath *p)
                  strerror(e));
 }
 
-static void ibv_repost(struct fh_cpath *p, struct ibv_op *r)
+void ibv_repost(struct fh_cpath *p, struct ibv_op *r)
 {
     int j = p->nrepost++;
     p->rsge[j] = (struct ibv_sge){(uintptr_t)r->buf,
@@ -499,106 +462,6 @@ static void ibv_repost(struct fh_cpath *p, struct ibv_op *r)
         ibv_repost_flush(p);
 }
 
-static const char *ibv_kind_str(int kind)
-{
-    switch (kind) {
-    case IBV_OP_PUT: return "put";
-    case IBV_OP_GET: return "get";
-    case IBV_OP_SEND:
-    case IBV_OP_UNSIG: return "active message";
-    default: return "operation";
-    }
-}
-
-/* Releases a send-side op (after its completion) and makes the upcall. */
-static void ibv_finish(struct fh_cpath *p, struct ibv_op *op, int status)
-{
-    struct fh_conduit *c = p->c;
-    switch (op->kind) {
-    case IBV_OP_PUT:
-    case IBV_OP_GET: {
-        void *ctx = op->op_ctx;
-        op->next = p->op_free;
-        p->op_free = op;
-        c->up.on_complete(p->upcall_arg, ctx, status);
-        break;
-    }
-    case IBV_OP_SEND:
-        if (op->buf) {
-            op->next = p->slot_free;
-            p->slot_free = op;
-        } else {
-            op->next = p->op_free;
-            p->op_free = op;
-        }
-        break;
-    default:
-        break;              /* IBV_OP_UNSIG: nothing to release */
-    }
-}
-
-static void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v)
-{
-    struct ibv_op *op = (struct ibv_op *)(uintptr_t)v->wr_id;
-    const enum ibv_wc_status ws = (enum ibv_wc_status)v->status;
-    if (!op) {
-        fh_log_error("ibv: path %d: error completion without context: %s",
-                     p->index, ibv_wc_status_str(ws));
-        return;
-    }
-    if (op->kind == IBV_OP_RECV) {
-        struct ibv_conn *k = ibv_conn_by_qpn(p, v->qp_num);
-        if (ws != IBV_WC_WR_FLUSH_ERR)
-            fh_log_error("ibv: rank %d: receive on path %d failed: %s "
-                         "(vendor_err 0x%x)%s", k ? k->rank : -1, p->index,
-                         ibv_wc_status_str(ws), v->vendor_err,
-                         ws == IBV_WC_LOC_LEN_ERR
-                             ? " (message over am_max_packet?)" : "");
-        ibv_repost(p, op);
-        return;
-    }
-    struct ibv_conn *k = op->conn;
-    int st = ibv_err_status(ws);
-    if (k->status == FH_OK) {
-        k->status = st;
-    } else if (ws == IBV_WC_WR_FLUSH_ERR) {
-        st = k->status;     /* a flush after the real error: same cause */
-    }
-    k->sq_used -= op->reclaim <= k->sq_used ? op->reclaim : k->sq_used;
-    if (k->nerr++ == 0 || ws != IBV_WC_WR_FLUSH_ERR) {
-        char what[64];
-        if (op->kind == IBV_OP_PUT || op->kind == IBV_OP_GET)
-            snprintf(what, sizeof what, "%s of %zu bytes",
-                     ibv_kind_str(op->kind), op->len);
-        else
-            snprintf(what, sizeof what, "%s", ibv_kind_str(op->kind));
-        fh_log_error("ibv: rank %d: %s from path %d to its path %d failed: "
-                     "%s (vendor_err 0x%x)%s", k->rank, what, p->index,
-                     k->rpath, ibv_wc_status_str(ws), v->vendor_err,
-                     st == FH_ERR_PEER_DEAD
-                         ? "; the peer is dead or unreachable"
-                         : ws == IBV_WC_REM_ACCESS_ERR
-                               ? "; remote key or address out of range"
-                               : "");
-    }
-    ibv_finish(p, op, st);
-}
-
-/* Ops of a batch the provider refused: complete them with an error. */
-static int ibv_deliver_failed(struct fh_cpath *p)
-{
-    int n = 0;
-    while (p->failed) {
-        struct ibv_op *op = p->failed;
-        p->failed = op->next;
-        int st = op->conn && op->conn->status ? op->conn->status
-                                              : FH_ERR_TRANSPORT;
-        ibv_finish(p, op, st);
-        n++;
-    }
-    return n;
-}
-
 int ibv_poll(struct fh_cpath *p, int max)
 {
     struct fh_conduit *c = p->c;
@@ -607,6 +470,13 @@ int ibv_poll(struct fh_cpath *p, int max)
         ibv_batch_close(p);
     if (p->failed)
         done += ibv_deliver_failed(p);
+    done += ibv_check_trouble(p, ++p->npoll % IBV_ASYNC_EVERY == 0);
+    if (p->err != FH_OK) {
+        if (done > 0)
+            return done;        /* the failures; the error comes next time */
+        return fh_set_error(p->err, "ibv: path %d on %s is broken (see the "
+                            "error above)", p->index, c->devname);
+    }
     while (done < max) {
         if (p->ev_head == p->ev_n) {
             int want = max - done < IBV_CQ_BATCH ? max - done : IBV_CQ_BATCH;

@@ -1,6 +1,5 @@
 /*
- * ibv_rma.c -- verbs conduit: memory registration, put, get, and the
- * doorbell batch shared with am_send.
+ * ibv_rma.c -- verbs conduit: memory registration, put and get.
  *
  * Registration.  ibv_reg_mr on the conduit's (plain) PD, which every path's
  * QPs share (a parent domain wraps the same kernel PD), so one lkey/rkey
@@ -23,11 +22,11 @@
  * (ibv_wr_set_inline_data): the source is reusable at return and needs no
  * registration.
  *
- * Batching.  Posts go through ibv_wr_start / ibv_wr_* / ibv_wr_complete on
- * the QP's ibv_qp_ex.  A post with FH_POST_MORE leaves the batch open (no
- * doorbell); the next post without it, a post to another QP, a full batch
- * (IBV_BATCH_MAX work requests) or the next poll of the path rings it.  If
- * the provider refuses a batch at ibv_wr_complete, its put/get contexts are
+ * Batching.  Posts go through the doorbell batch of ibv_post.c (either
+ * posting API, FH_IBV_POST): a post with FH_POST_MORE leaves the batch
+ * open (no doorbell); the next post without it, a post to another QP, a
+ * full batch (IBV_BATCH_MAX work requests) or the next poll of the path
+ * rings it.  If the provider refuses a batch, its put/get contexts are
  * completed with an error at the next poll (they were already accepted).
  *
  * Signaling.  Every put and get is signaled (one WR per op: the runtime
@@ -41,8 +40,6 @@
 #include "ibv_internal.h"
 #include "firehose/util/log.h"
 #include "conduits/util/cu.h"
-
-#define IBV_BATCH_MAX 32
 
 int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
                  struct ibv_conn **out)
@@ -61,61 +58,6 @@ int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
                             "paths only)", what, p->index, rpath, rank);
     *out = &p->conns[rank];
     return FH_OK;
-}
-
-int ibv_batch_close(struct fh_cpath *p)
-{
-    struct ibv_conn *k = p->open;
-    if (!k)
-        return FH_OK;
-    p->open = NULL;
-    int e = ibv_wr_complete(k->qpx);
-    struct ibv_op *b = p->batch;
-    p->batch = NULL;
-    unsigned n = p->batch_n;
-    p->batch_n = 0;
-    if (!e)
-        return FH_OK;
-    fh_log_error("ibv: rank %d: posting %u work requests from path %d to its "
-                 "path %d failed: %s", k->rank, n, p->index, k->rpath,
-                 strerror(e));
-    if (k->status == FH_OK)
-        k->status = FH_ERR_TRANSPORT;
-    while (b) {
-        struct ibv_op *nx = b->bnext;
-        b->next = p->failed;
-        p->failed = b;
-        b = nx;
-    }
-    return FH_ERR_TRANSPORT;
-}
-
-void ibv_batch_open(struct fh_cpath *p, struct ibv_conn *k)
-{
-    if (p->open == k)
-        return;
-    if (p->open)
-        ibv_batch_close(p);     /* its errors go to the failed list */
-    ibv_wr_start(k->qpx);
-    p->open = k;
-    p->batch = NULL;
-    p->batch_n = 0;
-}
-
-void ibv_batch_add(struct fh_cpath *p, struct ibv_conn *k, struct ibv_op *op,
-                   int signaled)
-{
-    k->sq_used++;
-    if (signaled) {
-        op->reclaim = k->unsig + 1;
-        k->unsig = 0;
-        op->conn = k;
-        op->bnext = p->batch;
-        p->batch = op;
-    } else {
-        k->unsig++;
-    }
-    p->batch_n++;
 }
 
 /* ------------------------------------------------------------ MR */
@@ -203,6 +145,9 @@ static int ibv_rma_post(struct fh_cpath *p, int is_put, int rank, int rpath,
                                 "outside its registration %p+%zu", what, lbuf,
                                 len, (void *)lmr->addr, lmr->len);
     }
+    if (p->err != FH_OK)
+        return fh_set_error(p->err, "ibv: %s to rank %d: path %d is broken "
+                            "(device %s)", what, rank, p->index, c->devname);
     if (k->status != FH_OK)
         return fh_set_error(k->status, "ibv: rank %d: %s: connection from "
                             "path %d to its path %d is broken", rank, what,
@@ -212,26 +157,19 @@ static int ibv_rma_post(struct fh_cpath *p, int is_put, int rank, int rpath,
         ibv_batch_close(p);
         return FH_ERR_AGAIN;
     }
-    ibv_batch_open(p, k);
     p->op_free = op->next;
     op->kind = is_put ? IBV_OP_PUT : IBV_OP_GET;
     op->op_ctx = op_ctx;
     op->len = len;
     op->buf = NULL;
-    struct ibv_qp_ex *qx = k->qpx;
-    qx->wr_id = (uintptr_t)op;
-    qx->wr_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
-    if (is_put) {
-        ibv_wr_rdma_write(qx, (uint32_t)rkey->key, raddr);
-        if (inl)
-            ibv_wr_set_inline_data(qx, lbuf, len);
-        else
-            ibv_wr_set_sge(qx, lmr->mr->lkey, (uintptr_t)lbuf, (uint32_t)len);
-    } else {
-        ibv_wr_rdma_read(qx, (uint32_t)rkey->key, raddr);
-        ibv_wr_set_sge(qx, lmr->mr->lkey, (uintptr_t)lbuf, (uint32_t)len);
-    }
-    ibv_batch_add(p, k, op, 1);
+    struct ibv_wrdesc d = {
+        .opcode = is_put ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
+        .op = op, .inl = inl, .inl_data = lbuf,
+        .lkey = inl ? 0 : lmr->mr->lkey, .len = (uint32_t)len,
+        .rkey = (uint32_t)rkey->key,
+        .addr = (uintptr_t)lbuf, .raddr = raddr,
+    };
+    ibv_post_wr(p, k, &d);
     if (!(flags & FH_POST_MORE) || p->batch_n >= IBV_BATCH_MAX)
         ibv_batch_close(p);     /* a refusal is reported through on_complete */
     return FH_OK;

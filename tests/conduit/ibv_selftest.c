@@ -1,7 +1,7 @@
 /*
  * ibv_selftest.c -- standalone test of the verbs conduit (conduits/ibv/).
  *
- * Usage: ibv_selftest [1|2|all|dead|badkey] [device-of-rank-0] [device-of-rank-1]
+ * Usage: ibv_selftest [1|2|all|dead|badkey|cqerr] [device-of-rank-0] [device-of-rank-1]
  *   (default: all; devices default to FH_IBV_DEVICE, else rank 0 takes the
  *   first device and, in the 2-rank modes, rank 1 the second one if there
  *   are two, so that traffic really crosses a link, e.g. rxe0 <-> rxe1)
@@ -13,10 +13,21 @@
  *          FH_ERR_PEER_DEAD / FH_ERR_TRANSPORT within seconds, not hang
  *   badkey (1 rank) a put with a wrong rkey must complete with
  *          FH_ERR_TRANSPORT (IBV_WC_REM_ACCESS_ERR) and a log line naming
- *          the rank; the broken connection then refuses posts
+ *          the rank; the broken connection then refuses posts; on the
+ *          responder's side of it (path 0 -> path 2, whose QP went to ERR
+ *          without a completion of its own), a get ends with an error and
+ *          AMs are refused within 10 s
+ *   cqerr  (1 rank) path 1's CQ is shrunk (ibv_resize_cq, white box) and
+ *          then overrun by 16 signaled puts: the provider loses
+ *          completions and raises IBV_EVENT_CQ_ERR (rxe does), which only
+ *          the async event queue tells.  Every put must still complete
+ *          (ok or FH_ERR_TRANSPORT) within 10 s, later posts on path 1 are
+ *          refused and its poll returns FH_ERR_TRANSPORT; path 2 works.
  * Exit status 77 (automake SKIP) with "SKIP: no RDMA device" when
  * ibv_get_device_list finds nothing.  FH_SELFTEST_NREQ sets the requests
- * per sender thread of the am phase (default 1000; emulated rxe is slow).
+ * per sender thread of the am phase (default 1000; emulated rxe is slow),
+ * FH_SELFTEST_MAXRMA (bytes) caps the puts and gets of the rma phase
+ * (default 8 MiB).
  *
  * Phases
  *   tiny    (1 rank) AMs of 0..15 bytes path 1 -> path 0, in order, intact.
@@ -43,7 +54,10 @@
 
 #include <infiniband/verbs.h>
 
+#include <unistd.h>
+
 #include "conduits/conduit.h"
+#include "conduits/ibv/ibv_internal.h"   /* cqerr: the path's CQ */
 #include "firehose/util/log.h"
 #include "selftest_common.h"
 
@@ -182,6 +196,105 @@ static int run_badkey(const char *dev)
     printf("PASS badkey: put with a wrong rkey completed with %s after %.2f "
            "s; the broken connection refuses posts (%s); other paths work\n",
            fh_err_name(t->got_err), now() - t0, fh_err_name(refused));
+
+    /* The responder's side of that connection: path 0's QP towards (0, 2)
+     * took the bad access and went to ERR with no completion of its own
+     * (rxe raises no async event for it either, but flushes what is posted
+     * on the QP afterwards).  A get posted on it must end with an error,
+     * and AMs on it must be refused, within seconds (not accepted and
+     * lost). */
+    struct tpath *p0 = &t->paths[0];
+    t->expect_err = 1;
+    t->got_err = FH_OK;
+    t0 = now();
+    p0->rma_pending++;
+    while ((rc = CD.get(p0->cp, 0, 2, t->G, 4096, t->mrG, t->tbase[0],
+                        &t->rk[0], p0, 0)) == FH_ERR_AGAIN)
+        do_poll(p0);
+    const int get_rc = rc;
+    if (rc != FH_OK)
+        p0->rma_pending--;      /* refused at post: fine, it is an error */
+    CHECK(rc == FH_OK || rc == FH_ERR_TRANSPORT || rc == FH_ERR_PEER_DEAD,
+          "get on the responder's QP: %d", rc);
+    while (p0->rma_pending > 0) {
+        do_poll(p0);
+        CHECK(now() - t0 < 10, "a get on the responder side of the bad-key "
+              "put's connection (path 0 -> path 2) never completed");
+    }
+    unsigned accepted = 0;
+    for (;;) {
+        rc = CD.am_send(p0->cp, 0, 2, "x", 1, NULL, 0);
+        if (rc != FH_OK && rc != FH_ERR_AGAIN)
+            break;
+        accepted += rc == FH_OK;
+        do_poll(p0);
+        CHECK(now() - t0 < 10, "path 0 -> path 2: %u AMs accepted on a QP "
+              "in error for 10 s (the async event went unnoticed)", accepted);
+    }
+    CHECK(rc == FH_ERR_TRANSPORT || rc == FH_ERR_PEER_DEAD,
+          "AM on the responder's broken QP: %d", rc);
+    printf("PASS badkey-responder: the responder's QP error was noticed "
+           "after %.2f s: get %s, AMs refused with %s after %u accepted\n",
+           now() - t0, get_rc == FH_OK ? "completed with an error" : "refused",
+           fh_err_name(rc), accepted);
+    st_finish(t);
+    return 0;
+}
+
+/* Mode "cqerr" (1 rank): see the header comment. */
+static int run_cqerr(const char *dev)
+{
+    struct test *t = st_new_one(NULL, dev);
+    st_setup(t);
+    struct tpath *p1 = &t->paths[1];
+    int e = ibv_resize_cq(p1->cp->cq, 2);
+    if (e) {
+        printf("SKIP cqerr: ibv_resize_cq: %s\n", strerror(e));
+        st_finish(t);
+        return 0;
+    }
+    t->expect_err = 2;
+    t->got_err = 0;
+    enum { N = 16 };
+    for (int i = 0; i < N; i++) {
+        p1->rma_pending++;
+        int rc = CD.put(p1->cp, 0, 0, t->S + 64 * i, 8, t->mrS,
+                        t->tbase[0] + 64 * (uint64_t)i, &t->rk[0], p1,
+                        i + 1 < N ? FH_POST_MORE : 0);
+        CHECK(rc == FH_OK, "cqerr put %d: %d", i, rc);
+    }
+    usleep(500000);     /* let the provider overrun the CQ before we poll */
+    double t0 = now();
+    int prc = 0;
+    while (p1->rma_pending > 0) {
+        prc = CD.poll(p1->cp, 64);
+        CHECK(prc >= 0 || p1->rma_pending == 0, "poll path 1 returned %s "
+              "with %d puts outstanding", fh_err_name(prc), p1->rma_pending);
+        do_poll(&t->paths[0]);
+        CHECK(now() - t0 < 10, "cqerr: %d of %d puts never completed "
+              "(completions lost to the CQ overrun)", p1->rma_pending, N);
+    }
+    const int failed = t->got_err;
+    CHECK(failed > 0, "cqerr: all %d puts completed fine: no CQ overrun?", N);
+    for (int i = 0; i < 3 && prc >= 0; i++)
+        prc = CD.poll(p1->cp, 64);
+    CHECK(prc == FH_ERR_TRANSPORT, "poll of the broken path: %s",
+          fh_err_name(prc));
+    int rc = CD.put(p1->cp, 0, 0, t->S, 8, t->mrS, t->tbase[0], &t->rk[0],
+                    p1, 0);
+    CHECK(rc == FH_ERR_TRANSPORT, "put on the broken path: %s",
+          fh_err_name(rc));
+    t->expect_err = 0;
+    struct tpath *p2 = &t->paths[2];
+    p2->rma_pending++;
+    while ((rc = CD.put(p2->cp, 0, 0, t->S, 4096, t->mrS, t->tbase[0],
+                        &t->rk[0], p2, 0)) == FH_ERR_AGAIN)
+        pump(p2);
+    CHECK(rc == FH_OK, "put on a healthy path: %d", rc);
+    wait_rma(t, p2);
+    printf("PASS cqerr: CQ overrun on path 1: %d of %d puts completed with "
+           "FH_ERR_TRANSPORT after %.2f s, later posts and polls there "
+           "fail, path 2 works\n", failed, N, now() - t0);
     st_finish(t);
     return 0;
 }
@@ -194,6 +307,11 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (getenv("FH_SELFTEST_NREQ"))
         st_nreq = (uint32_t)atoi(getenv("FH_SELFTEST_NREQ"));
+    if (getenv("FH_SELFTEST_MAXRMA")) {
+        long m = atol(getenv("FH_SELFTEST_MAXRMA"));
+        if (m > 0 && (size_t)m < MAXRMA)
+            st_maxrma = (size_t)m;
+    }
     int ndev = 0;
     struct ibv_device **list = ibv_get_device_list(&ndev);
     static char second[64];
@@ -213,6 +331,8 @@ int main(int argc, char **argv)
         run_two(dev0, dev1);
     if (!strcmp(mode, "badkey") || !strcmp(mode, "all"))
         run_badkey(dev0);
+    if (!strcmp(mode, "cqerr"))
+        run_cqerr(dev0);
     if (!strcmp(mode, "dead"))
         st_run_dead(NULL, dev0, dev1);
     printf("ALL PASS (ibv, mode %s)\n", mode);

@@ -35,6 +35,7 @@ extern const fh_conduit_ops_t *const st_cd;
 #define CD (*st_cd)
 /* Requests per sender path in the am phase. */
 extern uint32_t st_nreq;
+extern size_t st_maxrma;       /* rma phase: largest put/get (<= MAXRMA) */
 /* Flood: 0 = every message is P bytes; else rounds alternate between P
  * bytes and st_flood_small bytes. */
 extern const size_t st_flood_small;
@@ -79,7 +80,8 @@ struct test {
     int rank, nranks, peer;
     const char *provider;             /* ofi: the libfabric provider */
     const char *dev;                  /* ibv: FH_IBV_DEVICE for this rank */
-    int expect_err;                   /* ibv badkey: error completions wanted */
+    int expect_err;                   /* ibv badkey: error completions wanted;
+                                         2 (ibv cqerr): any, errors counted */
     int got_err;
     struct fh_conduit *c;
     fh_conduit_limits_t lim;

@@ -1,0 +1,151 @@
+/*
+ * ibv_cq.c -- verbs conduit: a path's completion queue and how it is
+ * polled (FH_IBV_POLL).
+ *
+ *   ex       an extended CQ (ibv_create_cq_ex) with
+ *            IBV_CREATE_CQ_ATTR_SINGLE_THREADED (the provider may drop its
+ *            lock: the runtime serializes the calls on one path), inside
+ *            the path's parent domain when it has one, polled with
+ *            ibv_start_poll / ibv_end_poll (ibv_fetch_ex).  On mlx5 this
+ *            is the lock-free completion path; ibv_poll_cq takes the CQ's
+ *            lock whatever its flags.
+ *   classic  ibv_poll_cq with an array (on an extended CQ through
+ *            ibv_cq_ex_to_cq, or on a plain CQ).
+ *   auto     ex for a path with a thread domain (where the lock-free CQ
+ *            pays), classic otherwise.
+ * Falling back: an extended CQ the provider refuses with the flag is tried
+ * without it, one refused inside the parent domain outside it; if no
+ * extended CQ can be made, or a new one is not empty (ibv_cq_ex_sane),
+ * auto polls a plain CQ with ibv_poll_cq and FH_IBV_POLL=ex fails path
+ * creation.  Either way a batch of completions is
+ * copied into p->ev (struct ibv_ev) before any upcall.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ibv_internal.h"
+#include "firehose/util/log.h"
+
+/* A new extended CQ must be empty: ibv_start_poll says ENOENT.  rxe with
+ * rdma-core 44 on Linux 6.1 reports completions full of zeros there (wr_id
+ * 0, qp_num 0) and keeps doing so under traffic; such a CQ is not used
+ * (auto: a plain CQ and ibv_poll_cq; FH_IBV_POLL=ex: path creation fails),
+ * and the next paths do not try again. */
+static int ibv_cq_ex_sane(struct fh_cpath *p)
+{
+    struct ibv_poll_cq_attr pa = {.comp_mask = 0};
+    int e = ibv_start_poll(p->cqx, &pa);
+    if (e == ENOENT)
+        return 1;
+    if (e == 0)
+        ibv_end_poll(p->cqx);
+    if (!p->c->cq_ex_broken)
+        fh_log_verbose(1, "ibv: %s: a new extended CQ is not empty "
+                       "(ibv_start_poll: %s, wr_id %llu): completions are "
+                       "read with ibv_poll_cq from a plain CQ", p->c->devname,
+                       e ? strerror(e) : "a completion",
+                       e ? 0ull : (unsigned long long)p->cqx->wr_id);
+    p->c->cq_ex_broken = 1;
+    return 0;
+}
+
+int ibv_path_cq(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
+    const uint32_t vec = (uint32_t)(p->index % nvec);
+    const int want_ex = c->env.poll == IBV_POLL_EX ||
+                        (c->env.poll == IBV_POLL_AUTO && p->ppd);
+    /* attempts: (parent domain,) single-threaded flag, then neither */
+    for (int attempt = p->ppd ? 0 : 1;
+         (want_ex || p->ppd) && !c->cq_ex_broken && attempt < 3; attempt++) {
+        struct ibv_cq_init_attr_ex a = {
+            .cqe = (uint32_t)p->cqe,
+            .cq_context = p,
+            .channel = NULL,
+            .comp_vector = vec,
+            .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM,
+            .comp_mask = attempt < 2 ? IBV_CQ_INIT_ATTR_MASK_FLAGS : 0u,
+            .flags = attempt < 2 ? IBV_CREATE_CQ_ATTR_SINGLE_THREADED : 0u,
+        };
+        if (attempt == 0) {
+            a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
+            a.parent_domain = p->ppd;
+        }
+        p->cqx = ibv_create_cq_ex(c->ctx, &a);
+        if (p->cqx && !ibv_cq_ex_sane(p)) {
+            ibv_destroy_cq(ibv_cq_ex_to_cq(p->cqx));
+            p->cqx = NULL;
+            break;
+        }
+        if (p->cqx) {
+            p->cq = ibv_cq_ex_to_cq(p->cqx);
+            p->poll_ex = want_ex;
+            if (attempt > 0 && p->ppd)
+                fh_log_verbose(2, "ibv: path %d: CQ outside the parent domain",
+                               p->index);
+            if (attempt == 2)
+                fh_log_verbose(2, "ibv: path %d: CQ without the "
+                               "single-threaded flag", p->index);
+            return FH_OK;
+        }
+    }
+    if (c->env.poll == IBV_POLL_EX) {
+        fh_log_error("ibv: path %d: FH_IBV_POLL=ex: %s cannot create a "
+                     "usable extended CQ of %d entries%s", p->index,
+                     c->devname, p->cqe, c->cq_ex_broken
+                         ? " (a new one is not empty)" : "");
+        return FH_ERR_NOT_SUPPORTED;
+    }
+    p->cq = ibv_create_cq(c->ctx, p->cqe, p, NULL, (int)vec);
+    if (!p->cq) {
+        fh_log_error("ibv: path %d: cannot create a CQ of %d entries: %s",
+                     p->index, p->cqe, strerror(errno));
+        return FH_ERR_TRANSPORT;
+    }
+    return FH_OK;
+}
+
+/* One completion per ibv_start_poll / ibv_end_poll cycle, never
+ * ibv_next_poll: with next_poll batches, rxe (rdma-core 44, Linux 6.1)
+ * handed out receive completions of 0 bytes in our VM runs; start, read,
+ * end is valid on every provider, and on a single-threaded CQ a cycle
+ * takes no lock. */
+static int ibv_fetch_ex(struct fh_cpath *p, int want)
+{
+    struct ibv_cq_ex *cq = p->cqx;
+    int n = 0;
+    while (n < want) {
+        struct ibv_poll_cq_attr pa = {.comp_mask = 0};
+        int e = ibv_start_poll(cq, &pa);
+        if (e == ENOENT)
+            break;
+        if (e != 0) {
+            fh_log_error("ibv: path %d: ibv_start_poll failed: %s", p->index,
+                         strerror(e));
+            return n ? n : FH_ERR_TRANSPORT;
+        }
+        p->ev[n++] = (struct ibv_ev){cq->wr_id, ibv_wc_read_byte_len(cq),
+                                     ibv_wc_read_qp_num(cq),
+                                     ibv_wc_read_vendor_err(cq),
+                                     (int)cq->status};
+        ibv_end_poll(cq);
+    }
+    return n;
+}
+
+int ibv_fetch(struct fh_cpath *p, int want)
+{
+    if (p->poll_ex)
+        return ibv_fetch_ex(p, want);
+    struct ibv_wc wc[IBV_CQ_BATCH];
+    int n = ibv_poll_cq(p->cq, want, wc);
+    if (n < 0) {
+        fh_log_error("ibv: path %d: ibv_poll_cq failed (%d)", p->index, n);
+        return FH_ERR_TRANSPORT;
+    }
+    for (int i = 0; i < n; i++)
+        p->ev[i] = (struct ibv_ev){wc[i].wr_id, wc[i].byte_len, wc[i].qp_num,
+                                   wc[i].vendor_err, (int)wc[i].status};
+    return n;
+}
