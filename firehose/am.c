@@ -335,9 +335,15 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
-    while ((rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
-                                 inline_len)) == FH_ERR_AGAIN && wait)
-        fh_progress_locked(p);
+    /* Out of transmit resources: wait as every waiting loop does, without
+     * the path lock between rounds (other threads of the path go on).  The
+     * credit and the owed credits in hdr stay ours meanwhile. */
+    for (unsigned idle = 0; (rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
+                                                  inline_len)) == FH_ERR_AGAIN && wait;) {
+        pthread_mutex_unlock(&p->lock);
+        fh_wait_round(t, &idle);
+        pthread_mutex_lock(&p->lock);
+    }
     if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);
     else if (rc != FH_OK)

@@ -377,6 +377,24 @@ void fh_wait_round_awake(fh_tls_t *t, unsigned *idle)
     wait_round(t, idle, false);
 }
 
+void fh_wait_rank_sent(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    for (unsigned idle = 0;;) {
+        bool busy = false;
+        for (int i = 0; i < fh_paths_made(rt) && !busy; i++) {
+            fh_path_t *p = &rt->paths[i];
+            pthread_mutex_lock(&p->lock);
+            fh_path_poll_locked(p);
+            busy = p->inflight != 0 || p->backlog != NULL;
+            pthread_mutex_unlock(&p->lock);
+        }
+        if (!busy)
+            return;
+        fh_wait_round(t, &idle);
+    }
+}
+
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
 {
     fh_path_t *own = t->path;

@@ -221,7 +221,10 @@ int fh_init(int *argc, char ***argv);
  * Other threads: a collective another thread entered first is paired and
  * completes before (see "Collectives"); apart from that no other thread may
  * be inside a firehose call while fh_finalize runs (it frees what they
- * use); calls they make after it returned get FH_ERR_NOT_INIT.
+ * use); calls they make after it returned get FH_ERR_NOT_INIT.  A thread
+ * may exit meanwhile: a thread-exit hook already running is waited for;
+ * one that starts after fh_finalize began does not complete the thread's
+ * operations (docs/reliability.md, "Threads").
  * Blocking: yes.  Thread-safe: see above.  Handler-safe: no.
  * Errors: the entry errors; otherwise FH_OK. */
 int fh_finalize(void);
