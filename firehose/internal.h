@@ -99,6 +99,9 @@ typedef struct fh_path {
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
     uint32_t owed_total;
     fh_backlog_t *backlog, **backlog_tail;
+    /* Client replies held until the strategy may publish (am.c): sent
+     * in order, after the backlog, once may_publish says yes. */
+    fh_backlog_t *held, **held_tail;
 
     fh_htable_t handles;
 

@@ -409,7 +409,11 @@ int fh_am_request_long(int rank, unsigned handler, const void *src,
 
 /* Replies: callable only from a request handler, with its token, before it
  * returns, at most once per token.  A reply that the network cannot take
- * yet is queued and sent by later progress.  fh_am_reply_long's payload is
+ * yet is queued and sent by later progress; so is one that must not leave
+ * yet because, under FH_REG_STRATEGY=firehose, this process freed memory
+ * peers held firehoses on and not every holder acknowledged the
+ * revocation (the wait other calls take at entry; docs/reliability.md,
+ * "Threads").  fh_am_reply_long's payload is
  * at most fh_am_max_long_reply() bytes, to dst in the requester's segment.
  * Blocking: no.  Thread-safe: the handler's thread only (the token's).
  * Handler-safe: yes, by definition.

@@ -261,6 +261,9 @@ void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c);
 /* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
  * every REVOKE we sent is acknowledged. */
 void fh_mm_entry(fh_thread_t *t);
+/* may_publish (reg.h): sync, then whether no REVOKE we sent is still
+ * unacknowledged.  Handler-safe; takes the cache lock briefly. */
+bool fh_mm_may_publish(fh_core_t *rt);
 /* For the hit layer's inline check: the monitor's state word (NULL: no
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
