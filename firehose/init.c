@@ -410,6 +410,7 @@ int fh_finalize(void)
     fh_coll_leave();
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
+    FH_TEST_POINT(FH_TP_FINALIZE_DRAINED);
     if (rt->cfg.stats)
         fh_stats_print(stderr);
     atomic_store(&fh_rt_state, FH_RT_DOWN);

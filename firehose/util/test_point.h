@@ -9,7 +9,9 @@
 
 enum fh_test_point {
     FH_TP_MM_PUBLISH,         /* firehose_revoke.c: sync stored revoking, not yet seen */
-    FH_TP_MM_WAIT_COUNT       /* firehose_revoke.c: the wait loop took its count */
+    FH_TP_MM_WAIT_COUNT,      /* firehose_revoke.c: the wait loop took its count */
+    FH_TP_FINALIZE_DRAINED    /* init.c: fh_finalize's barrier and drain are over,
+                                 nothing is released yet */
 };
 #ifdef FH_TEST_HOOKS
 extern void (*fh_test_hook)(enum fh_test_point where);
