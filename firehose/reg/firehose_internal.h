@@ -100,6 +100,11 @@ typedef struct reg_ent {
     uintptr_t base, end;           /* the firehose (region) [base, end) */
     uint64_t key[2];
     struct reg_tc *tc;
+#ifdef FH_TEST_HOOKS
+    /* Set (release) after a REVOKE made this busy entry WANTED; a hit that
+     * reads it set and still succeeds broke the rule (FH_TP_HIT_REVOKED). */
+    _Atomic uint32_t revoked;
+#endif
 } __attribute__((aligned(64))) reg_ent_t;
 
 /* ---- op records (firehose_xfer.c) */
