@@ -23,14 +23,17 @@
  * and silently corrupt every coarray after.  So each image writes a record
  * of every such statement (its number, ALLOCATE or DEALLOCATE, the
  * coarray's offset, size and allocation number) into its ledger before
- * the statement's barrier, and reads the others' after it: a difference is
- * reported by every image that sees it, naming the coarrays, and ends the
- * job.  The records go in two slots by the parity of their number: an
- * image can be at most one statement ahead (the next one's barrier waits
- * for us), so the slot we read is not being rewritten in a conforming
- * program.  Up to CAF_LEDGER_ALL images each image reads every other
- * record; above, its two neighbours' (any difference still shows between
- * some neighbours).
+ * the statement's barrier, and brings to every barrier of the initial team
+ * the number of such statements it executed and a hash of its last record
+ * (caf_heap_stamp; caf_sync.c carries both in the barrier's word, so that
+ * every image learns at the same barrier that they differ -- also an
+ * image that skipped the statement and waits in SYNC ALL).  Then every
+ * image reads the others' records (caf_heap_disagreement: all of them up
+ * to CAF_LEDGER_ALL images, its two neighbours above), reports which
+ * images differ and how, and the job ends.  The records go in two slots
+ * by the parity of their number: an image can be at most one statement
+ * ahead (the next one's barrier waits for us), so the slot we read is not
+ * being rewritten; after a disagreement no image writes any more.
  */
 #include "caf_internal.h"
 
@@ -248,7 +251,7 @@ static void rec_str(const heap_rec_t *r, char *buf, size_t len)
         snprintf(buf, len, "none yet");
         return;
     }
-    snprintf(buf, len, "%s of coarray #%llu (%llu bytes at heap offset %llu)",
+    snprintf(buf, len, "%s of coarray #%llu, %llu bytes at heap offset %llu",
              r->kind == REC_ALLOCATE ? "ALLOCATE" : r->kind == REC_DEALLOCATE
                                                         ? "DEALLOCATE" : "?",
              (unsigned long long)r->serial, (unsigned long long)r->size,
@@ -265,51 +268,53 @@ static void ledger_write(uint64_t kind, const caf_tok_t *t)
                                         .serial = t->serial};
 }
 
-/* After the barrier (every image took part, none has stopped): compares
- * the records; a difference ends the job, named. */
-static void ledger_check(const char *stmt)
+void caf_heap_stamp(uint64_t *seq, uint64_t *hash)
+{
+    *seq = ledger_seq;
+    *hash = 0;
+    if (ledger_seq == 0)
+        return;
+    const heap_rec_t *r = (const heap_rec_t *)(caf.bases[caf.rank] + ledger_off) +
+                          (ledger_seq & 1);
+    const uint64_t f[4] = {r->kind, r->off, r->size, r->serial};
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 4; i++)
+        h = (h ^ f[i]) * 0x100000001b3ull;
+    *hash = h ^ (h >> 29);
+}
+
+void caf_heap_disagreement(char *buf, size_t len)
 {
     int n = caf.nranks;
-    if (n == 1)
-        return;
     int peers[2] = {(caf.rank + 1) % n, (caf.rank + n - 1) % n};
     int np = n <= CAF_LEDGER_ALL ? n : (n == 2 ? 1 : 2);
-    heap_rec_t *got = calloc((size_t)np, sizeof *got);
-    if (got == NULL)
-        caf_fatal(stmt, "out of memory");
     const heap_rec_t *mine =
         (const heap_rec_t *)(caf.bases[caf.rank] + ledger_off) + (ledger_seq & 1);
-    size_t slot = ledger_off + (ledger_seq & 1) * sizeof(heap_rec_t);
-    for (int i = 0; i < np; i++) {
+    char m[120], o[120];
+    rec_str(mine, m, sizeof m);
+    int w = snprintf(buf, len, "this image executed %llu (last: %s)",
+                     (unsigned long long)ledger_seq, m);
+    heap_rec_t got[2];
+    /* An image that has not executed our last statement holds its last
+     * one in the other slot, and one ahead its next one in ours: read
+     * both slots. */
+    for (int i = 0, shown = 0; i < np && shown < 2 && w >= 0 && (size_t)w < len; i++) {
         int r = n <= CAF_LEDGER_ALL ? i : peers[i];
         if (r == caf.rank)
             continue;
-        int rc = fh_get_nbi(&got[i], r, caf.bases[r] + slot, sizeof got[i]);
-        if (rc != FH_OK)
-            caf_fatal(stmt, "reading image %d's heap ledger: %s", r + 1,
-                      fh_strerror(rc));
-    }
-    int rc = fh_wait_nbi();
-    if (rc != FH_OK)
-        caf_fatal(stmt, "reading the heap ledgers: %s", fh_strerror(rc));
-    for (int i = 0; i < np; i++) {
-        int r = n <= CAF_LEDGER_ALL ? i : peers[i];
-        if (r == caf.rank || memcmp(&got[i], mine, sizeof *mine) == 0)
+        if (fh_get(got, r, caf.bases[r] + ledger_off, sizeof got) != FH_OK) {
+            w += snprintf(buf + w, len - (size_t)w, "; image %d's ledger: %s", r + 1,
+                          fh_last_error());
             continue;
-        char m[120], o[120];
-        rec_str(mine, m, sizeof m);
-        rec_str(&got[i], o, sizeof o);
-        bool same_seq = got[i].seq == mine->seq;
-        free(got);
-        caf_fatal(stmt, "the images disagree on their ALLOCATE or DEALLOCATE "
-                  "statement number %llu (of coarrays): image %d executes %s, "
-                  "image %d %s%s; every image must execute the same ALLOCATE "
-                  "and DEALLOCATE statements of coarrays in the same order",
-                  (unsigned long long)mine->seq, caf.rank + 1, m, r + 1,
-                  same_seq ? "executes " : "has not executed it",
-                  same_seq ? o : "");
+        }
+        const heap_rec_t *last = got[0].seq > got[1].seq ? &got[0] : &got[1];
+        if (memcmp(last, mine, sizeof *mine) == 0)
+            continue;
+        rec_str(last, o, sizeof o);
+        w += snprintf(buf + w, len - (size_t)w, "; image %d executed %llu (last: %s)", r + 1,
+                      (unsigned long long)last->seq, o);
+        shown++;
     }
-    free(got);
 }
 
 void caf_heap_fini(void)
@@ -469,9 +474,7 @@ void _gfortran_caf_register(size_t size, caf_register_t type,
     if (type == CAF_REGTYPE_COARRAY_ALLOC || type == CAF_REGTYPE_LOCK_ALLOC ||
         type == CAF_REGTYPE_EVENT_ALLOC) {
         ledger_write(REC_ALLOCATE, t);
-        int st = caf_barrier();
-        if (st == 0)
-            ledger_check(stmt);
+        int st = caf_barrier_heap(CAF_BAR_ALLOCATE);
         if (st != 0) {
             caf_error(stat, errmsg, errmsg_len, st, stmt, "%s",
                       st == CAF_STAT_FAILED_IMAGE ? "an image has failed"
@@ -513,9 +516,7 @@ void _gfortran_caf_deregister(caf_token_t *token, caf_deregister_t type,
         if (rc != FH_OK)
             caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
         ledger_write(REC_DEALLOCATE, t);
-        st = caf_barrier();
-        if (st == 0)
-            ledger_check(stmt);
+        st = caf_barrier_heap(CAF_BAR_DEALLOCATE);
     }
     if (t->size != 0) {
         if (t->symmetric)

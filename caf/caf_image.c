@@ -88,6 +88,24 @@ void caf_fatal(const char *stmt, const char *fmt, ...)
     abort(); /* not reached: caf_error without stat does not return */
 }
 
+void caf_error_all(const char *stmt, const char *fmt, ...)
+{
+    char msg[sizeof caf_errbuf], line[sizeof caf_errbuf + 100];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "caf: image %d: %s: %s", my_image(), stmt, msg);
+    flush_all();
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    /* The others found it too and print it: no abort ends them first. */
+    uint64_t all;
+    (void)fh_barrier_or(CAF_BAR_FLAG_RUNNING, &all);
+    fh_abort(1, line);
+    abort(); /* not reached */
+}
+
 void caf_poll(void)
 {
     int rc = fh_poll();
@@ -241,6 +259,13 @@ void caf_start(int *argc, char ***argv)
     int rc = fh_set_rank_names("image", 1);
     if (rc != FH_OK)
         caf_fatal("start-up", "fh_set_rank_names: %s", fh_last_error());
+    /* gfortran calls the library from one thread: an image needs no thread
+     * path of its own.  With FH_PATHS=lazy its thread takes the service
+     * path and no other path is made (firehose/thread.c), which saves each
+     * image the connections of FH_MAX_THREADS paths to every image
+     * (docs/caf.md, "What an image costs").  The user's FH_PATHS wins. */
+    if (getenv("FH_PATHS") == NULL && setenv("FH_PATHS", "lazy", 0) != 0)
+        caf_fatal("start-up", "setenv(FH_PATHS): out of memory");
     rc = fh_init(argc, argv);
     if (rc != FH_OK) {
         fprintf(stderr, "caf: fh_init: %s (%s)\n", fh_strerror(rc),

@@ -100,6 +100,12 @@ static inline void caf_ok(int *stat)
 /* Fatal internal or firehose error: message and error termination. */
 void caf_fatal(const char *stmt, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* An error that every running image of the initial team finds at the
+ * same barrier (caf_sync.c): each prints "caf: image I: STMT: message",
+ * they meet in one more barrier (stopped images take part from their
+ * termination loop), and the job ends (exit code 1). */
+void caf_error_all(const char *stmt, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 /* Copies a message into a Fortran character (blank padded). */
 void caf_set_errmsg(char *errmsg, size_t len, const char *msg);
 
@@ -281,6 +287,19 @@ void caf_sync_init(void);
  * Returns 0, or CAF_STAT_STOPPED_IMAGE / CAF_STAT_FAILED_IMAGE when such
  * images exist (the barrier happened among the others). */
 int caf_barrier(void);
+/* caf_barrier for the initial team's ALLOCATE (CAF_BAR_ALLOCATE) or
+ * DEALLOCATE (CAF_BAR_DEALLOCATE) of a coarray, after caf_heap recorded
+ * the statement: when the images do not all bring the same statement and
+ * heap record (caf_heap_stamp), every image reports it and the job ends. */
+enum { CAF_BAR_SYNC = 1, CAF_BAR_ALLOCATE = 2, CAF_BAR_DEALLOCATE = 4 };
+int caf_barrier_heap(unsigned stmt);
+/* What this image brings to every barrier of the initial team: the number
+ * of ALLOCATE / DEALLOCATE statements of coarrays it executed and a hash
+ * of its record of the last one (caf_heap.c's ledger). */
+void caf_heap_stamp(uint64_t *seq, uint64_t *hash);
+/* Called by every image at the barrier whose stamps differ: which images'
+ * ledgers differ from ours and how, into buf. */
+void caf_heap_disagreement(char *buf, size_t len);
 /* The same over an explicit group: id (same on every member), its ranks
  * in image order, our index there. */
 int caf_barrier_group(uint64_t id, const int *ranks, int n, int me);

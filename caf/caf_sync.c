@@ -16,6 +16,17 @@
  * last one, left by every image at once (so every rank has made the same
  * fh_barrier_or calls when it reaches fh_finalize).  A stopped image waits
  * in the barrier as in any runtime wait: it serves AMs and RMA meanwhile.
+ * A running image's word also carries which statement it is in (SYNC ALL
+ * and the other barriers, ALLOCATE or DEALLOCATE of a coarray) and its
+ * heap stamp (caf_heap_stamp: how many ALLOCATE / DEALLOCATE statements
+ * of coarrays it executed, a hash of the last), each field x as x and ~x
+ * side by side: the OR of equal values leaves no bit set in both halves,
+ * different ones do.  So every image learns at the same barrier that the
+ * images went different ways (one skipped a DEALLOCATE and waits in SYNC
+ * ALL, or allocated another size): each says so with what its ledger and
+ * the others' show, they meet once more (so that no image is ended by
+ * another's abort before it spoke), and the job ends.  A stopped image
+ * brings no statement and no stamp.
  *
  * The barriers of other teams are dissemination barriers over active
  * messages (log2(n) rounds; in round k image i notifies image i+2^k and
@@ -55,8 +66,15 @@
 #define BAR_ROUNDS CAF_BAR_ROUNDS
 #define BAR_FLAG_STOPPED CAF_BAR_FLAG_STOPPED
 #define BAR_FLAG_FAILED CAF_BAR_FLAG_FAILED
-/* An image of the initial team's barrier that still runs (fh_barrier_or). */
-#define BAR_FLAG_RUNNING 4u
+#define BAR_FLAG_RUNNING CAF_BAR_FLAG_RUNNING
+/* The rest of a running image's word: its statement (CAF_BAR_SYNC,
+ * CAF_BAR_ALLOCATE, CAF_BAR_DEALLOCATE, one bit each), then its heap
+ * stamp's count (16 bits) and hash (12 bits), each beside its complement. */
+#define BAR_STMT_SHIFT 3
+#define BAR_SEQ_SHIFT 8
+#define BAR_SEQ_BITS 16
+#define BAR_HASH_SHIFT (BAR_SEQ_SHIFT + 2 * BAR_SEQ_BITS)
+#define BAR_HASH_BITS 12
 #define BAR_SLOTS 256
 /* Slots messages may create for groups this image has not entered yet,
  * and the arrivals each may hold (no member gets past the first barrier
@@ -243,16 +261,62 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me)
     return (int)flags;
 }
 
-/* One barrier of the initial team: the OR of the members' flags. */
-static unsigned initial_barrier(void)
+static uint64_t field_pair(uint64_t x, unsigned bits, unsigned shift)
+{
+    const uint64_t m = ((uint64_t)1 << bits) - 1;
+    return ((x & m) | (~x & m) << bits) << shift;
+}
+
+/* Whether the OR of field_pair words shows different values. */
+static bool field_differs(uint64_t all, unsigned bits, unsigned shift)
+{
+    const uint64_t m = ((uint64_t)1 << bits) - 1;
+    return ((all >> shift) & (all >> (shift + bits)) & m) != 0;
+}
+
+static const char *const stmt_names[] = {"SYNC ALL", "ALLOCATE", "DEALLOCATE"};
+
+/* The images went different ways (see the top of the file): every image
+ * reports it, they meet once more, and the job ends. */
+static void heap_disagreement(unsigned stmt, uint64_t all)
+{
+    char met[200] = "", mine[500];
+    for (unsigned k = 0, w = 0; k < 3; k++)
+        if ((all >> (BAR_STMT_SHIFT + k)) & 1u)
+            w += (unsigned)snprintf(met + w, sizeof met - w, "%s%s", w ? ", " : "",
+                                    stmt_names[k]);
+    caf_heap_disagreement(mine, sizeof mine);
+    caf_error_all(stmt == CAF_BAR_ALLOCATE ? "ALLOCATE" : stmt == CAF_BAR_DEALLOCATE
+                  ? "DEALLOCATE" : "SYNC ALL",
+                  "the images disagree on their ALLOCATE or DEALLOCATE statements of "
+                  "coarrays (every image must execute the same ones in the same order): "
+                  "met in %s; %s", met, mine);
+}
+
+/* One barrier of the initial team: the OR of the members' flags.  stmt:
+ * the statement of a running image (CAF_BAR_*), 0 for a stopped one. */
+static unsigned initial_barrier(unsigned stmt)
 {
     unsigned own = own_flags();
+    uint64_t word = own != 0 ? own : BAR_FLAG_RUNNING;
+    if (stmt != 0) {
+        uint64_t seq, hash;
+        caf_heap_stamp(&seq, &hash);
+        word |= (uint64_t)stmt << BAR_STMT_SHIFT |
+                field_pair(seq, BAR_SEQ_BITS, BAR_SEQ_SHIFT) |
+                field_pair(hash, BAR_HASH_BITS, BAR_HASH_SHIFT);
+    }
     uint64_t all = 0;
-    int rc = fh_barrier_or(own != 0 ? own : BAR_FLAG_RUNNING, &all);
+    int rc = fh_barrier_or(word, &all);
     if (rc != FH_OK)
         caf_fatal("SYNC ALL", "fh_barrier_or: %s (%s)", fh_strerror(rc),
                   fh_last_error());
-    return (unsigned)all;
+    unsigned stmts = (unsigned)(all >> BAR_STMT_SHIFT) & 7u;
+    if (stmt != 0 && ((stmts & (stmts - 1)) != 0 ||
+                      field_differs(all, BAR_SEQ_BITS, BAR_SEQ_SHIFT) ||
+                      field_differs(all, BAR_HASH_BITS, BAR_HASH_SHIFT)))
+        heap_disagreement(stmt, all);
+    return (unsigned)all & (BAR_FLAG_STOPPED | BAR_FLAG_FAILED | BAR_FLAG_RUNNING);
 }
 
 /* Set once this image left the initial team's last barrier (no member
@@ -265,7 +329,7 @@ void caf_sync_serve(void)
     assert(own_flags() != 0); /* called after this image stopped or failed */
     if (bar_last_done)
         return;
-    while (initial_barrier() & BAR_FLAG_RUNNING)
+    while (initial_barrier(0) & BAR_FLAG_RUNNING)
         ;
     bar_last_done = true;
 }
@@ -278,20 +342,29 @@ int caf_barrier(void)
                              caf_team_this_image() - 1);
 }
 
-int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
+static int barrier_stat(int flags)
 {
-    int flags;
-    if (id == 0) {  /* the initial team */
-        assert(n == caf.nranks && me == caf.rank);
-        flags = (int)initial_barrier();
-    } else {
-        flags = group_barrier(id, ranks, n, me);
-    }
     if (flags & BAR_FLAG_FAILED)
         return CAF_STAT_FAILED_IMAGE;
     if (flags & BAR_FLAG_STOPPED)
         return CAF_STAT_STOPPED_IMAGE;
     return 0;
+}
+
+int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
+{
+    if (id != 0)
+        return barrier_stat(group_barrier(id, ranks, n, me));
+    assert(n == caf.nranks && me == caf.rank);     /* the initial team */
+    return barrier_stat((int)initial_barrier(CAF_BAR_SYNC));
+}
+
+int caf_barrier_heap(unsigned stmt)
+{
+    assert(stmt == CAF_BAR_ALLOCATE || stmt == CAF_BAR_DEALLOCATE);
+    if (caf_team_id() != 0)
+        return caf_barrier();   /* no coarray is allocated in a child team */
+    return barrier_stat((int)initial_barrier(stmt));
 }
 
 /* gfortran 12 passes ERRMSG= of SYNC ALL, SYNC IMAGES and SYNC MEMORY as

@@ -77,6 +77,9 @@ bool caf_wire_status(const caf_job_t *job, const caf_am_in_t *m,
 #define CAF_BAR_ROUNDS 32
 #define CAF_BAR_FLAG_STOPPED 1u
 #define CAF_BAR_FLAG_FAILED 2u
+/* In the initial team's word only (fh_barrier_or, never on this wire): an
+ * image that still runs. */
+#define CAF_BAR_FLAG_RUNNING 4u
 
 typedef struct caf_bar_msg {
     uint64_t group;

@@ -311,6 +311,16 @@ typedef struct fh_conduit_ops {
      * Returns the number reaped (>= 0) or a negative error.
      * Called: path op, never from an upcall of p (the runtime's guard). */
     int  (*poll)(struct fh_cpath *p, int max);
+
+    /* Optional (NULL: the conduit cannot sleep).  For a caller about to
+     * sleep in poll(2) without p's lock: the file descriptors that become
+     * readable when an event may be waiting on p (a completion, an
+     * arrival, a connection event; for a target, the traffic its RMA
+     * needs served).  Fills at most max into fds and returns how many (0:
+     * nothing to sleep on), or -1 when events are already waiting (poll p
+     * instead).  An event that comes after the call makes an fd readable.
+     * Called: path op, p's lock held, never from an upcall of p. */
+    int  (*wait_fds)(struct fh_cpath *p, int *fds, int max);
 } fh_conduit_ops_t;
 
 /* The conduits built into this library (fh_conduit_ibv only when configure

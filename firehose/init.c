@@ -327,6 +327,7 @@ int fh_init(int *argc, char ***argv)
     fh_place_init(rt);
     if ((rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
         return init_fail(rt, rc);
+    fh_net_sleep_init(rt);
     if ((rc = fh_seg_init(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_reg_register_all_handlers();

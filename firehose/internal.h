@@ -237,6 +237,8 @@ typedef struct fh_tls {
                                  FH_NODE_PROGRESS-th makes progress (route.c) */
     int bound;                /* path->nbound counted for us */
     struct fh_tls *exited_next;   /* rt->exited (exit gate) */
+    double idle_since;        /* path.c's net_sleep: when this thread's
+                                 current wait passed its spinning (0: not) */
 } fh_tls_t;
 
 _Static_assert(offsetof(fh_path_t, base) == 0 && offsetof(fh_rt_t, core) == 0 &&
@@ -483,6 +485,10 @@ int  fh_progress(fh_tls_t *t);
  * fh_wait_round may sleep (rt->idle_sleep); fh_wait_round_awake never
  * does, for waits on what no message announces (fh_poll_idle). */
 void fh_wait_round(fh_tls_t *t, unsigned *idle);
+/* After the node path's init: registers the network's sleep (path.c) as
+ * rt->idle_sleep when no rank is reached through shared rings and the
+ * conduit has wait_fds. */
+void fh_net_sleep_init(fh_rt_t *rt);
 void fh_wait_round_awake(fh_tls_t *t, unsigned *idle);
 /* The last thread bound to p exited (fh_path_orphan): its replies and
  * completions may still arrive, and fh_progress polls p until it is idle or

@@ -9,6 +9,7 @@
  */
 #include <assert.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "firehose/util/clock.h"
 
 static void fh_wait_idle(unsigned *idle);
 
@@ -353,6 +355,74 @@ static int help_paths(fh_tls_t *t)
         pthread_mutex_unlock(&p->lock);
     }
     return n;
+}
+
+/* Sleeping on the network.  A rank whose every peer is reached through
+ * the conduit (no shared rings: node_am.c's futex sleep serves those) and
+ * whose conduit gives file descriptors (wait_fds) sleeps in poll(2) on
+ * those of its own path and of the service path, for at most
+ * FH_NET_SLEEP_MS, once a wait has been idle, past its spinning
+ * (FH_WAIT_SPIN rounds) and FH_NET_SLEEP_AFTER yielding rounds, for
+ * FH_NET_SLEEP_IDLE seconds, and while nothing of its own is in flight (a
+ * transfer the provider progresses only when called must not wait for a
+ * timeout).  Between two sleeps it polls FH_NET_SLEEP_EVERY rounds.  The
+ * conduit checks for pending events (fi_trywait) under the path's lock,
+ * and most that come later make an fd readable -- but not all: over
+ * libfabric 1.17's tcp, a put into a sleeping target completed after the
+ * 1 ms timeout in about 1 of 100 (p99 0.5-1 ms, measured with FH_WAIT_SPIN=0
+ * and sleeping after 1024 rounds).  Hence the idle time before the first
+ * sleep: a wait that has found nothing for 10 ms may pay at most 1 ms on
+ * what ends it; a rank that waits for seconds gives its core away instead
+ * of yielding in a loop (tests/integ/idle_sleep.sh). */
+#define FH_NET_SLEEP_AFTER 1024
+#define FH_NET_SLEEP_IDLE 0.010
+#define FH_NET_SLEEP_EVERY 16
+#define FH_NET_SLEEP_MS 1
+
+static bool net_sleep(fh_tls_t *t, unsigned idle)
+{
+    fh_rt_t *rt = fh_rt;
+    fh_path_t *own = t->path, *svc = &rt->paths[0];
+    const unsigned long after = FH_NET_SLEEP_AFTER + (unsigned long)rt->cfg.wait_spin;
+    if (rt->cfg.wait_spin < 0 || idle < after) {
+        t->idle_since = 0;
+        return false;
+    }
+    if ((idle - after) % FH_NET_SLEEP_EVERY != 0)
+        return false;
+    double now = fh_now();
+    if (t->idle_since == 0 || idle == after)
+        t->idle_since = now;
+    if (now - t->idle_since < FH_NET_SLEEP_IDLE)
+        return false;
+    struct pollfd pfd[4];
+    int fds[4], n = 0;
+    pthread_mutex_lock(&own->lock);
+    if (own->inflight == 0 && own->backlog == NULL && !own->polling)
+        n = rt->cops->wait_fds(own->cp, fds, 2);
+    pthread_mutex_unlock(&own->lock);
+    if (n > 0 && own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
+        int m = svc->inflight == 0 && svc->backlog == NULL && !svc->polling
+                    ? rt->cops->wait_fds(svc->cp, fds + n, 2) : -1;
+        pthread_mutex_unlock(&svc->lock);
+        n = m < 0 ? -1 : n + m;
+    }
+    if (n <= 0)
+        return false;
+    for (int i = 0; i < n; i++)
+        pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    (void)poll(pfd, (nfds_t)n, FH_NET_SLEEP_MS);
+    return true;
+}
+
+void fh_net_sleep_init(fh_rt_t *rt)
+{
+    if (rt->idle_sleep != NULL || rt->cops->wait_fds == NULL)
+        return;
+    for (int r = 0; rt->node_inbox != NULL && r < rt->nranks; r++)
+        if (r != rt->rank && rt->node_inbox[r] != NULL)
+            return;      /* some through rings: no fd announces their AMs */
+    rt->idle_sleep = net_sleep;
 }
 
 static void wait_round(fh_tls_t *t, unsigned *idle, bool may_sleep)

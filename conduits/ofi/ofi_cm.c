@@ -214,8 +214,15 @@ void ofi_cm_path_destroy(struct fh_cpath *p)
 
 int ofi_cm_open(struct fh_conduit *c)
 {
-    struct fi_eq_attr ea = {.size = 256, .wait_obj = FI_WAIT_UNSPEC};
+    struct fi_eq_attr ea = {.size = 256, .wait_obj = FI_WAIT_FD};
+    c->eq_fd = -1;
     int ret = fi_eq_open(c->fabric, &ea, &c->eq, NULL);
+    if (ret) {
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ret = fi_eq_open(c->fabric, &ea, &c->eq, NULL);
+    } else if (fi_control(&c->eq->fid, FI_GETWAIT, &c->eq_fd) != 0) {
+        c->eq_fd = -1;
+    }
     if (!ret)
         ret = fi_passive_ep(c->fabric, c->info, &c->pep, NULL);
     if (!ret)

@@ -373,6 +373,7 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     if (!c)
         return FH_ERR_NO_MEMORY;
     pthread_mutex_init(&c->key_lock, NULL);
+    c->eq_fd = -1;
     c->cfg = *cfg;
     c->cfg.settings = NULL;   /* not owned; only used during open */
     c->up = *up;
@@ -691,4 +692,5 @@ const fh_conduit_ops_t fh_conduit_ofi = {
     .get = ofi_get,
     .am_send = ofi_am_send,
     .poll = ofi_poll,
+    .wait_fds = ofi_wait_fds,
 };

@@ -11,6 +11,8 @@
  *   ofi_rx.c       the checks and reordering of received AMs (pure logic,
  *                  fuzzed)
  *   ofi_rma.c      put / get / mr_reg / mr_dereg
+ *   ofi_shm.c      the shm provider's files in /dev/shm: names, locks,
+ *                  reclaiming what ended ranks left
  *
  * Nothing here is global: every object hangs off struct fh_conduit or
  * struct fh_cpath.  Paths never share a lock of ours; the runtime serializes
@@ -114,7 +116,12 @@ struct fh_cpath {
     void *upcall_arg;
 
     struct fid_ep *ep;         /* RDM mode; NULL in MSG mode */
+    /* The shm provider: the endpoint's name (its file in /dev/shm) and our
+     * shared lock on that file, -1 without (ofi_shm.c). */
+    char shm_name[64];
+    int shm_fd;
     struct fid_cq *cq;
+    int cq_fd;                 /* the CQ's wait fd, -1 when it has none */
     /* MSG mode: the connection to send on to each (rank, path), NULL where
      * this path does not talk; rx_per_conn buffers of rstride bytes each. */
     struct ofi_conn **conn;
@@ -177,6 +184,7 @@ struct fh_conduit {
 
     int msg;               /* MSG mode (ofi_cm.c), else RDM */
     struct fid_eq *eq;     /* MSG: connection events */
+    int eq_fd;             /* its wait fd, -1 when it has none */
     struct fid_pep *pep;   /* MSG: our listener */
     size_t lname_len;      /* MSG: bytes of a listener name */
     char *peer_names;      /* MSG: [rank] listener names, during connect */
@@ -235,6 +243,18 @@ void ofi_path_destroy(struct fh_cpath *p);
 int  ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
 int  ofi_poll(struct fh_cpath *p, int max);
+int  ofi_wait_fds(struct fh_cpath *p, int *fds, int max);
+
+/* ofi_shm.c: the shm provider's files in /dev/shm.  ofi_shm_is: the
+ * provider is shm.  ofi_shm_reclaim: removes the files ended ranks left
+ * (before the first endpoint).  ofi_shm_name: names p's endpoint (before
+ * fi_enable; a libfabric error code).  ofi_shm_hold: locks its file
+ * (after fi_enable); ofi_shm_release: unlocks (after fi_close). */
+int  ofi_shm_is(const struct fh_conduit *c);
+void ofi_shm_reclaim(void);
+int  ofi_shm_name(struct fh_cpath *p);
+void ofi_shm_hold(struct fh_cpath *p);
+void ofi_shm_release(struct fh_cpath *p);
 
 int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
 

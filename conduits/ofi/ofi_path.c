@@ -42,28 +42,6 @@
 #define OFI_CQ_BATCH   32
 #define OFI_ALIGN      16                   /* alignment of on_am buffers */
 
-/* shm names an endpoint "<pid>:<domain>:<ep>" and backs it with a file in
- * /dev/shm that survives a rank killed with SIGKILL; once PIDs wrap (pid_max
- * is often 32768) a new process can collide with such a leftover and
- * fi_enable fails with EBUSY.  So shm endpoints get a name no other process
- * can have: pid, path index and 64 random bits. */
-static int ofi_name_shm_ep(struct fh_conduit *c, struct fh_cpath *p)
-{
-    if (strcmp(c->info->fabric_attr->prov_name, "shm") != 0)
-        return 0;
-    uint64_t rnd = 0;
-    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        rnd = (uint64_t)(uintptr_t)p ^ (uint64_t)time(NULL);
-    char name[64];
-    snprintf(name, sizeof name, "fh_%d_%d_%016llx", (int)getpid(), p->index,
-             (unsigned long long)rnd);
-    int ret = fi_setname(&p->ep->fid, name, strlen(name) + 1);
-    if (ret)
-        fh_log_error("ofi: path %d: fi_setname(%s): %s", p->index, name,
-                     fi_strerror(-ret));
-    return ret;
-}
-
 int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 {
     if (rb->conn != NULL) {
@@ -126,6 +104,8 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         return FH_ERR_NO_MEMORY;
     p->c = c;
     p->index = attr->index;
+    p->cq_fd = -1;
+    p->shm_fd = -1;
     p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
     p->rx_per_conn = attr->rx_per_src ? attr->rx_per_src : p->rx_msgs;
     if (p->rx_per_conn > p->rx_msgs)
@@ -152,12 +132,21 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->nrbufs = c->msg ? 0 : OFI_NRBUF;
     p->rbuf_size = ((size_t)p->rx_msgs + 1) * P;
 
+    /* A CQ with a file descriptor, if the provider has one, so that a
+     * long-idle waiter can sleep on it (ofi_wait_fds); measured on tcp:
+     * no cost on the 8 B put (7.6 / 7.1 us without / with). */
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,   /* buf of multi-recv completions */
-        .wait_obj = FI_WAIT_NONE,
+        .wait_obj = FI_WAIT_FD,
         .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64 + conn_rx,
     };
     ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
+    if (ret) {
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
+    } else if (fi_control(&p->cq->fid, FI_GETWAIT, &p->cq_fd) != 0) {
+        p->cq_fd = -1;
+    }
     if (ret) {
         fh_log_error("ofi: path %d: fi_cq_open: %s", p->index,
                      fi_strerror(-ret));
@@ -185,14 +174,20 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                      fi_strerror(-ret));
         goto fail;
     }
-    if ((ret = ofi_name_shm_ep(c, p)) != 0)
-        goto fail;
+    if (ofi_shm_is(c)) {           /* ofi_shm.c: its file in /dev/shm */
+        if (p->index == 0)
+            ofi_shm_reclaim();
+        if ((ret = ofi_shm_name(p)) != 0)
+            goto fail;
+    }
     ret = fi_enable(p->ep);
     if (ret) {
         fh_log_error("ofi: path %d: fi_enable: %s", p->index,
                      fi_strerror(-ret));
         goto fail;
     }
+    if (ofi_shm_is(c))
+        ofi_shm_hold(p);
     /* After fi_enable: shm 1.17 dereferences its receive context (created
      * by fi_enable) in setopt and crashes when called before. */
     size_t min_mr = P;
@@ -290,6 +285,7 @@ void ofi_path_destroy(struct fh_cpath *p)
     /* Closing the endpoint cancels the posted receives. */
     if (p->ep)
         fi_close(&p->ep->fid);
+    ofi_shm_release(p);            /* after the provider removed the file */
     if (p->cq)
         fi_close(&p->cq->fid);
     if (p->slot_mr)
@@ -566,6 +562,26 @@ static void ofi_handle_error(struct fh_cpath *p)
         fh_log_error("ofi: path %d: error completion with unknown context: "
                      "%s (%s)", p->index, fi_strerror(e.err), detail);
     }
+}
+
+int ofi_wait_fds(struct fh_cpath *p, int *fds, int max)
+{
+    struct fh_conduit *c = p->c;
+    struct fid *fid[2];
+    int n = 0;
+    if (p->cq_fd >= 0 && n < max) {
+        fid[n] = &p->cq->fid;
+        fds[n++] = p->cq_fd;
+    }
+    if (p->index == 0 && c->msg && c->eq_fd >= 0 && n < max) {
+        fid[n] = &c->eq->fid;
+        fds[n++] = c->eq_fd;
+        c->next_eq = 0;            /* the poll after the sleep reads it */
+    }
+    if (n == 0 || p->repost_pending)
+        return 0;
+    int ret = fi_trywait(c->fabric, fid, n);
+    return ret == 0 ? n : ret == -FI_EAGAIN ? -1 : 0;
 }
 
 int ofi_poll(struct fh_cpath *p, int max)

@@ -5,6 +5,7 @@
 ! end the job.
 !
 ! EXPECT-FAIL: the images disagree on their ALLOCATE or DEALLOCATE
+! EXPECT-EVERY-IMAGE (each image says so, the one that skipped it too)
 ! MIN-IMAGES: 2
 program caf_alloc_mismatch
   implicit none

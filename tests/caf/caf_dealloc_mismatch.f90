@@ -6,6 +6,7 @@
 ! the DEALLOCATE, say so naming the coarrays, and end the job.
 !
 ! EXPECT-FAIL: the images disagree on their ALLOCATE or DEALLOCATE
+! EXPECT-EVERY-IMAGE (each image says so, the one that skipped it too)
 ! MIN-IMAGES: 2
 program caf_dealloc_mismatch
   implicit none

@@ -26,6 +26,8 @@
 #                 image is processor dependent and is not checked;
 #   a program whose source says "EXPECT-FAIL: <text>" must exit nonzero
 #                 and print <text> (an error without STAT= stops the job);
+#                 With "EXPECT-EVERY-IMAGE" as well, every image must
+#                 print it ("caf: image I: ...<text>", I = 1..N);
 #   a program whose source says "EXIT-STATUS: <n>" must print its PASS
 #                 line and exit with status n (a STOP code);
 #   a program whose source says "MIN-IMAGES: <n>" is not run on fewer
@@ -147,6 +149,7 @@ for name in "${tests[@]}"; do
             fi
         fi
         expect=$(sed -n 's/.*EXPECT-FAIL: *//p' "$src" | head -n 1)
+        every=$(grep -c "EXPECT-EVERY-IMAGE" "$src")
         status=$(sed -n 's/.*EXIT-STATUS: *\([0-9]*\).*/\1/p' "$src" | head -n 1)
         t0=$(now)
         (cd "$work/$name" && env "${envs[@]}" timeout -k 10 "$limit" "${cafrun_cmd[@]}" -n "$np" "./$name") > "$out" 2>&1 < /dev/null
@@ -180,6 +183,11 @@ for name in "${tests[@]}"; do
                 if [ -n "$expect" ]; then
                     if [ "$rc" -eq 0 ]; then why="exit status 0, expected an error"
                     elif ! grep -q "$expect" "$out"; then why="no message '$expect'"
+                    elif [ "$every" -ne 0 ]; then
+                        for ((i = 1; i <= np; i++)); do
+                            grep -q "^caf: image $i: .*$expect" "$out" ||
+                                why="${why:+$why; }image $i did not say '$expect'"
+                        done
                     fi
                 elif [ "$rc" -ne "${status:-0}" ]; then why="exit status $rc, expected ${status:-0}"
                 elif [ "$fails" -ne 0 ]; then why="FAIL line printed"
