@@ -95,6 +95,24 @@ size_t fh_am_max_long_reply(void) { return fh_am_max_medium(); }
 
 /* ------------------------------------------------------------ sending */
 
+/* A copy of an encoded packet, for a queue of path p (lock held). */
+static void queue_packet(fh_backlog_t ***tail, int rank, int rpath, const void *hdr,
+                         size_t hdr_len, const void *payload, size_t len)
+{
+    fh_backlog_t *b = malloc(sizeof *b + hdr_len + len);
+    if (b == NULL)
+        fh_fatal("out of memory queueing an AM reply");
+    b->next = NULL;
+    b->rank = rank;
+    b->rpath = rpath;
+    b->len = hdr_len + len;
+    memcpy(b->bytes, hdr, hdr_len);
+    if (len)
+        memcpy(b->bytes + hdr_len, payload, len);
+    **tail = b;
+    *tail = &b->next;
+}
+
 /* Sends an already-encoded packet on path p (lock held) or queues it. */
 static void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *hdr,
                                 size_t hdr_len, const void *payload, size_t len)
@@ -109,18 +127,29 @@ static void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *h
             fh_fatal("cannot send an AM reply to rank %d: %s", rank, fh_strerror(rc));
         }
     }
-    fh_backlog_t *b = malloc(sizeof *b + hdr_len + len);
-    if (b == NULL)
-        fh_fatal("out of memory queueing an AM reply");
-    b->next = NULL;
-    b->rank = rank;
-    b->rpath = rpath;
-    b->len = hdr_len + len;
-    memcpy(b->bytes, hdr, hdr_len);
-    if (len)
-        memcpy(b->bytes + hdr_len, payload, len);
-    *p->backlog_tail = b;
-    p->backlog_tail = &b->next;
+    queue_packet(&p->backlog_tail, rank, rpath, hdr, hdr_len, payload, len);
+}
+
+/* Client replies wait while the strategy may not publish (reg.h,
+ * may_publish: REVOKEs of freed memory unacknowledged) -- the wait every
+ * other call takes at entry, which a handler cannot.  Once it may, they
+ * join the backlog in order.  Lock held. */
+static bool may_publish(fh_path_t *p)
+{
+    fh_rt_t *rt = p->rt;
+    return rt->reg_ops->may_publish == NULL || atomic_load(&rt->finalizing) ||
+           rt->reg_ops->may_publish(&rt->core);
+}
+
+static void release_held(fh_path_t *p)
+{
+    if (p->held == NULL || !may_publish(p))
+        return;
+    *p->backlog_tail = p->held;
+    p->backlog_tail = p->held_tail;
+    p->held = NULL;
+    p->held_tail = &p->held;
+    fh_am_flush_backlog(p);
 }
 
 void fh_am_flush_backlog(fh_path_t *p)
@@ -183,6 +212,8 @@ static int am_poll_send(fh_path_t *p, int found)
         return 0;
     if (p->backlog != NULL)
         fh_am_flush_backlog(p);
+    if (p->held != NULL)
+        release_held(p);
     if (p->owed_total != 0)
         fh_am_flush_credits(p, found == 0);
     return 0;
@@ -335,9 +366,15 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
-    while ((rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
-                                 inline_len)) == FH_ERR_AGAIN && wait)
-        fh_progress_locked(p);
+    /* Out of transmit resources: wait as every waiting loop does, without
+     * the path lock between rounds (other threads of the path go on).  The
+     * credit and the owed credits in hdr stay ours meanwhile. */
+    for (unsigned idle = 0; (rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
+                                                  inline_len)) == FH_ERR_AGAIN && wait;) {
+        pthread_mutex_unlock(&p->lock);
+        fh_wait_round(t, &idle);
+        pthread_mutex_lock(&p->lock);
+    }
     if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);
     else if (rc != FH_OK)
@@ -483,7 +520,11 @@ static int reply(const char *fn, fh_token_t tok, unsigned kind, unsigned handler
         memcpy(m.args, args, nargs * sizeof *args);
     unsigned char hdr[FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS];
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
-    fh_am_send_or_queue(p, tok->src_rank, tok->src_path, hdr, hl, src, nbytes);
+    bool client = handler >= FH_AM_USER_FIRST && handler <= FH_AM_USER_LAST;
+    if (client && (p->held != NULL || !may_publish(p)))
+        queue_packet(&p->held_tail, tok->src_rank, tok->src_path, hdr, hl, src, nbytes);
+    else
+        fh_am_send_or_queue(p, tok->src_rank, tok->src_path, hdr, hl, src, nbytes);
     if (!is_move_handler(handler))
         FH_STAT_ADD(p->stats[tok->src_rank].am_sent, 1);
     return FH_OK;

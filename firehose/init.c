@@ -395,6 +395,13 @@ int fh_finalize(void)
         return err;
     fh_rt_t *rt = fh_rt;
     fh_quiet();
+    /* Threads exiting now: running hooks finish first, later ones only
+     * hand their state over (thread.c, "The exit gate"). */
+    fh_tls_close_exits(t);
+    /* What the rank's threads (exited ones too) put on the network leaves
+     * first: the barrier's messages must not queue behind it while we sit
+     * in the bootstrap's barriers below, polling nothing. */
+    fh_wait_rank_sent(t);
     /* A peer may still be in another collective (a mismatch its call
      * reports): pair with its next calls until every rank is here. */
     fh_coll_enter(t);
@@ -404,6 +411,7 @@ int fh_finalize(void)
     fh_coll_leave();
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
+    FH_TEST_POINT(FH_TP_FINALIZE_DRAINED);
     if (rt->cfg.stats)
         fh_stats_print(stderr);
     atomic_store(&fh_rt_state, FH_RT_DOWN);
@@ -422,11 +430,11 @@ int fh_finalize(void)
     fh_route_fini(rt);
     fh_peer_fini(rt);
     fh_reg_bind(NULL);
-    fh_rt = NULL;
-    /* Thread states of other threads are freed by their exit; ours now. */
+    /* Thread states of other threads are freed by their exit, or here if
+     * their hook came too late to run; ours now. */
+    fh_tls_finalize(rt);
     pthread_setspecific(rt->tls_key, NULL);
     pthread_key_delete(rt->tls_key);
-    fh_tls_finalize();
     free(rt->paths);
     free(rt);
     return FH_OK;

@@ -99,6 +99,9 @@ typedef struct fh_path {
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
     uint32_t owed_total;
     fh_backlog_t *backlog, **backlog_tail;
+    /* Client replies held until the strategy may publish (am.c): sent
+     * in order, after the backlog, once may_publish says yes. */
+    fh_backlog_t *held, **held_tail;
 
     fh_htable_t handles;
 
@@ -172,6 +175,13 @@ typedef struct fh_rt {
     _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][3];
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
+    /* Thread-exit hooks against fh_finalize (thread.c's exit gate guards
+     * these three): hooks now running, whether fh_finalize has closed the
+     * gate (later hooks only hand their state over), and those states,
+     * freed once the paths are torn down. */
+    int exit_hooks;
+    bool exits_closed;
+    struct fh_tls *exited;
     struct fh_peers *peers;               /* who is who on this host (peer.c) */
     /* Node group (peer.c, fh_peer_groups): node_peer[r] when rank r shares
      * its segments with us (r == rank included); node_size members.  With
@@ -226,6 +236,7 @@ typedef struct fh_tls {
     unsigned node_ops;        /* load/store operations on node peers: every
                                  FH_NODE_PROGRESS-th makes progress (route.c) */
     int bound;                /* path->nbound counted for us */
+    struct fh_tls *exited_next;   /* rt->exited (exit gate) */
     double idle_since;        /* path.c's net_sleep: when this thread's
                                  current wait passed its spinning (0: not) */
 } fh_tls_t;
@@ -261,8 +272,20 @@ fh_tls_t *fh_enter(const char *fn, int *err);
 int fh_check_rank(const char *fn, int rank);
 /* The destructor of rt->tls_key: the thread-exit hook (top of thread.c). */
 void fh_tls_release(void *arg);
-/* fh_finalize: frees the calling thread's state (its key is deleted). */
-void fh_tls_finalize(void);
+/* fh_finalize, before its barrier: closes the exit gate -- a thread that
+ * exits from now on only hands its state over -- and waits, polling, until
+ * the hooks already running have returned. */
+void fh_tls_close_exits(fh_tls_t *t);
+/* path.c: waits, polling, until no path of the rank has RMA in flight or AM
+ * replies queued: what every thread of the rank (exited ones included)
+ * handed to the network has left.  fh_finalize, before its barrier: a
+ * message of the barrier must not wait behind them while we stop polling.
+ * No lock held. */
+void fh_wait_rank_sent(fh_tls_t *t);
+/* fh_finalize, after the paths are torn down: clears fh_rt (under the
+ * gate), frees the states handed over and the calling thread's own (its
+ * key is deleted). */
+void fh_tls_finalize(fh_rt_t *rt);
 /* The settings of the conduit with these settings (ops->settings), as
  * loaded at init: e.g. an ofi_settings_t * for &fh_ofi_settings. */
 const void *fh_conduit_settings_of(const fh_rt_t *rt,

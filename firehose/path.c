@@ -54,6 +54,7 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     p->index = index;
     p->rt = rt;
     p->backlog_tail = &p->backlog;
+    p->held_tail = &p->held;
     if (rt->reg_ops->path_init != NULL)
         rt->reg_ops->path_init(&p->base);
     fh_ht_init(&p->handles, (unsigned)index);
@@ -122,6 +123,11 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
         p->backlog = b->next;
         free(b);
     }
+    while (p->held != NULL) {
+        fh_backlog_t *b = p->held;
+        p->held = b->next;
+        free(b);
+    }
     if (rt->reg_ops->path_fini != NULL)
         rt->reg_ops->path_fini(&p->base);
     for (int i = 0; i < rt->npollers; i++)
@@ -162,7 +168,7 @@ void fh_path_on_complete(void *arg, void *op_ctx, int status)
 static bool conduit_idle(fh_path_t *p)
 {
     const fh_rt_t *rt = p->rt;
-    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL ||
+    if (!rt->node_all_rings || p->inflight != 0 || p->backlog != NULL || p->held != NULL ||
         atomic_load_explicit(&rt->path_making, memory_order_relaxed))
         return false;
     return ++p->quiet_polls % FH_POLL_IDLE_CONDUIT != 0;
@@ -225,7 +231,7 @@ void fh_progress_locked(fh_path_t *p)
 static bool path_idle_locked(const fh_path_t *p)
 {
     const fh_reg_ops_t *reg = p->rt->reg_ops;
-    if (p->inflight != 0 || p->handles.live != 0 || p->backlog != NULL ||
+    if (p->inflight != 0 || p->handles.live != 0 || p->backlog != NULL || p->held != NULL ||
         (reg->path_busy != NULL && reg->path_busy(&p->base)))
         return false;
     for (int r = 0; r < p->rt->nranks; r++)
@@ -445,6 +451,24 @@ void fh_wait_round(fh_tls_t *t, unsigned *idle)
 void fh_wait_round_awake(fh_tls_t *t, unsigned *idle)
 {
     wait_round(t, idle, false);
+}
+
+void fh_wait_rank_sent(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    for (unsigned idle = 0;;) {
+        bool busy = false;
+        for (int i = 0; i < fh_paths_made(rt) && !busy; i++) {
+            fh_path_t *p = &rt->paths[i];
+            pthread_mutex_lock(&p->lock);
+            fh_path_poll_locked(p);
+            busy = p->inflight != 0 || p->backlog != NULL || p->held != NULL;
+            pthread_mutex_unlock(&p->lock);
+        }
+        if (!busy)
+            return;
+        fh_wait_round(t, &idle);
+    }
 }
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)

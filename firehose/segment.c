@@ -56,6 +56,7 @@
 typedef struct fh_segment {
     int live;
     int dying;               /* unpublished, not yet released: slot not free */
+    int pending;             /* being created: only our own piece published */
     void *base;              /* our piece (NULL if size 0) */
     size_t size, mapped;
     struct fh_mr *mr;
@@ -92,6 +93,15 @@ static int cmp_range(const void *a, const void *b)
     return (x->base > y->base) - (x->base < y->base);
 }
 
+/* Whether rank r's piece of sg belongs in the lookup table: every piece of
+ * a live segment; of one being created (pending), our own piece only, so
+ * that we serve peers who finished the creation exchange before us. */
+static bool seg_published(const fh_rt_t *rt, const fh_segment_t *sg, int r)
+{
+    return (sg->live || (sg->pending && r == rt->rank)) && sg->pieces != NULL &&
+           sg->pieces[r].size != 0;
+}
+
 /* Builds the snapshot from the live segments; called with seg_lock held. */
 static struct fh_segmap *segmap_build(fh_rt_t *rt)
 {
@@ -105,10 +115,9 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
         return NULL;
     }
     for (long s = 0; s < rt->cfg.max_segments; s++)
-        if (rt->segs[s].live)
-            for (int r = 0; r < n; r++)
-                if (rt->segs[s].pieces[r].size)
-                    m->count[r]++;
+        for (int r = 0; r < n; r++)
+            if (seg_published(rt, &rt->segs[s], r))
+                m->count[r]++;
     for (int r = 0; r < n; r++) {
         if (m->count[r] == 0)
             continue;
@@ -120,7 +129,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
         uint32_t k = 0;
         for (long s = 0; s < rt->cfg.max_segments; s++) {
             const fh_segment_t *sg = &rt->segs[s];
-            if (sg->live && sg->pieces[r].size)
+            if (seg_published(rt, sg, r))
                 m->ranges[r][k++] = (fh_seg_range_t){
                     .base = (uintptr_t)sg->pieces[r].base,
                     .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
@@ -273,6 +282,8 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
     return FH_OK;
 }
 
+static void fence_handlers(fh_rt_t *rt);
+
 /* What each rank contributes to the creation exchange. */
 struct seg_wire {
     int64_t status;
@@ -296,7 +307,8 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     fh_coll_enter(t);
     pthread_mutex_lock(&rt->seg_lock);
     long id = 0;
-    while (id < rt->cfg.max_segments && (rt->segs[id].live || rt->segs[id].dying))
+    while (id < rt->cfg.max_segments &&
+           (rt->segs[id].live || rt->segs[id].dying || rt->segs[id].pending))
         id++;
     /* Every rank reaches the same slot: creations and destructions are
      * collective and paired in order (coll.c), and the exchange below
@@ -349,6 +361,20 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         /* Peers are waiting in the exchange; we cannot leave them there. */
         fh_fatal("fh_segment_create: out of memory");
     }
+    if (sg != NULL && mine.status == FH_OK && size > 0) {
+        /* Served before the exchange: a peer that finishes it before us may
+         * reach our piece at once (an atomic, a rendezvous or bounce put)
+         * while this or another thread of ours polls. */
+        pieces[rt->rank] = (struct fh_seg_piece){mine.base, mine.size,
+                                                 {mine.key, mine.kbase}, sg->base, 0};
+        sg->pieces = pieces;
+        sg->pending = 1;
+        if (publish(rt) != FH_OK) {
+            sg->pending = 0;
+            sg->pieces = NULL;
+            mine.status = FH_ERR_NO_MEMORY;
+        }
+    }
     pthread_mutex_unlock(&rt->seg_lock);
     rc = fh_allgather_internal(t, fh_coll_sig(FH_COLL_SEG_CREATE, (uint64_t)id),
                                "fh_segment_create", &mine, all, sizeof mine);
@@ -360,9 +386,18 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
             rc = (int)all[r].status;
         }
     if (rc != FH_OK) {
-        /* Never published, but under firehose announced to the cache: it
-         * lets go first, as at destroy (a no-op unless FH_SEGMENT=
-         * everything let a peer reach it). */
+        /* Our piece was served (pending): unpublished first, and no
+         * handler may still use it (fence_handlers), as at destroy.  Under
+         * firehose it was announced to the cache: that lets go next. */
+        if (sg != NULL && sg->pending) {
+            sg->pending = 0;
+            sg->pieces = NULL;
+            if (publish(rt) != FH_OK)
+                fh_fatal("fh_segment_create: out of memory publishing the segment table");
+            pthread_mutex_unlock(&rt->seg_lock);
+            fence_handlers(rt);
+            pthread_mutex_lock(&rt->seg_lock);
+        }
         unsigned undead = 0;
         if (sg && sg->base != NULL && rt->reg_ops->seg_release != NULL) {
             pthread_mutex_unlock(&rt->seg_lock);
@@ -381,12 +416,15 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
                             "%zu bytes: %s", bad, size, fh_strerror(rc));
     }
     for (int r = 0; r < rt->nranks; r++) {
+        if (r == rt->rank) {
+            pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
+                                              {all[r].key, all[r].kbase}, sg->base, 0};
+            continue;
+        }
         pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
                                           {all[r].key, all[r].kbase}, NULL, 0};
-        if (r == rt->rank)
-            pieces[r].local = sg->base;
-        else if (rt->node_peer[r] && all[r].fd >= 0 && all[r].size > 0 &&
-                 all[r].mapped >= all[r].size) {
+        if (rt->node_peer[r] && all[r].fd >= 0 && all[r].size > 0 &&
+            all[r].mapped >= all[r].size) {
             void *m = NULL;
             if (fh_node_memfd.attach(all[r].pid, (int)all[r].fd, (size_t)all[r].mapped,
                                      &m) == FH_OK) {
@@ -401,6 +439,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     free(all);
     sg->pieces = pieces;
     sg->size = size;
+    sg->pending = 0;
     sg->live = 1;
     rc = publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);

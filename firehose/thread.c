@@ -10,12 +10,25 @@
  * completes its NB and NBI operations and frees their handle slots, gives
  * the registration strategy back what it keeps per thread (firehose: its
  * cached references) and frees its state.  Replies to its AM requests may
- * still be on their way: if no other thread is bound to its path, the path
- * is "orphaned" and every thread's progress polls it until it is idle
- * (fh_path_orphan, path.c), so those replies' handlers run.  After that
+ * still be on their way: its path (a thread path) is "orphaned" and every
+ * thread's progress polls it until it is idle (fh_path_orphan, path.c), so
+ * those replies' handlers run -- also when other threads are still bound
+ * to it, since they may never call again.  After that
  * the thread is "exiting": fh_tls() returns NULL and fh_enter fails with
  * FH_ERR_STATE, so a firehose call from a later pthread-key destructor gets
  * an error instead of the freed state.
+ *
+ * The exit gate: a hook may run while another thread is in fh_finalize,
+ * which tears down everything the hook uses.  So a hook enters through
+ * exit_gate (a static lock that outlives every runtime): while the gate is
+ * open it counts itself in rt->exit_hooks and runs; fh_finalize closes the
+ * gate before its barrier and waits, polling, until the running hooks
+ * returned (their operations may need the peers, which poll in that
+ * barrier).  A hook that finds the gate closed does nothing but hand its
+ * state to rt->exited: completions of its operations may still write into
+ * it until the paths are torn down, after which fh_finalize frees it
+ * (those operations are not waited for).  fh_finalize clears fh_rt under
+ * the gate, so a hook sees either the runtime whole or none.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -27,10 +40,32 @@ static _Thread_local fh_tls_t *tls_self;
 /* Set once the thread-exit hook has freed this thread's state. */
 static _Thread_local bool tls_exited;
 
+static pthread_mutex_t exit_gate = PTHREAD_MUTEX_INITIALIZER;
+
+/* Marks the calling thread as exiting: entry points refuse from now on. */
+static void tls_mark_exited(const fh_tls_t *t)
+{
+    if (tls_self == t) {
+        tls_self = NULL;
+        tls_exited = true;
+    }
+}
+
 void fh_tls_release(void *arg)
 {
     fh_tls_t *t = arg;
+    pthread_mutex_lock(&exit_gate);
     fh_rt_t *rt = fh_rt;
+    if (rt != NULL && rt->exits_closed) {
+        t->exited_next = rt->exited;     /* fh_finalize frees it */
+        rt->exited = t;
+        pthread_mutex_unlock(&exit_gate);
+        tls_mark_exited(t);
+        return;
+    }
+    if (rt != NULL)
+        rt->exit_hooks++;
+    pthread_mutex_unlock(&exit_gate);
     /* Completions of this thread's NB and NBI operations point at t (the
      * NBI counter, t->quiet_ops): they must land before t is freed.  Any
      * thread polling our path may be completing them, so the counts are
@@ -50,17 +85,36 @@ void fh_tls_release(void *arg)
         rt->reg_ops->thread_exit(&t->base);
     if (rt != NULL && t->bound) {
         pthread_mutex_lock(&rt->bind_lock);
-        if (--t->path->nbound == 0 && t->path->index != 0)
-            fh_path_orphan(t->path);     /* replies to us may still come */
+        /* Replies to us may still come, and the threads still bound to
+         * the path (if any) may never poll again: polled by all until idle. */
+        --t->path->nbound;
+        if (t->path->index != 0)
+            fh_path_orphan(t->path);
         pthread_mutex_unlock(&rt->bind_lock);
     }
     /* Handlers the waits above ran still needed tls_self; from here on the
      * thread is exiting and every entry point refuses (fh_tls()). */
-    if (tls_self == t) {
-        tls_self = NULL;
-        tls_exited = true;
-    }
+    tls_mark_exited(t);
     free(t);
+    if (rt != NULL) {
+        pthread_mutex_lock(&exit_gate);
+        assert(rt->exit_hooks > 0);
+        rt->exit_hooks--;
+        pthread_mutex_unlock(&exit_gate);
+    }
+}
+
+void fh_tls_close_exits(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    pthread_mutex_lock(&exit_gate);
+    rt->exits_closed = true;
+    for (unsigned idle = 0; rt->exit_hooks > 0;) {
+        pthread_mutex_unlock(&exit_gate);
+        fh_wait_round(t, &idle);
+        pthread_mutex_lock(&exit_gate);
+    }
+    pthread_mutex_unlock(&exit_gate);
 }
 
 /* The least-loaded thread path, under bind_lock.  Lazy paths: the first
@@ -187,8 +241,19 @@ int fh_nranks(void)
     return fh_rt->nranks;
 }
 
-void fh_tls_finalize(void)
+void fh_tls_finalize(fh_rt_t *rt)
 {
+    pthread_mutex_lock(&exit_gate);
+    assert(rt->exit_hooks == 0 && fh_rt == rt);
+    fh_rt = NULL;
+    fh_tls_t *list = rt->exited;
+    rt->exited = NULL;
+    pthread_mutex_unlock(&exit_gate);
+    while (list != NULL) {
+        fh_tls_t *n = list->exited_next;
+        free(list);
+        list = n;
+    }
     free(tls_self);
     tls_self = NULL;
 }

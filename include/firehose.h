@@ -221,7 +221,10 @@ int fh_init(int *argc, char ***argv);
  * Other threads: a collective another thread entered first is paired and
  * completes before (see "Collectives"); apart from that no other thread may
  * be inside a firehose call while fh_finalize runs (it frees what they
- * use); calls they make after it returned get FH_ERR_NOT_INIT.
+ * use); calls they make after it returned get FH_ERR_NOT_INIT.  A thread
+ * may exit meanwhile: a thread-exit hook already running is waited for;
+ * one that starts after fh_finalize began does not complete the thread's
+ * operations (docs/reliability.md, "Threads").
  * Blocking: yes.  Thread-safe: see above.  Handler-safe: no.
  * Errors: the entry errors; otherwise FH_OK. */
 int fh_finalize(void);
@@ -406,7 +409,11 @@ int fh_am_request_long(int rank, unsigned handler, const void *src,
 
 /* Replies: callable only from a request handler, with its token, before it
  * returns, at most once per token.  A reply that the network cannot take
- * yet is queued and sent by later progress.  fh_am_reply_long's payload is
+ * yet is queued and sent by later progress; so is one that must not leave
+ * yet because, under FH_REG_STRATEGY=firehose, this process freed memory
+ * peers held firehoses on and not every holder acknowledged the
+ * revocation (the wait other calls take at entry; docs/reliability.md,
+ * "Threads").  fh_am_reply_long's payload is
  * at most fh_am_max_long_reply() bytes, to dst in the requester's segment.
  * Blocking: no.  Thread-safe: the handler's thread only (the token's).
  * Handler-safe: yes, by definition.

@@ -659,6 +659,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .seg_release = fhs_seg_release,
     .xfer = fhs_xfer,
     .on_entry = fhs_on_entry,
+    .may_publish = fh_mm_may_publish,
     .progress = fh_reg_progress,
     .path_init = fhs_path_init,
     .path_fini = fh_reg_path_fini,

@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "firehose/util/test_point.h"
 #include "firehose_internal.h"
 
 #define TC_ENTRIES 256u      /* firehoses one thread keeps referenced */
@@ -151,6 +152,11 @@ static inline reg_ent_t *lookup_ref(fh_thread_t *t, uint32_t peer, uintptr_t rad
     if (v == 0)
         return NULL;
     reg_ent_t *e = &tc->ent[v - 1];
+#ifdef FH_TEST_HOOKS
+    /* Read before the state: set after WANTED, so once it reads 1 the CAS
+     * below can only fail -- unless the revoke skipped WANTED. */
+    uint32_t revoked = atomic_load_explicit(&e->revoked, memory_order_acquire);
+#endif
     uint32_t s = atomic_load_explicit(&e->state, memory_order_relaxed);
     if (__builtin_expect(raddr + len <= e->end, 1)) {
         while (s < REG_ENT_WANTED) {
@@ -158,6 +164,10 @@ static inline reg_ent_t *lookup_ref(fh_thread_t *t, uint32_t peer, uintptr_t rad
                                                       memory_order_acquire,
                                                       memory_order_relaxed)) {
                 FH_STAT_ADD(tc->hits[peer], 1);
+#ifdef FH_TEST_HOOKS
+                if (revoked)
+                    FH_TEST_POINT(FH_TP_HIT_REVOKED);
+#endif
                 return e;
             }
         }
@@ -262,6 +272,9 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer)
                 atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_release);
             } else {           /* RDMA in flight: its last release acks */
                 g->hpeer[peer].revoked_busy++;
+#ifdef FH_TEST_HOOKS
+                atomic_store_explicit(&e->revoked, 1, memory_order_release);
+#endif
             }
         }
     }
@@ -347,6 +360,9 @@ void reg_hit_install(struct fh_reg *g, fh_thread_t *t, reg_xop_t *x)
         assert(prc == 0);
         (void)prc;
     }
+#ifdef FH_TEST_HOOKS
+    atomic_store_explicit(&e->revoked, 0, memory_order_relaxed);
+#endif
     atomic_store_explicit(&e->state, 1, memory_order_release);
     fhc_release(g->c, &x->op);     /* the entry holds the firehose now */
     x->ent = e;

@@ -100,6 +100,11 @@ typedef struct reg_ent {
     uintptr_t base, end;           /* the firehose (region) [base, end) */
     uint64_t key[2];
     struct reg_tc *tc;
+#ifdef FH_TEST_HOOKS
+    /* Set (release) after a REVOKE made this busy entry WANTED; a hit that
+     * reads it set and still succeeds broke the rule (FH_TP_HIT_REVOKED). */
+    _Atomic uint32_t revoked;
+#endif
 } __attribute__((aligned(64))) reg_ent_t;
 
 /* ---- op records (firehose_xfer.c) */
@@ -261,6 +266,9 @@ void fh_mm_sync_locked(fh_core_t *rt, struct fhc *c);
 /* Runtime entry (fh_enter): sync, then wait (polling, no lock held) until
  * every REVOKE we sent is acknowledged. */
 void fh_mm_entry(fh_thread_t *t);
+/* may_publish (reg.h): sync, then whether no REVOKE we sent is still
+ * unacknowledged.  Handler-safe; takes the cache lock briefly. */
+bool fh_mm_may_publish(fh_core_t *rt);
 /* For the hit layer's inline check: the monitor's state word (NULL: no
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,

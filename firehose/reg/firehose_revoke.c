@@ -18,7 +18,10 @@
  * until every REVOKE we sent is acknowledged.  So nothing the thread does
  * next -- in particular an AM or a collective that publishes an address --
  * leaves this rank while a peer may still write through a firehose on
- * memory that was freed before the call.
+ * memory that was freed before the call.  A client's AM reply, sent from
+ * a handler that cannot wait, asks fh_mm_may_publish (sync, then "no
+ * REVOKE unacknowledged?") and is held by the core until it says yes
+ * (am.c).
  *
  * Locking: fh_mm_sync_locked and fh_mm_may_cache run under the cache lock
  * (firehose.c's g->lock); fh_mm_entry takes it briefly and never holds it while
@@ -171,6 +174,27 @@ void fh_mm_entry(fh_thread_t *t)
             return;
         svc_wait_round(t, &idle);
     }
+}
+
+bool fh_mm_may_publish(fh_core_t *rt)
+{
+    struct fh_mm *mm = rt->mm;
+    if (mm == NULL)
+        return true;
+    /* As fh_mm_entry, without the wait: the caller holds what it would
+     * have sent until this says yes (am.c, held replies). */
+    if (fh_memmon_pending(mm->mon, atomic_load_explicit(&mm->seen, memory_order_acquire))) {
+        struct fhc *c = fh_reg_lock(rt);
+        fh_mm_sync_locked(rt, c);
+        fh_reg_unlock(rt);
+    }
+    if (atomic_load_explicit(&mm->revoking, memory_order_relaxed) == 0)
+        return true;
+    struct fhc *c = fh_reg_lock(rt);
+    uint32_t n = c ? fhc_revokes_pending(c) : 0;
+    atomic_store_explicit(&mm->revoking, n, memory_order_relaxed);
+    fh_reg_unlock(rt);
+    return n == 0 || atomic_load(&rt->finalizing);
 }
 
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,

@@ -111,6 +111,13 @@ typedef struct fh_reg_ops {
     /* Every API entry (fh_enter), after the state checks.  No lock held,
      * not in a handler; may poll. */
     void     (*on_entry)(fh_thread_t *t);
+    /* Whether an address published now (a client's AM reply) cannot reach
+     * a peer that may still write through a registration of memory freed
+     * before: false while REVOKEs of such memory are unacknowledged (what
+     * on_entry waits for; a reply cannot wait, so the core holds it).
+     * Processes pending invalidations first.  May run inside a handler,
+     * a path lock held; never polls.  NULL: always true. */
+    bool     (*may_publish)(fh_core_t *rt);
     /* Every progress round (fh_progress).  No lock held, not in a handler. */
     void     (*progress)(fh_thread_t *t);
     /* Path set-up (before init) and teardown.  No lock held. */

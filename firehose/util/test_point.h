@@ -9,7 +9,11 @@
 
 enum fh_test_point {
     FH_TP_MM_PUBLISH,         /* firehose_revoke.c: sync stored revoking, not yet seen */
-    FH_TP_MM_WAIT_COUNT       /* firehose_revoke.c: the wait loop took its count */
+    FH_TP_MM_WAIT_COUNT,      /* firehose_revoke.c: the wait loop took its count */
+    FH_TP_FINALIZE_DRAINED,   /* init.c: fh_finalize's barrier and drain are over,
+                                 nothing is released yet */
+    FH_TP_HIT_REVOKED         /* firehose_hit.c: a hit was taken on a firehose
+                                 whose REVOKE found it busy -- must never happen */
 };
 #ifdef FH_TEST_HOOKS
 extern void (*fh_test_hook)(enum fh_test_point where);

@@ -37,7 +37,11 @@
  * revoked from then on.
  * At the end the initiator's reg_revoked_busy (REVOKEs that found a cached
  * reference busy) must be > 0 -- the interleaving this test is for
- * happened -- and no byte may differ.  On a pinning NIC (ibv on Soft-RoCE,
+ * happened -- and no byte may differ.  And no hit may have been taken on a
+ * firehose after its REVOKE found it busy: the runtime built with the test
+ * hooks (libfhrt_hooks) reports every such hit (FH_TP_HIT_REVOKED), which
+ * the bytes alone cannot show on tcp and shm (a provider that writes by
+ * virtual address writes the new pages either way).  On a pinning NIC (ibv on Soft-RoCE,
  * check-rxe) a stale registration would leave A's new pages without the
  * pattern.
  *
@@ -53,6 +57,22 @@
 #include <stdatomic.h>
 
 #include "testutil.h"
+#include "firehose/internal.h"     /* fh_test_hook, FH_TP_HIT_REVOKED */
+
+#ifndef FH_TEST_HOOKS
+#error "revoke_busy_test needs the runtime built with -DFH_TEST_HOOKS"
+#endif
+
+/* Hits taken on a firehose after its REVOKE found it busy (the hit layer
+ * must refuse them: the entry is WANTED).  On tcp and shm the bytes come
+ * out right either way, so the rule is counted, not inferred from data. */
+static atomic_long hits_after_revoke;
+
+static void hook(enum fh_test_point where)
+{
+    if (where == FH_TP_HIT_REVOKED)
+        atomic_fetch_add(&hits_after_revoke, 1);
+}
 
 /* One AM handler for the four protocol steps: args {step, cycle, addr}. */
 #define H_STEP (FH_AM_USER_FIRST + 0)
@@ -134,6 +154,7 @@ int main(int argc, char **argv)
     }
     if (max_cycles < cycles)
         max_cycles = 20 * cycles;
+    fh_test_hook = hook;                       /* before any runtime thread */
     CHECK_OK(fh_am_register(H_STEP, h_step, "revoke-busy-step"));
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("revoke_busy_test");
@@ -225,6 +246,11 @@ int main(int argc, char **argv)
         CHECK(st.reg_revoked_busy > 0, "busy revocations",
               "> 0 (a REVOKE finding RDMA in flight) after %ld cycles (the most "
               "--max-cycles allows) and %ld NBI puts, saw 0", c, streamed);
+        long h = atomic_load(&hits_after_revoke);
+        CHECK(h == 0, "hits after a busy revocation",
+              "0 (a REVOKE that finds a cached reference busy stops its hits), "
+              "saw %ld in %llu busy revocations", h,
+              (unsigned long long)st.reg_revoked_busy);
     }
     CHECK_OK(fh_barrier());
     free(src);

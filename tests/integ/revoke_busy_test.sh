@@ -5,8 +5,9 @@
 # every provider in FH_TEST_PROVIDERS (tcp shm), FH_REVOKE_BUSY_CYCLES
 # cycles at least (default 300; more, up to 20 times as many, until a busy
 # revocation happened: the interleaving depends on scheduling).  Passes when
-# no byte is corrupted and the initiator saw at least one busy revocation
-# (reg_revoked_busy > 0).
+# no byte is corrupted, the initiator saw at least one busy revocation
+# (reg_revoked_busy > 0) and took no hit on a firehose after its busy
+# revocation (counted by the test hooks).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 export FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k FH_STATS=1

@@ -25,7 +25,14 @@
  * PASS iff no PUBLISH arrived before its REVOKE (early=0) and every cycle
  * saw one.
  *
- * Usage: revoke_order_test [--cycles N] [--delay-us U]
+ * With --reply the publication is an AM reply (issue 29 class 9: replies
+ * skipped the revocation wait): the holder keeps asking (ASK c, a request)
+ * and the target's handler -- run by its helper's fh_poll, whose entry
+ * check may have come before the remap -- replies PUBLISH c once the main
+ * thread has remapped A for cycle c, NOTYET before; the target's main
+ * thread makes no firehose call between the remap and that reply.
+ *
+ * Usage: revoke_order_test [--cycles N] [--delay-us U] [--reply]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,11 +45,15 @@
 #endif
 
 #define H_STEP (FH_AM_USER_FIRST + 0)
-enum { ADDR, READY, PUBLISH, NSTEPS };
+#define H_ASK (FH_AM_USER_FIRST + 1)
+enum { ADDR, READY, PUBLISH, NOTYET, NSTEPS };
 #define BUCKET ((size_t)4096)          /* = FH_BUCKET_SIZE */
 #define FRAME  (16 * BUCKET)
 
-static volatile uint64_t step_cycle[NSTEPS] = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+static volatile uint64_t step_cycle[NSTEPS] = {UINT64_MAX, UINT64_MAX, UINT64_MAX,
+                                               UINT64_MAX};
+/* --reply: the target's cycle remapped (main thread) and answered (handler). */
+static _Atomic uint64_t remapped = UINT64_MAX, answered = UINT64_MAX;
 static volatile uint64_t area_addr;
 /* Holder: reg_revoked at the previous PUBLISH, and PUBLISHes that came
  * before any new REVOKE (handler only: one thread at a time). */
@@ -77,6 +88,18 @@ static void h_step(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned 
     __atomic_store_n(&step_cycle[a[0]], a[1], __ATOMIC_RELEASE);
 }
 
+/* Target, --reply: PUBLISH c once cycle c's remap is done, else NOTYET. */
+static void h_ask(fh_token_t t, void *b, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)b; (void)n;
+    CHECK(na == 2, "ask message", "2 args, saw %u", na);
+    bool ready = atomic_load(&remapped) == a[0];
+    uint64_t r[3] = {ready ? PUBLISH : NOTYET, ready ? a[0] : a[1], 0};
+    CHECK_OK(fh_am_reply_short(t, H_STEP, r, 3));
+    if (ready)
+        atomic_store(&answered, a[0]);
+}
+
 static void step(int peer, int st, uint64_t c, uint64_t addr)
 {
     uint64_t a[3] = {(uint64_t)st, c, addr};
@@ -97,9 +120,13 @@ static void *helper_main(void *arg)
 int main(int argc, char **argv)
 {
     long cycles = tu_opt(argc, argv, "--cycles", 200);
+    bool by_reply = false;
+    for (int i = 1; i < argc; i++)
+        by_reply |= strcmp(argv[i], "--reply") == 0;
     hook_delay_us = tu_opt(argc, argv, "--delay-us", 5000);
     fh_test_hook = hook;                       /* before any runtime thread */
     CHECK_OK(fh_am_register(H_STEP, h_step, "revoke-order-step"));
+    CHECK_OK(fh_am_register(H_ASK, h_ask, "revoke-order-ask"));
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("revoke_order_test");
     int me = fh_rank();
@@ -123,7 +150,30 @@ int main(int argc, char **argv)
     else
         tu_wait_for(&step_cycle[ADDR], 0);
 
-    for (long c = 0; c < cycles; c++) {
+    uint64_t asks = 0;
+    for (long c = 0; c < cycles && by_reply; c++) {
+        if (me == 0) {
+            CHECK_OK(fh_put(peer, (char *)(uintptr_t)area_addr, src, BUCKET));
+            step(peer, READY, (uint64_t)c, 0);
+            while (step_cycle[PUBLISH] != (uint64_t)c) {
+                uint64_t a[2] = {(uint64_t)c, asks};
+                CHECK_OK(fh_am_request_short(peer, H_ASK, a, 2));
+                while (__atomic_load_n(&step_cycle[NOTYET], __ATOMIC_ACQUIRE) != asks &&
+                       __atomic_load_n(&step_cycle[PUBLISH], __ATOMIC_ACQUIRE) != (uint64_t)c)
+                    CHECK_OK(fh_poll());
+                asks++;
+            }
+        } else {
+            tu_wait_for(&step_cycle[READY], (uint64_t)c);
+            char *q = mmap(area, BUCKET, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            CHECK(q == area, "mmap MAP_FIXED", "%p, saw %p", (void *)area, (void *)q);
+            atomic_store(&remapped, (uint64_t)c);
+            while (atomic_load(&answered) != (uint64_t)c)
+                tu_sleep_us(50);     /* no firehose call: the helper answers */
+        }
+    }
+    for (long c = 0; c < cycles && !by_reply; c++) {
         if (me == 0) {
             CHECK_OK(fh_put(peer, (char *)(uintptr_t)area_addr, src, BUCKET));
             step(peer, READY, (uint64_t)c, 0);

@@ -782,6 +782,62 @@ START_TEST(a_release_of_a_revoked_region_is_accepted)
 }
 END_TEST
 
+/* ------------------------------------------------ a hostile target */
+
+/* Rank 0 asks rank 1 for the bucket at addr; instead of rank 1's answer
+ * it gets a forged reply granting [gbase, +glen).  The grant must not be
+ * installed (nothing held, no hit, a log line), and the op asks again. */
+static void forged_grant_is_rejected(uintptr_t addr, uintptr_t gbase, size_t glen)
+{
+    top_t t;
+    unsigned logs = ranks[0].logs;
+    acquire(0, &t, 1, addr, 10, NULL);
+    ck_assert_uint_eq(nq, 1);
+    fhc_req_t q;
+    ck_assert_int_eq(fhc_req_decode(queue[0].data, queue[0].len, &q, NULL, 0), 0);
+    nq = 0;                                       /* rank 1 never sees it */
+    fhc_rep_t r = { .token = q.token, .status = 0, .nreg = 1,
+                    .reg = { { .base = gbase, .len = glen, .key = { 99, 99 },
+                               .granted = 1 } } };
+    uint8_t buf[512];
+    size_t n = fhc_rep_encode(&r, buf, sizeof buf);
+    ck_assert_uint_gt(n, 0);
+    fhc_on_message(ranks[0].c, 1, 1, buf, n);
+    ck_assert_msg(pstats(0, 1).held_regions == 0,
+                  "grant [%#lx, +%zu) for a move at %#lx was installed",
+                  (unsigned long)gbase, glen, (unsigned long)addr);
+    ck_assert_int_eq(t.calls, 0);
+    ck_assert_uint_gt(ranks[0].logs, logs);
+    ck_assert_uint_eq(nq, 1);                     /* asked again, honestly */
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    ck_assert_uint_ne(t.op.piece[0].key[0], 99);
+    fhc_release(ranks[0].c, &t.op);
+    check_ok(0);
+    check_ok(1);
+}
+
+START_TEST(a_grant_outside_the_frame_asked_for_is_rejected)
+{
+    const uintptr_t frame = SEG + 2 * RMAX;
+    const uintptr_t last = frame + RMAX - B;      /* the frame's last bucket */
+    struct { uintptr_t addr, gbase; size_t glen; } v[] = {
+        { frame, frame - B, 2 * B },              /* starts in the frame before */
+        { last, last, 2 * B },                    /* runs into the next frame */
+        { frame, frame - RMAX, 2 * RMAX },        /* covers it and both neighbours */
+        { frame, frame + RMAX, B },               /* the next frame only */
+        { frame, frame + 1, B },                  /* not on a bucket */
+        { frame, frame, B + 1 },                  /* not whole buckets */
+        { frame, frame + B, B },                  /* in the frame, not the bucket asked */
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        setup_n(2, 4 * RMAX, 2 * RMAX);
+        forged_grant_is_rejected(v[i].addr, v[i].gbase, v[i].glen);
+        teardown_n(2);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fhc");
@@ -806,6 +862,7 @@ int main(void)
     tcase_add_test(tc, a_firehose_in_use_is_acked_only_after_its_rdma_completed);
     tcase_add_test(tc, a_revoke_that_overtakes_the_grant_stops_its_install);
     tcase_add_test(tc, a_release_of_a_revoked_region_is_accepted);
+    tcase_add_test(tc, a_grant_outside_the_frame_asked_for_is_rejected);
     suite_add_tcase(s, tc);
     return fh_check_run(s);
 }

@@ -1,0 +1,50 @@
+#!/bin/sh
+# thread_races.sh -- issue 29 class 9: threads of one rank racing each
+# other (thread_races_test.c says what each case checks).
+#   seg     a just-created piece is served while its owner is still in the
+#           creation exchange: 2 and 3 ranks, the strategies whose puts the
+#           target checks (rendezvous, bounce) and the default
+#   exit    a detached thread's exit hook (a 64 MiB NBI pending) racing
+#           fh_finalize: both path modes, the thread returning at once
+#           or 20 ms later (under ThreadSanitizer: no report)
+#   orphan  replies to an exited thread whose path an idle thread shares,
+#           run by the next fh_poll (FH_MAX_THREADS=2)
+#   txwait  a request waiting for transmit room (shm provider, a receiver
+#           that does not poll) does not keep its path's lock from the
+#           other threads of the path
+. "$(dirname "$0")/errors_lib.sh"
+bin=$(prog thread_races_test) || { echo "SKIP: thread_races_test not built"; exit 77; }
+[ -x "$FHRUN" ] || { echo "SKIP: fhrun not built"; exit 77; }
+
+# run DESC NP ARGS...: passes when every rank exits 0 and rank 0 says PASS.
+run() {
+    desc=$1; np=$2; shift 2
+    timeout 120 "$FHRUN" -n "$np" --timeout 100 "$bin" "$@" >"$out" 2>&1
+    rc=$?
+    expect "$desc (status $rc)" \
+        $([ $rc -eq 0 ] && grep -q '^PASS thread_races_test' "$out"; echo $?)
+}
+
+for s in firehose rendezvous bounce; do
+    for np in 2 3; do
+        FH_REG_STRATEGY=$s run "seg: $s, $np ranks: a new piece is served at once" \
+            "$np" --case seg
+    done
+done
+for paths in independent shared; do
+    for us in 0 20000; do
+        FH_PATHS=$paths run "exit: FH_PATHS=$paths, the thread returns ${us} us after its put: its exit hook and fh_finalize" \
+            2 --case exit --delay-us "$us"
+    done
+done
+FH_PATHS=independent FH_MAX_THREADS=2 run \
+    "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
+if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
+    rm -f "$tmpd/flag"
+    FH_OFI_PROVIDER=shm FH_PATHS=shared FH_AM_CREDITS=1024 run \
+        "txwait: a request waiting for transmit room leaves its path's lock to the other threads" \
+        2 --case txwait --flag-file "$tmpd/flag"
+else
+    echo "SKIP txwait: libfabric's shm provider is not available"
+fi
+finish
