@@ -8,6 +8,8 @@
  */
 #include "memmon.h"
 
+#include "firehose/util/vma.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -266,9 +268,20 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
     /* 2 MiB of address space, touched only as deep as the thread goes:
      * ThreadSanitizer alone wants ~0.9 MiB of a thread's stack (with 256
      * KiB, pthread_create failed under TSan and the monitor never ran). */
+    /* A PROT_NONE page on each side keeps the stack a mapping of its own:
+     * fh_memmon_watch registers whole mappings, and an anonymous mapping
+     * the kernel merged with this stack would make the monitor wait on
+     * itself (MODE_MISSING faults on its own stack). */
     m->stack_len = 2u << 20;
-    m->stack = mmap(NULL, m->stack_len, PROT_READ | PROT_WRITE,
+    m->stack = mmap(NULL, m->stack_len + 2 * m->page, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (m->stack != MAP_FAILED) {
+        m->stack = (char *)m->stack + m->page;
+        if (mprotect(m->stack, m->stack_len, PROT_READ | PROT_WRITE) != 0) {
+            munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
+            m->stack = MAP_FAILED;
+        }
+    }
     pthread_attr_t attr;
     if (m->stack == MAP_FAILED) {
         rc = -errno;
@@ -289,7 +302,7 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         snprintf(why, whylen, "pthread_create: %s", strerror(-rc));
-        munmap(m->stack, m->stack_len);
+        munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
         close(m->stop_fd);
         close(m->fd);
         free(m);
@@ -309,7 +322,7 @@ void fh_memmon_destroy(fh_memmon_t *m)
     pthread_join(m->thread, NULL);
     close(m->stop_fd);
     close(m->fd);
-    munmap(m->stack, m->stack_len);
+    munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
     free(m);
 }
 
@@ -322,22 +335,28 @@ int fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len)
 {
     uintptr_t lo = addr & ~(uintptr_t)(m->page - 1);
     uintptr_t hi = (addr + len + m->page - 1) & ~(uintptr_t)(m->page - 1);
-    struct uffdio_register reg;
-    memset(&reg, 0, sizeof reg);
-    reg.range.start = lo;
-    reg.range.len = hi - lo;
-    reg.mode = m->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
-    /* Newer kernels register the VMAs of a range with holes and succeed;
-     * memory mapped into a hole later would not be watched.  Refuse holes
-     * (mincore fails with ENOMEM on unmapped pages). */
-    unsigned char vec[256];
+    /* Whole mappings, never a part: registering part of a mapping splits
+     * it in the kernel, and the application's own mremap of the mapping
+     * (which must lie in one) would then fail with EFAULT.  Watching more
+     * than asked costs only events for memory nobody registered.  Holes
+     * are refused: newer kernels register the mappings of a range with
+     * holes and succeed, and memory mapped into a hole later would not be
+     * watched. */
     for (uintptr_t a = lo; a < hi;) {
-        size_t n = hi - a < sizeof vec * m->page ? hi - a : sizeof vec * m->page;
-        if (mincore((void *)a, n, vec) != 0)
+        fh_vma_t v;
+        int rc = fh_vma_at(a, &v);
+        if (rc != 0)
+            return rc;
+        struct uffdio_register reg;
+        memset(&reg, 0, sizeof reg);
+        reg.range.start = v.start;
+        reg.range.len = v.end - v.start;
+        reg.mode = m->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
+        if (ioctl(m->fd, UFFDIO_REGISTER, &reg) != 0)
             return -errno;
-        a += n;
+        a = v.end;
     }
-    return ioctl(m->fd, UFFDIO_REGISTER, &reg) == 0 ? 0 : -errno;
+    return 0;
 }
 
 /* ------------------------------------------------------------ consumer */

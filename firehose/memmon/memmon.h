@@ -59,10 +59,13 @@ void fh_memmon_destroy(fh_memmon_t *m);
 /* "wp" or "missing": the registration mode in use (for FH_VERBOSE). */
 const char *fh_memmon_mode(const fh_memmon_t *m);
 
-/* Watches [addr, addr+len) (rounded out to pages).  0, or -errno when the
- * range cannot be watched (a hole, a file mapping, a kernel without the
- * mode): the caller must then not cache a registration of it.  Ranges are
- * never unwatched: an event for memory no longer registered is harmless. */
+/* Watches [addr, addr+len) by watching every mapping that holds a byte of
+ * it, whole: watching never splits a mapping, so it changes nothing the
+ * application's own system calls do (an mremap of the whole mapping still
+ * works).  0, or -errno when the range cannot be watched (a hole, a file
+ * mapping, a kernel without the mode): the caller must then not cache a
+ * registration of it.  Ranges are never unwatched: an event for memory no
+ * longer registered is harmless. */
 int  fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len);
 
 /* The state word (see above).  Hit path: `if (fh_memmon_pending(m, seen))`

@@ -125,14 +125,36 @@ START_TEST(map_fixed_dontneed_mremap_and_partial_munmap_are_reported)
 }
 END_TEST
 
+/* Issue 29: watching part of a mapping must not split it -- the
+ * application's mremap of the whole mapping failed with EFAULT. */
+START_TEST(watching_part_of_a_mapping_keeps_its_mremap_working)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(8);
+    memset(p, 7, 8 * pg);
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)p + 2 * pg + 100, 10), 0);
+    char *q = mremap(p, 8 * pg, 64 * pg, MREMAP_MAYMOVE);
+    ck_assert_ptr_ne(q, MAP_FAILED);
+    ck_assert_int_eq(q[8 * pg - 1], 7);
+    ck_assert_uint_ge(drain(r), 0);
+    char *s = mremap(q, 64 * pg, 4 * pg, 0);     /* shrink in place */
+    ck_assert_ptr_eq(s, q);
+    munmap(q, 4 * pg);
+    drain(r);
+}
+END_TEST
+
 START_TEST(unwatched_memory_is_not_reported)
 {
     fh_memmon_range_t r[8];
-    char *p = area(2);
-    char *w = area(1);
+    /* Three mappings: p (2 pages), a PROT_NONE page, w.  The monitor
+     * watches whole mappings (w's), so p must be a mapping of its own. */
+    char *p = area(4);
+    char *w = p + 3 * pg;
+    ck_assert_int_eq(mprotect(p + 2 * pg, pg, PROT_NONE), 0);
     ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)w, pg), 0);
     ck_assert_int_eq(madvise(p, 2 * pg, MADV_DONTNEED), 0);
-    ck_assert_int_eq(munmap(p, 2 * pg), 0);
+    ck_assert_int_eq(munmap(p, 3 * pg), 0);
     ck_assert(!fh_memmon_pending(m, seen));
     ck_assert_uint_eq(drain(r), 0);
     munmap(w, pg);
@@ -233,6 +255,7 @@ static TCase *mode_tcase(const char *name, void (*setup_fn)(void))
     tcase_add_test(tc, munmap_of_watched_memory_is_reported_before_munmap_returns);
     tcase_add_test(tc, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
     tcase_add_test(tc, unwatched_memory_is_not_reported);
+    tcase_add_test(tc, watching_part_of_a_mapping_keeps_its_mremap_working);
     tcase_add_test(tc, watching_changes_nothing_the_program_sees);
     tcase_add_test(tc, a_file_mapping_cannot_be_watched);
     tcase_add_test(tc, ring_overflow_says_invalidate_everything);
