@@ -55,6 +55,7 @@ struct fh_memmon {
     _Atomic uint64_t head;         /* ring slots written (producer) */
     _Atomic uint64_t tail;         /* ring slots consumed (consumer) */
     _Atomic int overflow;          /* ring was full: invalidate everything */
+    _Atomic int stopping;          /* fh_memmon_destroy asked the thread to exit */
     fh_memmon_range_t ring[MM_RING];
 };
 
@@ -192,9 +193,14 @@ static void *monitor_main(void *arg)
         struct pollfd pf[2] = {{.fd = m->fd, .events = POLLIN},
                                {.fd = m->stop_fd, .events = POLLIN}};
         if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
+            /* Never exit on an error (ENOMEM): the runtime would go on
+             * caching registrations nobody watches.  Retry, and leave
+             * only when asked. */
+            if (atomic_load_explicit(&m->stopping, memory_order_acquire))
+                break;
+            if (errno != EINTR)
+                usleep(1000);
+            continue;
         }
         if (pf[1].revents)
             break;
@@ -226,6 +232,18 @@ static void *monitor_main(void *arg)
         }
         atomic_store_explicit(&m->state, published << 1, memory_order_release);
     }
+    /* Close the descriptor here, before this thread exits: closing it
+     * unregisters every watched range and releases any thread waiting for
+     * an event to be read.  After this function returns, the thread's own
+     * exit runs code that is not ours (glibc's and the sanitizers' thread
+     * destructors: ASan unmaps the thread's alternate signal stack), and
+     * an unmap of a watched range would wait for the one thread that reads
+     * the events -- itself.  Watching whole mappings makes that likely:
+     * the kernel merges such runtime allocations with the application's
+     * anonymous memory (a hang in fh_finalize's pthread_join under ASan
+     * with FH_SEGMENT=everything). */
+    close(m->fd);
+    m->fd = -1;
     return NULL;
 }
 
@@ -317,11 +335,11 @@ void fh_memmon_destroy(fh_memmon_t *m)
     if (m == NULL)
         return;
     uint64_t one = 1;
+    atomic_store_explicit(&m->stopping, 1, memory_order_release);
     if (write(m->stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
         perror("firehose: memmon: eventfd write");
-    pthread_join(m->thread, NULL);
+    pthread_join(m->thread, NULL);   /* the thread closed m->fd */
     close(m->stop_fd);
-    close(m->fd);
     munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
     free(m);
 }

@@ -53,7 +53,9 @@ int  fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen);
  * path of older kernels). */
 int  fh_memmon_create_missing(fh_memmon_t **out, char *why, size_t whylen);
 /* Stops the thread and closes the descriptor (which unregisters every
- * watched range).  NULL is a no-op. */
+ * watched range).  The thread closes it itself before it exits, so no
+ * unmap made while it exits (its own thread destructors included) can wait
+ * for it.  No other call on m may run meanwhile.  NULL is a no-op. */
 void fh_memmon_destroy(fh_memmon_t *m);
 
 /* "wp" or "missing": the registration mode in use (for FH_VERBOSE). */
