@@ -353,18 +353,27 @@ int fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len)
 {
     uintptr_t lo = addr & ~(uintptr_t)(m->page - 1);
     uintptr_t hi = (addr + len + m->page - 1) & ~(uintptr_t)(m->page - 1);
-    /* Whole mappings, never a part: registering part of a mapping splits
-     * it in the kernel, and the application's own mremap of the mapping
-     * (which must lie in one) would then fail with EFAULT.  Watching more
-     * than asked costs only events for memory nobody registered.  Holes
-     * are refused: newer kernels register the mappings of a range with
-     * holes and succeed, and memory mapped into a hole later would not be
-     * watched. */
+    /* MODE_WP: whole mappings, never a part: registering part of a
+     * mapping splits it in the kernel, and the application's own mremap of
+     * the mapping (which must lie in one) would then fail with EFAULT.
+     * Watching more than asked costs only events for memory nobody
+     * registered.  MODE_MISSING: the pages asked for, no more: there every
+     * first touch of a watched page waits for the monitor thread, and a
+     * whole mapping may hold memory the kernel merged in from code that is
+     * not ours (the sanitizers' stack depot, touched by the monitor thread
+     * itself as it starts: a self-deadlock seen in test_memmon under
+     * ASan).  Holes are refused: newer kernels register the mappings of a
+     * range with holes and succeed, and memory mapped into a hole later
+     * would not be watched. */
     for (uintptr_t a = lo; a < hi;) {
         fh_vma_t v;
         int rc = fh_vma_at(a, &v);
         if (rc != 0)
             return rc;
+        if (!m->wp) {
+            v.start = a;
+            v.end = v.end < hi ? v.end : hi;
+        }
         struct uffdio_register reg;
         memset(&reg, 0, sizeof reg);
         reg.range.start = v.start;

@@ -61,10 +61,13 @@ void fh_memmon_destroy(fh_memmon_t *m);
 /* "wp" or "missing": the registration mode in use (for FH_VERBOSE). */
 const char *fh_memmon_mode(const fh_memmon_t *m);
 
-/* Watches [addr, addr+len) by watching every mapping that holds a byte of
- * it, whole: watching never splits a mapping, so it changes nothing the
- * application's own system calls do (an mremap of the whole mapping still
- * works).  0, or -errno when the range cannot be watched (a hole, a file
+/* Watches [addr, addr+len).  In MODE_WP by watching every mapping that
+ * holds a byte of it, whole: watching never splits a mapping, so it changes
+ * nothing the application's own system calls do (an mremap of the whole
+ * mapping still works).  In MODE_MISSING (kernels without anonymous WP)
+ * only the pages of the range, since there every first touch of a watched
+ * page waits for the monitor thread: a part of a mapping watched is split
+ * from the rest, and an mremap across the split fails.  0, or -errno when the range cannot be watched (a hole, a file
  * mapping, a kernel without the mode): the caller must then not cache a
  * registration of it.  Ranges are never unwatched: an event for memory no
  * longer registered is harmless. */
