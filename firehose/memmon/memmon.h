@@ -47,7 +47,9 @@ typedef struct fh_memmon_range {
 
 /* Opens the userfaultfd and starts the monitor thread.  Returns 0 and a
  * monitor, or -errno with *out == NULL and a sentence in why (userfaultfd
- * missing, forbidden by privilege or seccomp, or lacking the events). */
+ * missing, forbidden by privilege or seccomp, or lacking the events;
+ * -ENOTSUP under valgrind or rr, which run one thread at a time, so that an
+ * unmap waiting for the monitor thread would wait for ever). */
 int  fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen);
 /* The same in MODE_MISSING even where WP works (tests: the fault-resolving
  * path of older kernels). */
