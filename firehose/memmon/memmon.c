@@ -264,8 +264,7 @@ static void *monitor_main(void *arg)
      * the kernel merges such runtime allocations with the application's
      * anonymous memory (a hang in fh_finalize's pthread_join under ASan
      * with FH_SEGMENT=everything). */
-    close(m->fd);
-    m->fd = -1;
+    close(m->fd);   /* m->fd is left as it was: other threads read it */
     return NULL;
 }
 
