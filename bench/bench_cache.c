@@ -85,9 +85,12 @@ typedef struct fhc_ctx {
     fhc_op_t *op;                /* [nthreads]: one held firehose each */
 } fhc_ctx_t;
 
-static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
-                   uint64_t key[2])
+static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                   void **mr,
+                   uint64_t key[2], uint64_t *reach)
 {
+    *reach = 0;
+    (void)want;
     (void)arg; (void)len; (void)remote;
     *mr = (void *)addr;
     key[0] = addr;

@@ -61,6 +61,7 @@ fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out)
     s->result = 0;
     s->result_ready = 0;
     s->fetched = NULL;
+    s->rma_rank = -1;
     s->width = 0;
     t->live++;
     *out = ((fh_handle_t)s->gen << 32) | ((fh_handle_t)idx << 8) | t->path_index;

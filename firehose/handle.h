@@ -36,6 +36,9 @@ typedef struct fh_hslot {
     void    *fetched;   /* NB atomics: where the reply's old value goes
                            (NULL: nowhere), written by the reply handler */
     uint8_t  width;     /* NB atomics: 4 or 8 (the size of *fetched) */
+    uint8_t  rma_put;   /* NB put/get: 1 put, 0 get (for the error text) */
+    int      rma_rank;  /* NB put/get: the target rank; -1 otherwise */
+    uint64_t rma_addr;  /* NB put/get: the remote address */
 } fh_hslot_t;
 
 #define FH_HT_CHUNK      1024u

@@ -292,8 +292,12 @@ int fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q)
     if (mode == FH_RMA_NB) {
         pthread_mutex_lock(&p->lock);
         slot = fh_ht_alloc(&p->handles, t->tid, h);
-        if (slot != NULL)
+        if (slot != NULL) {
             slot->ctr.owner_ops = &t->quiet_ops;   /* fh_quiet waits for it */
+            slot->rma_rank = rank;                 /* for fh_wait's error text */
+            slot->rma_put = is_put;
+            slot->rma_addr = (uint64_t)(uintptr_t)q->remote;
+        }
         pthread_mutex_unlock(&p->lock);
         if (slot == NULL)
             return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding handles", fn);
@@ -308,8 +312,8 @@ int fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q)
         if (temp && !strat_owns)
             fh_rma_local_mr_release(lmr);
         if (rc == FH_OK && wrc != FH_OK)
-            rc = fh_set_error(wrc, "%s: transfer to rank %d failed: %s", fn, rank,
-                              fh_strerror(wrc));
+            rc = fh_set_error(wrc, "%s: transfer to rank %d at %p (+%zu) failed: %s", fn,
+                              rank, q->remote, n, fh_strerror(wrc));
         return rc;
     }
     if (rc != FH_OK && mode == FH_RMA_NB) {
@@ -390,9 +394,16 @@ int fh_wait(fh_handle_t h)
     if (s == NULL)
         return rc;
     rc = fh_wait_ctr(t, &s->ctr);
+    int rrank = s->rma_rank;
+    bool rput = s->rma_put;
+    uint64_t raddr = s->rma_addr;
     pthread_mutex_lock(&t->path->lock);
     fh_ht_free(&t->path->handles, s);
     pthread_mutex_unlock(&t->path->lock);
+    if (rc != FH_OK && rrank >= 0)
+        return fh_set_error(rc, "fh_wait: the %s %s rank %d at 0x%llx failed: %s",
+                            rput ? "put" : "get", rput ? "to" : "from", rrank,
+                            (unsigned long long)raddr, fh_strerror(rc));
     if (rc != FH_OK)
         return fh_set_error(rc, "fh_wait: the operation failed: %s", fh_strerror(rc));
     return rc;

@@ -435,12 +435,25 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * is a no-op that succeeds).  Any alignment.  The local side may be anywhere in this
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
  * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
- * mapped memory of `rank` (else FH_ERR_OUT_OF_SEGMENT, refused by the
- * target).  Transfers to or from one's own rank are allowed.  Such memory
- * of a rank of the caller's node group is reached by cross-memory attach
- * when FH_SHM_CMA allows it (fhinfo --node): then a put or get whose range
- * is only partly mapped at the target fails with FH_ERR_OUT_OF_SEGMENT
- * after moving the bytes before the first unmapped page.
+ * memory `rank` has mapped readable (and writable, for a put), at any
+ * alignment and wherever the mapping starts or ends; over the network only
+ * anonymous memory (heap, stack, mmap, huge pages: what the memory monitor
+ * can watch), else FH_ERR_OUT_OF_SEGMENT, refused by the target.
+ * Transfers to or from one's own rank are allowed.  Such memory of a rank
+ * of the caller's node group is reached by cross-memory attach when
+ * FH_SHM_CMA allows it (fhinfo --node), file mappings included.
+ * Pages the target protected (PROT_NONE, or read-only under a put) give
+ * FH_ERR_OUT_OF_SEGMENT naming the rank and address, never a fault at the
+ * target (docs/reliability.md: FH_REG_STRATEGY=pin-everything, and
+ * memory protected after a peer was granted it, are not checked yet).
+ *
+ * A failed put or get changes nothing -- per piece: a transfer is checked
+ * piece by piece before any byte of the piece moves, each piece the part
+ * of [dst, dst+n) inside one FH_REGION_MAX-aligned frame (1 MiB by
+ * default).  On FH_ERR_OUT_OF_SEGMENT no byte of the refused piece was
+ * written (at the target for a put, in the local buffer for a get); the
+ * pieces before it may have been.  Exception: on the node route, the
+ * bytes of a put before the first read-only page are written.
  *
  * Freed memory (FH_REG_STRATEGY=firehose, memory monitor on): a rank may
  * free or unmap any memory, registered or not, and reuse the addresses;

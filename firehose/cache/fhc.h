@@ -74,18 +74,26 @@ enum {
 typedef struct fhc_env {
     void *arg;
     /* Register [addr, addr+len); remote != 0: peers may RDMA into it.  Sets
-     * *mr (opaque, passed back to unpin) and key (what peers need).
+     * *mr (opaque, passed back to unpin) and key (what peers need), and
+     * *reach to 0 when peers may read and write all of it, else to what
+     * they may (FHC_REACH_*: a mapping that ends inside a bucket, pages the
+     * application protected); the initiator checks every transfer against
+     * it before moving a byte.  want: a byte of [addr, addr+len) the peer
+     * asked for (the reachable part should hold it), or 0.
      * Returns 0 or a negative error.  FHC_ERR_NO_MEMORY is retried after
      * deregistering the oldest victim; any other error fails at once (e.g.
      * memory that cannot be monitored, see fhc_invalidate). */
-    int  (*pin)(void *arg, uintptr_t addr, size_t len, int remote,
-                void **mr, uint64_t key[2]);
+    int  (*pin)(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                void **mr, uint64_t key[2], uint64_t *reach);
     void (*unpin)(void *arg, void *mr);
     /* Non-zero iff [addr, addr+len) lies inside our exposed segments. */
     int  (*allowed)(void *arg, uintptr_t addr, size_t len);
     /* Deliver msg[0..len) to peer's fhc_on_message(c, our rank, is_reply). */
     void (*send)(void *arg, uint32_t peer, int is_reply, const void *msg,
                  size_t len);
+    /* Optional: non-zero iff put-in-move data may be written at [addr,
+     * addr+len) (mapped and writable); NULL: allowed() decides. */
+    int  (*data_ok)(void *arg, uintptr_t addr, size_t len);
     /* Target: write put-in-move data (memcpy in the runtime). */
     void (*put_in_move)(void *arg, uintptr_t dst, const void *data, size_t len);
     /* Optional: one line about a refused or malformed message. */
@@ -112,12 +120,37 @@ enum {
     FHC_BUG_IGNORE_REVOKE   = 1u << 5,  /* ack a REVOKE, keep the firehose */
 };
 
+/* What peers may do with a region when not everything (fhc_env_t.pin; on
+ * the wire in the reply's region flags, bit 0 of which is "granted"):
+ * FHC_REACH_RO   read only;
+ * FHC_REACH_PART only [base + lo, base + hi) is registered, lo and hi in
+ *                units of FHC_REACH_GRAIN (4 KiB), 24 bits each. */
+#define FHC_REACH_RO     (1ull << 1)
+#define FHC_REACH_PART   (1ull << 2)
+#define FHC_REACH_GRAIN  4096u
+#define FHC_REACH_MAXG   ((1ull << 24) - 1)
+static inline uint64_t fhc_reach_part(uint64_t lo_off, uint64_t hi_off)
+{
+    return FHC_REACH_PART | (lo_off / FHC_REACH_GRAIN) << 16 |
+           (hi_off / FHC_REACH_GRAIN) << 40;
+}
+static inline uint64_t fhc_reach_lo(uint64_t reach)
+{
+    return reach & FHC_REACH_PART ? (reach >> 16 & FHC_REACH_MAXG) * FHC_REACH_GRAIN : 0;
+}
+/* The end of what is registered, as an offset into a region of len bytes. */
+static inline uint64_t fhc_reach_hi(uint64_t reach, uint64_t len)
+{
+    return reach & FHC_REACH_PART ? (reach >> 40) * FHC_REACH_GRAIN : len;
+}
+
 typedef struct fhc_piece {
     uintptr_t addr;       /* remote address */
     size_t len;
     uint64_t key[2];      /* the target region's key */
     uintptr_t rbase;      /* the whole firehose (region) the piece lies in: */
     size_t rlen;          /* [rbase, rbase+rlen) is one valid chunk */
+    uint64_t reach;       /* the region's FHC_REACH_* (0: all of it) */
 } fhc_piece_t;
 
 struct fhc_fh;

@@ -83,6 +83,7 @@ static int fh_install(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     f->len = (size_t)g->len;
     f->key[0] = g->key[0];
     f->key[1] = g->key[1];
+    f->reach = g->reach;
     for (uintptr_t a = f->base; a < f->base + f->len; a += c->p.bucket)
         fhc_map_put(&c->ibucket, peer, fhc_bno(c, a), f);
     fhc_list_push_head(&P->h_list, &f->h_link);
@@ -184,7 +185,10 @@ static void grab_refs(fhc_t *c, fhc_peer_t *P, fhc_op_t *op)
     }
 }
 
-static void fill_pieces(const fhc_t *c, fhc_op_t *op)
+/* The op's pieces, or FHC_ERR_OUT_OF_SEGMENT when a byte lies outside
+ * what its firehose lets us reach (FHC_REACH_*): checked before any byte
+ * moves, so a refused transfer changes nothing at the target. */
+static int fill_pieces(const fhc_t *c, fhc_op_t *op)
 {
     op->npieces = 0;
     uintptr_t end = op->raddr + op->len;
@@ -192,11 +196,16 @@ static void fill_pieces(const fhc_t *c, fhc_op_t *op)
         const fhc_fh_t *f = fh_at(c, op->peer, a);
         assert(f && f->inuse > 0 && op->npieces < FHC_MAX_PIECES);
         uintptr_t e = f->base + f->len < end ? f->base + f->len : end;
+        if (f->reach && ((op->put_data && (f->reach & FHC_REACH_RO)) ||
+                         a < f->base + fhc_reach_lo(f->reach) ||
+                         e > f->base + fhc_reach_hi(f->reach, f->len)))
+            return FHC_ERR_OUT_OF_SEGMENT;
         op->piece[op->npieces++] = (fhc_piece_t){
             .addr = a, .len = e - a, .key = { f->key[0], f->key[1] },
-            .rbase = f->base, .rlen = f->len };
+            .rbase = f->base, .rlen = f->len, .reach = f->reach };
         a = e;
     }
+    return 0;
 }
 
 /* ------------------------------------------------------------- queues */
@@ -289,6 +298,7 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
             fhc_map_put(&c->pbucket, peer, fhc_bno(c, a), m);
     fhc_map_put(&c->moves, peer, m->token, m);
     wait_on(m, op);
+    q.data_dst = op->raddr > mlo ? op->raddr : mlo;
     if (put) {
         q.data_dst = op->raddr;
         q.data_len = (uint32_t)op->len;
@@ -340,7 +350,11 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
         return FHC_PENDING;
     }
     if (!mhi) {
-        fill_pieces(c, op);
+        if (fill_pieces(c, op) < 0) {
+            op_drop_refs(c, P, op);
+            op->npieces = 0;
+            return FHC_ERR_OUT_OF_SEGMENT;
+        }
         op->priv.state = FHC_OP_ACTIVE;
         op->priv.prio = 0;
         return FHC_HIT;

@@ -31,6 +31,7 @@ typedef struct fhc_region {
     size_t len;
     void *mr;
     uint64_t key[2];
+    uint64_t reach;             /* FHC_REACH_*, from pin() */
     uint32_t remote_ref;        /* number of peers holding it (a set) */
     uint32_t local_ref;         /* our own pins */
     int exposed;                /* registered for remote access (allowed) */
@@ -69,6 +70,7 @@ typedef struct fhc_fh {
     uintptr_t base;
     size_t len;
     uint64_t key[2];
+    uint64_t reach;             /* FHC_REACH_* of the target's region */
     uint32_t inuse;             /* ops holding it for an RDMA in flight */
     int in_unused;
     /* The target revoked it while in use: out of the bucket map, still in
@@ -139,6 +141,7 @@ struct fhc {
     size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes, dead_bytes;
     uint32_t nregions, victim_len, revokes_pending;
     uint64_t registrations, evictions, moves_served, refused;
+    int pin_rc;                 /* the last failed pin()'s error */
     uint64_t invalidations, revokes_sent, dead_freed;
 
     /* initiator */

@@ -119,14 +119,18 @@ static void trim_victims(fhc_t *c)
 /* Registers a new region with no references (the caller takes one at once
  * and then calls cat_enter).  A failing pin() is retried after evicting the
  * oldest victim, until the FIFO is empty.  The bucket map must have room. */
-static fhc_region_t *region_new(fhc_t *c, uintptr_t base, size_t len, int exposed)
+static fhc_region_t *region_new(fhc_t *c, uintptr_t base, size_t len, int exposed,
+                                uintptr_t want)
 {
     fhc_region_t *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     int rc;
-    while ((rc = c->env.pin(c->env.arg, base, len, exposed, &r->mr, r->key)) < 0)
+    while ((rc = c->env.pin(c->env.arg, base, len, exposed,
+                                want >= base && want - base < len ? want : 0, &r->mr,
+                                r->key, &r->reach)) < 0)
         if (rc != FHC_ERR_NO_MEMORY || !evict_oldest(c)) {
+            c->pin_rc = rc;
             free(r);
             return NULL;
         }
@@ -167,7 +171,8 @@ static fhc_hold_t *hold_add(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     if ((c->p.debug_bugs & FHC_BUG_EVICT_HELD) && r->remote_ref) {
         /* Deliberate bug: re-register a region other peers hold. */
         c->env.unpin(c->env.arg, r->mr);
-        if (c->env.pin(c->env.arg, r->base, r->len, r->exposed, &r->mr, r->key) < 0)
+        if (c->env.pin(c->env.arg, r->base, r->len, r->exposed, 0, &r->mr, r->key,
+                        &r->reach) < 0)
             r->mr = NULL;
     }
     h->reg = r;
@@ -331,8 +336,10 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         return;
     }
     int unexposed = 0;
+    int (*data_ok)(void *, uintptr_t, size_t) = c->env.data_ok ? c->env.data_ok
+                                                                : c->env.allowed;
     if (!c->env.allowed(c->env.arg, lo, hi - lo) ||
-        (q.data_len && !c->env.allowed(c->env.arg, (uintptr_t)q.data_dst, q.data_len))) {
+        (q.data_len && !data_ok(c->env.arg, (uintptr_t)q.data_dst, q.data_len))) {
         refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT,
                "outside the memory we expose (our segments, or with "
                "FH_SEGMENT=everything our mapped memory)");
@@ -381,7 +388,7 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
             continue;
         }
         uintptr_t e = uncovered_end(c, a, hi);
-        r = region_new(c, a, e - a, 1);
+        r = region_new(c, a, e - a, 1, (uintptr_t)q.data_dst);
         if (r)
             P->st.registrations++;
         fhc_hold_t *h = r ? hold_add(c, P, peer, r) : NULL;
@@ -390,7 +397,10 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         } else {
             if (r)
                 cat_enter(c, r);
-            status = FHC_ERR_NO_MEMORY;
+            /* pin() refusing the memory (nothing of it may be reached:
+             * protected or unwatchable pages) is the peer's range error. */
+            status = !r && c->pin_rc == FHC_ERR_INVALID ? FHC_ERR_OUT_OF_SEGMENT
+                                                        : FHC_ERR_NO_MEMORY;
         }
         a = e;
     }
@@ -398,7 +408,9 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         while (nadded)
             hold_remove(c, P, added[--nadded]);
         trim_victims(c);
-        refuse(c, peer, P, q.token, status, "registration failed");
+        refuse(c, peer, P, q.token, status, status == FHC_ERR_OUT_OF_SEGMENT
+               ? "no byte of the span may be reached (protected or unwatchable)"
+               : "registration failed");
         return;
     }
     if (q.data_len)
@@ -411,7 +423,7 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         assert(r && rep.nreg < FHC_MAX_PIECES);
         rep.reg[rep.nreg++] = (fhc_rep_region_t){
             .base = r->base, .len = r->len, .key = { r->key[0], r->key[1] },
-            .granted = is_added(added, nadded, r) };
+            .reach = r->reach, .granted = is_added(added, nadded, r) };
         a = r->base + r->len;
     }
     c->moves_served++;
@@ -478,7 +490,7 @@ int fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out)
         while (e < hi && !region_at(c, e) &&
                (c->env.allowed(c->env.arg, e, c->p.bucket) != 0) == ex)
             e += c->p.bucket;
-        fhc_region_t *r = region_new(c, a, e - a, ex);
+        fhc_region_t *r = region_new(c, a, e - a, ex, 0);
         if (!r) {
             fhc_unpin_local(c, out);
             return FHC_ERR_NO_MEMORY;

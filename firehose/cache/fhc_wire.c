@@ -56,7 +56,7 @@ size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap)
     put64(p + 8, r->token);
     put64(p + 16, r->lo);
     put64(p + 24, r->hi);
-    put64(p + 32, r->data_len ? r->data_dst : 0);
+    put64(p + 32, r->data_dst);
     for (unsigned i = 0; i < r->nrel; i++)
         put64(p + FHC_REQ_HDR + 8 * i, r->rel[i]);
     if (r->data_len)
@@ -86,7 +86,7 @@ int fhc_req_decode(const void *buf, size_t len, fhc_req_t *r, char *why,
         return fail(why, whylen, "length does not match the counts");
     if (r->lo >= r->hi || r->hi > UINTPTR_MAX)
         return fail(why, whylen, "empty or inverted span");
-    if (r->data_len ? r->data_dst > UINT64_MAX - r->data_len : r->data_dst)
+    if (r->data_len && r->data_dst > UINT64_MAX - r->data_len)
         return fail(why, whylen, "bad put destination");
     for (unsigned i = 0; i < r->nrel; i++)
         r->rel[i] = get64(p + FHC_REQ_HDR + 8 * i);
@@ -125,7 +125,7 @@ size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap)
         put64(q + 8, r->reg[i].len);
         put64(q + 16, r->reg[i].key[0]);
         put64(q + 24, r->reg[i].key[1]);
-        put64(q + 32, r->reg[i].granted ? 1 : 0);
+        put64(q + 32, (r->reg[i].granted ? 1 : 0) | (r->reg[i].reach & ~(uint64_t)1));
     }
     return n;
 }
@@ -155,10 +155,16 @@ int fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r, char *why,
         r->reg[i].key[0] = get64(q + 16);
         r->reg[i].key[1] = get64(q + 24);
         r->reg[i].granted = (int)(flags & 1);
-        if (flags > 1)
+        r->reg[i].reach = flags & ~(uint64_t)1;
+        if (flags & ~(1 | FHC_REACH_RO | FHC_REACH_PART |
+                      (flags & FHC_REACH_PART ? ~(uint64_t)0xffff : 0)))
             return fail(why, whylen, "unknown region flags");
         if (!r->reg[i].len || r->reg[i].base > UINT64_MAX - r->reg[i].len)
             return fail(why, whylen, "empty or overflowing region");
+        if ((flags & FHC_REACH_PART) &&
+            (fhc_reach_lo(flags) >= fhc_reach_hi(flags, r->reg[i].len) ||
+             fhc_reach_hi(flags, r->reg[i].len) > r->reg[i].len))
+            return fail(why, whylen, "reachable part outside its region");
     }
     return 0;
 }

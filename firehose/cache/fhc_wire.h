@@ -11,7 +11,9 @@
  *     8    8  token     the initiator's name for this move
  *    16    8  lo        span asked for: [lo, hi), lo < hi
  *    24    8  hi
- *    32    8  data_dst  where the data goes (0 when data_len == 0)
+ *    32    8  data_dst  where the data goes; without data, the first byte
+ *                       the operation wants (a hint: the target registers
+ *                       the part of a partly mapped bucket that holds it)
  *    40 8*nrel  base of each released region
  *    ..  data_len bytes of data
  * Reply (16 + 40*nreg bytes):
@@ -19,7 +21,8 @@
  *     4    4  status (int32: 0 or a negative FHC_ERR_*)
  *     8    8  token
  *    16 40*nreg  base, len, key[0], key[1], flags (bit 0: granted by this
- *                move; else the requester already held it)
+ *                move, else the requester already held it; bits 1..: what
+ *                peers may reach of it, FHC_REACH_* of fhc.h)
  * Revoke (32 bytes, target -> holder; fhc_invalidate):
  *     0    1  magic, 1 1 kind FHC_WIRE_REVOKE, 2 2 0, 4 4 0
  *     8    8  id       the target's name for this revoke
@@ -62,6 +65,7 @@ typedef struct fhc_req {
 
 typedef struct fhc_rep_region {
     uint64_t base, len, key[2];
+    uint64_t reach;         /* FHC_REACH_* (fhc.h): flags bits 1.. */
     int granted;
 } fhc_rep_region_t;
 

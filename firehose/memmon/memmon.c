@@ -8,6 +8,8 @@
  */
 #include "memmon.h"
 
+#include "firehose/util/vma.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -53,6 +55,7 @@ struct fh_memmon {
     _Atomic uint64_t head;         /* ring slots written (producer) */
     _Atomic uint64_t tail;         /* ring slots consumed (consumer) */
     _Atomic int overflow;          /* ring was full: invalidate everything */
+    _Atomic int stopping;          /* fh_memmon_destroy asked the thread to exit */
     fh_memmon_range_t ring[MM_RING];
 };
 
@@ -152,6 +155,28 @@ static int open_best(size_t page, int missing_only, int *fd_out, int *wp_out, ch
     return last;
 }
 
+/* A tool that runs one thread at a time, or NULL.  Under it an unmap of
+ * watched memory waits in the kernel for the monitor thread to read the
+ * event, and the tool never lets that thread run (valgrind keeps its lock
+ * across munmap: the 2-rank demo hung in munmap after its measurement).
+ * Found by the preload library each maps into the program. */
+static const char *serializing_tool(void)
+{
+    static const struct { const char *lib, *tool; } known[] = {
+        {"/vgpreload_", "valgrind"}, {"/librrpreload", "rr"}};
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL)
+        return NULL;
+    const char *found = NULL;
+    char line[512];
+    while (found == NULL && fgets(line, sizeof line, f) != NULL)
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strstr(line, known[i].lib) != NULL)
+                found = known[i].tool;
+    fclose(f);
+    return found;
+}
+
 /* ------------------------------------------------------------ producer */
 
 static void ring_push(fh_memmon_t *m, uintptr_t start, uintptr_t end)
@@ -190,9 +215,14 @@ static void *monitor_main(void *arg)
         struct pollfd pf[2] = {{.fd = m->fd, .events = POLLIN},
                                {.fd = m->stop_fd, .events = POLLIN}};
         if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
+            /* Never exit on an error (ENOMEM): the runtime would go on
+             * caching registrations nobody watches.  Retry, and leave
+             * only when asked. */
+            if (atomic_load_explicit(&m->stopping, memory_order_acquire))
+                break;
+            if (errno != EINTR)
+                usleep(1000);
+            continue;
         }
         if (pf[1].revents)
             break;
@@ -224,6 +254,17 @@ static void *monitor_main(void *arg)
         }
         atomic_store_explicit(&m->state, published << 1, memory_order_release);
     }
+    /* Close the descriptor here, before this thread exits: closing it
+     * unregisters every watched range and releases any thread waiting for
+     * an event to be read.  After this function returns, the thread's own
+     * exit runs code that is not ours (glibc's and the sanitizers' thread
+     * destructors: ASan unmaps the thread's alternate signal stack), and
+     * an unmap of a watched range would wait for the one thread that reads
+     * the events -- itself.  Watching whole mappings makes that likely:
+     * the kernel merges such runtime allocations with the application's
+     * anonymous memory (a hang in fh_finalize's pthread_join under ASan
+     * with FH_SEGMENT=everything). */
+    close(m->fd);   /* m->fd is left as it was: other threads read it */
     return NULL;
 }
 
@@ -250,6 +291,13 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
         return -ENOMEM;
     }
     m->page = (size_t)sysconf(_SC_PAGESIZE);
+    const char *tool = serializing_tool();
+    if (tool != NULL) {
+        snprintf(why, whylen, "running under %s, which runs one thread at a time: an "
+                 "unmap of watched memory would wait for ever for the monitor thread", tool);
+        free(m);
+        return -ENOTSUP;
+    }
     int rc = open_best(m->page, missing_only, &m->fd, &m->wp, why, whylen);
     if (rc != 0) {
         free(m);
@@ -266,9 +314,20 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
     /* 2 MiB of address space, touched only as deep as the thread goes:
      * ThreadSanitizer alone wants ~0.9 MiB of a thread's stack (with 256
      * KiB, pthread_create failed under TSan and the monitor never ran). */
+    /* A PROT_NONE page on each side keeps the stack a mapping of its own:
+     * fh_memmon_watch registers whole mappings, and an anonymous mapping
+     * the kernel merged with this stack would make the monitor wait on
+     * itself (MODE_MISSING faults on its own stack). */
     m->stack_len = 2u << 20;
-    m->stack = mmap(NULL, m->stack_len, PROT_READ | PROT_WRITE,
+    m->stack = mmap(NULL, m->stack_len + 2 * m->page, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (m->stack != MAP_FAILED) {
+        m->stack = (char *)m->stack + m->page;
+        if (mprotect(m->stack, m->stack_len, PROT_READ | PROT_WRITE) != 0) {
+            munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
+            m->stack = MAP_FAILED;
+        }
+    }
     pthread_attr_t attr;
     if (m->stack == MAP_FAILED) {
         rc = -errno;
@@ -289,7 +348,7 @@ static int create(fh_memmon_t **out, int missing_only, char *why, size_t whylen)
     pthread_attr_destroy(&attr);
     if (rc != 0) {
         snprintf(why, whylen, "pthread_create: %s", strerror(-rc));
-        munmap(m->stack, m->stack_len);
+        munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
         close(m->stop_fd);
         close(m->fd);
         free(m);
@@ -304,12 +363,12 @@ void fh_memmon_destroy(fh_memmon_t *m)
     if (m == NULL)
         return;
     uint64_t one = 1;
+    atomic_store_explicit(&m->stopping, 1, memory_order_release);
     if (write(m->stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
         perror("firehose: memmon: eventfd write");
-    pthread_join(m->thread, NULL);
+    pthread_join(m->thread, NULL);   /* the thread closed m->fd */
     close(m->stop_fd);
-    close(m->fd);
-    munmap(m->stack, m->stack_len);
+    munmap((char *)m->stack - m->page, m->stack_len + 2 * m->page);
     free(m);
 }
 
@@ -322,22 +381,37 @@ int fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len)
 {
     uintptr_t lo = addr & ~(uintptr_t)(m->page - 1);
     uintptr_t hi = (addr + len + m->page - 1) & ~(uintptr_t)(m->page - 1);
-    struct uffdio_register reg;
-    memset(&reg, 0, sizeof reg);
-    reg.range.start = lo;
-    reg.range.len = hi - lo;
-    reg.mode = m->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
-    /* Newer kernels register the VMAs of a range with holes and succeed;
-     * memory mapped into a hole later would not be watched.  Refuse holes
-     * (mincore fails with ENOMEM on unmapped pages). */
-    unsigned char vec[256];
+    /* MODE_WP: whole mappings, never a part: registering part of a
+     * mapping splits it in the kernel, and the application's own mremap of
+     * the mapping (which must lie in one) would then fail with EFAULT.
+     * Watching more than asked costs only events for memory nobody
+     * registered.  MODE_MISSING: the pages asked for, no more: there every
+     * first touch of a watched page waits for the monitor thread, and a
+     * whole mapping may hold memory the kernel merged in from code that is
+     * not ours (the sanitizers' stack depot, touched by the monitor thread
+     * itself as it starts: a self-deadlock seen in test_memmon under
+     * ASan).  Holes are refused: newer kernels register the mappings of a
+     * range with holes and succeed, and memory mapped into a hole later
+     * would not be watched. */
     for (uintptr_t a = lo; a < hi;) {
-        size_t n = hi - a < sizeof vec * m->page ? hi - a : sizeof vec * m->page;
-        if (mincore((void *)a, n, vec) != 0)
+        fh_vma_t v;
+        int rc = fh_vma_at(a, &v);
+        if (rc != 0)
+            return rc;
+        if (!m->wp) {
+            v.start = a;
+            v.end = v.end < hi ? v.end : hi;
+        }
+        struct uffdio_register reg;
+        memset(&reg, 0, sizeof reg);
+        reg.range.start = v.start;
+        reg.range.len = v.end - v.start;
+        reg.mode = m->wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
+        if (ioctl(m->fd, UFFDIO_REGISTER, &reg) != 0)
             return -errno;
-        a += n;
+        a = v.end;
     }
-    return ioctl(m->fd, UFFDIO_REGISTER, &reg) == 0 ? 0 : -errno;
+    return 0;
 }
 
 /* ------------------------------------------------------------ consumer */

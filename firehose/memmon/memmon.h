@@ -47,22 +47,32 @@ typedef struct fh_memmon_range {
 
 /* Opens the userfaultfd and starts the monitor thread.  Returns 0 and a
  * monitor, or -errno with *out == NULL and a sentence in why (userfaultfd
- * missing, forbidden by privilege or seccomp, or lacking the events). */
+ * missing, forbidden by privilege or seccomp, or lacking the events;
+ * -ENOTSUP under valgrind or rr, which run one thread at a time, so that an
+ * unmap waiting for the monitor thread would wait for ever). */
 int  fh_memmon_create(fh_memmon_t **out, char *why, size_t whylen);
 /* The same in MODE_MISSING even where WP works (tests: the fault-resolving
  * path of older kernels). */
 int  fh_memmon_create_missing(fh_memmon_t **out, char *why, size_t whylen);
 /* Stops the thread and closes the descriptor (which unregisters every
- * watched range).  NULL is a no-op. */
+ * watched range).  The thread closes it itself before it exits, so no
+ * unmap made while it exits (its own thread destructors included) can wait
+ * for it.  No other call on m may run meanwhile.  NULL is a no-op. */
 void fh_memmon_destroy(fh_memmon_t *m);
 
 /* "wp" or "missing": the registration mode in use (for FH_VERBOSE). */
 const char *fh_memmon_mode(const fh_memmon_t *m);
 
-/* Watches [addr, addr+len) (rounded out to pages).  0, or -errno when the
- * range cannot be watched (a hole, a file mapping, a kernel without the
- * mode): the caller must then not cache a registration of it.  Ranges are
- * never unwatched: an event for memory no longer registered is harmless. */
+/* Watches [addr, addr+len).  In MODE_WP by watching every mapping that
+ * holds a byte of it, whole: watching never splits a mapping, so it changes
+ * nothing the application's own system calls do (an mremap of the whole
+ * mapping still works).  In MODE_MISSING (kernels without anonymous WP)
+ * only the pages of the range, since there every first touch of a watched
+ * page waits for the monitor thread: a part of a mapping watched is split
+ * from the rest, and an mremap across the split fails.  0, or -errno when the range cannot be watched (a hole, a file
+ * mapping, a kernel without the mode): the caller must then not cache a
+ * registration of it.  Ranges are never unwatched: an event for memory no
+ * longer registered is harmless. */
 int  fh_memmon_watch(fh_memmon_t *m, uintptr_t addr, size_t len);
 
 /* The state word (see above).  Hit path: `if (fh_memmon_pending(m, seen))`

@@ -110,10 +110,51 @@ static int cma_iov(int64_t pid, bool is_put, struct iovec *l, size_t nl, struct 
     return FH_OK;
 }
 
+/* Before a copy: reads one byte of every page of [remote, remote+n) of
+ * pid, so a range that is not all mapped (and readable) is refused before
+ * a byte is moved (docs/reliability.md; read-only pages under a put are
+ * found only by the write itself). */
+static int cma_probe(int64_t pid, uint64_t remote, size_t n)
+{
+    enum { PROBE = 256 };
+    static const uint64_t pg = 4096;   /* any page size is a multiple */
+    unsigned char sink[PROBE];
+    struct iovec l[PROBE], r[PROBE];
+    uint64_t a = remote, end = remote + n;
+    while (a < end) {
+        size_t k = 0;
+        for (; k < PROBE && a < end; k++) {
+            l[k] = (struct iovec){&sink[k], 1};
+            r[k] = (struct iovec){(void *)(uintptr_t)a, 1};
+            a = (a | (pg - 1)) + 1;
+        }
+        ssize_t got;
+        do
+            got = process_vm_readv((pid_t)pid, l, k, r, k, 0);
+        while (got < 0 && errno == EINTR);
+        if (got < 0)
+            return cma_error(errno, pid, remote);
+        if ((size_t)got < k)
+            return cma_error(EFAULT, pid, (uint64_t)(uintptr_t)r[got].iov_base);
+    }
+    /* The last byte too (the walk reads each page's first byte it meets). */
+    l[0] = (struct iovec){sink, 1};
+    r[0] = (struct iovec){(void *)(uintptr_t)(end - 1), 1};
+    ssize_t got = process_vm_readv((pid_t)pid, l, 1, r, 1, 0);
+    if (got != 1)
+        return cma_error(got < 0 ? errno : EFAULT, pid, end - 1);
+    return FH_OK;
+}
+
 int fh_node_cma_copy(int64_t pid, bool is_put, void *local, uint64_t remote, size_t n)
 {
     struct iovec l = {local, n}, r = {(void *)(uintptr_t)remote, n};
-    return n == 0 ? FH_OK : cma_iov(pid, is_put, &l, 1, &r, 1);
+    if (n == 0)
+        return FH_OK;
+    int rc = cma_probe(pid, remote, n);
+    if (rc != FH_OK)
+        return rc;
+    return cma_iov(pid, is_put, &l, 1, &r, 1);
 }
 
 int fh_node_cma_strided(int64_t pid, bool is_put, char *local, ptrdiff_t lstride,

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "firehose/util/vma.h"
 #include "strat_common.h"
 
 /* ------------------------------------------------------------ target */
@@ -48,6 +49,12 @@ static int check_range(struct fh_strat *s, int src, const char *what, unsigned n
     } else if (svc_seg_find(rt->rank, (uintptr_t)args[1], len, &r) != FH_OK) {
         st = FH_ERR_OUT_OF_SEGMENT;
         why = "outside our segments";
+    } else if (!fh_vma_check((uintptr_t)args[1], len,
+                             FH_VMA_READ | (what[0] == 'p' ? FH_VMA_WRITE : 0), NULL)) {
+        /* The application protected or unmapped part of its segment: our
+         * copy would fault (docs/reliability.md). */
+        st = FH_ERR_OUT_OF_SEGMENT;
+        why = what[0] == 'p' ? "not mapped writable" : "not mapped readable";
     }
     if (st != FH_OK) {
         fh_log_error("bounce: refused a %s from rank %d for [0x%llx, +%zu): %s", what, src,

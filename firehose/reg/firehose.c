@@ -44,19 +44,90 @@
 #include <unistd.h>
 
 #include "firehose/cache/fhc_wire.h"
+#include "firehose/util/vma.h"
 #include "firehose_internal.h"
 #include "reg.h"
 
 /* ------------------------------------------------------------ env */
 
-static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
-                   uint64_t key[2])
+/* What peers may reach of [lo, hi): the run of adjacent readable mappings
+ * in it that the memory monitor can watch and that holds `want` (if want
+ * is in [lo, hi) and reachable; else the first such run) (a mapping may start or
+ * end, or the application may protect pages, inside a bucket;
+ * FH_SEGMENT=everything mixes anonymous and file mappings in one bucket),
+ * and whether all of it is writable.  1 with [*rlo, *rhi), or 0 when no
+ * byte qualifies. */
+static int reach_run(fh_core_t *rt, uintptr_t lo, uintptr_t hi, uintptr_t want,
+                     uintptr_t *rlo_out, uintptr_t *rhi_out, int *writable)
+{
+    uintptr_t rlo = 0, rhi = 0;
+    *writable = 1;
+    fh_vma_t w;
+    if (want > lo && want < hi && fh_vma_at(want, &w) == 0)
+        lo = w.start > lo ? w.start : lo;   /* the run that holds it, if any */
+    for (uintptr_t a = lo; a < hi;) {
+        fh_vma_t v;
+        if (fh_vma_next(a, &v) != 0 || v.start >= hi || (rhi && v.start != rhi))
+            break;
+        uintptr_t s = v.start > lo ? v.start : lo, e = v.end < hi ? v.end : hi;
+        int ok = (v.prot & FH_VMA_READ) && fh_mm_may_cache(rt, s, e - s, 1);
+        if (ok) {
+            if (!rhi)
+                rlo = s;
+            rhi = e;
+            *writable &= (v.prot & FH_VMA_WRITE) != 0;
+        } else if (rhi) {
+            break;
+        }
+        a = v.end;
+    }
+    *rlo_out = rlo;
+    *rhi_out = rhi;
+    return rhi != 0;
+}
+
+/* A region [*addr, +*len) offered to peers registers only its reach_run,
+ * with *reach saying so (FHC_REACH_*): the initiator checks every transfer
+ * against it before moving a byte (docs/reliability.md).  0, or
+ * FHC_ERR_INVALID when nothing of it may be reached. */
+static int remote_run(fh_core_t *rt, uintptr_t *addr, size_t *len, uintptr_t want,
+                      unsigned *acc, uint64_t *reach)
+{
+    uintptr_t lo = *addr, hi = *addr + *len, rlo, rhi;
+    int writable;
+    if (!reach_run(rt, lo, hi, want, &rlo, &rhi, &writable) && want)
+        reach_run(rt, lo, hi, 0, &rlo, &rhi, &writable);
+    if (!rhi)
+        return FHC_ERR_INVALID;
+    *reach = 0;
+    if (rlo != lo || rhi != hi) {
+        if ((rlo - lo) % FHC_REACH_GRAIN || (rhi - lo) % FHC_REACH_GRAIN ||
+            (rhi - lo) / FHC_REACH_GRAIN > FHC_REACH_MAXG)
+            return FHC_ERR_INVALID;
+        *reach = fhc_reach_part(rlo - lo, rhi - lo);
+    }
+    fh_log_verbose(2, "firehose: region [%p, +%zu) registers [%p, %p)%s", (void *)lo,
+                   (size_t)(hi - lo), (void *)rlo, (void *)rhi, writable ? "" : " read-only");
+    *addr = rlo;
+    *len = rhi - rlo;
+    if (!writable) {
+        *acc &= ~(unsigned)FH_MR_REMOTE_WRITE;
+        *reach |= FHC_REACH_RO;
+    }
+    return 0;
+}
+
+static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                   void **mr, uint64_t key[2], uint64_t *reach)
 {
     (void)arg;
     fh_core_t *rt = fh_reg_core;
-    if (!fh_mm_may_cache(rt, addr, len, remote))
-        return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
     unsigned acc = FH_MR_LOCAL | (remote ? FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE : 0);
+    *reach = 0;
+    if (remote && remote_run(rt, &addr, &len, want, &acc, reach) != 0)
+        return FHC_ERR_INVALID;    /* not retried: nothing a peer may reach */
+    if (!remote && !fh_mm_may_cache(rt, addr, len, remote))
+        return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
     fh_rkey_t rk = {0, 0};
     struct fh_mr *m = NULL;
     int rc = rt->cops->mr_reg(rt->conduit, (void *)addr, len, acc, &m, &rk);
@@ -86,8 +157,18 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     struct fh_reg *g = arg;
     if (addr + len < addr)
         return 0;
-    if (fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING)
-        return fh_mm_mapped(addr, len);    /* any mapped memory (firehose_revoke.c) */
+    if (fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING) {
+        /* Any mapped memory: a span of buckets is served when one run of
+         * readable memory reaches from its first bucket into its last
+         * (the transfer's bytes lie in that run, or the conduit refuses
+         * the access: env_pin registers the run only).  A mapping may
+         * start or end inside a bucket (a stack, a small mmap). */
+        uintptr_t rlo, rhi;
+        int writable;
+        size_t b = g->bucket;
+        return reach_run(fh_reg_core, addr, addr + len, 0, &rlo, &rhi, &writable) &&
+               rlo < addr + (len < b ? len : b) && rhi > addr + len - (len < b ? len : b);
+    }
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
             return 1;
@@ -117,6 +198,14 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
     /* Atomic: fh_reg_flush peeks at g->out without the lock. */
     __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
     g->out_tail = &m->next;
+}
+
+/* Put-in-move data is written by our CPU: every byte must be mapped and
+ * writable, else the move is refused and nothing is written. */
+static int env_data_ok(void *arg, uintptr_t addr, size_t len)
+{
+    return env_allowed(arg, addr, len) &&
+           fh_vma_check(addr, len, FH_VMA_READ | FH_VMA_WRITE, NULL);
 }
 
 static void env_put_in_move(void *arg, uintptr_t dst, const void *data, size_t len)
@@ -389,7 +478,7 @@ int fh_reg_init(fh_core_t *rt)
                       .M = g->M, .maxvictim = g->maxvictim, .put_in_move = pim};
     fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
                      .allowed = env_allowed, .send = env_send,
-                     .put_in_move = env_put_in_move, .log = env_log};
+                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log};
     char why[200] = "";
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {

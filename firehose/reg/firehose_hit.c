@@ -312,8 +312,9 @@ void reg_hit_install(struct fh_reg *g, fh_thread_t *t, reg_xop_t *x)
     const fhc_piece_t *pc = &x->op.piece[0];
     uint32_t peer = x->op.peer;
     assert(x->op.npieces == 1 && x->ent == NULL);
-    if (tc == NULL || fhc_budget_waiting(g->c, peer))
-        return;     /* nothing cached while others wait for budget */
+    if (tc == NULL || fhc_budget_waiting(g->c, peer) || pc->reach != 0)
+        return;     /* nothing cached while others wait for budget; a region
+                       peers reach only in part is checked by fhc on every use */
     size_t nb = pc->rlen >> tc->bshift;
     /* Buckets of the region still mapped: only to DEAD entries (any live
      * entry holds a firehose, and held firehoses never overlap), or to a

@@ -273,7 +273,5 @@ bool fh_mm_may_publish(fh_core_t *rt);
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
                      const _Atomic uint64_t **seen);
-/* 1 iff every page [addr, +len) touches is mapped (any alignment). */
-int  fh_mm_mapped(uintptr_t addr, size_t len);
 
 #endif /* FH_REG_INTERNAL_H */

@@ -34,8 +34,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "firehose/cache/fhc.h"
 #include "firehose/memmon/memmon.h"
@@ -203,24 +201,4 @@ void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
     struct fh_mm *mm = rt->mm;
     *state = mm != NULL && mm->mon != NULL ? fh_memmon_state_word(mm->mon) : NULL;
     *seen = mm != NULL ? &mm->seen : NULL;
-}
-
-int fh_mm_mapped(uintptr_t addr, size_t len)
-{
-    /* mincore fails with ENOMEM iff part of the range is not mapped; it
-     * takes whole pages (a put-in-move's data need not start on one). */
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char vec[256];
-    if (len == 0 || addr + len < addr || addr + len > UINTPTR_MAX - page)
-        return 0;
-    len += addr % page;
-    addr -= addr % page;
-    while (len) {
-        size_t n = len < sizeof vec * page ? len : sizeof vec * page;
-        if (mincore((void *)addr, n, vec) != 0)
-            return 0;
-        addr += n;
-        len -= n;
-    }
-    return 1;
 }

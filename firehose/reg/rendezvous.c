@@ -7,8 +7,11 @@
  * caches registrations forever at the target only).
  *
  * One message format both ways, on the service path:
- *   RDV_REGISTER   initiator -> target: register [addr, addr+len); the
- *                  target answers with an RDV_REPLY (always, also on error).
+ *   RDV_REGISTER   initiator -> target: register [addr, addr+len) (status:
+ *                  1 when the initiator will write, 0 read); the target
+ *                  answers with an RDV_REPLY (always, also on error), and
+ *                  refuses memory the application could not access so
+ *                  (protected or unmapped pages: FH_ERR_OUT_OF_SEGMENT).
  *   RDV_UNREGISTER initiator -> target (plain rendezvous, after the RDMA
  *                  completed): deregister `handle`.  No reply.  The
  *                  target does not depend on it: see "Key lifetime".
@@ -52,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "firehose/util/vma.h"
 #include "strat_common.h"
 
 /* ------------------------------------------------------------ target */
@@ -155,6 +159,14 @@ static void h_rdv_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
     fh_seg_range_t r;
     if (svc_seg_find(rt->rank, (uintptr_t)q.addr, (size_t)q.len, &r) != FH_OK) {
         refuse(tok, s, src, &q, FH_ERR_OUT_OF_SEGMENT, "outside our segments");
+        return;
+    }
+    /* The application may have protected or unmapped part of its segment:
+     * a peer's RDMA there would fault in our conduit (docs/reliability.md). */
+    if (!fh_vma_check((uintptr_t)q.addr, (size_t)q.len,
+                      FH_VMA_READ | (q.status ? FH_VMA_WRITE : 0), NULL)) {
+        refuse(tok, s, src, &q, FH_ERR_OUT_OF_SEGMENT, q.status
+               ? "not mapped writable" : "not mapped readable");
         return;
     }
     uintptr_t lo = (uintptr_t)q.addr, hi = lo + (size_t)q.len;
@@ -327,8 +339,8 @@ static void ask_ahead(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
         rdv_slot_t *sl = &x->slot[x->head % RDV_DEPTH];
         int rc = sl->state == RDV_FREE ? prepare(s, x, sl) : FH_OK;
         if (rc == FH_OK) {
-            rdv_msg_t m = {.op = RDV_REGISTER, .token = sl->token, .addr = sl->raddr,
-                           .len = sl->len};
+            rdv_msg_t m = {.op = RDV_REGISTER, .status = x->is_put, .token = sl->token,
+                           .addr = sl->raddr, .len = sl->len};
             rc = try_send(t, s, x->rank, &m);
             if (rc == FH_ERR_AGAIN)
                 return;          /* the slot stays RDV_ASKING: next time */

@@ -260,9 +260,12 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
     return seg_contains(addr, len);
 }
 
-static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mrp,
-                   uint64_t key[2])
+static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                   void **mrp,
+                   uint64_t key[2], uint64_t *reach)
 {
+    *reach = 0;
+    (void)want;
     node_t *n = arg;
     if (opt.pin_fail && permille(opt.pin_fail))
         return FHC_ERR_NO_MEMORY;

@@ -49,9 +49,12 @@ static unsigned nq;
 static rank_t ranks[3];
 static uint64_t next_mr;
 
-static int t_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr,
-                 uint64_t key[2])
+static int t_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
+                   void **mr,
+                 uint64_t key[2], uint64_t *reach)
 {
+    *reach = 0;
+    (void)want;
     rank_t *r = arg;
     (void)len;
     (void)remote;
@@ -592,7 +595,23 @@ START_TEST(wire_round_trips)
     ck_assert_int_eq(fhc_rep_decode(buf, n, &r2, NULL, 0), 0);
     ck_assert_uint_eq(r2.reg[0].key[1], 8);
     ck_assert_int_eq(r2.reg[0].granted, 1);
-    buf[FHC_REP_HDR + 32] = 2;            /* unknown flag */
+    buf[FHC_REP_HDR + 32] = 8;            /* unknown flag */
+    ck_assert_int_eq(fhc_rep_decode(buf, n, &r2, NULL, 0), FHC_ERR_INVALID);
+    /* What peers may reach travels in the flags: read-only, [4 KiB, 8 KiB)
+     * of a 16 KiB region; a part outside the region is refused. */
+    r.reg[0].len = 16384;
+    r.reg[0].reach = FHC_REACH_RO | fhc_reach_part(4096, 8192);
+    n = fhc_rep_encode(&r, buf, sizeof buf);
+    ck_assert_int_eq(fhc_rep_decode(buf, n, &r2, NULL, 0), 0);
+    ck_assert_uint_eq(r2.reg[0].reach, r.reg[0].reach);
+    ck_assert_int_eq(r2.reg[0].granted, 1);
+    ck_assert_uint_eq(fhc_reach_lo(r2.reg[0].reach), 4096);
+    ck_assert_uint_eq(fhc_reach_hi(r2.reg[0].reach, 16384), 8192);
+    r.reg[0].reach = fhc_reach_part(8192, 8192);      /* empty */
+    n = fhc_rep_encode(&r, buf, sizeof buf);
+    ck_assert_int_eq(fhc_rep_decode(buf, n, &r2, NULL, 0), FHC_ERR_INVALID);
+    r.reg[0].reach = fhc_reach_part(0, 20480);        /* past the region */
+    n = fhc_rep_encode(&r, buf, sizeof buf);
     ck_assert_int_eq(fhc_rep_decode(buf, n, &r2, NULL, 0), FHC_ERR_INVALID);
 }
 END_TEST

@@ -4,11 +4,16 @@
  * madvise DONTNEED, mremap, a partial munmap) is reported with the right
  * range; unwatched memory is not; watching never changes what the program
  * reads (also in MODE_MISSING, where the monitor resolves page faults); a
- * file mapping or a range with a hole cannot be watched.  Skips (77) when userfaultfd is
- * unavailable here (the runtime then falls back, see firehose_revoke.c).
+ * file mapping or a range with a hole cannot be watched; an unmap made by
+ * the monitor thread itself as it exits does not hang.  Skips (77) when
+ * userfaultfd is unavailable here (the runtime then falls back, see
+ * firehose_revoke.c).
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,14 +130,37 @@ START_TEST(map_fixed_dontneed_mremap_and_partial_munmap_are_reported)
 }
 END_TEST
 
+/* Issue 29: watching part of a mapping must not split it -- the
+ * application's mremap of the whole mapping failed with EFAULT.  MODE_WP
+ * only: MODE_MISSING watches the pages asked for (memmon.h). */
+START_TEST(watching_part_of_a_mapping_keeps_its_mremap_working)
+{
+    fh_memmon_range_t r[8];
+    char *p = area(8);
+    memset(p, 7, 8 * pg);
+    ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)p + 2 * pg + 100, 10), 0);
+    char *q = mremap(p, 8 * pg, 64 * pg, MREMAP_MAYMOVE);
+    ck_assert_ptr_ne(q, MAP_FAILED);
+    ck_assert_int_eq(q[8 * pg - 1], 7);
+    ck_assert_uint_ge(drain(r), 0);
+    char *s = mremap(q, 64 * pg, 4 * pg, 0);     /* shrink in place */
+    ck_assert_ptr_eq(s, q);
+    munmap(q, 4 * pg);
+    drain(r);
+}
+END_TEST
+
 START_TEST(unwatched_memory_is_not_reported)
 {
     fh_memmon_range_t r[8];
-    char *p = area(2);
-    char *w = area(1);
+    /* Three mappings: p (2 pages), a PROT_NONE page, w.  The monitor
+     * watches whole mappings (w's), so p must be a mapping of its own. */
+    char *p = area(4);
+    char *w = p + 3 * pg;
+    ck_assert_int_eq(mprotect(p + 2 * pg, pg, PROT_NONE), 0);
     ck_assert_int_eq(fh_memmon_watch(m, (uintptr_t)w, pg), 0);
     ck_assert_int_eq(madvise(p, 2 * pg, MADV_DONTNEED), 0);
-    ck_assert_int_eq(munmap(p, 2 * pg), 0);
+    ck_assert_int_eq(munmap(p, 3 * pg), 0);
     ck_assert(!fh_memmon_pending(m, seen));
     ck_assert_uint_eq(drain(r), 0);
     munmap(w, pg);
@@ -225,6 +253,70 @@ START_TEST(ring_overflow_says_invalidate_everything)
 }
 END_TEST
 
+/* ---- code that is not ours, run by the monitor thread as it exits.
+ * Tools that wrap pthread_create run destructors in every thread after its
+ * start routine returns; ASan's unmaps the thread's alternate signal
+ * stack, which the kernel may have merged into an application mapping we
+ * watch whole.  This interposer does the same: while exit_unmap is set,
+ * a thread created runs munmap(exit_unmap, pg) after its start routine. */
+static void *_Atomic exit_unmap;
+
+struct trampoline {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *trampoline_main(void *p)
+{
+    struct trampoline t = *(struct trampoline *)p;
+    free(p);
+    void *ret = t.fn(t.arg);
+    void *u = atomic_exchange(&exit_unmap, NULL);
+    if (u != NULL)
+        munmap(u, pg);
+    return ret;
+}
+
+/* Interposes the C library's (or the sanitizer's) pthread_create for this
+ * program, memmon.c's call included; the same contract. */
+int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    create_fn real = (create_fn)(uintptr_t)dlsym(RTLD_NEXT, "pthread_create");
+    if (real == NULL)   /* also called outside the tests (main): no ck_assert */
+        abort();
+    struct trampoline *t;
+    if (atomic_load(&exit_unmap) == NULL || (t = malloc(sizeof *t)) == NULL)
+        return real(th, attr, fn, arg);
+    *t = (struct trampoline){fn, arg};
+    int rc = real(th, attr, trampoline_main, t);
+    if (rc != 0)
+        free(t);
+    return rc;
+}
+
+/* The hang that got robust-memory reverted: the monitor thread waited for
+ * its own UNMAP event while fh_finalize joined it.  Destroying the monitor
+ * must return (Check's timeout fails a hang) and the unmap must be done. */
+START_TEST(an_unmap_by_the_exiting_monitor_thread_does_not_wait_on_it)
+{
+    char *q = area(3);
+    atomic_store(&exit_unmap, q + 2 * pg);
+    fh_memmon_t *own;
+    char why[160];
+    int missing = strcmp(fh_memmon_mode(m), "missing") == 0;   /* the fixture's mode */
+    ck_assert_int_eq(missing ? fh_memmon_create_missing(&own, why, sizeof why)
+                             : fh_memmon_create(&own, why, sizeof why), 0);
+    /* The first page only: the whole mapping is watched, its last page too. */
+    ck_assert_int_eq(fh_memmon_watch(own, (uintptr_t)q, pg), 0);
+    fh_memmon_destroy(own);
+    ck_assert_ptr_null(atomic_load(&exit_unmap));       /* the thread ran it */
+    unsigned char v;
+    ck_assert_int_ne(mincore(q + 2 * pg, pg, &v), 0);   /* gone: ENOMEM */
+    munmap(q, 2 * pg);
+}
+END_TEST
+
 /* The same tests run in each userfaultfd mode; only the fixture differs. */
 static TCase *mode_tcase(const char *name, void (*setup_fn)(void))
 {
@@ -233,9 +325,12 @@ static TCase *mode_tcase(const char *name, void (*setup_fn)(void))
     tcase_add_test(tc, munmap_of_watched_memory_is_reported_before_munmap_returns);
     tcase_add_test(tc, map_fixed_dontneed_mremap_and_partial_munmap_are_reported);
     tcase_add_test(tc, unwatched_memory_is_not_reported);
+    if (setup_fn == setup)
+        tcase_add_test(tc, watching_part_of_a_mapping_keeps_its_mremap_working);
     tcase_add_test(tc, watching_changes_nothing_the_program_sees);
     tcase_add_test(tc, a_file_mapping_cannot_be_watched);
     tcase_add_test(tc, ring_overflow_says_invalidate_everything);
+    tcase_add_test(tc, an_unmap_by_the_exiting_monitor_thread_does_not_wait_on_it);
     return tc;
 }
 

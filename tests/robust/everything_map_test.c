@@ -1,0 +1,238 @@
+/*
+ * everything_map_test.c -- issue 29, class 1: with FH_SEGMENT=everything a
+ * peer may put to and get from any mapped byte of a rank, whatever its
+ * alignment, length and mapping, and watching memory never changes what
+ * the application's own system calls do.  Two ranks; rank 1 owns the
+ * memory, rank 0 moves bytes:
+ *   heap     malloc'd buffers, odd offsets;
+ *   stack    a buffer on rank 1's main stack;
+ *   edge     an mmap of 5 pages, whose end is inside a firehose bucket,
+ *            transfers that end on its last byte and start on its first;
+ *   file     a MAP_SHARED mapping of a file: over the network the memory
+ *            monitor cannot watch it, so every put and get is refused
+ *            with FH_ERR_OUT_OF_SEGMENT and changes nothing; the node
+ *            route (cross-memory attach) reaches it (docs/reliability.md);
+ *   huge     a 4 MiB mapping with MADV_HUGEPAGE;
+ *   mremap   after peers reached an mmap (so the runtime watches it), its
+ *            owner grows it with mremap(MREMAP_MAYMOVE), then shrinks and
+ *            splits it with munmap: each call must succeed and peers
+ *            reach the new bytes; rank 0 does the same to a source buffer.
+ * Sizes 1, 8, 3000 (put-in-move), 4097, 64 KiB + 17 at offsets 0, 1, 7,
+ * 4095; FH_TEST_LONG=1 adds 1 MiB + 4096 and more offsets.  Every put is
+ * checked at the target, every get against the target's bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../integ/testutil.h"
+
+enum { A_HEAP, A_STACK, A_EDGE, A_FILE, A_HUGE, A_REMAP, NAREA };
+static const char *area_name[NAREA] = {"heap", "stack", "edge", "file", "huge", "mremap"};
+
+typedef struct { uint64_t addr[NAREA], len[NAREA]; } areas_t;
+
+static size_t pg;
+static int longrun;
+static int file_reached;   /* rank 0: transfers into the file mapping that worked */
+
+static void *must_mmap(size_t len, int flags, int fd)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, 0);
+    CHECK(p != MAP_FAILED, "mmap", "%zu bytes: %s", len, strerror(errno));
+    return p;
+}
+
+/* Rank 0: puts pattern (area, i) to [off, off+n) of area a, then gets it
+ * back; rank 1 checks the bytes after the round (check_round). */
+static int round_trip(const areas_t *ar, int a, size_t off, size_t n, int i, char *buf)
+{
+    char *dst = (char *)(uintptr_t)ar->addr[a] + off;
+    tu_fill(buf, n, tu_key((uint64_t)a, (uint64_t)i, 1), 0);
+    int rc = fh_put(1, dst, buf, n);
+    if (a == A_FILE) {
+        /* The memory monitor cannot watch file mappings, so peers may not
+         * cache a registration of them: refused, and nothing written
+         * (rank 1 checks the file's bytes are still zero). */
+        int rg = fh_get(buf, 1, dst, n);
+        if (rc == FH_ERR_OUT_OF_SEGMENT && rg == FH_ERR_OUT_OF_SEGMENT)
+            return 0;
+        /* The node route (FH_SHM, cross-memory attach) reaches it. */
+        if (rc == FH_OK && rg == FH_OK &&
+            tu_check(buf, n, tu_key((uint64_t)a, (uint64_t)i, 1), 0) == (size_t)-1) {
+            file_reached++;
+            return 0;
+        }
+        TU_LOG("FAIL file [%p +%zu]: put %s, get %s; expected FH_ERR_OUT_OF_SEGMENT (%s)\n",
+               (void *)dst, n, fh_err_name(rc), fh_err_name(rg), fh_last_error());
+        return 1;
+    }
+    if (rc != FH_OK) {
+        TU_LOG("FAIL put %s [%p +%zu] (offset %zu of %llu): %s\n", area_name[a], (void *)dst,
+               n, off, (unsigned long long)ar->len[a], fh_last_error());
+        return 1;
+    }
+    memset(buf, 0, n);
+    rc = fh_get(buf, 1, dst, n);
+    if (rc != FH_OK) {
+        TU_LOG("FAIL get %s [%p +%zu]: %s\n", area_name[a], (void *)dst, n, fh_last_error());
+        return 1;
+    }
+    if (tu_check(buf, n, tu_key((uint64_t)a, (uint64_t)i, 1), 0) != (size_t)-1) {
+        TU_LOG("FAIL get %s [%p +%zu]: wrong bytes\n", area_name[a], (void *)dst, n);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    char stackbuf[96 * 1024];   /* rank 1: a peer's target on the stack */
+    CHECK_OK(fh_init(&argc, &argv));
+    tu_init_rank("everything_map_test");
+    tu_seed_init();
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+    longrun = getenv("FH_TEST_LONG") != NULL;
+    int me = fh_rank();
+    CHECK(fh_nranks() == 2, "ranks", "expected 2, saw %d", fh_nranks());
+    fh_info_t info = FH_INFO_INIT;
+    CHECK_OK(fh_query(&info));
+    if (!info.any_address) {
+        TU_SAY("SKIP everything_map_test: FH_SEGMENT=everything is not in use\n");
+        return fh_finalize() == FH_OK ? 0 : 1;
+    }
+    areas_t mine = {{0}, {0}}, all[2];
+    char path[] = "/tmp/fh_everything_XXXXXX";
+    int fd = -1;
+    if (me == 1) {
+        mine.len[A_HEAP] = 200 * 1024 + 3;
+        mine.addr[A_HEAP] = (uintptr_t)malloc(mine.len[A_HEAP]);
+        mine.len[A_STACK] = sizeof stackbuf;
+        mine.addr[A_STACK] = (uintptr_t)stackbuf;
+        mine.len[A_EDGE] = 5 * pg;
+        mine.addr[A_EDGE] = (uintptr_t)must_mmap(5 * pg, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        fd = mkstemp(path);
+        CHECK(fd >= 0 && ftruncate(fd, 256 * 1024) == 0, "file", "%s", strerror(errno));
+        unlink(path);
+        mine.len[A_FILE] = 256 * 1024;
+        mine.addr[A_FILE] = (uintptr_t)must_mmap(256 * 1024, MAP_SHARED, fd);
+        mine.len[A_HUGE] = 4u << 20;
+        mine.addr[A_HUGE] = (uintptr_t)must_mmap(4u << 20, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        madvise((void *)(uintptr_t)mine.addr[A_HUGE], 4u << 20, MADV_HUGEPAGE);
+        mine.len[A_REMAP] = 3 * pg;
+        mine.addr[A_REMAP] = (uintptr_t)must_mmap(3 * pg, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        for (int a = 0; a < NAREA; a++)
+            memset((void *)(uintptr_t)mine.addr[a], 0, mine.len[a]);
+    }
+    CHECK_OK(fh_allgather(&mine, all, sizeof mine));
+    const areas_t *ar = &all[1];
+    char *buf = malloc((2u << 20) + 8192);
+    CHECK(buf != NULL, "malloc", "buffer");
+    static const size_t sizes_s[] = {1, 8, 3000, 4097, 65536 + 17};
+    static const size_t sizes_l[] = {1, 2, 8, 100, 3000, 3072, 3073, 4096, 4097, 65536 + 17,
+                                     (1u << 20) + 4096};
+    static const size_t offs_s[] = {0, 1, 7, 4095};
+    static const size_t offs_l[] = {0, 1, 7, 8, 63, 4095, 4096, 65535};
+    const size_t *sizes = longrun ? sizes_l : sizes_s;
+    size_t nsizes = longrun ? sizeof sizes_l / sizeof *sizes_l : sizeof sizes_s / sizeof *sizes_s;
+    const size_t *offs = longrun ? offs_l : offs_s;
+    size_t noffs = longrun ? sizeof offs_l / sizeof *offs_l : sizeof offs_s / sizeof *offs_s;
+    int nbad = 0, ntried = 0;
+    if (me == 0) {
+        int i = 0;
+        for (int a = 0; a < A_REMAP; a++)
+            for (size_t si = 0; si < nsizes; si++)
+                for (size_t oi = 0; oi < noffs; oi++) {
+                    size_t n = sizes[si], L = ar->len[a];
+                    if (n > L)
+                        continue;
+                    /* From the start + offset, and ending offset bytes
+                     * before the area's end (its last byte with offset 0). */
+                    size_t o1 = offs[oi], o2 = L - n - (offs[oi] < L - n ? offs[oi] : 0);
+                    if (o1 + n <= L) {
+                        nbad += round_trip(ar, a, o1, n, ++i, buf);
+                        ntried++;
+                    }
+                    nbad += round_trip(ar, a, o2, n, ++i, buf);
+                    ntried++;
+                }
+        TU_LOG("%d of %d round trips failed\n", nbad, ntried);
+    }
+    int counts[2] = {nbad, file_reached}, all0[4];
+    CHECK_OK(fh_allgather(counts, all0, sizeof counts));   /* rank 0's counts to all */
+    CHECK(all0[0] == 0, "round trips", "rank 0 saw %d failures (see FAIL lines)", all0[0]);
+    if (me == 1 && all0[1] == 0) {
+        const unsigned char *f = (const unsigned char *)(uintptr_t)mine.addr[A_FILE];
+        for (size_t k = 0; k < mine.len[A_FILE]; k++)
+            CHECK(f[k] == 0, "refused puts into a file mapping", "byte %zu still 0, saw %u", k,
+                  f[k]);
+    }
+
+    /* mremap: rank 0 reached A_REMAP (so rank 1 watches it); rank 1 grows
+     * it, moving it, then reports the new address. */
+    uint64_t naddr = 0, nlen = 64 * pg;
+    if (me == 0) {
+        nbad = round_trip(ar, A_REMAP, 0, 3 * pg, 1, buf);
+        CHECK(nbad == 0, "mremap area", "reachable before the move");
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        void *old = (void *)(uintptr_t)mine.addr[A_REMAP];
+        /* Keep the old place busy so the mapping must move. */
+        void *p = mremap(old, 3 * pg, nlen, MREMAP_MAYMOVE);
+        CHECK(p != MAP_FAILED, "mremap of a mapping a peer reached",
+              "success, saw %s (the runtime's watch split the mapping?)", strerror(errno));
+        CHECK(tu_check(p, 3 * pg, tu_key(A_REMAP, 1, 1), 0) == (size_t)-1, "mremap", "bytes moved along");
+        naddr = (uintptr_t)p;
+    }
+    uint64_t addrs[2];
+    CHECK_OK(fh_allgather(&naddr, addrs, sizeof naddr));
+    areas_t moved = *ar;
+    moved.addr[A_REMAP] = addrs[1];
+    moved.len[A_REMAP] = nlen;
+    if (me == 0) {
+        nbad = round_trip(&moved, A_REMAP, 5, nlen - 5, 2, buf);
+        nbad += round_trip(&moved, A_REMAP, nlen - 3000, 3000, 3, buf);
+        CHECK(nbad == 0, "after mremap", "the moved mapping reachable");
+        /* Our own source buffer: watched once used, then moved. */
+        char *src = must_mmap(3 * pg, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        tu_fill(src, 3 * pg, 77, 0);
+        CHECK_OK(fh_put(1, (void *)(uintptr_t)addrs[1], src, 3 * pg));
+        char *s2 = mremap(src, 3 * pg, 40 * pg, MREMAP_MAYMOVE);
+        CHECK(s2 != MAP_FAILED, "mremap of our own source buffer", "success, saw %s",
+              strerror(errno));
+        CHECK_OK(fh_put(1, (void *)(uintptr_t)addrs[1], s2, 3 * pg));
+        munmap(s2, 40 * pg);
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        /* Shrink and split the moved mapping; each part stays usable. */
+        char *p = (char *)(uintptr_t)naddr;
+        CHECK(munmap(p + 32 * pg, 8 * pg) == 0, "munmap of a middle part", "%s",
+              strerror(errno));
+        char *q = mremap(p, 32 * pg, 16 * pg, 0);
+        CHECK(q == p, "mremap shrink in place", "success, saw %s", strerror(errno));
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 0) {
+        moved.len[A_REMAP] = 16 * pg;
+        nbad = round_trip(&moved, A_REMAP, 1, 16 * pg - 2, 4, buf);
+        moved.addr[A_REMAP] = addrs[1] + 40 * pg;
+        moved.len[A_REMAP] = 24 * pg;
+        nbad += round_trip(&moved, A_REMAP, 0, 24 * pg, 5, buf);
+        CHECK(nbad == 0, "after munmap and shrink", "both parts reachable");
+    }
+    CHECK_OK(fh_barrier());
+    free(buf);
+    if (me == 1) {
+        free((void *)(uintptr_t)mine.addr[A_HEAP]);
+        close(fd);
+    }
+    TU_SAY("PASS everything_map_test\n");
+    return fh_finalize() == FH_OK ? 0 : 1;
+}
