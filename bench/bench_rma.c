@@ -9,8 +9,9 @@
  *   over the transports themselves.
  *   Then am_rtt: an 8-byte medium AM request whose handler answers with a
  *   short reply, timed request to reply (median and p99).
- * peak: put bandwidth vs size, every put to the same remote location:
- *   fh_put_nbi bursts completed by fh_wait_nbi.
+ * peak: put and get bandwidth vs size, every operation to the same remote
+ *   location: fh_put_nbi / fh_get_nbi bursts completed by fh_wait_nbi; then
+ *   the first-touch cost of 64 KiB .. 4 MiB puts (first_touch below).
  *
  * The local buffer is the second half of rank 0's own segment, so no
  * temporary registration is timed (bench_raw.c also uses a registered
@@ -20,7 +21,9 @@
  * CSV columns (shared with bench_raw.c):
  *   op,size,iters,median_us,p99_us,mb_s,msgs_s
  * ops: put, get, am_rtt (latency rows: median_us/p99_us), put_nb_flood,
- * get_nb_flood, put_nbi_peak (rate rows: mb_s/msgs_s); unused fields empty.
+ * get_nb_flood, put_nbi_peak, get_nbi_peak (rate rows: mb_s/msgs_s),
+ * put_first_touch, put_resident (median_us/p99_us = median/highest of the
+ * samples, mb_s at the median); unused fields empty.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -143,35 +146,92 @@ int fhb_latency(const fhb_opts_t *o)
     return 0;
 }
 
+/* it n-byte NBI puts (is_put) or gets to the same remote location in
+ * windows of FLOOD_WINDOW, after a warm-up; returns MB/s. */
+static double peak_burst(const rma_ctx_t *c, int is_put, size_t n, long it)
+{
+    for (long i = 0; i < it / 10 + 1; i++)     /* warm-up */
+        FHB_TRY(is_put ? fh_put_nbi(1, c->remote, c->local, n)
+                       : fh_get_nbi(c->local, 1, c->remote, n));
+    FHB_TRY(fh_wait_nbi());
+    double t0 = fhb_now_ns();
+    for (long i = 0; i < it; i++) {
+        FHB_TRY(is_put ? fh_put_nbi(1, c->remote, c->local, n)
+                       : fh_get_nbi(c->local, 1, c->remote, n));
+        if ((i + 1) % FLOOD_WINDOW == 0)
+            FHB_TRY(fh_wait_nbi());
+    }
+    FHB_TRY(fh_wait_nbi());
+    double s = (fhb_now_ns() - t0) / 1e9;
+    return (double)n * (double)it / s / 1e6;
+}
+
+/* First touch: a blocking n-byte put to memory of rank 1 that no put has
+ * touched yet (`cold`: FT_SAMPLES strides of 2 x FHB_MAX_SIZE in a fresh
+ * segment; size n at offset n of its stride, so the sizes never share a
+ * bucket and each is aligned to itself), timed, then the same put again
+ * (now resident), timed.  Rows put_first_touch and put_resident: median
+ * and highest in us (median_us, p99_us columns) and the median's MB/s. */
+#define FT_MIN ((size_t)64 << 10)
+#define FT_SAMPLES 5
+static void first_touch(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, char *cold)
+{
+    size_t top = fhb_top_size(o);
+    int samples = o->quick ? 3 : FT_SAMPLES;
+    printf("%9s %8s %16s %14s\n", "size", "samples", "first touch us", "resident us");
+    for (size_t n = FT_MIN; n <= top; n *= 2) {
+        double first[FT_SAMPLES], again[FT_SAMPLES];
+        for (int k = 0; k < samples; k++) {
+            char *dst = cold + (size_t)k * 2 * FHB_MAX_SIZE + n;
+            double t0 = fhb_now_ns();
+            FHB_TRY(fh_put(1, dst, c->local, n));
+            double t1 = fhb_now_ns();
+            FHB_TRY(fh_put(1, dst, c->local, n));
+            first[k] = (t1 - t0) / 1e3;
+            again[k] = (fhb_now_ns() - t1) / 1e3;
+        }
+        double fm = fhb_quantile(first, (size_t)samples, 0.5);
+        double fx = fhb_quantile(first, (size_t)samples, 1.0);
+        double am = fhb_quantile(again, (size_t)samples, 0.5);
+        double ax = fhb_quantile(again, (size_t)samples, 1.0);
+        fhb_csv_row(csv, "put_first_touch,%zu,%d,%.3f,%.3f,%.3f,", n, samples, fm, fx,
+                    (double)n / fm);
+        fhb_csv_row(csv, "put_resident,%zu,%d,%.3f,%.3f,%.3f,", n, samples, am, ax,
+                    (double)n / am);
+        printf("%9zu %8d %16.1f %14.1f\n", n, samples, fm, am);
+    }
+}
+
 int fhb_peak(const fhb_opts_t *o)
 {
     rma_ctx_t c;
     ctx_open(&c);
+    fh_seg_t cseg;
+    void *cmine, *cold;
+    FHB_TRY(fh_segment_create((size_t)FT_SAMPLES * 2 * FHB_MAX_SIZE, &cseg, &cmine));
+    FHB_TRY(fh_segment_query(cseg, 1, &cold, NULL));
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     if (fh_rank() == 0) {
         long base = fhb_iters(o, 4000, 200);
         size_t top = fhb_top_size(o);
-        printf("%9s %8s %12s %14s\n", "size", "puts", "MB/s", "msgs/s");
+        printf("%9s %8s %12s %12s\n", "size", "ops", "put MB/s", "get MB/s");
+        /* Sizes ascending on one remote location: its frame is resident
+         * but grew size by size (64 KiB, 128 KiB, ...), as an
+         * application's buffer does. */
         for (size_t n = 8; n <= top; n *= 2) {
             long it = fhb_iters_for(base, n, o->quick);
-            for (long i = 0; i < it / 10 + 1; i++)     /* warm-up */
-                FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));
-            FHB_TRY(fh_wait_nbi());
-            double t0 = fhb_now_ns();
-            for (long i = 0; i < it; i++) {
-                FHB_TRY(fh_put_nbi(1, c.remote, c.local, n));
-                if ((i + 1) % FLOOD_WINDOW == 0)
-                    FHB_TRY(fh_wait_nbi());
-            }
-            FHB_TRY(fh_wait_nbi());
-            double s = (fhb_now_ns() - t0) / 1e9;
-            double bw = (double)n * (double)it / s / 1e6;
-            fhb_csv_row(csv, "put_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, bw, (double)it / s);
-            printf("%9zu %8ld %12.1f %14.0f\n", n, it, bw, (double)it / s);
+            double pb = peak_burst(&c, 1, n, it);
+            double gb = peak_burst(&c, 0, n, it);
+            fhb_csv_row(csv, "put_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, pb, pb * 1e6 / (double)n);
+            fhb_csv_row(csv, "get_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, gb, gb * 1e6 / (double)n);
+            printf("%9zu %8ld %12.1f %12.1f\n", n, it, pb, gb);
             fflush(stdout);
         }
+        first_touch(o, csv, &c, cold);
     }
     fhb_csv_close(csv);
+    fhb_target_wait(o);
+    FHB_TRY(fh_segment_destroy(cseg));
     ctx_close(o, &c);
     return 0;
 }

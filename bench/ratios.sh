@@ -53,6 +53,64 @@ for p in tcp shm ibv; do
     [ -n "$a" ] && line "(reference) 8 B put, separate runs: latency / raw ($p)" "$(ratio "$a" "$b") ($a / $b us)" "-"
 done
 
+# issue 30: the default strategy against pin-everything on a resident
+# working set (bench/strategies.sh: fhbench peak under both, alternating,
+# R rounds).  Ratio: median over rounds of the per-round ratio firehose /
+# pin-everything; spread: (highest - lowest) / median of a strategy's MB/s
+# over the rounds.
+for st in "$d"/strategies-*.csv; do
+    [ -f "$st" ] || continue
+    p=$(basename "$st" .csv | sed 's/^strategies-//')
+    for op in put get; do
+        out=$(awk -F, -v op="${op}_nbi_peak" '
+            function med(a, n,   i, j, t) {
+                for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+            NR == 1 || $3 != op { next }
+            $4 == 65536 || $4 == 262144 || $4 == 1048576 || $4 == 4194304 {
+                v[$2, $4, $1] = $5; sz[$4] = 1; rd[$1] = 1 }
+            END {
+                worst = ""; ws = ""; sp = ""; wsp = ""
+                for (n = 65536; n <= 4194304; n *= 4) {
+                    if (!(n in sz)) continue
+                    k = 0; kf = 0; kp = 0
+                    for (r in rd) {
+                        f = v["firehose", n, r]; q = v["pin-everything", n, r]
+                        if (f != "") fv[++kf] = f
+                        if (q != "") pv[++kp] = q
+                        if (f != "" && q + 0 > 0) rr[++k] = f / q
+                    }
+                    if (!k) continue
+                    x = med(rr, k)
+                    ws = ws sprintf("%s%d:%.2f", ws == "" ? "" : " ", n / 1024, x)
+                    if (worst == "" || x < worst) worst = x
+                    mf = med(fv, kf); mp = med(pv, kp)
+                    lo = fv[1]; hi = fv[kf]; sf = mf > 0 ? (hi - lo) / mf : 0
+                    lo = pv[1]; hi = pv[kp]; sq = mp > 0 ? (hi - lo) / mp : 0
+                    sp = sp sprintf("%s%d:%.2f/%.2f", sp == "" ? "" : " ", n / 1024, sf, sq)
+                    if (wsp == "" || sf - sq > wsp) wsp = sf - sq
+                }
+                if (worst == "") { print "n/a|n/a|n/a|n/a"; exit }
+                printf "%.2f|%s|%.2f|%s (%d rounds)\n", worst, ws, wsp, sp, length(rd) }' "$st")
+        worst=${out%%|*}; rest=${out#*|}; sizes=${rest%%|*}; rest=${rest#*|}
+        wsp=${rest%%|*}; spreads=${rest#*|}
+        line "peak $op, firehose / pin-everything ($p, FH_SHM=off) >= 0.97 at every size, paired (worst size; KiB:ratio)" \
+            "$worst ($sizes)" "$(verdict "$worst" ge 0.97)"
+        line "peak $op, round-to-round spread of firehose no wider than pin-everything's ($p; widest excess; KiB:firehose/pin spread)" \
+            "$wsp ($spreads)" "$(verdict "$wsp" le 0)"
+    done
+    ft=$(awk -F, '
+        NR == 1 || $3 != "put_first_touch" && $3 != "put_resident" { next }
+        { s = $2 == "firehose" ? "f" : "p"; v[s, $3, $4] += $6; c[s, $3, $4]++; sz[$4] = 1 }
+        END { for (n = 65536; n <= 4194304; n *= 4) if (c["f", "put_first_touch", n])
+                  printf "%s%d:%.0f/%.0f/%.0f", (o++ ? " " : ""), n / 1024,
+                      v["f", "put_first_touch", n] / c["f", "put_first_touch", n],
+                      c["f", "put_resident", n] ? v["f", "put_resident", n] / c["f", "put_resident", n] : 0,
+                      c["p", "put_first_touch", n] ? v["p", "put_first_touch", n] / c["p", "put_first_touch", n] : 0 }' "$st")
+    line "(reference) first-touch put ($p), mean over rounds of the medians, us: KiB:firehose first/firehose resident/pin-everything first" \
+        "${ft:-n/a}" "-"
+done
+
 # sweep below M: firehose against the rendezvous strategies (tcp; ibv on
 # the rxe VM, where registration pins: there the issue asks for >= 10x
 # against plain rendezvous)

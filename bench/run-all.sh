@@ -6,6 +6,8 @@
 #
 # Writes into DIR (default ./results):
 #   latency-<prov>-<strategy>.csv  raw-<prov>.csv  peak-<prov>.csv
+#   strategies-<prov>.csv (bench/strategies.sh: peak, firehose against
+#   pin-everything in alternating rounds)
 #   sweep-tcp-<strategy>.csv       apps-tcp-<strategy>.csv
 #   msgrate-<prov>-<strategy>-<paths>.csv   cache.csv   map.csv   peers*.csv
 #   node.csv node-rounds.csv (run-peers.sh's node path series; the last
@@ -128,6 +130,12 @@ for p in $PROVIDERS; do
     done
     bench "raw $p" "$out/raw-$p.csv" FH_OFI_PROVIDER=$p FH_REG_STRATEGY=firehose -- raw
     bench "peak $p" "$out/peak-$p.csv" FH_OFI_PROVIDER=$p FH_REG_STRATEGY=firehose -- peak
+    # firehose against pin-everything, alternating rounds (issue 30's targets)
+    t0=$(date +%s)
+    say "== strategies $p (bench/strategies.sh)"
+    "$here/strategies.sh" $qflag --provider "$p" --builddir "$builddir" --out "$out" >> "$log" 2>&1 \
+        || { say "   FAILED, see $log"; failed=$((failed + 1)); }
+    echo "strategies-$p $(( $(date +%s) - t0 ))" >> "$out/timings.txt"
 done
 
 # 2. sweep and apps: one series per strategy

@@ -244,8 +244,8 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
 }
 
 /* Maps sg's piece of size bytes: whole units of the strategy's alignment
- * (the page, or the firehose bucket), aligned to it, not yet reachable by
- * peers.  Sets sg->base and sg->mapped; FH_ERR_NO_MEMORY leaves base NULL. */
+ * (the page, or the firehose bucket), aligned to it (or to seg_base_align:
+ * firehose's frame), not yet reachable by peers.  Sets sg->base and sg->mapped; FH_ERR_NO_MEMORY leaves base NULL. */
 static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -265,6 +265,11 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
                        size, fh_last_error());
     }
     sg->mapped = (size + b - 1) & ~(b - 1);
+    size_t ba = rt->reg_ops->seg_base_align != NULL ? rt->reg_ops->seg_base_align(&rt->core) : 0;
+    if (ba > b) {
+        assert((ba & (ba - 1)) == 0);
+        b = ba;                         /* the base only: mapped stays as is */
+    }
     size_t extra = b > page ? b : 0;   /* room to align inside */
     char *raw = mmap(NULL, sg->mapped + extra, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -179,6 +179,7 @@ struct fhc_op {
         fhc_op_t *next;                     /* move waiters or budget queue */
         int prio;                           /* was at the budget queue head */
         int state;                          /* enum fhc_op_state (internal) */
+        int absorbed;                       /* sent a move that absorbed: never again */
     } priv;
 };
 
@@ -283,6 +284,8 @@ typedef struct fhc_peer_stats {
     uint64_t evictions;       /* victims deregistered whose last holder it was */
     /* initiator side again */
     uint32_t unused_regions;  /* our unused FIFO towards it (our victims) */
+    uint64_t merges;          /* moves that re-asked for firehoses of ours
+                                 to merge them into one region (absorb) */
 } fhc_peer_stats_t;
 
 typedef struct fhc_stats {

@@ -259,17 +259,79 @@ static int to_budget_queue(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int front)
 
 /* ---------------------------------------------------------------- move */
 
+/* Absorb: the op's firehoses that nothing else uses (inuse == 1: only op)
+ * are dropped, so the move about to be sent for the op's span asks for
+ * their buckets again and the target (which deregisters victims inside a
+ * span, fhc_target.c) registers the span as one region where it can: a
+ * frame grown piece by piece (64 KiB, then 128 KiB, ...) would otherwise
+ * stay cut into one region per growth step, one RDMA each, for as long as
+ * it is resident.  The dropped firehoses' releases ride in that move
+ * (rel[], at most one per bucket of the frame, and with the victims
+ * send_move adds at most R/B = FHC_MAX_PIECES in all: absorbed firehoses
+ * lie in the frame, victims outside it, and both count whole buckets).
+ * [*lo, *hi) grows to cover the dropped firehoses (all in op's frame).
+ * Returns the bytes dropped. */
+static size_t absorb(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uint64_t *rel,
+                     unsigned *nrel, uintptr_t *lo, uintptr_t *hi)
+{
+    size_t bytes = 0;
+    unsigned keep = 0;
+    for (unsigned i = 0; i < op->priv.nref; i++) {
+        fhc_fh_t *f = op->priv.ref[i];
+        if (f->inuse != 1 || f->revoked) {
+            op->priv.ref[keep++] = f;
+            continue;
+        }
+        assert(*nrel < FHC_MAX_PIECES);
+        f->inuse = 0;
+        u_push(P, f);
+        rel[(*nrel)++] = f->base;
+        bytes += f->len;
+        if (f->base < *lo)          /* the span grows to the whole firehose */
+            *lo = f->base;
+        if (f->base + f->len > *hi)
+            *hi = f->base + f->len;
+        fh_drop(c, P, f);
+    }
+    op->priv.nref = keep;
+    return bytes;
+}
+
+/* Non-zero iff every firehose op holds is used by op alone (absorb would
+ * drop them all). */
+static int all_absorbable(const fhc_op_t *op)
+{
+    for (unsigned i = 0; i < op->priv.nref; i++)
+        if (op->priv.ref[i]->inuse != 1 || op->priv.ref[i]->revoked)
+            return 0;
+    return 1;
+}
+
+/* Sends the move for [mlo, mhi) (the op's span when it absorbs firehoses:
+ * see absorb), op waiting on it.  need: what the target may grant, R minus
+ * what we hold in the frame. */
 static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
                      uintptr_t mhi, size_t need, int put)
 {
     uint32_t peer = op->peer;
     fhc_move_t *m = calloc(1, sizeof *m);
-    if (!m || fhc_map_reserve(&c->pbucket, (mhi - mlo) / c->p.bucket) < 0 ||
+    if (!m || fhc_map_reserve(&c->pbucket, c->R / c->p.bucket) < 0 ||
         fhc_map_reserve(&c->moves, 1) < 0) {
         free(m);
         return FHC_ERR_NO_MEMORY;
     }
     fhc_req_t q = { .token = ++P->next_token, .lo = mlo, .hi = mhi };
+    /* Absorbing leaves held + need as they were: the caller's budget check
+     * stands.  Nothing fails after this point (the releases must go out). */
+    uintptr_t alo = span_lo(c, op), ahi = span_hi(c, op);
+    if (!op->priv.absorbed)
+        need += absorb(c, P, op, q.rel, &q.nrel, &alo, &ahi);
+    if (q.nrel) {
+        q.lo = mlo = alo;
+        q.hi = mhi = ahi;
+        P->st.merges++;
+        op->priv.absorbed = 1;      /* if the target keeps them apart, so be it */
+    }
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;
     uintptr_t frame = fhc_frame_of(c, mlo);
     fhc_fh_t *v = fhc_entry(P->u_list.head, fhc_fh_t, u_link);
@@ -349,7 +411,11 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
         P->st.coalesced++;
         return FHC_PENDING;
     }
-    if (!mhi) {
+    /* A hit on several firehoses that only this op uses: one move merges
+     * them into one region (absorb), once; otherwise hit as they are. */
+    int merge = !mhi && op->priv.nref > 1 && !op->priv.absorbed && all_absorbable(op) &&
+                !(!head && P->q_head);
+    if (!mhi && !merge) {
         if (fill_pieces(c, op) < 0) {
             op_drop_refs(c, P, op);
             op->npieces = 0;
@@ -361,6 +427,10 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     }
     if (!head && P->q_head)
         return to_budget_queue(c, P, op, 0);
+    if (merge) {
+        mlo = span_lo(c, op);
+        mhi = span_hi(c, op);
+    }
     /* The target can grant at most the frame minus what we hold in it. */
     uintptr_t frame = fhc_frame_of(c, op->raddr);
     size_t frame_held = 0, frame_unused = 0;
@@ -374,12 +444,23 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
         frame_unused += f->inuse ? 0 : f->len;
         a = f->base + f->len;
     }
-    assert(frame_held < c->R);
+    assert(merge || frame_held < c->R);
     size_t need = c->R - frame_held;
     /* Victims in the same frame would raise need as much as they free. */
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
-        P->held + P->reserved + need > c->F + P->unused_bytes - frame_unused)
+        P->held + P->reserved + need > c->F + P->unused_bytes - frame_unused) {
+        if (merge) {        /* no budget to merge now: hit as they are */
+            if (fill_pieces(c, op) < 0) {
+                op_drop_refs(c, P, op);
+                op->npieces = 0;
+                return FHC_ERR_OUT_OF_SEGMENT;
+            }
+            op->priv.state = FHC_OP_ACTIVE;
+            op->priv.prio = 0;
+            return FHC_HIT;
+        }
         return to_budget_queue(c, P, op, head);
+    }
     int put = op->put_data && op->len <= c->p.put_in_move;
     int rc = send_move(c, P, op, mlo, mhi, need, put);
     if (rc < 0)

@@ -360,7 +360,37 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         return;
     }
 
-    /* 3. Cover: first hold the existing regions (taking them out of the
+    /* 3. Merge: when the span is cut into several pieces (regions and
+     * gaps) and each region in it is a victim (registered, referenced by
+     * nobody: e.g. the firehoses the initiator has just released to have
+     * them merged, see fhc_initiator.c "absorb") lying inside the span,
+     * they are deregistered, so the gaps below register the span as one
+     * region: a fragmented frame costs one RDMA per region for as long as
+     * it stays resident.  Otherwise existing regions are reused as they are
+     * (registering again costs, on verbs). */
+    unsigned runs = 0;
+    int mergeable = 1;
+    for (uintptr_t a = lo; a < hi; runs++) {
+        fhc_region_t *r = region_at(c, a);
+        if (!r) {
+            a = uncovered_end(c, a, hi);
+            continue;
+        }
+        mergeable &= r->in_fifo && r->exposed && r->base >= lo && r->base + r->len <= hi;
+        a = r->base + r->len;
+    }
+    for (uintptr_t a = lo; mergeable && runs > 1 && a < hi;) {
+        fhc_region_t *r = region_at(c, a);
+        if (!r) {
+            a += c->p.bucket;
+            continue;
+        }
+        a = r->base + r->len;
+        fifo_remove(c, r);
+        region_free(c, r);
+    }
+
+    /* 4. Cover: first hold the existing regions (taking them out of the
      * FIFO), then register the gaps, so evictions for a failing pin() can
      * never hit a region of this span. */
     fhc_hold_t *added[FHC_MAX_PIECES];
@@ -416,7 +446,7 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
     if (q.data_len)
         c->env.put_in_move(c->env.arg, (uintptr_t)q.data_dst, q.data, q.data_len);
 
-    /* 4. Reply with every region covering the span. */
+    /* 5. Reply with every region covering the span. */
     fhc_rep_t rep = { .token = q.token, .status = 0, .nreg = 0 };
     for (uintptr_t a = lo; a < hi;) {
         fhc_region_t *r = region_at(c, a);

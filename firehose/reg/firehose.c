@@ -549,6 +549,15 @@ size_t fh_reg_bucket(const fh_core_t *rt)
     return rt->reg ? rt->reg->bucket : 0;
 }
 
+/* Segment bases on a frame (R) boundary: the cache cuts transfers at
+ * frames, so a transfer at an R-aligned offset of a segment is one chunk
+ * per R bytes, not one more (one more RDMA, lookup and completion) where
+ * it would straddle a frame. */
+static size_t reg_frame(const fh_core_t *rt)
+{
+    return rt->reg ? rt->reg->R : 0;
+}
+
 size_t fh_reg_m(const fh_core_t *rt)
 {
     if (rt->reg != NULL)
@@ -743,6 +752,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .init = fh_reg_init,
     .fini = fh_reg_fini,
     .seg_align = fh_reg_bucket,
+    .seg_base_align = reg_frame,
     .seg_expose = fhs_seg_expose,
     .seg_retire = fh_reg_unexpose_and_retire,
     .seg_release = fhs_seg_release,

@@ -281,6 +281,31 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer)
     reg_hit_budget(g, peer);
 }
 
+/* ------------------------------------------------------------ merging */
+
+void reg_hit_drop_span(struct fh_reg *g, fh_thread_t *t, uint32_t peer, uintptr_t raddr,
+                       size_t len)
+{
+    reg_tc_t *tc = t->reg_tc;
+    if (tc == NULL)
+        return;
+    uintptr_t b = (uintptr_t)1 << tc->bshift;
+    for (uintptr_t a = raddr & ~(b - 1); a < raddr + len; a += b) {
+        uint32_t v = reg_map_get(&tc->map, peer, a >> tc->bshift);
+        if (v == 0)
+            continue;
+        reg_ent_t *e = &tc->ent[v - 1];
+        uint32_t s = atomic_load_explicit(&e->state, memory_order_acquire);
+        if (s == 0 && ent_claim(e, s) == 0) {
+            ent_return(g, e);
+            atomic_store_explicit(&e->state, REG_ENT_DEAD, memory_order_relaxed);
+            s = REG_ENT_DEAD;
+        }
+        if (s == REG_ENT_DEAD)
+            ent_recycle(tc, e);     /* unmaps every bucket of its region */
+    }
+}
+
 /* ------------------------------------------------------------ install */
 
 /* Owner, g->lock held: a FREE entry index, evicting an idle one if needed;

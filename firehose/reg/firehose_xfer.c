@@ -307,6 +307,7 @@ static int submit(fh_thread_t *t, reg_xop_t *x)
     } else {
         pthread_mutex_lock(&g->lock);
         fh_mm_sync_locked(fh_reg_core, g->c);    /* never a stale lookup (firehose_revoke.c) */
+        reg_hit_drop_span(g, t, x->op.peer, x->op.raddr, x->op.len);
         int a = fhc_acquire(g->c, &x->op);
         if (a == FHC_HIT) {
             x->status = FHC_HIT;

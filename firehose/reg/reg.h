@@ -75,6 +75,10 @@ typedef struct fh_reg_ops {
     /* ---- segments (rt->seg_lock held unless said otherwise) */
     /* Alignment and granularity of our segment pieces; NULL: the page. */
     size_t   (*seg_align)(const fh_core_t *rt);
+    /* Alignment of a piece's base when larger than seg_align (a power of
+     * two; address space only, the size stays whole seg_align units);
+     * NULL: seg_align. */
+    size_t   (*seg_base_align)(const fh_core_t *rt);
     /* Peers may reach [base, +len) from now on: fills *mr with the piece's
      * own registration and *rkey with its key, or leaves them NULL and
      * {0, 0} (registered per operation).  An error leaves nothing behind. */

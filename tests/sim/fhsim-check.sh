@@ -61,14 +61,17 @@ for b in no-f-check evict-held forget-release stale-install skip-release; do
         --window 8 --rate 2 --inject-bug $b
 done
 for b in early-ack ignore-revoke; do
+    seed=1
     case $b in
-    early-ack)      detector=$rdma ;;
+    # seed 7: since chunks merge the firehoses they alone use (absorb,
+    # fhc_initiator.c), seed 1 no longer meets the early ack in 20000 steps
+    early-ack)      detector=$rdma; seed=7 ;;
     # The initiator keeps the firehose the target revoked and later releases
     # it; the target, which dropped it on the ack, refuses the release
     # (FHC_ERR_INVALID) -- or the stale firehose is used for RDMA first.
     ignore-revoke)  detector="failed: -1\$|$rdma" ;;
     esac
-    run 1 --nodes 4 --steps 20000 --seed 1 --pattern hotspot --M $((3 * K)) \
+    run 1 --nodes 4 --steps 20000 --seed $seed --pattern hotspot --M $((3 * K)) \
         --window 8 --rate 2 --free-rate 100 --inject-bug $b
 done
 detector=

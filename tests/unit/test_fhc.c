@@ -255,9 +255,7 @@ START_TEST(a_chunk_spans_several_regions)
     acquire(0, &a, 1, SEG, 10, NULL);             /* bucket 0 */
     acquire(0, &b, 1, SEG + 2 * B, 10, NULL);     /* bucket 2 */
     deliver_all();
-    fhc_release(ranks[0].c, &a.op);
-    fhc_release(ranks[0].c, &b.op);
-    /* buckets 0..2: regions {0}, new {1}, {2} */
+    /* a and b still use {0} and {2}: buckets 0..2 are regions {0}, new {1}, {2} */
     ck_assert_int_eq(acquire(0, &t, 1, SEG + 5, 3 * B - 10, NULL), FHC_PENDING);
     deliver_all();
     ck_assert_int_eq(t.status, FHC_HIT);
@@ -265,7 +263,26 @@ START_TEST(a_chunk_spans_several_regions)
     ck_assert_uint_eq(t.op.piece[1].addr, SEG + B);
     ck_assert_uint_eq(t.op.piece[1].len, B);
     ck_assert_uint_eq(t.op.piece[2].len, B - 5);
-    ck_assert_int_eq(acquire(0, &a, 1, SEG + RMAX - 5, 10, NULL), FHC_ERR_INVALID);
+    top_t d;
+    ck_assert_int_eq(acquire(0, &d, 1, SEG + RMAX - 5, 10, NULL), FHC_ERR_INVALID);
+    fhc_release(ranks[0].c, &t.op);
+    fhc_release(ranks[0].c, &a.op);
+    fhc_release(ranks[0].c, &b.op);
+    ck_assert_uint_eq(pstats(0, 1).held_regions, 3);
+    /* Nothing uses them now: the next chunk over them merges them into one
+     * region (one move, once) and goes out as one piece. */
+    ck_assert_int_eq(acquire(0, &t, 1, SEG + 5, 3 * B - 10, NULL), FHC_PENDING);
+    ck_assert_uint_eq(nq, 1);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    ck_assert_uint_eq(t.op.npieces, 1);
+    ck_assert_uint_eq(t.op.piece[0].len, 3 * B - 10);
+    ck_assert_uint_eq(pstats(0, 1).merges, 1);
+    ck_assert_uint_eq(pstats(0, 1).held_regions, 1);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 1);
+    ck_assert_uint_eq(stats(1).nregions, 1);
+    fhc_release(ranks[0].c, &t.op);
+    ck_assert_int_eq(acquire(0, &t, 1, SEG + B, B, NULL), FHC_HIT);
     fhc_release(ranks[0].c, &t.op);
     teardown_n(2);
 }

@@ -1,0 +1,94 @@
+#!/bin/sh
+# strategies.sh -- `fhbench peak` under FH_REG_STRATEGY=firehose and
+# pin-everything, alternating, R rounds: the pairing behind the targets
+# "firehose / pin-everything peak >= 0.97 at 64 KiB, 256 KiB, 1 MiB and
+# 4 MiB, put and get" and "the default's round-to-round spread no wider
+# than pin-everything's" (bench/ratios.sh).
+#
+#   bench/strategies.sh [--rounds R] [--provider P] [--quick]
+#                       [--builddir DIR] [--out DIR]
+#
+# Each round runs both strategies back to back, in an order that alternates
+# with the round (so a burst of load lands on both sides of some rounds and
+# cancels out of their ratio).  FH_SHM=off: the two ranks share a host, and
+# the network path is what is measured.  Writes DIR/strategies-P.csv
+# (default DIR .; P tcp; R 5, --quick 3) with one row per round, strategy,
+# op and size:
+#   round,strategy,op,size,mb_s,median_us
+# from the peak rows (put_nbi_peak, get_nbi_peak: mb_s) and the first-touch
+# rows (put_first_touch, put_resident: median_us), and keeps each run's CSV
+# in DIR/strategies-P/.  Exit 77 when P is not available; 1 when a run failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+rounds=
+prov=tcp
+qflag=
+builddir=
+out=.
+while [ $# -gt 0 ]; do
+    case $1 in
+        --rounds) rounds=$2; shift ;;
+        --provider) prov=$2; shift ;;
+        --quick) qflag=--quick ;;
+        --builddir) builddir=$2; shift ;;
+        --out) out=$2; shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--rounds R] [--provider P] [--quick] [--builddir DIR] [--out DIR]" >&2
+           exit 2 ;;
+    esac
+    shift
+done
+[ -n "$rounds" ] || { [ -n "$qflag" ] && rounds=3 || rounds=5; }
+case $rounds in ''|*[!0-9]*|0) echo "strategies.sh: --rounds needs a positive integer" >&2; exit 2 ;; esac
+if [ -z "$builddir" ]; then
+    for d in . "$top/_build" "$top"; do
+        if [ -x "$d/bench/fhbench" ] && [ -x "$d/tools/fhrun" ]; then
+            builddir=$(cd "$d" && pwd); break
+        fi
+    done
+fi
+FHRUN=${builddir:-.}/tools/fhrun
+FHBENCH=${builddir:-.}/bench/fhbench
+if [ ! -x "$FHBENCH" ] || [ ! -x "$FHRUN" ]; then
+    echo "strategies.sh: build first (fhbench and fhrun not found; use --builddir)" >&2
+    exit 1
+fi
+if command -v fi_info >/dev/null 2>&1 && ! fi_info -p "$prov" >/dev/null 2>&1; then
+    echo "SKIP: provider $prov: fi_info -p $prov finds nothing"
+    exit 77
+fi
+mkdir -p "$out/strategies-$prov"
+out=$(cd "$out" && pwd)
+dir=$out/strategies-$prov
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
+status=0
+k=1
+while [ "$k" -le "$rounds" ]; do
+    order="firehose pin-everything"
+    [ $((k % 2)) = 0 ] && order="pin-everything firehose"
+    for s in $order; do
+        csv=$dir/round-$k-$s.csv
+        rm -f "$csv"
+        # shellcheck disable=SC2086
+        FH_SHM=off FH_OFI_PROVIDER=$prov FH_REG_STRATEGY=$s timeout -k 10 600 \
+            "$FHRUN" -n 2 "$FHBENCH" peak $qflag --csv "$csv" > "$dir/round-$k-$s.log" 2>&1 \
+            || { echo "strategies.sh: round $k $s failed (see $dir/round-$k-$s.log)" >&2; status=1; }
+    done
+    k=$((k + 1))
+done
+{
+    echo "round,strategy,op,size,mb_s,median_us"
+    for f in "$dir"/round-*-*.csv; do
+        [ -f "$f" ] || continue
+        b=$(basename "$f" .csv)
+        r=${b#round-}; s=${r#*-}; r=${r%%-*}
+        awk -F, -v r="$r" -v s="$s" '
+            /^#/ { next }
+            !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+            $1 ~ /^(put_nbi_peak|get_nbi_peak|put_first_touch|put_resident)$/ {
+                print r "," s "," $1 "," $(c["size"]) "," $(c["mb_s"]) "," $(c["median_us"]) }' "$f"
+    done
+} > "$out/strategies-$prov.csv"
+echo "strategies.sh: $out/strategies-$prov.csv ($rounds rounds)"
+exit $status
