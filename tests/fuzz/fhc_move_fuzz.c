@@ -80,9 +80,11 @@ static void fail(const char *what)
     abort();
 }
 
-static int e_pin(void *arg, uintptr_t addr, size_t len, int remote, void **mr, uint64_t key[2])
+static int e_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want, void **mr,
+                 uint64_t key[2], uint64_t *reach)
 {
-    (void)arg, (void)addr, (void)len, (void)remote;
+    (void)arg, (void)addr, (void)len, (void)remote, (void)want;
+    *reach = 0;       /* every byte reachable: the env models healthy memory */
     *mr = (void *)(uintptr_t)++next_key;
     key[0] = next_key;
     key[1] = 0;
