@@ -297,6 +297,20 @@ static size_t absorb(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uint64_t *rel,
     return bytes;
 }
 
+/* op is covered by the firehoses it holds: its pieces, and it runs
+ * (FHC_HIT), or FHC_ERR_OUT_OF_SEGMENT with its references dropped. */
+static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op)
+{
+    if (fill_pieces(c, op) < 0) {
+        op_drop_refs(c, P, op);
+        op->npieces = 0;
+        return FHC_ERR_OUT_OF_SEGMENT;
+    }
+    op->priv.state = FHC_OP_ACTIVE;
+    op->priv.prio = 0;
+    return FHC_HIT;
+}
+
 /* Non-zero iff every firehose op holds is used by op alone (absorb would
  * drop them all). */
 static int all_absorbable(const fhc_op_t *op)
@@ -415,16 +429,8 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
      * them into one region (absorb), once; otherwise hit as they are. */
     int merge = !mhi && op->priv.nref > 1 && !op->priv.absorbed && all_absorbable(op) &&
                 !(!head && P->q_head);
-    if (!mhi && !merge) {
-        if (fill_pieces(c, op) < 0) {
-            op_drop_refs(c, P, op);
-            op->npieces = 0;
-            return FHC_ERR_OUT_OF_SEGMENT;
-        }
-        op->priv.state = FHC_OP_ACTIVE;
-        op->priv.prio = 0;
-        return FHC_HIT;
-    }
+    if (!mhi && !merge)
+        return hit_now(c, P, op);
     if (!head && P->q_head)
         return to_budget_queue(c, P, op, 0);
     if (merge) {
@@ -449,16 +455,8 @@ static int step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     /* Victims in the same frame would raise need as much as they free. */
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
         P->held + P->reserved + need > c->F + P->unused_bytes - frame_unused) {
-        if (merge) {        /* no budget to merge now: hit as they are */
-            if (fill_pieces(c, op) < 0) {
-                op_drop_refs(c, P, op);
-                op->npieces = 0;
-                return FHC_ERR_OUT_OF_SEGMENT;
-            }
-            op->priv.state = FHC_OP_ACTIVE;
-            op->priv.prio = 0;
-            return FHC_HIT;
-        }
+        if (merge)          /* no budget to merge now: hit as they are */
+            return hit_now(c, P, op);
         return to_budget_queue(c, P, op, head);
     }
     int put = op->put_data && op->len <= c->p.put_in_move;
