@@ -379,6 +379,12 @@ static int help_paths(fh_tls_t *t)
 #define FH_NET_SLEEP_EVERY 16
 #define FH_NET_SLEEP_MS 1
 
+/* Nothing of ours in flight or waiting to leave on p (lock held). */
+static bool nothing_queued(const fh_path_t *p)
+{
+    return p->inflight == 0 && p->backlog == NULL && p->held == NULL && !p->polling;
+}
+
 static bool net_sleep(fh_tls_t *t, unsigned idle)
 {
     fh_rt_t *rt = fh_rt;
@@ -398,12 +404,11 @@ static bool net_sleep(fh_tls_t *t, unsigned idle)
     struct pollfd pfd[4];
     int fds[4], n = 0;
     pthread_mutex_lock(&own->lock);
-    if (own->inflight == 0 && own->backlog == NULL && !own->polling)
+    if (nothing_queued(own))
         n = rt->cops->wait_fds(own->cp, fds, 2);
     pthread_mutex_unlock(&own->lock);
     if (n > 0 && own != svc && pthread_mutex_trylock(&svc->lock) == 0) {
-        int m = svc->inflight == 0 && svc->backlog == NULL && !svc->polling
-                    ? rt->cops->wait_fds(svc->cp, fds + n, 2) : -1;
+        int m = nothing_queued(svc) ? rt->cops->wait_fds(svc->cp, fds + n, 2) : -1;
         pthread_mutex_unlock(&svc->lock);
         n = m < 0 ? -1 : n + m;
     }
