@@ -162,12 +162,19 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
          * readable memory reaches from its first bucket into its last
          * (the transfer's bytes lie in that run, or the conduit refuses
          * the access: env_pin registers the run only).  A mapping may
-         * start or end inside a bucket (a stack, a small mmap). */
-        uintptr_t rlo, rhi;
+         * start or end inside a bucket (a stack, a small mmap), so the
+         * first bucket may hold several runs (a mapping, a guard page, the
+         * mapping asked for): any of them may be the one. */
+        uintptr_t rlo, rhi, from = addr;
         int writable;
-        size_t b = g->bucket;
-        return reach_run(fh_reg_core, addr, addr + len, 0, &rlo, &rhi, &writable) &&
-               rlo < addr + (len < b ? len : b) && rhi > addr + len - (len < b ? len : b);
+        size_t b = len < g->bucket ? len : g->bucket;
+        while (reach_run(fh_reg_core, from, addr + len, 0, &rlo, &rhi, &writable) &&
+               rlo < addr + b) {
+            if (rhi > addr + len - b)
+                return 1;
+            from = rhi;
+        }
+        return 0;
     }
     for (size_t i = 0; i < g->nspans; i++)
         if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)

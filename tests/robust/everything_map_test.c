@@ -13,6 +13,11 @@
  *            with FH_ERR_OUT_OF_SEGMENT and changes nothing; the node
  *            route (cross-memory attach) reaches it (docs/reliability.md);
  *   huge     a 4 MiB mapping with MADV_HUGEPAGE;
+ *   guard    the part of a two-bucket mapping after a PROT_NONE page in
+ *            its first bucket (readable memory, a hole, then the area:
+ *            the span's first bucket holds two runs, the second is the
+ *            one asked for -- refused at random before, by address
+ *            layout, when only the first run was looked at);
  *   mremap   after peers reached an mmap (so the runtime watches it), its
  *            owner grows it with mremap(MREMAP_MAYMOVE), then shrinks and
  *            splits it with munmap: each call must succeed and peers
@@ -32,8 +37,10 @@
 
 #include "../integ/testutil.h"
 
-enum { A_HEAP, A_STACK, A_EDGE, A_FILE, A_HUGE, A_REMAP, NAREA };
-static const char *area_name[NAREA] = {"heap", "stack", "edge", "file", "huge", "mremap"};
+enum { A_HEAP, A_STACK, A_EDGE, A_FILE, A_HUGE, A_GUARD, A_REMAP, NAREA };
+static const char *area_name[NAREA] = {"heap",  "stack", "edge",  "file",
+                                       "huge",  "guard", "mremap"};
+enum { BUCKET = 64 * 1024 };   /* FH_BUCKET_SIZE's default */
 
 typedef struct { uint64_t addr[NAREA], len[NAREA]; } areas_t;
 
@@ -124,6 +131,11 @@ int main(int argc, char **argv)
         mine.len[A_HUGE] = 4u << 20;
         mine.addr[A_HUGE] = (uintptr_t)must_mmap(4u << 20, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         madvise((void *)(uintptr_t)mine.addr[A_HUGE], 4u << 20, MADV_HUGEPAGE);
+        char *g = must_mmap(4 * BUCKET, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        char *b0 = (char *)(((uintptr_t)g + BUCKET - 1) & ~(uintptr_t)(BUCKET - 1));
+        CHECK(mprotect(b0 + 4 * pg, pg, PROT_NONE) == 0, "mprotect", "%s", strerror(errno));
+        mine.addr[A_GUARD] = (uintptr_t)(b0 + 5 * pg);
+        mine.len[A_GUARD] = 2 * BUCKET - 5 * pg;
         mine.len[A_REMAP] = 3 * pg;
         mine.addr[A_REMAP] = (uintptr_t)must_mmap(3 * pg, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         for (int a = 0; a < NAREA; a++)
