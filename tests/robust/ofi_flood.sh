@@ -5,7 +5,8 @@
 # each rank's own ofi listening port (the tcp provider's passive endpoint
 # the conduit accepts its connections on, conduits/ofi/ofi_cm.c), while a
 # 2-rank job with FH_PATHS=lazy makes its thread paths: a second thread's
-# first call connects to every rank's listener through the flood.  That
+# first call connects to every rank's listener through the flood.  Then
+# the same with the ranks out of descriptors (see exhausted_svc below).  That
 # thread and the main thread then put, get and send AMs to the next rank,
 # and the ranks meet in a barrier (ofi_flood_test.c).  Expected: the job
 # finishes (bounded: fhrun --timeout 40, timeout 60), every rank ok, the
@@ -132,14 +133,17 @@ PY
 export FH_VERBOSE=${FLOOD_VERBOSE:-0} FH_PATHS=lazy FH_CONDUIT=ofi FH_OFI_PROVIDER=tcp FH_SHM=off
 chmod 755 "$tmpd"
 
-# run_case NAME FDS LIMIT: one job under the flood; FDS: the ranks'
-# descriptor limit (ulimit -n; "" = as we have it), LIMIT: fhrun --timeout.
+# run_case NAME FDS LIMIT [THREADS HOLD_MS]: one job under the flood; FDS:
+# the ranks' descriptor limit (ulimit -n; "" = as we have it), LIMIT: fhrun
+# --timeout; THREADS, HOLD_MS: ofi_flood_test.c's FLOOD_THREADS (2) and
+# FLOOD_HOLD_MS (0).
 run_case() {
-    name=$1 fds=$2 limit=$3
+    name=$1 fds=$2 limit=$3 threads=${4:-2} hold=${5:-0}
     FLOOD_DIR=$tmpd/$name
     export FLOOD_DIR
     mkdir -p "$FLOOD_DIR" && chmod 755 "$FLOOD_DIR"
     sh -c 'if [ -n "$1" ]; then ulimit -n "$1" || exit 99; fi; shift; exec "$@"' sh "$fds" \
+        env FLOOD_THREADS="$threads" FLOOD_HOLD_MS="$hold" \
         timeout -k 5 $((limit + 10)) "$FHRUN" -n 2 --timeout "$limit" "$probe" >"$out" 2>&1 &
     job=$!
     ports=
@@ -172,15 +176,15 @@ run_case() {
     last=$(grep '^uid' "$FLOOD_DIR/flood.out" | tail -n 1)
     echo "$name: ranks' listening ports: $ports; flood: ${last:-none}"
     expect "$name: found both ranks' listening ports ($nports)" $([ "$nports" -ge 2 ]; echo $?)
-    expect "$name: the flood was in place before the thread paths connected: $((nports * (NSILENT + 16))) connections opened ($(num opened))" \
+    expect "$name: the flood was in place before the ranks went on: $((nports * (NSILENT + 16))) connections opened ($(num opened))" \
         $([ "$(num opened)" = $((nports * (NSILENT + 16))) ] && [ "$(num open_failed)" = 0 ]; echo $?)
     if [ -n "$as" ]; then
         expect "$name: the flood came from $who" $(echo "$last" | grep -q "^uid $nuid "; echo $?)
     fi
-    expect "$name: 2 ranks (FH_PATHS=lazy) put, get, send AMs from two threads and meet in a barrier under the flood (status $rc)" \
+    expect "$name: 2 ranks (FH_PATHS=lazy) put, get, send AMs from $threads thread(s) and meet in a barrier under the flood (status $rc)" \
         $([ $rc -eq 0 ] && [ "$(grep -c '^ofi_flood_test: rank [01]: ok$' "$out")" -eq 2 ]; echo $?)
     expect "$name: no rank took the flood for a dead peer" \
-        $(! grep -q 'died' "$out"; echo $?)
+        $(! grep -Eq 'died: its (process is gone|pid now belongs|process has exited)' "$out"; echo $?)
     expect "$name: the listener closed the garbage-sending connections ($(num closed_junk) of $((nports * 8)) headers, $(num closed_slow) slow)" \
         $([ "$(num closed_junk)" -ge 1 ] 2>/dev/null; echo $?)
 }
@@ -188,6 +192,12 @@ num() { echo "$last" | sed -n "s/.* $1 \([0-9]*\).*/\1/p"; }
 
 # 300 idle connections (and 16 garbage ones) to each rank's listener.
 run_case idle "" 40
+# The same flood against ranks at ulimit -n 256: it takes every descriptor
+# they have left.  Only the main thread talks (over the service path, made
+# before the flood), after 3 s of polling under the flood, during which
+# each rank checks its peer's process once a second (firehose/peer.c): out
+# of descriptors, it must not take its peer for dead.
+run_case exhausted_svc 256 40 1 3000
 # FH_TEST_LONG=1: more connections than the ranks have descriptors (ulimit
 # -n 256): the listener cannot accept, so a lazy thread path cannot be made;
 # after its connect deadline (60 s) the threads share the service path and

@@ -11,6 +11,9 @@
  * get it back, and send AM requests that the next rank answers, ITERS
  * times; then a barrier, and every rank checks what the previous rank
  * wrote into its segment.  Prints "ofi_flood_test: rank R: ok".
+ * FLOOD_THREADS=1: the main thread only (no path is made under the flood);
+ * FLOOD_HOLD_MS: poll that long under the flood before the traffic (the
+ * runtime's once-a-second checks of its peers run meanwhile).
  */
 #include "tests/integ/testutil.h"
 
@@ -121,14 +124,24 @@ int main(int argc, char **argv)
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
     wait_ready(dir);
+    const char *e = getenv("FLOOD_HOLD_MS");
+    double hold_end = tu_now() + (e != NULL ? atof(e) / 1e3 : 0);
+    while (tu_now() < hold_end) {
+        CHECK_OK(fh_poll());
+        tu_sleep_us(10000);
+    }
+    e = getenv("FLOOD_THREADS");
+    int two = e == NULL || atoi(e) != 1;
 
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0, "thread", "created");
+    if (two)
+        CHECK(pthread_create(&t, NULL, thread_main, NULL) == 0, "thread", "created");
     traffic(0);
-    CHECK(pthread_join(t, NULL) == 0, "thread", "joined");
+    if (two)
+        CHECK(pthread_join(t, NULL) == 0, "thread", "joined");
     CHECK_OK(fh_barrier());
     int prev = (me + N - 1) % N;
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 1 + two; s++)
         TU_VERIFY((uint8_t *)base + (size_t)s * SLOT, SLOT,
                   tu_key((uint64_t)prev, (uint64_t)s, 999), 0,
                   "rank %d's last put into slot %d", prev, s);
