@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "firehose/util/vma.h"
 
 fh_rt_t *fh_rt;
 fh_handler_entry_t fh_handlers[FH_AM_NHANDLERS];
@@ -242,6 +243,7 @@ int fh_init(int *argc, char ***argv)
         return init_fail(rt, rc);
     rt->svc = &fh_reg_services;
     fh_reg_bind(&rt->core);     /* from here on the strategy's hooks may run */
+    fh_vma_prepare();           /* memory checks that need no new descriptor */
     long threads = rt->cfg.max_threads;
     if (threads == 0) {
         /* One path per core: more threads than cores gain nothing from

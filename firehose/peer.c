@@ -46,14 +46,17 @@ struct fh_peers {
 
 #define PEER_CHECK_NS 1000000000LL   /* one check per second at most */
 
-/* The state letter and start time of process pid; 0, or -1 if it is gone. */
+/* The state letter and start time of process pid; 0, -1 if it is gone,
+ * or 1 if we cannot tell now (we are out of descriptors or memory: a
+ * stranger holding connections to our listener can exhaust our
+ * descriptors, which must not pass for the death of a peer). */
 static int proc_stat(int64_t pid, char *state, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return -1;
+        return errno == ENOENT || errno == ESRCH ? -1 : 1;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
@@ -228,7 +231,10 @@ void fh_peer_check(fh_rt_t *rt)
         char state = '?';
         uint64_t start = 0;
         const char *why = NULL;
-        if (proc_stat(id->pid, &state, &start) != 0)
+        int st = proc_stat(id->pid, &state, &start);
+        if (st > 0)
+            continue;             /* cannot tell: the next check will */
+        if (st < 0)
             why = "its process is gone";
         else if (start != id->start)
             why = "its pid now belongs to another process";

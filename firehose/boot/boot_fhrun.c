@@ -31,6 +31,7 @@
 
 #include "bootstrap.h"
 #include "boot_impl.h"
+#include "boot_decode.h"
 #include "boot_wire.h"
 #include "firehose.h"
 #include "firehose/util/log.h"
@@ -108,103 +109,98 @@ static const char *io_why(void)
     return errno ? strerror(errno) : "connection closed";
 }
 
+/* A DEAD message (rx's payload: "<pid> <reason>", or the launcher's own
+ * reason): records a peer's failed fh_init and returns, or ends the
+ * process. */
+static void on_dead(fhrun_priv_t *p, const fh_boot_rx_t *rx)
+{
+    const char *msg = (const char *)rx->payload;
+    uint32_t dead = rx->a, status = rx->b;
+    long pid;
+    const char *why;
+    pthread_mutex_lock(&p->mu);
+    int quiet = p->quiet;
+    pthread_mutex_unlock(&p->mu);
+    if (quiet)
+        return;  /* we are finishing anyway */
+    fh_boot_dead_text(msg, &pid, &why);
+    if (status == FH_BOOT_DEAD_INIT_FAILED && dead != FH_BOOT_RANK_LAUNCHER) {
+        /* A peer's fh_init failed: ours cannot succeed either, but it
+         * fails (returns), it does not end the process. */
+        size_t n = strlen(why) + 64;
+        char *text = malloc(n);
+        if (text != NULL)
+            snprintf(text, n, "rank %u (pid %ld) %s", dead, pid, why);
+        pthread_mutex_lock(&p->mu);
+        if (p->peer_failed == NULL && text != NULL) {
+            p->peer_failed = text;
+            text = NULL;
+        }
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        free(text);
+        return;
+    }
+    if (dead == FH_BOOT_RANK_LAUNCHER)
+        fh_log_error("the launcher aborted the job: %s; aborting", msg);
+    else if (pid >= 0)
+        fh_log_error("%s (pid %ld) died: %s; aborting",
+                     FH_RANK_NAME((int)dead), pid, why);
+    else
+        fh_log_error("%s died: %s; aborting", FH_RANK_NAME((int)dead), msg);
+    _exit(FH_EXIT_PEER_DEAD);
+}
+
+/* Reads the launcher's messages (boot_decode.h) until the connection ends
+ * or a DEAD message ends the process. */
 static void *watchdog(void *arg)
 {
     fhrun_priv_t *p = arg;
+    fh_boot_rx_t rx;
+    fh_boot_rx_init(&rx, 1, 0);
     for (;;) {
-        unsigned char w[12];
-        if (fh_read_full(p->fd, w, 4, 0) < 0) {
+        unsigned char *dst;
+        size_t want = fh_boot_rx_space(&rx, &dst);
+        ssize_t r = read(p->fd, dst, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = 0;
+            fh_boot_rx_free(&rx);
             lost_launcher(p, io_why());
             return NULL;
         }
-        uint32_t m = fh_get_u32(w);
-        if (m == FH_BOOT_MSG_ALLGATHER) {
+        int what = fh_boot_rx_got(&rx, (size_t)r);
+        if (what == FH_BOOT_RX_LEN) {
             pthread_mutex_lock(&p->mu);
-            int have = p->have_request;
-            size_t n = p->expect;
+            long long n = p->have_request ? (long long)p->expect : -1;
             pthread_mutex_unlock(&p->mu);
-            if (!have) {
-                lost_launcher(p, "unexpected allgather result (protocol error)");
-                return NULL;
-            }
-            unsigned char *buf = malloc(n ? n : 1);
-            if (!buf)
-                fh_fatal("bootstrap: out of memory for a %zu-byte allgather "
-                         "result", n);
-            if (fh_read_full(p->fd, buf, n, 0) < 0) {
-                free(buf);
-                lost_launcher(p, io_why());
-                return NULL;
-            }
-            pthread_mutex_lock(&p->mu);
-            p->have_request = 0;
-            if (p->waiting) {
-                p->result = buf;
-                pthread_cond_broadcast(&p->cv);
-                buf = NULL;
-            }
-            pthread_mutex_unlock(&p->mu);
-            free(buf);  /* the caller gave up (timeout) */
-        } else if (m == FH_BOOT_MSG_DEAD) {
-            if (fh_read_full(p->fd, w, 12, 0) < 0) {
-                lost_launcher(p, io_why());
-                return NULL;
-            }
-            uint32_t dead = fh_get_u32(w), status = fh_get_u32(w + 4);
-            uint32_t len = fh_get_u32(w + 8);
-            if (len > FH_BOOT_MAX_MSG) {
-                lost_launcher(p, "oversized message (protocol error)");
-                return NULL;
-            }
-            char msg[FH_BOOT_MAX_MSG + 1];
-            if (fh_read_full(p->fd, msg, len, 0) < 0) {
-                lost_launcher(p, io_why());
-                return NULL;
-            }
-            msg[len] = '\0';
-            pthread_mutex_lock(&p->mu);
-            int quiet = p->quiet;
-            pthread_mutex_unlock(&p->mu);
-            if (quiet)
-                continue;  /* we are finishing anyway */
-            if (status == FH_BOOT_DEAD_INIT_FAILED &&
-                dead != FH_BOOT_RANK_LAUNCHER) {
-                /* A peer's fh_init failed: ours cannot succeed either, but
-                 * it fails (returns), it does not end the process. */
-                char *rest;
-                long pid = strtol(msg, &rest, 10);
-                const char *why = (rest != msg && *rest == ' ') ? rest + 1 : msg;
-                size_t n = strlen(why) + 64;
-                char *text = malloc(n);
-                if (text != NULL)
-                    snprintf(text, n, "rank %u (pid %ld) %s", dead, pid, why);
-                pthread_mutex_lock(&p->mu);
-                if (p->peer_failed == NULL && text != NULL) {
-                    p->peer_failed = text;
-                    text = NULL;
-                }
-                pthread_cond_broadcast(&p->cv);
-                pthread_mutex_unlock(&p->mu);
-                free(text);
-                continue;
-            }
-            if (dead == FH_BOOT_RANK_LAUNCHER) {
-                fh_log_error("the launcher aborted the job: %s; aborting", msg);
-            } else {
-                char *rest;
-                long pid = strtol(msg, &rest, 10);
-                if (rest != msg && *rest == ' ')
-                    fh_log_error("%s (pid %ld) died: %s; aborting",
-                                 FH_RANK_NAME((int)dead), pid, rest + 1);
-                else
-                    fh_log_error("%s died: %s; aborting", FH_RANK_NAME((int)dead),
-                                 msg);
-            }
-            _exit(FH_EXIT_PEER_DEAD);
-        } else {
-            lost_launcher(p, "unknown message (protocol error)");
+            what = fh_boot_rx_expect(&rx, n);
+        }
+        if (what == FH_BOOT_RX_BAD) {
+            fh_log_error("bootstrap: the launcher at %s sent %s (protocol "
+                         "error)", p->addr, rx.err);
+            lost_launcher(p, "protocol error");
             return NULL;
         }
+        if (what != FH_BOOT_RX_MSG)
+            continue;
+        if (rx.type == FH_BOOT_MSG_DEAD) {
+            on_dead(p, &rx);
+            continue;
+        }
+        /* FH_BOOT_MSG_ALLGATHER */
+        unsigned char *buf = fh_boot_rx_take(&rx);
+        pthread_mutex_lock(&p->mu);
+        p->have_request = 0;
+        if (p->waiting) {
+            p->result = buf;
+            pthread_cond_broadcast(&p->cv);
+            buf = NULL;
+        }
+        pthread_mutex_unlock(&p->mu);
+        free(buf);  /* the caller gave up (timeout) */
     }
 }
 
@@ -580,10 +576,9 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
     if (fh_write_full(fd, hello, sizeof hello, deadline) < 0 ||
         fh_read_full(fd, ch, 4, deadline) < 0)
         return handshake_io_error(addr, rank, timeout_s, errno);
-    uint32_t w = fh_get_u32(ch);
-    if (w != FH_BOOT_MAGIC) {
-        if (w == FH_BOOT_REFUSED_KEY || w == FH_BOOT_REFUSED_RANK ||
-            w == FH_BOOT_REFUSED_DUP)
+    uint32_t w = fh_boot_challenge_word(ch);
+    if (w != 0) {
+        if (w != UINT32_MAX)
             refused(addr, rank, w);
         else
             launcher_unproven(addr, "it does not answer with a fhrun "
@@ -621,7 +616,7 @@ static int handshake(int fd, const unsigned char key[FH_KEY_BYTES],
                               "connection instead");
         return -1;
     }
-    if (!fh_boot_mac_equal(acc + 4, want)) {
+    if (!fh_boot_accept_check(acc, want)) {
         launcher_unproven(addr, "wrong proof: a different job's launcher, "
                           "or not a launcher");
         return -1;

@@ -28,19 +28,23 @@ struct fh_procmap_query {
 
 static _Atomic int maps_fd = -2;     /* -2 not opened yet, -1 no ioctl */
 
+/* The descriptor PROCMAP_QUERY goes through, opened once and kept (so a
+ * process that later runs out of descriptors -- a stranger flooding its
+ * listener -- can still ask); -1 when the kernel has no ioctl, or when the
+ * open failed (not remembered: the next call tries again). */
 static int query_fd(void)
 {
     int fd = atomic_load_explicit(&maps_fd, memory_order_acquire);
     if (fd != -2)
         return fd;
     int nfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (nfd >= 0) {
-        struct fh_procmap_query q = {.size = sizeof q, .query_flags = FH_PQ_COVERING_OR_NEXT,
-                                     .query_addr = 0};
-        if (ioctl(nfd, FH_PROCMAP_QUERY, &q) != 0 && errno != ENOENT) {
-            close(nfd);
-            nfd = -1;
-        }
+    if (nfd < 0)
+        return -1;
+    struct fh_procmap_query q = {.size = sizeof q, .query_flags = FH_PQ_COVERING_OR_NEXT,
+                                 .query_addr = 0};
+    if (ioctl(nfd, FH_PROCMAP_QUERY, &q) != 0 && errno != ENOENT) {
+        close(nfd);
+        nfd = -1;
     }
     int expect = -2;
     if (!atomic_compare_exchange_strong(&maps_fd, &expect, nfd)) {
@@ -79,6 +83,11 @@ static int scan_next(uintptr_t addr, fh_vma_t *out)
     }
     fclose(f);
     return rc;
+}
+
+void fh_vma_prepare(void)
+{
+    (void)query_fd();
 }
 
 int fh_vma_next(uintptr_t addr, fh_vma_t *out)

@@ -29,6 +29,13 @@ typedef struct fh_vma {
     int prot;               /* FH_VMA_READ | FH_VMA_WRITE */
 } fh_vma_t;
 
+/* Opens, once, what later calls ask the kernel through (on Linux >= 6.11 a
+ * descriptor of /proc/self/maps, kept), so that they keep working when the
+ * process has run out of descriptors.  Optional, idempotent, thread-safe;
+ * fh_init calls it.  (Older kernels: each call opens /proc/self/maps and
+ * fails, -EMFILE, while no descriptor is free.) */
+void fh_vma_prepare(void);
+
 /* The mapping that contains addr.  0, -ENOMEM when addr is not mapped,
  * or another -errno when the kernel could not be asked. */
 int fh_vma_at(uintptr_t addr, fh_vma_t *out);

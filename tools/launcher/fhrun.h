@@ -37,6 +37,7 @@
 #include <uthash.h>
 
 #include "firehose/boot/bootstrap.h"
+#include "firehose/boot/boot_decode.h"
 #include "firehose/boot/boot_wire.h"
 #include "firehose/util/log.h"
 
@@ -66,23 +67,14 @@ typedef struct oitem {
     struct oitem *next;
 } oitem_t;
 
-/* What the request reader of a rank expects next (server.c on_unit). */
-enum { RS_OP, RS_AGLEN, RS_AGDATA, RS_ABHDR, RS_ABMSG };
-
 typedef struct rank {
     pid_t pid;
     int reaped, code;        /* code: exit status or 128 + signal */
     int fd;                  /* authenticated connection, or -1 */
     int ever_connected, finalized, aborted, contributed;
     int init_failed;         /* sent INITFAIL: its fh_init failed, it lives on */
-    int fail_op;             /* the RS_ABHDR/RS_ABMSG being read is INITFAIL */
     double eof_deadline;     /* EOF before FINALIZE: death unless reaped */
-    /* request reader */
-    int rstate;
-    unsigned char hdr[8];
-    unsigned char *dst, *payload;
-    size_t need, have;
-    uint32_t arg;            /* allgather len / abort code */
+    fh_boot_rx_t rx;         /* request decoder (server.c read_rank) */
     oitem_t *oq, *oq_tail;
     /* --tag-output */
     int pipe_fd[2];

@@ -123,13 +123,12 @@ static void refuse(pend_t *p, uint32_t why, const char *text)
  * -1 if the connection is to be closed (refusal already sent and logged). */
 static int send_challenge(pend_t *p)
 {
-    if (fh_get_u32(p->buf) != FH_BOOT_MAGIC) {
+    if (fh_boot_hello_decode(p->buf, p->nonce_r) != 0) {
         /* Not this protocol: an older rank (it would have sent its key),
          * a stray client.  Reported as a key failure, as before. */
         refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
         return -1;
     }
-    memcpy(p->nonce_r, p->buf + 4, FH_BOOT_NONCE_BYTES);
     if (fh_boot_nonce(p->nonce_l) < 0) {
         conn_log(0, p, "refused", "getrandom: %s", strerror(errno));
         return -1;
@@ -154,17 +153,17 @@ static int send_challenge(pend_t *p)
  * (fd handed over), 0 if refused (refusal sent and logged). */
 static int check_proof(pend_t *p)
 {
-    uint32_t rn = fh_get_u32(p->buf);
-    uint32_t pid = fh_get_u32(p->buf + 4);
-    unsigned char want[FH_BOOT_MAC_BYTES], mine[FH_BOOT_MAC_BYTES];
+    uint32_t rn = 0, pid = 0;
+    unsigned char mine[FH_BOOT_MAC_BYTES];
     char text[128];
-    /* Nothing the peer sent is acted on before its MAC checks out: rn and
-     * pid are only MAC input until then. */
-    if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_RANK, p->nonce_r, p->nonce_l, rn,
-                    pid, want) < 0 ||
-        !fh_boot_mac_equal(p->buf + 8, want)) {
+    /* Nothing the peer sent is acted on before its MAC checks out
+     * (fh_boot_proof_check). */
+    uint32_t st = fh_boot_proof_check(p->buf, fr.job.key, p->nonce_r,
+                                      p->nonce_l, (uint32_t)fr.opts.nranks,
+                                      &rn, &pid, mine);
+    if (st == FH_BOOT_REFUSED_KEY) {
         refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
-    } else if (rn >= (uint32_t)fr.opts.nranks) {
+    } else if (st == FH_BOOT_REFUSED_RANK) {
         snprintf(text, sizeof text, "rank %u out of range (job has %d ranks)",
                  rn, fr.opts.nranks);
         refuse(p, FH_BOOT_REFUSED_RANK, text);
@@ -172,10 +171,6 @@ static int check_proof(pend_t *p)
         snprintf(text, sizeof text, "rank %u is already connected (duplicate "
                  "rank)", rn);
         refuse(p, FH_BOOT_REFUSED_DUP, text);
-    } else if (fh_boot_mac(fr.job.key, FH_BOOT_LABEL_LAUNCHER, p->nonce_r,
-                           p->nonce_l, rn, pid, mine) < 0) {
-        refuse(p, FH_BOOT_REFUSED_KEY, "cannot compute the handshake MAC "
-               "(libcrypto)");
     } else {
         accept_rank((int)rn, p->fd, pid, mine);
         return 1;

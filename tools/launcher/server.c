@@ -6,8 +6,8 @@
  * connection is "pending" until its handshake proves it is one of the
  * job's ranks (handshake.c, which also says how connections that never
  * authenticate are kept from taking every slot); then accept_rank hands it
- * over.  An accepted rank sends requests (allgather, finalize, abort), read
- * by a small state machine (on_unit); a round of allgather completes when
+ * over.  An accepted rank sends requests (allgather, finalize, abort),
+ * decoded by firehose/boot/boot_decode.h (read_rank, on_request); a round of allgather completes when
  * every rank contributed, and the result goes to every rank from one shared
  * buffer.
  */
@@ -136,8 +136,7 @@ void close_rank_conn(rank_t *r)
         free(it);
     }
     r->oq_tail = NULL;
-    free(r->payload);
-    r->payload = NULL;
+    fh_boot_rx_free(&r->rx);
 }
 
 void on_rank_eof(rank_t *r, const char *why)
@@ -172,10 +171,7 @@ void accept_rank(int rn, int fd, uint32_t pid,
     rank_t *r = &fr.job.ranks[rn];
     r->fd = fd;
     r->ever_connected = 1;
-    r->rstate = RS_OP;
-    r->dst = r->hdr;
-    r->need = 4;
-    r->have = 0;
+    fh_boot_rx_init(&r->rx, 0, MAX_RESULT / (size_t)fr.opts.nranks);
     r->eof_deadline = 0;
     vlog(1, "rank %d connected (pid %u)", rn, pid);
     guard_add_rank((pid_t)pid);
@@ -279,7 +275,7 @@ static void on_abort(int rn, uint32_t code, const char *text)
         set_code(c);
         job_fail((uint32_t)rn, c, what);
     }
-    /* Last: text may point into r->payload.  Closing tells the rank we have
+    /* Last: text may point into r->rx's payload.  Closing tells the rank we have
      * read its request. */
     close_rank_conn(r);
 }
@@ -307,100 +303,50 @@ static void on_init_failed(int rn, const char *text)
          * bootstrap's own timeout before the stragglers are killed. */
         fr.end.kill_at = fh_now() + fr.opts.boot_timeout;
     }
-    close_rank_conn(r);   /* last: text may point into r->payload */
+    close_rank_conn(r);   /* last: text may point into r->rx's payload */
 }
 
-/* A complete unit (per r->rstate) has arrived; moves to the next state. */
-static void on_unit(int rn)
+/* The message r->rx completed, or the stream's error (FH_BOOT_RX_BAD). */
+static void on_request(int rn, int what)
 {
     rank_t *r = &fr.job.ranks[rn];
-    switch (r->rstate) {
-    case RS_OP: {
-        uint32_t op = fh_get_u32(r->hdr);
-        if (op == FH_BOOT_OP_ALLGATHER) {
-            r->rstate = RS_AGLEN;
-            r->dst = r->hdr;
-            r->need = 4;
-        } else if (op == FH_BOOT_OP_ABORT || op == FH_BOOT_OP_INITFAIL) {
-            r->fail_op = op == FH_BOOT_OP_INITFAIL;
-            r->rstate = RS_ABHDR;
-            r->dst = r->hdr;
-            r->need = 8;
-        } else if (op == FH_BOOT_OP_FINALIZE) {
-            on_finalize(rn);
-            return;
-        } else {
-            launcher_abort("rank %d sent an unknown request %u (protocol "
-                           "error)", rn, op);
-            on_rank_eof(r, "protocol error");
-            return;
-        }
-        break;
-    }
-    case RS_AGLEN:
-        r->arg = fh_get_u32(r->hdr);
-        if ((size_t)r->arg * (size_t)fr.opts.nranks > MAX_RESULT) {
-            launcher_abort("rank %d asked for an allgather of %u bytes per "
-                           "rank (over the %zu-byte limit)", rn, r->arg,
-                           MAX_RESULT);
-            on_rank_eof(r, "oversized request");
-            return;
-        }
-        r->payload = malloc(r->arg ? r->arg : 1);
-        if (!r->payload) {
-            msg("out of memory");
-            exit(1);
-        }
-        r->rstate = RS_AGDATA;
-        r->dst = r->payload;
-        r->need = r->arg;
-        break;
-    case RS_AGDATA:
-        contribute(rn, r->payload, r->arg);
-        free(r->payload);
-        r->payload = NULL;
-        r->rstate = RS_OP;
-        r->dst = r->hdr;
-        r->need = 4;
-        break;
-    case RS_ABHDR: {
-        r->arg = fh_get_u32(r->hdr);
-        uint32_t ml = fh_get_u32(r->hdr + 4);
-        if (ml > FH_BOOT_MAX_MSG) {
-            if (r->fail_op)
+    fh_boot_rx_t *rx = &r->rx;
+    if (what == FH_BOOT_RX_BAD) {
+        if (rx->type == FH_BOOT_OP_ABORT || rx->type == FH_BOOT_OP_INITFAIL) {
+            /* Its text is too long: the request stands, without it. */
+            if (rx->type == FH_BOOT_OP_INITFAIL)
                 on_init_failed(rn, "(message too long)");
             else
-                on_abort(rn, r->arg, "(message too long)");
+                on_abort(rn, rx->a, "(message too long)");
             return;
         }
-        r->payload = malloc(ml + 1);
-        if (!r->payload) {
-            msg("out of memory");
-            exit(1);
-        }
-        r->rstate = RS_ABMSG;
-        r->dst = r->payload;
-        r->need = ml;
-        break;
-    }
-    case RS_ABMSG:
-        r->payload[r->need] = '\0';
-        if (r->fail_op)
-            on_init_failed(rn, (const char *)r->payload);
-        else
-            on_abort(rn, r->arg, (const char *)r->payload);
+        launcher_abort("rank %d sent %s (protocol error)", rn, rx->err);
+        on_rank_eof(r, "protocol error");
         return;
     }
-    r->have = 0;
-    if (r->need == 0 && r->fd >= 0)
-        on_unit(rn);
+    switch (rx->type) {
+    case FH_BOOT_OP_ALLGATHER:
+        contribute(rn, rx->payload, (uint32_t)rx->len);
+        break;
+    case FH_BOOT_OP_FINALIZE:
+        on_finalize(rn);
+        break;
+    case FH_BOOT_OP_ABORT:
+        on_abort(rn, rx->a, (const char *)rx->payload);
+        break;
+    default:                     /* FH_BOOT_OP_INITFAIL */
+        on_init_failed(rn, (const char *)rx->payload);
+        break;
+    }
 }
 
 void read_rank(int rn)
 {
     rank_t *r = &fr.job.ranks[rn];
     while (r->fd >= 0) {
-        ssize_t n = read(r->fd, r->dst + r->have, r->need - r->have);
+        unsigned char *dst;
+        size_t want = fh_boot_rx_space(&r->rx, &dst);
+        ssize_t n = read(r->fd, dst, want);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -413,8 +359,8 @@ void read_rank(int rn)
             on_rank_eof(r, "EOF");
             return;
         }
-        r->have += (size_t)n;
-        if (r->have == r->need)
-            on_unit(rn);
+        int what = fh_boot_rx_got(&r->rx, (size_t)n);
+        if (what != FH_BOOT_RX_MORE)
+            on_request(rn, what);  /* a rank never gets FH_BOOT_RX_LEN */
     }
 }
