@@ -113,6 +113,9 @@ typedef struct bar_slot {
 
 static bar_slot_t bar_slots[BAR_SLOTS];
 static unsigned bar_unknown; /* used slots whose group.ranks is NULL */
+/* The slots whose members this image knows, for serve_groups. */
+static bar_slot_t *bar_known[BAR_SLOTS];
+static unsigned bar_nknown;
 static uint64_t *sync_sent, *sync_recv; /* SYNC IMAGES counts per rank */
 
 /* The slot of group id; a free one is taken when create (NULL when none
@@ -163,6 +166,8 @@ static bar_slot_t *bar_enter(uint64_t id, const int *ranks, int n, int me)
         caf_fatal("SYNC", "too many teams with barriers");
     if (s->group.ranks == NULL) {
         s->group = (caf_group_t){ranks, n, me};
+        assert(bar_nknown < BAR_SLOTS);
+        bar_known[bar_nknown++] = s;
         for (unsigned i = 0; i < s->nearly; i++)
             bar_count(s, &s->early[i]);
         s->nearly = 0;
@@ -308,10 +313,8 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me)
  * stopped, as in the initial team. */
 static void serve_groups(void)
 {
-    for (size_t i = 0; i < BAR_SLOTS; i++) {
-        bar_slot_t *s = &bar_slots[i];
-        if (!s->used || s->group.ranks == NULL)
-            continue;
+    for (unsigned i = 0; i < bar_nknown; i++) {
+        bar_slot_t *s = bar_known[i];
         if (s->run.epoch == 0) {
             bool ahead = false;
             for (int k = 0; (1 << k) < s->group.n; k++)
@@ -397,12 +400,13 @@ static bool bar_split_open;
 
 bool caf_sync_serve(bool *moved)
 {
-    caf_poll();
     assert(own_flags() != 0); /* called after this image stopped or failed */
     *moved = false;
-    serve_groups();
-    if (bar_last_done)
+    if (bar_last_done) {
+        caf_poll();
+        serve_groups();
         return true;
+    }
     if (!bar_split_open) {
         int rc = fh_barrier_or_notify(own_flags());
         if (rc != FH_OK)
@@ -411,7 +415,8 @@ bool caf_sync_serve(bool *moved)
         bar_split_open = true;
     }
     uint64_t all = 0;
-    int rc = fh_barrier_or_try(&all);
+    int rc = fh_barrier_or_try(&all);   /* polls too */
+    serve_groups();
     if (rc == FH_ERR_AGAIN)
         return false;
     if (rc != FH_OK)
