@@ -47,6 +47,17 @@
  * release store its members acquire: what a rank completed before the
  * barrier is visible to every rank after it.
  *
+ * Steps.  A barrier is a state machine (fh_bar_run_t): barrier_step takes
+ * it as far as it goes without waiting -- the shared-memory stage
+ * (fh_node_coll_step), then the network rounds, each sending its
+ * notification once and then looking for its arrival -- and says
+ * FH_ERR_AGAIN where it would wait.  The blocking calls step it between
+ * fh_wait_round calls (a new wait of a stage restarts the idle count, as
+ * each stage's own loop did); fh_barrier_or_notify / fh_barrier_or_try
+ * (split phase) leave the stepping to the caller, holding coll_lock from
+ * notify to the try that completes (bar_split_owner names the thread, so
+ * its other collectives are refused rather than deadlocking on the lock).
+ *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
