@@ -4,8 +4,9 @@
  * Termination (Fortran 2018 5.3.7): an image that executes STOP or reaches
  * the end of the program initiates normal termination: it tells every other
  * image (CAF_H_STATUS), then keeps serving -- barriers in which it takes
- * part passively (caf_sync_serve), RMA and atomics on its memory, which
- * stays valid -- until every image has stopped or failed; then all call
+ * part passively (caf_sync_serve: the initial team's and its child
+ * teams'), RMA and atomics on its memory, which stays valid -- until every
+ * image has stopped or failed; then all call
  * fh_finalize together and exit 0.  ERROR STOP ends every image at once
  * through fh_abort with the stop code.  FAIL IMAGE makes this image a
  * "failed image": it stops taking part in anything, and other images see
@@ -215,9 +216,14 @@ static void announce(unsigned char st)
 static void serve_until_all_ended(void)
 {
     unsigned spins = 0;
-    caf_sync_serve(); /* every image takes part in the last barrier */
-    while (caf.nstopped + caf.nfailed < caf.nranks) {
-        caf_sync_serve();
+    bool moved, last = false;
+    /* Every image takes part in the last barrier; a barrier that completed
+     * means the running images are synchronizing: serve the next at full
+     * speed for a while. */
+    while (!last || caf.nstopped + caf.nfailed < caf.nranks) {
+        last = caf_sync_serve(&moved);
+        if (moved)
+            spins = 0;
         if (++spins > 10000)
             usleep(50);
         else if (spins > caf.idle_spins)

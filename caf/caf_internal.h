@@ -303,9 +303,16 @@ void caf_heap_disagreement(char *buf, size_t len);
 /* The same over an explicit group: id (same on every member), its ranks
  * in image order, our index there. */
 int caf_barrier_group(uint64_t id, const int *ranks, int n, int me);
-/* Run by the termination loop of a stopped (or failed) image, at least
- * once: takes part in the initial team's barriers until the last one
- * (every image ended), then only polls. */
-void caf_sync_serve(void);
+/* Run by the termination loop of a stopped (or failed) image, over and
+ * over; never waits.  Takes part in the initial team's barriers (one
+ * fh_barrier_or_notify / fh_barrier_or_try after the other) until the last
+ * one (every image ended), and in the barriers of the other groups it is a
+ * member of (caf_sync.c, serve_groups); polls.  Returns whether the last
+ * initial-team barrier is done; *moved: whether a barrier completed now. */
+bool caf_sync_serve(bool *moved);
+/* FORM TEAM made group id (ranks[0..n), this image's index me): a member
+ * that stops before it enters the group's first barrier still knows the
+ * group and serves its barriers. */
+void caf_sync_team_formed(uint64_t id, const int *ranks, int n, int me);
 
 #endif /* CAF_INTERNAL_H */

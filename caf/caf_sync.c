@@ -14,8 +14,11 @@
  * (the STAT= of the statement, whatever order the status messages arrive
  * in), and whether any still runs -- the barrier in which none does is the
  * last one, left by every image at once (so every rank has made the same
- * fh_barrier_or calls when it reaches fh_finalize).  A stopped image waits
- * in the barrier as in any runtime wait: it serves AMs and RMA meanwhile.
+ * fh_barrier_or calls when it reaches fh_finalize).  A stopped image takes
+ * the barrier in two phases (fh_barrier_or_notify, then
+ * fh_barrier_or_try until done): between tries it serves AMs and RMA, and
+ * the barriers of its other teams (serve_groups), whose rounds it must
+ * send -- which no AM handler run inside a blocking fh_barrier_or may.
  * A running image's word also carries which statement it is in (SYNC ALL
  * and the other barriers, ALLOCATE or DEALLOCATE of a coarray) and its
  * heap stamp (caf_heap_stamp: how many ALLOCATE / DEALLOCATE statements
@@ -32,6 +35,10 @@
  * messages (log2(n) rounds; in round k image i notifies image i+2^k and
  * waits for image i-2^k).  Each message carries the OR of what its sender
  * knows of this barrier -- "some image stopped", "some image failed".
+ * A stopped or failed member takes part from its termination loop
+ * (serve_groups): it enters a group's next barrier when a member's
+ * arrival shows that member is in it, so the running members' SYNC ALL of
+ * a child team ends with STAT_STOPPED_IMAGE instead of waiting forever.
  *
  * Barrier state is kept per group (the initial team is group 0; teams add
  * theirs) as counters: arrived[round] counts messages of that round over
@@ -82,6 +89,14 @@
 #define BAR_UNKNOWN_MAX 16
 #define BAR_EARLY_MAX BAR_ROUNDS
 
+/* This image's progress through one barrier of a group. */
+typedef struct bar_run {
+    uint64_t epoch;      /* 0: none runs */
+    int round;           /* the round it waits in */
+    bool sent;           /* ... whose notification went out */
+    unsigned flags;      /* the OR it knows so far */
+} bar_run_t;
+
 typedef struct bar_slot {
     uint64_t id;         /* group id; slot unused when !used */
     bool used;
@@ -90,6 +105,7 @@ typedef struct bar_slot {
     uint64_t arrived[BAR_ROUNDS];
     unsigned flags[BAR_ROUNDS][2];
     uint64_t epoch;      /* barriers this image entered in the group */
+    bar_run_t run;       /* the one it is in, if any */
     /* Arrivals that came before we knew the members, checked when we do. */
     caf_bar_msg_t early[BAR_EARLY_MAX];
     unsigned nearly;
@@ -97,6 +113,9 @@ typedef struct bar_slot {
 
 static bar_slot_t bar_slots[BAR_SLOTS];
 static unsigned bar_unknown; /* used slots whose group.ranks is NULL */
+/* The slots whose members this image knows, for serve_groups. */
+static bar_slot_t *bar_known[BAR_SLOTS];
+static unsigned bar_nknown;
 static uint64_t *sync_sent, *sync_recv; /* SYNC IMAGES counts per rank */
 
 /* The slot of group id; a free one is taken when create (NULL when none
@@ -147,6 +166,8 @@ static bar_slot_t *bar_enter(uint64_t id, const int *ranks, int n, int me)
         caf_fatal("SYNC", "too many teams with barriers");
     if (s->group.ranks == NULL) {
         s->group = (caf_group_t){ranks, n, me};
+        assert(bar_nknown < BAR_SLOTS);
+        bar_known[bar_nknown++] = s;
         for (unsigned i = 0; i < s->nearly; i++)
             bar_count(s, &s->early[i]);
         s->nearly = 0;
@@ -237,28 +258,80 @@ static unsigned own_flags(void)
     }
 }
 
+/* Takes this image's barrier in s (s->run) as far as it goes without
+ * waiting: whether it is complete (then s->run.flags is the OR). */
+static bool group_step(bar_slot_t *s)
+{
+    bar_run_t *r = &s->run;
+    const int n = s->group.n, me = s->group.me;
+    for (; (1 << r->round) < n; r->round++, r->sent = false) {
+        const int k = r->round;
+        if (!r->sent) {
+            uint64_t args[4] = {s->id, (uint64_t)k, r->epoch, r->flags};
+            int to = s->group.ranks[(me + (1 << k)) % n];
+            int rc = fh_am_request_short(to, CAF_H_SYNC_ALL, args, 4);
+            if (rc != FH_OK)
+                caf_fatal("SYNC ALL", "notifying image %d: %s", to + 1,
+                          fh_strerror(rc));
+            r->sent = true;
+        }
+        if (s->arrived[k] < r->epoch)
+            return false;
+        r->flags |= s->flags[k][r->epoch & 1];
+        s->flags[k][r->epoch & 1] = 0;
+    }
+    return true;
+}
+
+static void group_begin(bar_slot_t *s)
+{
+    assert(s->run.epoch == 0);
+    s->run = (bar_run_t){.epoch = ++s->epoch, .flags = own_flags()};
+}
+
 /* One barrier of group id over ranks[0..n) (me = our index there): the OR
  * of the flags. */
 static int group_barrier(uint64_t id, const int *ranks, int n, int me)
 {
     bar_slot_t *s = bar_enter(id, ranks, n, me);
-    uint64_t e = ++s->epoch;
-    unsigned flags = own_flags();
-    int k = 0;
-    for (int dist = 1; dist < n; dist <<= 1, k++) {
-        uint64_t args[4] = {id, (uint64_t)k, e, flags};
-        int to = ranks[(me + dist) % n];
-        int rc = fh_am_request_short(to, CAF_H_SYNC_ALL, args, 4);
-        if (rc != FH_OK)
-            caf_fatal("SYNC ALL", "notifying image %d: %s", to + 1,
-                      fh_strerror(rc));
-        unsigned spins = 0;
-        while (s->arrived[k] < e)
-            caf_idle(&spins);
-        flags |= s->flags[k][e & 1];
-        s->flags[k][e & 1] = 0;
+    group_begin(s);
+    unsigned spins = 0;
+    while (!group_step(s))
+        caf_idle(&spins);
+    s->run.epoch = 0;
+    return (int)s->run.flags;
+}
+
+/* A stopped (or failed) image takes part in the barriers of every group it
+ * is a member of, bringing "I stopped": it enters the next one as soon as
+ * a member's arrival shows that member is in it (a member is in barrier
+ * e + 1 of a group when an arrival of it counted beyond e, and each
+ * member's first arrival comes from its predecessor, which is in it or
+ * serves it too), and answers its rounds between the initial team's
+ * barrier's polls (caf_sync_serve).  So the running members' SYNC ALL,
+ * SYNC TEAM, END TEAM of a child team complete and tell them that an image
+ * stopped, as in the initial team. */
+static void serve_groups(void)
+{
+    for (unsigned i = 0; i < bar_nknown; i++) {
+        bar_slot_t *s = bar_known[i];
+        if (s->run.epoch == 0) {
+            bool ahead = false;
+            for (int k = 0; (1 << k) < s->group.n; k++)
+                ahead |= s->arrived[k] > s->epoch;
+            if (!ahead)
+                continue;
+            group_begin(s);
+        }
+        if (group_step(s))
+            s->run.epoch = 0;
     }
-    return (int)flags;
+}
+
+void caf_sync_team_formed(uint64_t id, const int *ranks, int n, int me)
+{
+    if (id != 0 && n > 1)
+        (void)bar_enter(id, ranks, n, me);
 }
 
 static uint64_t field_pair(uint64_t x, unsigned bits, unsigned shift)
@@ -322,16 +395,37 @@ static unsigned initial_barrier(unsigned stmt)
 /* Set once this image left the initial team's last barrier (no member
  * runs any more): it enters no other. */
 static bool bar_last_done;
+/* A stopped image's initial-team barrier is open (fh_barrier_or_notify). */
+static bool bar_split_open;
 
-void caf_sync_serve(void)
+bool caf_sync_serve(bool *moved)
 {
-    caf_poll();
     assert(own_flags() != 0); /* called after this image stopped or failed */
-    if (bar_last_done)
-        return;
-    while (initial_barrier(0) & BAR_FLAG_RUNNING)
-        ;
-    bar_last_done = true;
+    *moved = false;
+    if (bar_last_done) {
+        caf_poll();
+        serve_groups();
+        return true;
+    }
+    if (!bar_split_open) {
+        int rc = fh_barrier_or_notify(own_flags());
+        if (rc != FH_OK)
+            caf_fatal("SYNC ALL", "fh_barrier_or_notify: %s (%s)", fh_strerror(rc),
+                      fh_last_error());
+        bar_split_open = true;
+    }
+    uint64_t all = 0;
+    int rc = fh_barrier_or_try(&all);   /* polls too */
+    serve_groups();
+    if (rc == FH_ERR_AGAIN)
+        return false;
+    if (rc != FH_OK)
+        caf_fatal("SYNC ALL", "fh_barrier_or_try: %s (%s)", fh_strerror(rc),
+                  fh_last_error());
+    bar_split_open = false;
+    bar_last_done = (all & BAR_FLAG_RUNNING) == 0;
+    *moved = true;
+    return bar_last_done;
 }
 
 int caf_barrier(void)

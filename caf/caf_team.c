@@ -266,6 +266,7 @@ void _gfortran_caf_form_team(int team_number, caf_team_t *team, int index)
     t->parent = (caf_team_s *)p;
     /* The old team value, if any, is not freed: gfortran 12 never tells us
      * when a team variable dies, and a copy of it may still be used. */
+    caf_sync_team_formed(t->id, t->ranks, t->n, t->me);
     *team = t;
     free(all);
     free(have);

@@ -47,6 +47,17 @@
  * release store its members acquire: what a rank completed before the
  * barrier is visible to every rank after it.
  *
+ * Steps.  A barrier is a state machine (fh_bar_run_t): barrier_step takes
+ * it as far as it goes without waiting -- the shared-memory stage
+ * (fh_node_coll_step), then the network rounds, each sending its
+ * notification once and then looking for its arrival -- and says
+ * FH_ERR_AGAIN where it would wait.  The blocking calls step it between
+ * fh_wait_round calls (a new wait of a stage restarts the idle count, as
+ * each stage's own loop did); fh_barrier_or_notify / fh_barrier_or_try
+ * (split phase) leave the stepping to the caller, holding coll_lock from
+ * notify to the try that completes (bar_split_owner names the thread, so
+ * its other collectives are refused rather than deadlocking on the lock).
+ *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
@@ -115,11 +126,16 @@ void fh_coll_init(void)
     fh_am_register_internal(FH_H_BARRIER, barrier_notify, "barrier");
 }
 
-void fh_coll_enter(fh_tls_t *t)
+int fh_coll_enter(fh_tls_t *t, const char *fn)
 {
     fh_rt_t *rt = fh_rt;
+    if (atomic_load(&rt->bar_split_owner) == t)
+        return fh_set_error(FH_ERR_STATE, "%s: this thread has not completed the barrier "
+                            "it began with fh_barrier_or_notify (fh_barrier_or_try first)",
+                            fn);
     for (unsigned idle = 0; pthread_mutex_trylock(&rt->coll_lock) != 0;)
         fh_wait_round(t, &idle);
+    return FH_OK;
 }
 
 void fh_coll_leave(void)
@@ -128,31 +144,86 @@ void fh_coll_leave(void)
 }
 
 /* The network stage, among the leaders: dissemination over AMs, combining
- * the signature range [*lo, *hi] and the bits *or. */
-static int leaders_stage(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                         uint64_t *or)
+ * the signature range [b->lo, b->hi] and the bits b->or; FH_ERR_AGAIN
+ * while a round's arrival has not come. */
+static int leaders_step(fh_tls_t *t, fh_bar_run_t *b)
 {
     fh_rt_t *rt = fh_rt;
     const unsigned L = (unsigned)rt->bar_nleaders, me = (unsigned)rt->bar_lidx[rt->rank];
-    for (unsigned k = 0, dist = 1; dist < L; k++, dist <<= 1) {
-        int to = rt->bar_leader[(me + dist) % L];
-        uint64_t args[5] = {k, epoch, *lo, *hi, *or};
-        int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, args,
-                                    5);
-        if (rc != FH_OK)
-            return rc;
-        _Atomic uint32_t *slot = &rt->barrier_arrived[k][epoch & 1];
-        for (unsigned idle = 0; atomic_load_explicit(slot, memory_order_acquire) == 0;)
-            fh_wait_round(t, &idle);
-        _Atomic uint64_t *in = rt->barrier_sig[k][epoch & 1];
+    for (; (1u << b->k) < L; b->k++, b->sent = false) {
+        const unsigned dist = 1u << b->k, k = (unsigned)b->k;
+        if (!b->sent) {
+            int to = rt->bar_leader[(me + dist) % L];
+            uint64_t args[5] = {k, b->epoch, b->lo, b->hi, b->or};
+            int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0,
+                                        args, 5);
+            if (rc != FH_OK)
+                return rc;
+            b->sent = true;
+        }
+        _Atomic uint32_t *slot = &rt->barrier_arrived[k][b->epoch & 1];
+        if (atomic_load_explicit(slot, memory_order_acquire) == 0)
+            return FH_ERR_AGAIN;
+        _Atomic uint64_t *in = rt->barrier_sig[k][b->epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
         uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);
-        *or |= atomic_load_explicit(&in[2], memory_order_relaxed);
-        *lo = ilo < *lo ? ilo : *lo;
-        *hi = ihi > *hi ? ihi : *hi;
+        b->or |= atomic_load_explicit(&in[2], memory_order_relaxed);
+        b->lo = ilo < b->lo ? ilo : b->lo;
+        b->hi = ihi > b->hi ? ihi : b->hi;
         atomic_fetch_sub(slot, 1);
     }
     return FH_OK;
+}
+
+/* Under coll_lock: begins a barrier in *b with signature sig and bits or. */
+static void barrier_begin(fh_bar_run_t *b, uint64_t sig, uint64_t or)
+{
+    fh_rt_t *rt = fh_rt;
+    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
+    *b = (fh_bar_run_t){.epoch = rt->nranks > 1 ? ++rt->barrier_epoch : 0, .lo = sig,
+                        .hi = sig, .or = or, .node = FH_NODE_BAR_START};
+}
+
+/* Takes barrier b as far as it goes without waiting: FH_ERR_AGAIN while
+ * not complete, then FH_OK (b->or: the job's bits) or the error. */
+static int barrier_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
+{
+    if (b->epoch == 0)
+        return FH_OK;                     /* one rank */
+    int rc = FH_OK;
+    if (!b->in_net) {
+        rc = fh_node_coll_step(t, b);
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+        if (rc == FH_OK && b->lead) {
+            b->in_net = true;
+            b->k = 0;
+            b->sent = false;
+        }
+    }
+    if (b->in_net) {
+        rc = leaders_step(t, b);
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+        fh_node_coll_release(t, b->epoch, b->lo, b->hi, b->or, rc);
+    }
+    if (rc != FH_OK)
+        return rc;
+    if (b->lo != b->hi) {
+        char x[64], y[64];
+        describe(b->lo, x, sizeof x);
+        describe(b->hi, y, sizeof y);
+        return fh_set_error(FH_ERR_STATE, "%s: the ranks' collectives do not pair up (%s "
+                            "met %s); nothing done: concurrent collectives that differ "
+                            "must be ordered (firehose.h: Collectives)", fn, x, y);
+    }
+    return FH_OK;
+}
+
+/* Where barrier b stands (which wait). */
+static unsigned barrier_at(const fh_bar_run_t *b)
+{
+    return (unsigned)b->node | (unsigned)b->in_net << 4 | (unsigned)b->k << 5;
 }
 
 int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
@@ -163,29 +234,17 @@ int fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn)
 
 int fh_barrier_or_internal(fh_tls_t *t, uint64_t sig, const char *fn, uint64_t *or)
 {
-    fh_rt_t *rt = fh_rt;
-    assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
-    if (rt->nranks == 1)
-        return FH_OK;
-    uint64_t epoch = ++rt->barrier_epoch;
-    uint64_t lo = sig, hi = sig;
-    bool lead;
-    int rc = fh_node_coll_arrive(t, epoch, &lo, &hi, or, &lead);
-    if (rc == FH_OK && lead) {
-        rc = leaders_stage(t, epoch, &lo, &hi, or);
-        fh_node_coll_release(t, epoch, lo, hi, *or, rc);
+    fh_bar_run_t b;
+    barrier_begin(&b, sig, *or);
+    int rc;
+    for (unsigned idle = 0; (rc = barrier_step(t, &b, fn)) == FH_ERR_AGAIN;) {
+        const unsigned at = barrier_at(&b);
+        fh_wait_round(t, &idle);
+        if (barrier_at(&b) != at)
+            idle = 0;   /* a new wait (as each wait of the stages had its own) */
     }
-    if (rc != FH_OK)
-        return rc;
-    if (lo != hi) {
-        char a[64], b[64];
-        describe(lo, a, sizeof a);
-        describe(hi, b, sizeof b);
-        return fh_set_error(FH_ERR_STATE, "%s: the ranks' collectives do not pair up (%s "
-                            "met %s); nothing done: concurrent collectives that differ "
-                            "must be ordered (firehose.h: Collectives)", fn, a, b);
-    }
-    return FH_OK;
+    *or = b.or;
+    return rc;
 }
 
 int fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
@@ -205,7 +264,8 @@ int fh_barrier(void)
     fh_tls_t *t = fh_enter("fh_barrier", &rc);
     if (t == NULL)
         return rc;
-    fh_coll_enter(t);
+    if ((rc = fh_coll_enter(t, "fh_barrier")) != FH_OK)
+        return rc;
     rc = fh_barrier_internal(t, fh_coll_sig(FH_COLL_BARRIER, 0), "fh_barrier");
     fh_coll_leave();
     return rc;
@@ -219,13 +279,62 @@ int fh_barrier_or(uint64_t in, uint64_t *out)
         return rc;
     if (out == NULL)
         return fh_set_error(FH_ERR_INVALID, "fh_barrier_or: NULL out");
-    fh_coll_enter(t);
+    if ((rc = fh_coll_enter(t, "fh_barrier_or")) != FH_OK)
+        return rc;
     uint64_t or = in;
     rc = fh_barrier_or_internal(t, fh_coll_sig(FH_COLL_BARRIER_OR, 0), "fh_barrier_or",
                                 &or);
     fh_coll_leave();
     if (rc == FH_OK)
         *out = or;
+    return rc;
+}
+
+int fh_barrier_or_notify(uint64_t in)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_barrier_or_notify", &rc);
+    if (t == NULL)
+        return rc;
+    if ((rc = fh_coll_enter(t, "fh_barrier_or_notify")) != FH_OK)
+        return rc;
+    fh_rt_t *rt = fh_rt;
+    barrier_begin(&rt->bar_split, fh_coll_sig(FH_COLL_BARRIER_OR, 0), in);
+    atomic_store(&rt->bar_split_owner, t);
+    /* What needs no wait is done now: the arrival is announced. */
+    rc = barrier_step(t, &rt->bar_split, "fh_barrier_or_notify");
+    if (rc != FH_ERR_AGAIN) {
+        rt->bar_split.done = true;   /* fh_barrier_or_try reports rc */
+        rt->bar_split.rc = rc;
+    }
+    return FH_OK;
+}
+
+int fh_barrier_or_try(uint64_t *out)
+{
+    int rc;
+    fh_tls_t *t = fh_enter("fh_barrier_or_try", &rc);
+    if (t == NULL)
+        return rc;
+    fh_rt_t *rt = fh_rt;
+    if (atomic_load(&rt->bar_split_owner) != t)
+        return fh_set_error(FH_ERR_STATE, "fh_barrier_or_try: no barrier begun by "
+                            "fh_barrier_or_notify in this thread");
+    if (out == NULL)
+        return fh_set_error(FH_ERR_INVALID, "fh_barrier_or_try: NULL out");
+    fh_bar_run_t *b = &rt->bar_split;
+    if (b->done) {
+        rc = b->rc;                   /* completed in fh_barrier_or_notify */
+    } else {
+        fh_progress(t);
+        rc = barrier_step(t, b, "fh_barrier_or_try");
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+    }
+    atomic_store(&rt->bar_split_owner, NULL);
+    fh_coll_leave();
+    if (rc == FH_OK)
+        *out = b->or;
     return rc;
 }
 
@@ -240,7 +349,8 @@ int fh_allgather(const void *in, void *out, size_t len)
     if (len > ((size_t)1 << 30) / (size_t)fh_rt->nranks)
         return fh_set_error(FH_ERR_TOO_BIG, "fh_allgather: %zu bytes per rank is too much",
                             len);
-    fh_coll_enter(t);
+    if ((rc = fh_coll_enter(t, "fh_allgather")) != FH_OK)
+        return rc;
     rc = fh_allgather_internal(t, fh_coll_sig(FH_COLL_ALLGATHER, len), "fh_allgather", in,
                                out, len);
     fh_coll_leave();

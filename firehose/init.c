@@ -396,6 +396,8 @@ int fh_finalize(void)
     if (t == NULL)
         return err;
     fh_rt_t *rt = fh_rt;
+    if (atomic_load(&rt->bar_split_owner) == t)
+        return fh_coll_enter(t, "fh_finalize");   /* FH_ERR_STATE, nothing done */
     fh_quiet();
     /* Threads exiting now: running hooks finish first, later ones only
      * hand their state over (thread.c, "The exit gate"). */
@@ -406,7 +408,8 @@ int fh_finalize(void)
     fh_wait_rank_sent(t);
     /* A peer may still be in another collective (a mismatch its call
      * reports): pair with its next calls until every rank is here. */
-    fh_coll_enter(t);
+    if ((err = fh_coll_enter(t, "fh_finalize")) != FH_OK)
+        return err;   /* only before anything was done: see the top */
     while (fh_barrier_internal(t, fh_coll_sig(FH_COLL_FINALIZE, 0), "fh_finalize") ==
            FH_ERR_STATE)
         ;

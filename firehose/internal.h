@@ -73,6 +73,24 @@
 
 struct fh_segmap;
 struct fh_tls;
+
+/* One barrier in progress (coll.c; under coll_lock): where it stands, so
+ * that a caller may leave it and come back (fh_barrier_or_notify/try). */
+enum fh_node_bar_state {
+    FH_NODE_BAR_START, FH_NODE_BAR_DISSEMINATE, FH_NODE_BAR_GATHER, FH_NODE_BAR_RELEASED
+};
+typedef struct fh_bar_run {
+    uint64_t epoch;
+    uint64_t lo, hi, or;          /* the signature range and bits known so far */
+    enum fh_node_bar_state node;  /* the shared-memory stage's state */
+    bool lead;                    /* this rank leads its group (network stage) */
+    bool in_net;                  /* the network stage runs */
+    int k;                        /* the round of the stage that runs */
+    bool sent;                    /* ... whose notification went out */
+    bool done;                    /* complete (split barrier): rc is its result */
+    int rc;
+} fh_bar_run_t;
+
 struct fh_route;
 struct fh_poller;
 
@@ -169,6 +187,8 @@ typedef struct fh_rt {
 
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     uint64_t barrier_epoch;
+    fh_bar_run_t bar_split;               /* fh_barrier_or_notify's barrier */
+    _Atomic(struct fh_tls *) bar_split_owner;  /* its thread, NULL when none runs */
     _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
     /* What arrived per round and epoch parity: the signature range and the
      * OR of the ranks' bits (fh_barrier_or). */
@@ -416,14 +436,15 @@ char *fh_node_bar_area(const fh_rt_t *rt, int rank);
 /* After a sequentially consistent store of what they wait for: wakes
  * rank's sleepers, if any, through its inbox futex (node_am.c). */
 void fh_node_wake(fh_rt_t *rt, int rank);
-/* Under coll_lock: arrives at barrier `epoch` with the signature range
- * [*lo, *hi] (lo == hi) and the bits *or, and returns when the group is
- * in.  *lead: the caller leads its group, *lo, *hi and *or are the group's
- * range and OR, and it must run the network stage and then
- * fh_node_coll_release.  Else the barrier is complete and *lo, *hi, *or
- * are the job's (FH_ERR_*, the leader's stage failed). */
-int  fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                         uint64_t *or, bool *lead);
+/* Under coll_lock: takes barrier b (b->epoch, b->lo == b->hi, b->or set,
+ * b->node FH_NODE_BAR_START at first) as far as it can go without
+ * waiting: FH_ERR_AGAIN while the group is not in.  Then FH_OK, and
+ * b->lead: the caller leads its group, b->lo, hi, or are the group's, and
+ * it must run the network stage and then fh_node_coll_release; else the
+ * barrier is complete and b->lo, hi, or are the job's (FH_ERR_*, the
+ * leader's stage failed).  Between FH_ERR_AGAIN and the next call the
+ * caller polls (fh_wait_round sleeps only until what b waits for came). */
+int  fh_node_coll_step(fh_tls_t *t, fh_bar_run_t *b);
 void fh_node_coll_release(fh_tls_t *t, uint64_t epoch, uint64_t lo, uint64_t hi,
                           uint64_t or, int status);
 /* Has what this rank's barrier waits for come (node_am.c's idle sleep
@@ -634,8 +655,10 @@ uint64_t fh_coll_sig(enum fh_coll_kind kind, uint64_t arg);
 void fh_atomic_progress(fh_tls_t *t);
 void fh_coll_init(void);
 /* A collective call holds the rank's coll_lock from start to end; enter
- * polls while it waits.  Not in a handler, no other lock held. */
-void fh_coll_enter(fh_tls_t *t);
+ * polls while it waits.  Not in a handler, no other lock held.
+ * FH_ERR_STATE (lock not taken) when thread t holds it for a split
+ * barrier it has not completed (fh_barrier_or_notify). */
+int  fh_coll_enter(fh_tls_t *t, const char *fn);
 void fh_coll_leave(void);
 /* Under coll_lock.  A barrier that also checks that every rank's sig is
  * the same: FH_ERR_STATE on every rank when not (after the barrier; fn

@@ -236,16 +236,17 @@ bool fh_node_coll_due(const fh_rt_t *rt)
            atomic_load(w) >= atomic_load_explicit(&nc->wait_for, memory_order_relaxed);
 }
 
-/* Polls (fh_wait_round) until *w >= v; acquire. */
-static void await(fh_tls_t *t, struct fh_node_coll *nc, _Atomic uint64_t *w, uint64_t v)
+/* Whether *w >= v (acquire).  When not, records it as what this rank's
+ * barrier waits for (fh_node_coll_due) until it holds. */
+static bool reached(struct fh_node_coll *nc, _Atomic uint64_t *w, uint64_t v)
 {
-    if (atomic_load_explicit(w, memory_order_acquire) >= v)
-        return;
+    if (atomic_load_explicit(w, memory_order_acquire) >= v) {
+        atomic_store_explicit(&nc->wait_word, NULL, memory_order_relaxed);
+        return true;
+    }
     atomic_store_explicit(&nc->wait_for, v, memory_order_relaxed);
     atomic_store_explicit(&nc->wait_word, w, memory_order_relaxed);
-    for (unsigned idle = 0; atomic_load_explicit(w, memory_order_acquire) < v;)
-        fh_wait_round(t, &idle);
-    atomic_store_explicit(&nc->wait_word, NULL, memory_order_relaxed);
+    return false;
 }
 
 /* The members' signature range and OR (after the final count was acquired). */
@@ -284,65 +285,84 @@ static bar_flag_t *flag(const struct fh_node_coll *nc, int member, int round,
 
 /* The whole job in one group: a dissemination among the members (see the
  * top), each round one flag written and one read. */
-static void disseminate(fh_tls_t *t, struct fh_node_coll *nc, uint64_t epoch, uint64_t *lo,
-                        uint64_t *hi, uint64_t *or)
+static bool disseminate(fh_tls_t *t, struct fh_node_coll *nc, fh_bar_run_t *b)
 {
     fh_rt_t *rt = t->path->rt;
-    for (int k = 0; k < nc->R; k++) {
-        const int d = 1 << k;
-        bar_flag_t *mine = flag(nc, nc->me, k, epoch);
-        bar_flag_t *from = flag(nc, (nc->me - d % nc->G + nc->G) % nc->G, k, epoch);
-        atomic_store_explicit(&mine->lo, *lo, memory_order_relaxed);
-        atomic_store_explicit(&mine->hi, *hi, memory_order_relaxed);
-        atomic_store_explicit(&mine->or, *or, memory_order_relaxed);
-        atomic_store(&mine->epoch, epoch);   /* seq_cst: before fh_node_wake's look */
-        fh_node_wake(rt, rt->node_members[(nc->me + d) % nc->G]);
-        await(t, nc, &from->epoch, epoch);
+    for (; b->k < nc->R; b->k++, b->sent = false) {
+        const int d = 1 << b->k;
+        bar_flag_t *mine = flag(nc, nc->me, b->k, b->epoch);
+        bar_flag_t *from = flag(nc, (nc->me - d % nc->G + nc->G) % nc->G, b->k, b->epoch);
+        if (!b->sent) {
+            atomic_store_explicit(&mine->lo, b->lo, memory_order_relaxed);
+            atomic_store_explicit(&mine->hi, b->hi, memory_order_relaxed);
+            atomic_store_explicit(&mine->or, b->or, memory_order_relaxed);
+            atomic_store(&mine->epoch, b->epoch);   /* seq_cst: before fh_node_wake's look */
+            fh_node_wake(rt, rt->node_members[(nc->me + d) % nc->G]);
+            b->sent = true;
+        }
+        if (!reached(nc, &from->epoch, b->epoch))
+            return false;
         const uint64_t l = atomic_load_explicit(&from->lo, memory_order_relaxed),
                        h = atomic_load_explicit(&from->hi, memory_order_relaxed);
-        *lo = l < *lo ? l : *lo;
-        *hi = h > *hi ? h : *hi;
-        *or |= atomic_load_explicit(&from->or, memory_order_relaxed);
+        b->lo = l < b->lo ? l : b->lo;
+        b->hi = h > b->hi ? h : b->hi;
+        b->or |= atomic_load_explicit(&from->or, memory_order_relaxed);
     }
+    return true;
 }
 
-int fh_node_coll_arrive(fh_tls_t *t, uint64_t epoch, uint64_t *lo, uint64_t *hi,
-                        uint64_t *or, bool *lead)
+int fh_node_coll_step(fh_tls_t *t, fh_bar_run_t *b)
 {
     fh_rt_t *rt = t->path->rt;
     struct fh_node_coll *nc = rt->node_coll;
-    *lead = nc->head == NULL;
-    if (*lead)
-        return FH_OK;                 /* a group of one */
     bar_head_t *h = nc->head;
-    const uint64_t all = epoch * (uint64_t)nc->G;
     const int leader = rt->node_members[0];
-    assert(*lo == *hi);
-    if (nc->whole_job && nc->flags_on) {
-        disseminate(t, nc, epoch, lo, hi, or);
+    switch (b->node) {
+    case FH_NODE_BAR_START:
+        b->lead = h == NULL;
+        if (b->lead)
+            return FH_OK;             /* a group of one */
+        assert(b->lo == b->hi);
+        b->k = 0;
+        b->sent = false;
+        if (nc->whole_job && nc->flags_on) {
+            b->node = FH_NODE_BAR_DISSEMINATE;
+            return disseminate(t, nc, b) ? FH_OK : FH_ERR_AGAIN;
+        }
+        atomic_store_explicit(&nc->lines[nc->me].sig, b->lo, memory_order_relaxed);
+        atomic_store_explicit(&nc->lines[nc->me].or, b->or, memory_order_relaxed);
+        const uint64_t all = b->epoch * (uint64_t)nc->G;
+        uint64_t before = atomic_fetch_add(&h->arrived, 1);   /* seq_cst, see the top */
+        assert(before < all);
+        if (nc->whole_job && before + 1 == all) {
+            combine(nc, &b->lo, &b->hi, &b->or);   /* the last one in lets everyone out */
+            release(t, nc, b->epoch, b->lo, b->hi, b->or, FH_OK);
+            return FH_OK;
+        }
+        if (!nc->whole_job && rt->rank == leader) {
+            b->node = FH_NODE_BAR_GATHER;
+            return fh_node_coll_step(t, b);
+        }
+        if (!nc->whole_job && before + 1 == all)
+            fh_node_wake(rt, leader); /* the leader may sleep on its count */
+        b->node = FH_NODE_BAR_RELEASED;
+        return fh_node_coll_step(t, b);
+    case FH_NODE_BAR_DISSEMINATE:
+        return disseminate(t, nc, b) ? FH_OK : FH_ERR_AGAIN;
+    case FH_NODE_BAR_GATHER:
+        if (!reached(nc, &h->arrived, b->epoch * (uint64_t)nc->G))
+            return FH_ERR_AGAIN;
+        combine(nc, &b->lo, &b->hi, &b->or);
+        b->lead = true;
         return FH_OK;
+    case FH_NODE_BAR_RELEASED:
+        break;
     }
-    atomic_store_explicit(&nc->lines[nc->me].sig, *lo, memory_order_relaxed);
-    atomic_store_explicit(&nc->lines[nc->me].or, *or, memory_order_relaxed);
-    uint64_t before = atomic_fetch_add(&h->arrived, 1);   /* seq_cst, see the top */
-    assert(before < all);
-    if (nc->whole_job && before + 1 == all) {
-        combine(nc, lo, hi, or);      /* the last one in lets everyone out */
-        release(t, nc, epoch, *lo, *hi, *or, FH_OK);
-        return FH_OK;
-    }
-    if (!nc->whole_job && rt->rank == leader) {
-        await(t, nc, &h->arrived, all);
-        combine(nc, lo, hi, or);
-        *lead = true;
-        return FH_OK;
-    }
-    if (!nc->whole_job && before + 1 == all)
-        fh_node_wake(rt, leader);     /* the leader may sleep on its count */
-    await(t, nc, &h->released, epoch);
-    *lo = atomic_load_explicit(&h->lo, memory_order_relaxed);
-    *hi = atomic_load_explicit(&h->hi, memory_order_relaxed);
-    *or = atomic_load_explicit(&h->or, memory_order_relaxed);
+    if (!reached(nc, &h->released, b->epoch))
+        return FH_ERR_AGAIN;
+    b->lo = atomic_load_explicit(&h->lo, memory_order_relaxed);
+    b->hi = atomic_load_explicit(&h->hi, memory_order_relaxed);
+    b->or = atomic_load_explicit(&h->or, memory_order_relaxed);
     int status = (int)atomic_load_explicit(&h->status, memory_order_relaxed);
     if (status != FH_OK)
         return fh_set_error(status, "the barrier's network stage failed on rank %d, "

@@ -309,7 +309,8 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     if (size > (SIZE_MAX >> 2))
         return fh_set_error(FH_ERR_OVERFLOW, "fh_segment_create: size %zu is too large", size);
 
-    fh_coll_enter(t);
+    if ((rc = fh_coll_enter(t, "fh_segment_create")) != FH_OK)
+        return rc;
     pthread_mutex_lock(&rt->seg_lock);
     long id = 0;
     while (id < rt->cfg.max_segments &&
@@ -517,7 +518,8 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_unlock(&rt->seg_lock);
     if (sg == NULL)
         return rc;
-    fh_coll_enter(t);
+    if ((rc = fh_coll_enter(t, "fh_segment_destroy")) != FH_OK)
+        return rc;
     pthread_mutex_lock(&rt->seg_lock);
     sg = live_seg("fh_segment_destroy", seg, &rc);    /* another thread's destroy? */
     pthread_mutex_unlock(&rt->seg_lock);

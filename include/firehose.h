@@ -688,6 +688,39 @@ int fh_barrier(void);
  * Errors: those of fh_barrier; FH_ERR_INVALID (out is NULL). */
 int fh_barrier_or(uint64_t in, uint64_t *out);
 
+/* fh_barrier_or in two phases (split-phase, as UPC's upc_notify/upc_wait
+ * or GASNet's barrier notify/try): fh_barrier_or_notify announces this
+ * rank's arrival with `in` and returns without waiting; fh_barrier_or_try
+ * takes the barrier on (it polls once) and returns FH_ERR_AGAIN until
+ * every rank has arrived, then FH_OK with *out = the OR of every rank's
+ * `in` (the same value on every rank).  Between the two the caller does
+ * what it likes -- compute, serve its own protocols with AM requests,
+ * fh_poll -- except another collective: until its fh_barrier_or_try has
+ * returned something other than FH_ERR_AGAIN, the thread's collective
+ * calls (fh_barrier, fh_barrier_or, fh_allgather, fh_segment_create,
+ * fh_segment_destroy, fh_finalize, another notify) return FH_ERR_STATE
+ * and do nothing, and other threads' collectives wait for it.  The pair is
+ * one collective call: it pairs with the other ranks' fh_barrier_or (or
+ * pairs of their own), like fh_barrier_or.  Calls of the same thread: the
+ * thread that notified completes the barrier (fh_barrier_or_try from
+ * another thread is FH_ERR_STATE); it must complete it before it exits.
+ * A rank that stops calling fh_barrier_or_try holds up the barrier only as
+ * fh_barrier_or would: its arrival counts at once, but the barrier's
+ * messages it forwards (fh_barrier_or's dissemination) go out only when it
+ * polls.
+ * Blocking: no (neither call waits for a remote rank; notify waits, as
+ * every collective does, while another thread of the rank runs one).
+ * Thread-safe: yes.  Handler-safe: no.
+ * Errors, fh_barrier_or_notify: the entry errors; FH_ERR_STATE (this
+ * thread's barrier is not complete); the barrier's own errors come from
+ * fh_barrier_or_try.  fh_barrier_or_try: the entry errors; FH_ERR_AGAIN (not yet,
+ * not an error); FH_ERR_STATE (no barrier notified by this thread, or the
+ * other ranks' paired calls are other collectives -- the barrier is then
+ * complete and *out untouched); FH_ERR_INVALID (out is NULL; the barrier
+ * stays open); FH_ERR_TRANSPORT. */
+int fh_barrier_or_notify(uint64_t in);
+int fh_barrier_or_try(uint64_t *out);
+
 /* Runs the progress engine once: reaps completions and runs pending AM
  * handlers.  Failures of operations it completes go to their status, not
  * to its return value.

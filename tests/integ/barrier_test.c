@@ -10,11 +10,64 @@
  * [k*N, (k+1)*N).  Also: a blocking put to the next rank before the barrier
  * is visible there after it (the put was complete on return), and fh_quiet
  * + barrier makes NBI puts visible.  Then fh_barrier_or: every rank gets the
- * OR of every rank's word.
+ * OR of every rank's word, also when some ranks take it in two calls
+ * (fh_barrier_or_notify / fh_barrier_or_try) and do remote work between.
  *
  * Usage: barrier_test [--rounds N]
  */
 #include "testutil.h"
+
+/* fh_barrier_or_notify / fh_barrier_or_try, 48 rounds: in each, some ranks
+ * (chosen at random) take the split form and between the two calls do
+ * remote work (an atomic on rank 0) and sleep, while the others call the
+ * blocking fh_barrier_or -- they pair.  Nobody leaves before everybody
+ * entered (the counter on rank 0, as above: base is its value before), and
+ * everyone gets the OR.  Then the misuse errors: a try without notify, a
+ * collective between notify and try, a NULL out (the barrier stays open). */
+static void split_phase(int me, int N, tu_rng_t *r, uint64_t *counter0, uint64_t base)
+{
+    uint64_t out = 0, old = 0, v = 0;
+    CHECK(fh_barrier_or_try(&out) == FH_ERR_STATE, "fh_barrier_or_try",
+          "expected FH_ERR_STATE without fh_barrier_or_notify");
+    for (long k = 0; k < 48; k++) {
+        CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH_ADD, 1, 0, &old));
+        uint64_t in = (uint64_t)1 << ((uint64_t)(me + k) % 60), want = 0;
+        for (int q = 0; q < N; q++)
+            want |= (uint64_t)1 << ((uint64_t)(q + k) % 60);
+        out = 0;
+        if (tu_rng_below(r, 2) == 0) {
+            CHECK_OK(fh_barrier_or_notify(in));
+            if (k == 0) {
+                CHECK(fh_barrier() == FH_ERR_STATE, "fh_barrier",
+                      "expected FH_ERR_STATE between notify and try");
+                CHECK(fh_barrier_or_notify(in) == FH_ERR_STATE, "fh_barrier_or_notify",
+                      "expected FH_ERR_STATE for a second notify");
+                CHECK(fh_barrier_or_try(NULL) == FH_ERR_INVALID, "fh_barrier_or_try",
+                      "expected FH_ERR_INVALID for a NULL out");
+            }
+            uint64_t x = 0;
+            CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH, 0, 0, &x));
+            if (tu_rng_below(r, 4) == 0)
+                tu_sleep_us((long)tu_rng_below(r, 2000));
+            int rc;
+            while ((rc = fh_barrier_or_try(&out)) == FH_ERR_AGAIN)
+                if (tu_rng_below(r, 64) == 0)
+                    tu_sleep_us(50);
+            CHECK_OK(rc);
+        } else {
+            if (tu_rng_below(r, 4) == 0)
+                tu_sleep_us((long)tu_rng_below(r, 2000));
+            CHECK_OK(fh_barrier_or(in, &out));
+        }
+        CHECK(out == want, "split barrier", "round %ld: expected OR %#" PRIx64 ", got %#"
+              PRIx64, k, want, out);
+        CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH, 0, 0, &v));
+        uint64_t exact = base + (uint64_t)(k + 1) * (uint64_t)N;
+        CHECK(v == exact, "split barrier", "round %ld: expected counter %" PRIu64
+              " after the barrier, saw %" PRIu64 " (a rank left early)", k, exact, v);
+        CHECK_OK(fh_barrier());   /* nobody adds for round k + 1 before all read */
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -102,10 +155,11 @@ int main(int argc, char **argv)
     }
     CHECK(fh_barrier_or(1, NULL) == FH_ERR_INVALID, "fh_barrier_or",
           "expected FH_ERR_INVALID for a NULL out");
+    split_phase(me, N, &r, counter0, (uint64_t)rounds * (uint64_t)N);
     if (me == 0) {
-        CHECK(*(volatile uint64_t *)mine == (uint64_t)rounds * (uint64_t)N,
+        CHECK(*(volatile uint64_t *)mine == (uint64_t)(rounds + 48) * (uint64_t)N,
               "counter", "expected %" PRIu64 ", saw %" PRIu64,
-              (uint64_t)rounds * (uint64_t)N, *(volatile uint64_t *)mine);
+              (uint64_t)(rounds + 48) * (uint64_t)N, *(volatile uint64_t *)mine);
     }
     TU_LOG("%ld rounds x 2 barriers in %.2f s (%.1f us/barrier excl. %.2f s "
            "sleep)\n", rounds, dt, (dt - slept) / (double)(2 * rounds) * 1e6,
