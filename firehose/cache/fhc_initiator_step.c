@@ -239,6 +239,28 @@ void fhc_pump(fhc_t *c, fhc_peer_t *P)
 
 /* ------------------------------------------------------------- the API */
 
+/* An op over buckets we hold firehoses on and buckets we do not (missing,
+ * or pending in a move) is cut after its first run of one kind: a resident
+ * run hits now instead of waiting for the move of the cold one, which the
+ * caller asks for as the next op (its put-in-move data is its own bytes).
+ * The resident run does not merge its firehoses (absorb): that move would
+ * make it wait as well; a later op over the whole chunk merges them.
+ * Returns non-zero iff op->len was shortened. */
+static int split_resident(const fhc_t *c, fhc_op_t *op)
+{
+    uintptr_t a = fhc_span_lo(c, op), hi = fhc_span_hi(c, op);
+    int resident = fhc_fh_at(c, op->peer, a) != NULL;
+    while (a < hi && (fhc_fh_at(c, op->peer, a) != NULL) == resident)
+        a += c->p.bucket;
+    if (a >= hi)
+        return 0;
+    assert(a > op->raddr && a < op->raddr + op->len);
+    op->len = a - op->raddr;
+    op->priv.absorbed = resident;
+    return 1;
+}
+
+
 int fhc_acquire(fhc_t *c, fhc_op_t *op)
 {
     if (!op || !op->ready || op->len == 0)
@@ -254,6 +276,8 @@ int fhc_acquire(fhc_t *c, fhc_op_t *op)
         return FHC_ERR_NO_MEMORY;
     memset(&op->priv, 0, sizeof op->priv);
     op->npieces = 0;
+    if (op->may_split && split_resident(c, op))
+        P->st.splits++;
     int rc = fhc_step(c, op, STEP_NEW);
     if (rc == FHC_HIT)
         P->st.hits++;
