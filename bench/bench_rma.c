@@ -11,7 +11,9 @@
  *   short reply, timed request to reply (median and p99).
  * peak: put and get bandwidth vs size, every operation to the same remote
  *   location: fh_put_nbi / fh_get_nbi bursts completed by fh_wait_nbi; then
- *   the first-touch cost of 64 KiB .. 4 MiB puts (first_touch below).
+ *   the first-touch cost of 64 KiB .. 4 MiB puts (first_touch below) and
+ *   of 128 KiB .. 1 MiB puts and gets whose first half is resident
+ *   (half_resident below).
  *
  * The local buffer is the second half of rank 0's own segment, so no
  * temporary registration is timed (bench_raw.c also uses a registered
@@ -22,8 +24,9 @@
  *   op,size,iters,median_us,p99_us,mb_s,msgs_s
  * ops: put, get, am_rtt (latency rows: median_us/p99_us), put_nb_flood,
  * get_nb_flood, put_nbi_peak, get_nbi_peak (rate rows: mb_s/msgs_s),
- * put_first_touch, put_resident (median_us/p99_us = median/highest of the
- * samples, mb_s at the median); unused fields empty.
+ * put_first_touch, put_resident, put_half_resident, get_half_resident
+ * (median_us/p99_us = median/highest of the samples, mb_s at the median);
+ * unused fields empty.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +205,43 @@ static void first_touch(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, char
     }
 }
 
+/* Half resident: an n-byte put (get) to memory of rank 1 whose first half
+ * a put of n/2 bytes made resident just before and whose second half no
+ * put touched (`half`: FT_SAMPLES strides of HR_STRIDE for puts, as many
+ * for gets; size n at offset n of its stride), timed: under firehose the
+ * resident half may move while the cold half's move is in flight.  Rows
+ * put_half_resident and get_half_resident, as first_touch's. */
+#define HR_MAX ((size_t)1 << 20)
+#define HR_STRIDE (2 * HR_MAX)
+static void half_resident(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, char *half)
+{
+    size_t top = fhb_top_size(o) < HR_MAX ? fhb_top_size(o) : HR_MAX;
+    int samples = o->quick ? 3 : FT_SAMPLES;
+    printf("%9s %8s %16s %14s\n", "size", "samples", "half put us", "half get us");
+    for (size_t n = 2 * FT_MIN; n <= top; n *= 2) {
+        double put[FT_SAMPLES], get[FT_SAMPLES];
+        for (int k = 0; k < 2 * samples; k++) {
+            char *dst = half + (size_t)k * HR_STRIDE + n;
+            FHB_TRY(fh_put(1, dst, c->local, n / 2));
+            double t0 = fhb_now_ns();
+            FHB_TRY(k < samples ? fh_put(1, dst, c->local, n) : fh_get(c->local, 1, dst, n));
+            double t = (fhb_now_ns() - t0) / 1e3;
+            if (k < samples)
+                put[k] = t;
+            else
+                get[k - samples] = t;
+        }
+        for (int g = 0; g < 2; g++) {
+            double *v = g ? get : put;
+            double m = fhb_quantile(v, (size_t)samples, 0.5);
+            fhb_csv_row(csv, "%s_half_resident,%zu,%d,%.3f,%.3f,%.3f,", g ? "get" : "put", n,
+                        samples, m, fhb_quantile(v, (size_t)samples, 1.0), (double)n / m);
+        }
+        printf("%9zu %8d %16.1f %14.1f\n", n, samples, fhb_quantile(put, (size_t)samples, 0.5),
+               fhb_quantile(get, (size_t)samples, 0.5));
+    }
+}
+
 int fhb_peak(const fhb_opts_t *o)
 {
     rma_ctx_t c;
@@ -210,6 +250,10 @@ int fhb_peak(const fhb_opts_t *o)
     void *cmine, *cold;
     FHB_TRY(fh_segment_create((size_t)FT_SAMPLES * 2 * FHB_MAX_SIZE, &cseg, &cmine));
     FHB_TRY(fh_segment_query(cseg, 1, &cold, NULL));
+    fh_seg_t hseg;
+    void *hmine, *half;
+    FHB_TRY(fh_segment_create((size_t)FT_SAMPLES * 2 * HR_STRIDE, &hseg, &hmine));
+    FHB_TRY(fh_segment_query(hseg, 1, &half, NULL));
     FILE *csv = fhb_csv_open(o, fhb_rma_columns);
     if (fh_rank() == 0) {
         long base = fhb_iters(o, 4000, 200);
@@ -228,9 +272,11 @@ int fhb_peak(const fhb_opts_t *o)
             fflush(stdout);
         }
         first_touch(o, csv, &c, cold);
+        half_resident(o, csv, &c, half);
     }
     fhb_csv_close(csv);
     fhb_target_wait(o);
+    FHB_TRY(fh_segment_destroy(hseg));
     FHB_TRY(fh_segment_destroy(cseg));
     ctx_close(o, &c);
     return 0;

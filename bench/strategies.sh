@@ -16,7 +16,8 @@
 # op and size:
 #   round,strategy,op,size,mb_s,median_us
 # from the peak rows (put_nbi_peak, get_nbi_peak: mb_s) and the first-touch
-# rows (put_first_touch, put_resident: median_us), and keeps each run's CSV
+# rows (put_first_touch, put_resident, put_half_resident,
+# get_half_resident: median_us), and keeps each run's CSV
 # in DIR/strategies-P/.  Exit 77 when P is not available; 1 when a run failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,7 +87,7 @@ done
         awk -F, -v r="$r" -v s="$s" '
             /^#/ { next }
             !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
-            $1 ~ /^(put_nbi_peak|get_nbi_peak|put_first_touch|put_resident)$/ {
+            $1 ~ /^(put_nbi_peak|get_nbi_peak|put_first_touch|put_resident|put_half_resident|get_half_resident)$/ {
                 print r "," s "," $1 "," $(c["size"]) "," $(c["mb_s"]) "," $(c["median_us"]) }' "$f"
     done
 } > "$out/strategies-$prov.csv"

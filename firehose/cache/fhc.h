@@ -167,6 +167,12 @@ struct fhc_op {
     const void *put_data;     /* a put's source (may ride in a move), else NULL */
     void (*ready)(fhc_op_t *op, int status); /* FHC_HIT, FHC_DONE_IN_MOVE or <0 */
     void *user;
+    /* Non-zero: fhc_acquire may shorten len (before it returns FHC_HIT or
+     * FHC_PENDING) to the first run of the op's buckets that we hold
+     * firehoses on, or to the first run we do not, when the op meets both:
+     * the resident run goes out at once while the cold run's move is in
+     * flight.  The caller acquires [raddr + len, end) as further ops. */
+    int may_split;
 
     /* Filled before FHC_HIT is returned or ready(op, FHC_HIT) is called. */
     unsigned npieces;
@@ -199,7 +205,8 @@ size_t fhc_chunk_len(const fhc_t *c, uintptr_t addr, size_t len);
 
 /* Initiator.  Returns FHC_HIT (pieces filled: RDMA, then fhc_release),
  * FHC_PENDING (op->ready(op, status) comes later, from fhc_on_message or
- * fhc_release), or a negative error (nothing changed).  Never waits. */
+ * fhc_release), or a negative error (nothing changed).  Never waits.
+ * With op->may_split, op->len may be shorter on return (see fhc_op). */
 int  fhc_acquire(fhc_t *c, fhc_op_t *op);
 /* The RDMA of a HIT op completed: drop its in-use references.  May call
  * ready() of ops that waited for budget.  No-op for ops holding nothing. */
@@ -286,6 +293,8 @@ typedef struct fhc_peer_stats {
     uint32_t unused_regions;  /* our unused FIFO towards it (our victims) */
     uint64_t merges;          /* moves that re-asked for firehoses of ours
                                  to merge them into one region (absorb) */
+    uint64_t splits;          /* ops cut after their resident (or cold) first
+                                 run (fhc_op.may_split) */
 } fhc_peer_stats_t;
 
 typedef struct fhc_stats {

@@ -1,7 +1,8 @@
 /*
  * fhc_core.c -- creating the cache, deriving F and the frame size, the
  * message dispatch, statistics and test queries.  The two roles live in
- * fhc_target.c and fhc_initiator.c, the invariants in fhc_check.c.
+ * fhc_target*.c and fhc_initiator*.c (maps: fhc_target.h,
+ * fhc_initiator.h), the invariants in fhc_check.c.
  */
 #include "fhc_internal.h"
 #include "fhc_wire.h"

@@ -1,7 +1,8 @@
 /*
  * fhc_internal.h -- the data of the registration cache, shared by its .c
- * files (fhc_core.c: lifetime, stats, dispatch; fhc_target.c: our regions;
- * fhc_initiator.c: our firehoses on peers; fhc_check.c: invariants).
+ * files (fhc_core.c: lifetime, stats, dispatch; fhc_target*.c: our regions,
+ * see fhc_target.h; fhc_initiator*.c: our firehoses on peers, see
+ * fhc_initiator.h; fhc_check.c: invariants).
  *
  * Every object is in exactly one explicit state, kept in a field (no tagged
  * pointers, no refcounts overlaid on links); every list is an fhc_list_t
@@ -167,11 +168,11 @@ fhc_peer_t *fhc_peer_get(fhc_t *c, uint32_t peer);     /* NULL: no memory */
 void fhc_logf(const fhc_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* fhc_target.c */
+/* fhc_target_move.c, fhc_target_revoke.c, fhc_target.c */
 void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_target_destroy(fhc_t *c);
-/* fhc_initiator.c */
+/* fhc_initiator_reply.c, fhc_initiator.c */
 void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_initiator_destroy(fhc_t *c);

@@ -161,7 +161,7 @@ void reg_hit_revoke(struct fh_reg *g, uint32_t peer);
 void reg_hit_install(struct fh_reg *g, fh_thread_t *t, reg_xop_t *x);
 /* The calling thread's hit lookup of [raddr, +len) missed: return its idle
  * entries on that span to fhc, so that fhc sees firehoses used by nobody
- * and may merge them into one region (fhc_initiator.c, absorb) instead of
+ * and may merge them into one region (fhc_initiator_step.c, absorb) instead of
  * the chunk going out as one RDMA per region for as long as it stays
  * resident.  Busy entries stay.  g->lock held, before fhc_acquire. */
 void reg_hit_drop_span(struct fh_reg *g, fh_thread_t *t, uint32_t peer, uintptr_t raddr,

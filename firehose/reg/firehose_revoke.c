@@ -3,8 +3,8 @@
  * monitor's life cycle (FH_MEMMON), turning its events into cache
  * invalidations, the revocation wait at runtime entry, and which memory
  * may be registered and cached at all (FH_SEGMENT).  The protocol itself
- * (REVOKE / REVOKE-ACK) is in the cache core (cache/fhc_target.c,
- * fhc_initiator.c); the design and its guarantee in docs/firehose-cache.md,
+ * (REVOKE / REVOKE-ACK) is in the cache core (cache/fhc_target_revoke.c,
+ * fhc_initiator_reply.c); the design and its guarantee in docs/firehose-cache.md,
  * "Memory that is freed or reused".
  *
  * When invalidations are processed (fh_mm_sync_locked, bounded work):

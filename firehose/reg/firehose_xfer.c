@@ -2,7 +2,9 @@
  * firehose_xfer.c -- asynchronous put/get through the firehose cache.
  *
  * fh_reg_xfer() splits a transfer into chunks (never crossing a frame, see
- * fhc.h) and gives each a heap record (reg_xop_t) counted in the caller's
+ * fhc.h; fhc cuts a chunk after its first run when it meets both resident
+ * and cold buckets, fhc_op.may_split, so the resident run goes out while
+ * the cold run's move is in flight) and gives each a heap record (reg_xop_t) counted in the caller's
  * counter (stack counter of a blocking call, NB handle slot, or the
  * thread's NBI counter) and in path->inflight, so fh_wait/fh_wait_nbi/
  * fh_quiet see it.  Then, per chunk:
@@ -285,6 +287,7 @@ static reg_xop_t *xop_new(fh_thread_t *t, bool is_put, int rank, char *local,
     x->op.put_data = is_put ? local : NULL;
     x->op.ready = reg_xop_ready;
     x->op.user = x;
+    x->op.may_split = 0;
     x->op.npieces = 0;
     return x;
 }
@@ -350,6 +353,7 @@ int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr
                               is_put ? "put" : "get", rank);
             break;
         }
+        x->op.may_split = 1;
         int a = submit(t, x);
         if (a < 0) {
             xop_free(p, x);
@@ -358,6 +362,7 @@ int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr
                               (unsigned long long)raddr, len, fh_strerror(a));
             break;
         }
+        len = x->op.len;        /* fhc cut it after a resident run: rest next */
         fh_reg_drain_locked(p);
         if (p->reg_retry != NULL)
             svc_progress_locked(p);      /* out of send resources: reap some */

@@ -224,6 +224,7 @@ static void acquire_one(in_t *in)
     t->op.len = fhc_chunk_len(cache[0], addr, len);
     t->op.ready = on_ready;
     t->op.user = t;
+    t->op.may_split = (int)(len & 1);   /* half the ops may be cut (issue 30) */
     t->live = 1;
     int rc = fhc_acquire(cache[0], &t->op);
     if (rc == FHC_HIT)

@@ -9,7 +9,7 @@
  * KiB, and the put covers AREA = 4 frames, so it goes out as several chunks,
  * each over firehoses of several regions, some made by earlier small puts
  * (resident, fragmented: the cache merges those it alone uses, see
- * fhc_initiator.c "absorb") and some not yet registered (cold: moves).
+ * fhc_initiator_step.c "absorb") and some not yet registered (cold: moves).
  * Ranks pair up: even rank 2k initiates, 2k+1 is the target.  Cycle c:
  *   target     maps a fresh AREA (nothing of it registered), fills it with
  *              0xee, sends AREA with its address;

@@ -64,7 +64,7 @@ for b in early-ack ignore-revoke; do
     seed=1
     case $b in
     # seed 7: since chunks merge the firehoses they alone use (absorb,
-    # fhc_initiator.c), seed 1 no longer meets the early ack in 20000 steps
+    # fhc_initiator_step.c), seed 1 no longer meets the early ack in 20000 steps
     early-ack)      detector=$rdma; seed=7 ;;
     # The initiator keeps the firehose the target revoked and later releases
     # it; the target, which dropped it on the ack, refuses the release

@@ -166,8 +166,8 @@ static void t_ready(fhc_op_t *op, int status)
     t->status = status;
 }
 
-static int acquire(uint32_t from, top_t *t, uint32_t peer, uintptr_t addr,
-                   size_t len, const void *put)
+static int acquire_ex(uint32_t from, top_t *t, uint32_t peer, uintptr_t addr,
+                      size_t len, const void *put, int may_split)
 {
     memset(t, 0, sizeof *t);
     t->op.peer = peer;
@@ -176,7 +176,14 @@ static int acquire(uint32_t from, top_t *t, uint32_t peer, uintptr_t addr,
     t->op.put_data = put;
     t->op.ready = t_ready;
     t->op.user = t;
+    t->op.may_split = may_split;
     return fhc_acquire(ranks[from].c, &t->op);
+}
+
+static int acquire(uint32_t from, top_t *t, uint32_t peer, uintptr_t addr,
+                   size_t len, const void *put)
+{
+    return acquire_ex(from, t, peer, addr, len, put, 0);
 }
 
 static fhc_stats_t stats(uint32_t r)
@@ -283,6 +290,58 @@ START_TEST(a_chunk_spans_several_regions)
     ck_assert_uint_eq(stats(1).nregions, 1);
     fhc_release(ranks[0].c, &t.op);
     ck_assert_int_eq(acquire(0, &t, 1, SEG + B, B, NULL), FHC_HIT);
+    fhc_release(ranks[0].c, &t.op);
+    teardown_n(2);
+}
+END_TEST
+
+/* Issue 30: an op over a resident run and a cold one (may_split) is cut;
+ * the resident run's pieces are issued (FHC_HIT) while the cold run's move
+ * is still unanswered, and a put's cold run carries only its own bytes in
+ * the move. */
+START_TEST(a_resident_run_goes_out_before_the_cold_runs_move_is_answered)
+{
+    setup_n(2, 4 * RMAX, 2 * RMAX);
+    top_t w, t, u;
+    ck_assert_int_eq(acquire(0, &w, 1, SEG, RMAX / 2, NULL), FHC_PENDING);
+    deliver_all();                          /* first half of the frame resident */
+    ck_assert_int_eq(w.status, FHC_HIT);
+    fhc_release(ranks[0].c, &w.op);
+    ck_assert_int_eq(acquire_ex(0, &t, 1, SEG + 8, RMAX - 8, NULL, 1), FHC_HIT);
+    ck_assert_uint_eq(t.op.len, RMAX / 2 - 8);
+    ck_assert_uint_eq(t.op.npieces, 1);
+    ck_assert_uint_eq(t.op.piece[0].addr, SEG + 8);
+    ck_assert_uint_eq(t.op.piece[0].len, RMAX / 2 - 8);
+    ck_assert_uint_eq(nq, 0);
+    /* The rest, cold: its move goes out; t's pieces came before its reply. */
+    ck_assert_int_eq(acquire_ex(0, &u, 1, SEG + RMAX / 2, RMAX / 2, NULL, 1), FHC_PENDING);
+    ck_assert_uint_eq(u.op.len, RMAX / 2);
+    ck_assert_uint_eq(nq, 1);
+    ck_assert_int_eq(queue[0].is_reply, 0);
+    ck_assert_uint_eq(pstats(0, 1).pending_moves, 1);
+    deliver_all();
+    ck_assert_int_eq(u.status, FHC_HIT);
+    ck_assert_uint_eq(u.op.npieces, 1);
+    ck_assert_uint_eq(u.op.piece[0].addr, SEG + RMAX / 2);
+    ck_assert_uint_eq(u.op.piece[0].len, RMAX / 2);
+    fhc_release(ranks[0].c, &t.op);
+    fhc_release(ranks[0].c, &u.op);
+    ck_assert_uint_eq(pstats(0, 1).splits, 1);
+    /* A put: bucket 0 of the next frame resident, 1000 bytes there and 2000
+     * in cold bucket 1 (small enough to ride in a move). */
+    static const char data[3000];
+    ck_assert_int_eq(acquire(0, &w, 1, SEG + RMAX, 10, NULL), FHC_PENDING);
+    deliver_all();
+    fhc_release(ranks[0].c, &w.op);
+    ck_assert_int_eq(acquire_ex(0, &t, 1, SEG + RMAX + B - 1000, sizeof data, data, 1),
+                     FHC_HIT);
+    ck_assert_uint_eq(t.op.len, 1000);
+    ck_assert_int_eq(acquire_ex(0, &u, 1, SEG + RMAX + B, 2000, data + 1000, 1), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(u.status, FHC_DONE_IN_MOVE);
+    ck_assert_uint_eq(ranks[1].puts, 1);
+    ck_assert_uint_eq(ranks[1].put_dst, SEG + RMAX + B);
+    ck_assert_uint_eq(ranks[1].put_len, 2000);
     fhc_release(ranks[0].c, &t.op);
     teardown_n(2);
 }
@@ -880,6 +939,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, adjacent_missing_buckets_become_one_region);
     tcase_add_test(tc, a_chunk_spans_several_regions);
+    tcase_add_test(tc, a_resident_run_goes_out_before_the_cold_runs_move_is_answered);
     tcase_add_test(tc, victim_fifo_is_lazy_ordered_and_bounded_by_maxvictim);
     tcase_add_test(tc, remote_release_feeds_the_victim_fifo_and_evicts_at_maxvictim);
     tcase_add_test(tc, unused_fifo_gives_the_least_recently_used_victim);
