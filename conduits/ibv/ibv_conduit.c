@@ -40,7 +40,6 @@
 #include "conduits/util/cu.h"
 
 #define IBV_MAX_MSG_CAP  ((size_t)1 << 30)   /* 1 GiB */
-#define IBV_CM_TIMEOUT   10.0                 /* s: a connection request */
 #define IBV_MAGIC        0x46484942u          /* "FHIB" */
 
 int ibv_err_status(enum ibv_wc_status st)
@@ -86,6 +85,7 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     e->sl = (uint8_t)s->sl;
     e->tclass = (uint8_t)s->tclass;
     e->pkey_index = (uint16_t)s->pkey_index;
+    e->connect_timeout = (double)s->connect_timeout;
     return FH_OK;
 }
 
@@ -132,7 +132,7 @@ static int ibv_open(const fh_conduit_config_t *cfg,
         goto fail;
     atomic_flag_clear(&c->async_busy);
     atomic_init(&c->dev_err, FH_OK);
-    c->cm_timeout = IBV_CM_TIMEOUT;
+    c->cm_timeout = c->env.connect_timeout;
     /* Our UD QPs' Q_Key: random, known to the job only (the allgather);
      * the high bit is reserved (privileged Q_Keys). */
     if (getrandom(&c->qkey, sizeof c->qkey, 0) != (ssize_t)sizeof c->qkey) {

@@ -7,6 +7,8 @@
  *                  selection, the FH_IBV_* settings, QP state transitions
  *   ibv_path.c     one path = (thread domain + parent domain) + CQ + SRQ +
  *                  RC QPs; AM send/receive; completion handling
+ *   ibv_cm.c       connections on first use (UD request/reply, checks)
+ *   ibv_cost.c     resources per process for a job shape (no verbs)
  *   ibv_cq.c       the path's CQ and its polling API (FH_IBV_POLL)
  *   ibv_rma.c      mr_reg / mr_dereg / put / get
  *   ibv_post.c     the doorbell batch (FH_POST_MORE) shared by put, get and
@@ -142,6 +144,7 @@ struct ibv_env {
     int poll;                 /* FH_IBV_POLL: enum ibv_poll_mode */
     uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
     uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
+    double connect_timeout;   /* FH_IBV_CONNECT_TIMEOUT, s */
 };
 
 struct fh_cpath {
