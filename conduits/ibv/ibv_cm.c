@@ -276,6 +276,17 @@ static int ibv_qp_connect(struct fh_conduit *c, struct ibv_conn *k,
     k->rqpn = rqpn;
     k->state = IBV_CONN_UP;
     atomic_fetch_add(&c->peer_qps[k->rank], 1u);
+    if (!atomic_flag_test_and_set(&c->av_said)) {  /* the first one, once */
+        struct ibv_ah_attr av;
+        ibv_peer_av(c, k->rank, &av);
+        fh_log_verbose(1, "ibv: to rank %d: dlid %u, %s (sgid index %d, "
+                       "tclass %u), sl %u, pkey index %u, reads/atomics "
+                       "%u out / %u in", k->rank, peer->lid,
+                       av.is_global ? "GRH" : "no GRH",
+                       av.is_global ? av.grh.sgid_index : -1,
+                       c->env.tclass, c->env.sl, c->env.pkey_index, init,
+                       resp);
+    }
     fh_log_verbose(2, "ibv: path %d connected to rank %d path %d (QP %u <-> "
                    "%u, reads/atomics %u out / %u in)", k->owner->index,
                    k->rank, k->rpath, k->qp->qp_num, rqpn, init, resp);

@@ -107,6 +107,7 @@ static int ibv_open(const fh_conduit_config_t *cfg,
     c->up = *up;
     c->gid_index = -1;
     pthread_mutex_init(&c->cm_lock, NULL);
+    atomic_flag_clear(&c->av_said);
     c->paths = calloc((size_t)cfg->npaths, sizeof *c->paths);
     if (!c->paths) {
         free(c);

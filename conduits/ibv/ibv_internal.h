@@ -279,6 +279,7 @@ struct fh_conduit {
     struct ibv_ah **ah;
     pthread_mutex_t cm_lock;
     atomic_uint *peer_qps;    /* RC QPs connected per peer rank (stats) */
+    atomic_flag av_said;      /* the first connection's address was logged */
     uint32_t qkey;            /* ours: a random one, sent to the job */
     double cm_timeout;        /* s a connection request may wait */
 };

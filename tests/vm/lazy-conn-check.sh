@@ -6,10 +6,14 @@
 # (conduits/ibv/ibv_cm.c): every peer it names must be one the traffic
 # needs -- the ring neighbours me +- 1 and the barrier partners me +- 2^k --
 # and the right neighbour must be there.  A conduit that connects all
-# pairs at init names all N - 1 peers and fails.
-#   usage (in /fh): tests/vm/lazy-conn-check.sh [N]
+# pairs at init names all N - 1 peers and fails.  With "shared"
+# (FH_PATHS=shared: one path, so service paths talk to each other, and the
+# barrier's partners i and i + N/2 ask each other at once) every peer must
+# also have exactly one QP: concurrent first use made one pair, not two.
+#   usage (in /fh): tests/vm/lazy-conn-check.sh [N [shared]]
 n=${1:-16}
-FH_SHM=off FH_CONDUIT=ibv FH_VERBOSE=1 tools/fhrun -n "$n" --timeout 300 \
+paths=${2:-independent}
+FH_PATHS=$paths FH_SHM=off FH_CONDUIT=ibv FH_VERBOSE=1 tools/fhrun -n "$n" --timeout 300 \
     tests/integ/lazy_conn_test > lclog 2>&1
 st=$?
 grep -v ": config FH_" lclog | grep -v "ibv: \(device\|limits\|GID\|pkey\|rxe\)" | tail -n 40
@@ -38,10 +42,13 @@ while [ $r -lt "$n" ]; do
     done
     echo "$peers" | grep -qx "$(( (r + 1) % n ))" ||
         { echo "FAIL lazy_conn: rank $r has no connection to its right neighbour ($line)"; bad=1; }
+    if [ "$paths" = shared ] && echo "$line" | sed 's/.*(rank:QPs)://' | tr ' ' '\n' | grep ':' | grep -qv ':1$'; then
+        echo "FAIL lazy_conn: rank $r has a peer with more than one QP on one path ($line)"; bad=1
+    fi
     [ "$np" -lt $((n - 1)) ] ||
         { echo "FAIL lazy_conn: rank $r connected to all $np peers ($line)"; bad=1; }
     r=$((r + 1))
 done
 [ $bad -eq 0 ] || exit 1
-echo "PASS lazy_conn: $seen ranks, each connected only to peers it talked to"
+echo "PASS lazy_conn ($paths): $seen ranks, each connected only to peers it talked to"
 grep "^firehose\[0\]: ibv: connections:" lclog
