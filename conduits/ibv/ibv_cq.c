@@ -129,7 +129,7 @@ static int ibv_fetch_ex(struct fh_cpath *p, int want)
         p->ev[n++] = (struct ibv_ev){
             cq->wr_id, ibv_wc_read_byte_len(cq), ibv_wc_read_qp_num(cq),
             ibv_wc_read_vendor_err(cq), (int)cq->status,
-            ibv_wc_read_src_qp(cq), ibv_wc_read_slid(cq),
+            ibv_wc_read_src_qp(cq), (uint16_t)ibv_wc_read_slid(cq),
             (ibv_wc_read_wc_flags(cq) & IBV_WC_GRH) != 0};
         ibv_end_poll(cq);
     }
