@@ -20,9 +20,6 @@ fh_rt_t *fh_rt;
 fh_handler_entry_t fh_handlers[FH_AM_NHANDLERS];
 _Atomic int fh_rt_state;
 
-/* FH_MAX_THREADS=0: thread paths at most (its doc string in config.c says
- * "at most 16" too). */
-#define FH_AUTO_THREADS_MAX 16
 /* The smallest medium AM payload a conduit's packet must leave room for
  * after the header and FH_AM_MAX_ARGS arguments. */
 #define FH_AM_MIN_MEDIUM 64
@@ -192,6 +189,29 @@ int fh_set_rank_names(const char *label, int first)
     return FH_OK;
 }
 
+/* FH_MAX_THREADS=0: one path per core this rank can use
+ * (fh_auto_threads: the host's cores over its ranks), the smallest over
+ * the job, since every rank must have the same number of paths and hosts
+ * may differ in cores or ranks. */
+static int auto_threads(fh_rt_t *rt, long *out)
+{
+    long t = fh_auto_threads(sysconf(_SC_NPROCESSORS_ONLN), rt->boot->local_nranks);
+    int32_t mine = (int32_t)t;
+    int32_t *all = calloc((size_t)rt->nranks, sizeof *all);
+    if (all == NULL)
+        return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory");
+    if (rt->boot->ops->allgather(rt->boot, &mine, all, sizeof mine) != FH_OK) {
+        free(all);
+        return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: bootstrap allgather failed");
+    }
+    for (int r = 0; r < rt->nranks; r++)
+        if (all[r] >= 1 && all[r] < t)     /* a peer's bytes: 1..t only */
+            t = all[r];
+    free(all);
+    *out = t;
+    return FH_OK;
+}
+
 int fh_init(int *argc, char ***argv)
 {
     (void)argc;
@@ -245,13 +265,8 @@ int fh_init(int *argc, char ***argv)
     fh_reg_bind(&rt->core);     /* from here on the strategy's hooks may run */
     fh_vma_prepare();           /* memory checks that need no new descriptor */
     long threads = rt->cfg.max_threads;
-    if (threads == 0) {
-        /* One path per core: more threads than cores gain nothing from
-         * private paths, and every path costs endpoint memory. */
-        threads = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = threads < 1 ? 1 : threads > FH_AUTO_THREADS_MAX ? FH_AUTO_THREADS_MAX
-                                                                  : threads;
-    }
+    if (threads == 0 && (rc = auto_threads(rt, &threads)) != FH_OK)
+        return init_fail(rt, rc);
     rt->npaths = rt->cfg.paths == FH_PATHS_SHARED ? 1 : 1 + (int)threads;
     pthread_mutex_init(&rt->bind_lock, NULL);
     pthread_mutex_init(&rt->seg_lock, NULL);

@@ -11,9 +11,12 @@
  *   fhinfo --conduits   each conduit built in: its variables (effective
  *                       values) and whether it is usable here, and why not
  *                       (its probe, like ucx_info / fi_info)
- *   fhinfo --cost N [T] what a rank of an N-rank job with T threads calling
- *                       in costs: paths, connections, receive buffers,
- *                       memory, descriptors, threads (fhinfo_cost.c)
+ *   fhinfo --cost N [T [L [K]]]  what a rank of an N-rank job with T
+ *                       threads calling in, L ranks per host, each talking
+ *                       to K ranks, costs: paths, connections, receive
+ *                       buffers, memory, descriptors, threads, and the ibv
+ *                       conduit's QPs, CQ entries and pinned bytes
+ *                       (fhinfo_cost.c)
  *
  * Everything printed comes from fh_config_table (firehose/util/config.c) and the
  * conduits' own tables (conduits/<name>/<name>_config.c, fh_conduit_settings_all),
@@ -35,7 +38,7 @@
 
 extern char **environ;
 int fhinfo_print_node(void);   /* fhinfo_node.c */
-int fhinfo_print_cost(int nranks, int threads);   /* fhinfo_cost.c */
+int fhinfo_print_cost(int nranks, int threads, int per_host, int peers); /* fhinfo_cost.c */
 
 static const char *type_name(fh_cfg_type_t t)
 {
@@ -322,25 +325,36 @@ static void usage(FILE *f)
         "  --conduits    each conduit built in: its variables and whether it is\n"
         "                usable on this machine (and if not, why)\n"
         "  --node        what the node-local path (FH_SHM) can use on this machine\n"
-        "  --cost N [T]  what one rank of an N-rank job costs (paths, connections,\n"
-        "                receive buffers, memory, descriptors, threads) when T\n"
-        "                threads per rank call firehose (default 1)\n"
+        "  --cost N [T [L [K]]]  what one rank of an N-rank job costs (paths,\n"
+        "                connections, receive buffers, memory, descriptors,\n"
+        "                threads; ibv: QPs, CQ entries, pinned bytes) when T\n"
+        "                threads per rank call firehose (default 1), L ranks\n"
+        "                share a host (default 1) and each thread talks to K\n"
+        "                ranks (default N)\n"
         "  --version     print the version\n"
         "  -h, --help    this text\n");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--cost") == 0) {
-        char *end1 = NULL, *end2 = NULL;
-        long n = strtol(argv[2], &end1, 10);
-        long t = argc == 4 ? strtol(argv[3], &end2, 10) : 1;
-        if (*end1 != '\0' || (end2 != NULL && *end2 != '\0') || n < 1 || n > 1000000 ||
-            t < 1 || t > 4096) {
-            fprintf(stderr, "fhinfo: --cost N [T]: N ranks (1..1000000), T threads (1..4096)\n");
+    if (argc >= 3 && argc <= 6 && strcmp(argv[1], "--cost") == 0) {
+        long v[4] = {0, 1, 1, 0};
+        const long hi[4] = {1000000, 4096, 1000000, 1000000};
+        int bad = 0;
+        for (int i = 2; i < argc; i++) {
+            char *end = NULL;
+            v[i - 2] = strtol(argv[i], &end, 10);
+            bad |= *end != '\0' || v[i - 2] < 1 || v[i - 2] > hi[i - 2];
+        }
+        if (v[3] == 0)
+            v[3] = v[0];
+        if (bad || v[2] > v[0] || v[3] > v[0]) {
+            fprintf(stderr, "fhinfo: --cost N [T [L [K]]]: N ranks (1..1000000), T threads "
+                    "(1..4096), L ranks per host (1..N), K peers each thread talks to "
+                    "(1..N)\n");
             return 2;
         }
-        return fhinfo_print_cost((int)n, (int)t);
+        return fhinfo_print_cost((int)v[0], (int)v[1], (int)v[2], (int)v[3]);
     }
     if (argc > 2) {
         usage(stderr);

@@ -20,6 +20,8 @@
 #include "firehose/am_wire.h"
 #include "firehose/util/config.h"
 #include "conduits/ofi/ofi_rx.h"
+#include "conduits/ibv/ibv_cost.h"
+#include "conduits/util/cu.h"
 
 /* Fitted to bench/rankcost.sh on Debian 12, libfabric 1.17 tcp, 2 to 16
  * ranks, 1 to 16 threads (docs/design.md; within 10 % of every row): an
@@ -33,7 +35,10 @@
 #define EP_FDS         1
 #define PATH_FDS       4
 
-int fhinfo_print_cost(int nranks, int threads)
+static void print_ibv(int nranks, int per_host, long npaths, long tpaths, int peers,
+                      const fh_config_t *cfg, size_t packet);
+
+int fhinfo_print_cost(int nranks, int threads, int per_host, int peers)
 {
     fh_config_t cfg;
     char err[256];
@@ -42,10 +47,8 @@ int fhinfo_print_cost(int nranks, int threads)
         return 1;
     }
     long max_threads = cfg.max_threads;
-    if (max_threads == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        max_threads = cores < 1 ? 1 : cores > 16 ? 16 : cores;
-    }
+    if (max_threads == 0)      /* as fh_init (fh_auto_threads) */
+        max_threads = fh_auto_threads(sysconf(_SC_NPROCESSORS_ONLN), per_host);
     /* FH_PATHS=lazy: the first thread uses the service path, each later one
      * (up to FH_MAX_THREADS) a thread path made when it first calls in;
      * independent: FH_MAX_THREADS thread paths from fh_init, whatever the
@@ -68,9 +71,9 @@ int fhinfo_print_cost(int nranks, int threads)
     const double rx_thr = ep_thr * (c + 4) * (double)stride;
     const double mib = 1024.0 * 1024.0;
 
-    printf("Job shape: %d ranks, %d thread%s per rank calling firehose "
-           "(FH_MAX_THREADS=%ld, FH_PATHS=%s)\n", nranks, threads, threads == 1 ? "" : "s",
-           max_threads, cfg.paths == FH_PATHS_SHARED ? "shared" : lazy ? "lazy" : "independent");
+    printf("Job shape: %d ranks, %d per host, %d thread%s per rank calling firehose "
+           "(FH_MAX_THREADS=%ld, FH_PATHS=%s)\n", nranks, per_host, threads,
+           threads == 1 ? "" : "s", max_threads, cfg.paths == FH_PATHS_SHARED ? "shared" : lazy ? "lazy" : "independent");
     printf("Conduit: ofi over tcp, message endpoints (the default without an RDMA device)\n");
     printf("Per rank:\n");
     printf("  paths             1 service path + %ld thread path%s (%s)\n", tpaths,
@@ -95,5 +98,32 @@ int fhinfo_print_cost(int nranks, int threads)
     printf("  /dev/shm          nothing over tcp (node segments are memfds, FH_SHM; the "
            "shm provider names one file per path)\n");
     printf("Whole job on one host: ~%.0f MiB, ~%.0f descriptors\n", n * rss, n * fds);
+    const long npaths = cfg.paths == FH_PATHS_SHARED ? 1 : 1 + max_threads;
+    long used = threads < npaths - 1 ? threads : npaths - 1;
+    print_ibv(nranks, per_host, npaths, used, peers, &cfg, packet);
     return 0;
+}
+
+/* The verbs conduit (conduits/ibv/ibv_cost.h): every path made at fh_init
+ * (FH_PATHS=lazy makes no difference there), connections on first use. */
+static void print_ibv(int nranks, int per_host, long npaths, long tpaths, int peers,
+                      const fh_config_t *cfg, size_t packet)
+{
+    const size_t stride = (packet + 63) & ~(size_t)63;
+    ibv_cost_shape_t sh = {.nranks = nranks, .npaths = npaths, .used_paths = tpaths,
+                           .peers = peers, .credits = cfg->am_credits,
+                           .stride = stride, .nslots = cu_send_slots(stride)};
+    ibv_cost_t c;
+    ibv_cost(&sh, &c);
+    const double mib = 1024.0 * 1024.0;
+    printf("Conduit ibv (verbs; docs/running-on-clusters.md \"Resources per process\"), "
+           "each talking path reaching %d rank%s:\n", peers, peers == 1 ? "" : "s");
+    printf("  queue pairs       %.0f RC (made on first use; every pair: %.0f) + %.0f UD "
+           "(one per path)\n", c.rc_qps, c.rc_qps_max, c.ud_qps);
+    printf("  CQ entries        %.0f (all paths)\n", c.cq_entries);
+    printf("  pinned receive    %.1f MiB (every pair connected: %.1f MiB) + %.1f MiB of send "
+           "slots and connection buffers\n", c.rx_bytes / mib, c.rx_bytes_max / mib,
+           c.other_bytes / mib);
+    printf("  per host          %.0f RC QPs for its %d ranks\n", c.rc_qps * per_host,
+           per_host);
 }

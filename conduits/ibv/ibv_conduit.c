@@ -30,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 #include <stdatomic.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 
 #include "ibv_config.h"
@@ -39,10 +40,6 @@
 #include "conduits/util/cu.h"
 
 #define IBV_MAX_MSG_CAP  ((size_t)1 << 30)   /* 1 GiB */
-#define IBV_TIMEOUT      16
-#define IBV_RETRY_CNT    6                    /* 7 = infinite on rxe */
-#define IBV_RNR_RETRY    7                    /* infinite */
-#define IBV_MIN_RNR      12                   /* 0.64 ms */
 #define IBV_MAGIC        0x46484942u          /* "FHIB" */
 
 int ibv_err_status(enum ibv_wc_status st)
@@ -88,6 +85,7 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     e->sl = (uint8_t)s->sl;
     e->tclass = (uint8_t)s->tclass;
     e->pkey_index = (uint16_t)s->pkey_index;
+    e->connect_timeout = (double)s->connect_timeout;
     return FH_OK;
 }
 
@@ -108,6 +106,8 @@ static int ibv_open(const fh_conduit_config_t *cfg,
     c->cfg.settings = NULL;   /* read during open only (ibv_read_env) */
     c->up = *up;
     c->gid_index = -1;
+    pthread_mutex_init(&c->cm_lock, NULL);
+    atomic_flag_clear(&c->av_said);
     c->paths = calloc((size_t)cfg->npaths, sizeof *c->paths);
     if (!c->paths) {
         free(c);
@@ -133,6 +133,15 @@ static int ibv_open(const fh_conduit_config_t *cfg,
         goto fail;
     atomic_flag_clear(&c->async_busy);
     atomic_init(&c->dev_err, FH_OK);
+    c->cm_timeout = c->env.connect_timeout;
+    /* Our UD QPs' Q_Key: random, known to the job only (the allgather);
+     * the high bit is reserved (privileged Q_Keys). */
+    if (getrandom(&c->qkey, sizeof c->qkey, 0) != (ssize_t)sizeof c->qkey) {
+        ret = fh_set_error(FH_ERR_TRANSPORT, "ibv: getrandom: %s",
+                           strerror(errno));
+        goto fail;
+    }
+    c->qkey &= 0x7fffffffu;
     c->max_rd_atom = (uint8_t)(c->dattr.max_qp_rd_atom > 16
                                    ? 16 : c->dattr.max_qp_rd_atom);
     c->max_init_rd_atom = (uint8_t)(c->dattr.max_qp_init_rd_atom > 16
@@ -203,11 +212,22 @@ static void ibv_close(struct fh_conduit *c)
 {
     if (!c)
         return;
+    ibv_cm_report(c);
     if (c->paths) {
         for (int i = c->cfg.npaths - 1; i >= 0; i--)
             if (c->paths[i])
                 ibv_path_destroy(c->paths[i]);
     }
+    if (c->ah) {
+        for (int r = 0; r < c->cfg.nranks; r++)
+            if (c->ah[r])
+                ibv_destroy_ah(c->ah[r]);
+    }
+    free(c->ah);
+    free(c->peer_hdr);
+    free(c->peer_ud);
+    free(c->peer_qps);
+    pthread_mutex_destroy(&c->cm_lock);
     if (c->pd)
         ibv_dealloc_pd(c->pd);
     if (c->ctx)
@@ -216,90 +236,12 @@ static void ibv_close(struct fh_conduit *c)
     free(c);
 }
 
-/* Connection exchange: per rank a header, then the QP numbers. */
-struct ibv_wire_hdr {
-    uint32_t magic;
-    uint32_t npaths;
-    uint16_t lid;
-    uint8_t  mtu;             /* enum ibv_mtu */
-    uint8_t  is_eth;
-    int32_t  gid_index;       /* -1: LID addressing */
-    uint8_t  gid[16];
-    uint8_t  rd_atom;         /* its responder resources (max_qp_rd_atom) */
-    uint8_t  init_rd_atom;    /* its initiator depth (max_qp_init_rd_atom) */
-    uint8_t  pad[2];
-};
-
-static int ibv_qp_to_rts(struct fh_conduit *c, struct ibv_conn *k,
-                         const struct ibv_wire_hdr *peer, uint32_t rqpn)
-{
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = c->env.pkey_index;
-    a.port_num = c->port;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                        IBV_ACCESS_REMOTE_READ;
-    int e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                          IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (e) {
-        fh_log_error("ibv: rank %d: QP to INIT: %s", k->rank, strerror(e));
-        return FH_ERR_TRANSPORT;
-    }
-    uint8_t resp, init;
-    ibv_rd_depths(c->max_rd_atom, c->max_init_rd_atom, peer->rd_atom,
-                  peer->init_rd_atom, &resp, &init);
-    struct ibv_peer_addr pa = {
-        .lid = peer->lid,
-        .sgid_index = c->gid_index >= 0 ? c->gid_index
-                      : ibv_needs_grh(c->gid.raw, peer->gid) ? 0 : -1,
-        .port = c->port, .sl = c->env.sl, .tclass = c->env.tclass,
-    };
-    memcpy(pa.gid, peer->gid, 16);
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = peer->mtu < c->pattr.active_mtu
-                     ? (enum ibv_mtu)peer->mtu : c->pattr.active_mtu;
-    a.dest_qp_num = rqpn;
-    a.rq_psn = 0;
-    a.max_dest_rd_atomic = resp;
-    a.min_rnr_timer = IBV_MIN_RNR;
-    ibv_fill_av(&a.ah_attr, &pa);
-    e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (e) {
-        fh_log_error("ibv: rank %d: QP to RTR (remote QP %u, path %d): %s",
-                     k->rank, rqpn, k->rpath, strerror(e));
-        return FH_ERR_TRANSPORT;
-    }
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = IBV_TIMEOUT;
-    a.retry_cnt = IBV_RETRY_CNT;
-    a.rnr_retry = IBV_RNR_RETRY;
-    a.sq_psn = 0;
-    a.max_rd_atomic = init;
-    e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                      IBV_QP_MAX_QP_RD_ATOMIC);
-    if (e) {
-        fh_log_error("ibv: rank %d: QP to RTS: %s", k->rank, strerror(e));
-        return FH_ERR_TRANSPORT;
-    }
-    if (k->owner->index == 0 && k->rank == (c->cfg.rank + 1) % c->cfg.nranks &&
-        k->rpath == 0)
-        fh_log_verbose(1, "ibv: to rank %d: dlid %u, %s (sgid index %d, "
-                       "tclass %u), sl %u, pkey index %u, reads/atomics "
-                       "%u out / %u in", k->rank, peer->lid,
-                       pa.sgid_index >= 0 ? "GRH" : "no GRH", pa.sgid_index,
-                       pa.tclass, pa.sl, c->env.pkey_index, init, resp);
-    return FH_OK;
-}
-
+/* Connection exchange: per rank a record (struct ibv_wire_hdr) and the
+ * UD QP number of each of its paths; the RC QPs come on first use
+ * (ibv_cm.c). */
 static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
 {
-    const int np = c->cfg.npaths, nr = c->cfg.nranks, me = c->cfg.rank;
+    const int np = c->cfg.npaths, nr = c->cfg.nranks;
     int ret;
     if (c->connected)
         return fh_set_error(FH_ERR_STATE, "ibv: connect called twice");
@@ -312,16 +254,18 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
             return fh_set_error(FH_ERR_STATE,
                                 "ibv: connect before path %d was created", i);
 
-    /* Layout of one rank's blob: header, path 0 table (nr * np), then
-     * (np - 1) thread-path tables of nr entries. */
-    const size_t nq = (size_t)nr * (size_t)np + (size_t)(np - 1) * (size_t)nr;
-    const size_t blob = sizeof(struct ibv_wire_hdr) + nq * sizeof(uint32_t);
+    const size_t blob = sizeof(struct ibv_wire_hdr) +
+                        (size_t)np * sizeof(uint32_t);
     char *mine = calloc(1, blob);
     char *all = calloc((size_t)nr, blob);
-    if (!mine || !all) {
-        free(mine);
-        free(all);
-        return FH_ERR_NO_MEMORY;
+    c->peer_hdr = calloc((size_t)nr, sizeof *c->peer_hdr);
+    c->peer_ud = calloc((size_t)nr * (size_t)np, sizeof *c->peer_ud);
+    c->ah = calloc((size_t)nr, sizeof *c->ah);
+    c->peer_qps = calloc((size_t)nr, sizeof *c->peer_qps);
+    if (!mine || !all || !c->peer_hdr || !c->peer_ud || !c->ah ||
+        !c->peer_qps) {
+        ret = FH_ERR_NO_MEMORY;
+        goto out;
     }
     struct ibv_wire_hdr h = {
         .magic = IBV_MAGIC,
@@ -332,16 +276,13 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
         .gid_index = c->gid_index,
         .rd_atom = c->max_rd_atom,
         .init_rd_atom = c->max_init_rd_atom,
+        .qkey = c->qkey,
     };
     memcpy(h.gid, c->gid.raw, 16);
     memcpy(mine, &h, sizeof h);
-    uint32_t *tab = (uint32_t *)(mine + sizeof h);
     for (int i = 0; i < np; i++) {
-        struct fh_cpath *p = c->paths[i];
-        size_t off = i == 0 ? 0 : (size_t)nr * (size_t)np +
-                                  (size_t)(i - 1) * (size_t)nr;
-        for (size_t k = 0; k < p->nconns; k++)
-            tab[off + k] = p->conns[k].qp->qp_num;
+        uint32_t qpn = c->paths[i]->udqp->qp_num;
+        memcpy(mine + sizeof h + (size_t)i * sizeof qpn, &qpn, sizeof qpn);
     }
     ret = boot->ops->allgather(boot, mine, all, blob);
     if (ret) {
@@ -352,7 +293,9 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
     for (int r = 0; r < nr; r++) {
         struct ibv_wire_hdr ph;
         memcpy(&ph, all + (size_t)r * blob, sizeof ph);
-        if (ph.magic != IBV_MAGIC || ph.npaths != (uint32_t)np) {
+        if (ph.magic != IBV_MAGIC || ph.npaths != (uint32_t)np ||
+            ph.mtu < IBV_MTU_256 || ph.mtu > IBV_MTU_4096 ||
+            (ph.qkey & 0x80000000u)) {
             ret = fh_set_error(FH_ERR_BOOTSTRAP, "ibv: rank %d sent a bad "
                                "connection record", r);
             goto out;
@@ -368,38 +311,22 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
                                c->gid_index >= 0 ? " with GIDs" : " with LIDs");
             goto out;
         }
+        c->peer_hdr[r] = ph;
+        memcpy(&c->peer_ud[(size_t)r * (size_t)np], all + (size_t)r * blob +
+               sizeof ph, (size_t)np * sizeof(uint32_t));
     }
-    for (int i = 0; i < np; i++) {
-        struct fh_cpath *p = c->paths[i];
-        for (size_t k = 0; k < p->nconns; k++) {
-            struct ibv_conn *cn = &p->conns[k];
-            const char *rb = all + (size_t)cn->rank * blob;
-            struct ibv_wire_hdr ph;
-            memcpy(&ph, rb, sizeof ph);
-            const uint32_t *rt = (const uint32_t *)(rb + sizeof ph);
-            uint32_t rqpn;
-            if (i == 0 && cn->rpath == 0)
-                rqpn = rt[(size_t)me * (size_t)np];           /* its path 0 */
-            else if (i == 0)
-                rqpn = rt[(size_t)nr * (size_t)np +           /* its path q */
-                          (size_t)(cn->rpath - 1) * (size_t)nr + (size_t)me];
-            else
-                rqpn = rt[(size_t)me * (size_t)np + (size_t)i]; /* its path 0 */
-            ret = ibv_qp_to_rts(c, cn, &ph, rqpn);
-            if (ret)
-                goto out;
-        }
-    }
-    /* Nobody sends before every QP of the job is ready to receive. */
+    /* Nobody asks for a connection before every UD QP is up (they are
+     * since path_create): the barrier keeps the first requests from
+     * meeting a rank still in connect, whose record is not read yet. */
     ret = boot->ops->barrier(boot);
     if (ret) {
-        fh_log_error("ibv: barrier after connecting failed (%d)", ret);
+        fh_log_error("ibv: barrier after the exchange failed (%d)", ret);
         ret = FH_ERR_BOOTSTRAP;
         goto out;
     }
     c->connected = 1;
-    fh_log_verbose(2, "ibv: connected %d ranks x %d paths (%zu QPs on path 0)",
-                   nr, np, c->paths[0]->nconns);
+    fh_log_verbose(2, "ibv: %d ranks x %d paths: connections made on first "
+                   "use", nr, np);
     ret = FH_OK;
 out:
     free(mine);

@@ -40,6 +40,9 @@ static const fh_cfg_entry_t ibv_config_table[] = {
     {"FH_IBV_PKEY_INDEX", FH_CFG_INT, "0", NULL, F(pkey_index), 1,
      "Index into the port's partition-key table of every queue pair (must hold a "
      "valid pkey; see /sys/class/infiniband/DEV/ports/N/pkeys).", 0},
+    {"FH_IBV_CONNECT_TIMEOUT", FH_CFG_INT, "10", NULL, F(connect_timeout), 0,
+     "Seconds a connection request (made on first use of a pair of paths) waits for "
+     "the peer's answer before the operation fails with FH_ERR_PEER_DEAD (1..3600).", 0},
 };
 
 static int ibv_config_check(const void *settings, char *err, size_t errlen)
@@ -63,6 +66,11 @@ static int ibv_config_check(const void *settings, char *err, size_t errlen)
     }
     if (s->pkey_index < 0 || s->pkey_index > 65535) {
         snprintf(err, errlen, "FH_IBV_PKEY_INDEX=%ld: expected 0..65535", s->pkey_index);
+        return FH_ERR_CONFIG;
+    }
+    if (s->connect_timeout < 1 || s->connect_timeout > 3600) {
+        snprintf(err, errlen, "FH_IBV_CONNECT_TIMEOUT=%ld: expected 1..3600",
+                 s->connect_timeout);
         return FH_ERR_CONFIG;
     }
     return FH_OK;

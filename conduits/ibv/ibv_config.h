@@ -15,6 +15,7 @@ typedef struct ibv_settings {
     long sl;                  /* FH_IBV_SL (0..15) */
     long tclass;              /* FH_IBV_TCLASS (0..255) */
     long pkey_index;          /* FH_IBV_PKEY_INDEX (0..65535) */
+    long connect_timeout;     /* FH_IBV_CONNECT_TIMEOUT, s (1..3600) */
 } ibv_settings_t;
 
 #endif /* FH_IBV_CONFIG_H */

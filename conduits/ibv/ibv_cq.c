@@ -64,7 +64,8 @@ int ibv_path_cq(struct fh_cpath *p)
             .cq_context = p,
             .channel = NULL,
             .comp_vector = vec,
-            .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM,
+            .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM |
+                        IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID,
             .comp_mask = attempt < 2 ? IBV_CQ_INIT_ATTR_MASK_FLAGS : 0u,
             .flags = attempt < 2 ? IBV_CREATE_CQ_ATTR_SINGLE_THREADED : 0u,
         };
@@ -125,10 +126,11 @@ static int ibv_fetch_ex(struct fh_cpath *p, int want)
                          strerror(e));
             return n ? n : FH_ERR_TRANSPORT;
         }
-        p->ev[n++] = (struct ibv_ev){cq->wr_id, ibv_wc_read_byte_len(cq),
-                                     ibv_wc_read_qp_num(cq),
-                                     ibv_wc_read_vendor_err(cq),
-                                     (int)cq->status};
+        p->ev[n++] = (struct ibv_ev){
+            cq->wr_id, ibv_wc_read_byte_len(cq), ibv_wc_read_qp_num(cq),
+            ibv_wc_read_vendor_err(cq), (int)cq->status,
+            ibv_wc_read_src_qp(cq), (uint16_t)ibv_wc_read_slid(cq),
+            (ibv_wc_read_wc_flags(cq) & IBV_WC_GRH) != 0};
         ibv_end_poll(cq);
     }
     return n;
@@ -146,6 +148,8 @@ int ibv_fetch(struct fh_cpath *p, int want)
     }
     for (int i = 0; i < n; i++)
         p->ev[i] = (struct ibv_ev){wc[i].wr_id, wc[i].byte_len, wc[i].qp_num,
-                                   wc[i].vendor_err, (int)wc[i].status};
+                                   wc[i].vendor_err, (int)wc[i].status,
+                                   wc[i].src_qp, wc[i].slid,
+                                   (wc[i].wc_flags & IBV_WC_GRH) != 0};
     return n;
 }

@@ -7,6 +7,8 @@
  *                  selection, the FH_IBV_* settings, QP state transitions
  *   ibv_path.c     one path = (thread domain + parent domain) + CQ + SRQ +
  *                  RC QPs; AM send/receive; completion handling
+ *   ibv_cm.c       connections on first use (UD request/reply, checks)
+ *   ibv_cost.c     resources per process for a job shape (no verbs)
  *   ibv_cq.c       the path's CQ and its polling API (FH_IBV_POLL)
  *   ibv_rma.c      mr_reg / mr_dereg / put / get
  *   ibv_post.c     the doorbell batch (FH_POST_MORE) shared by put, get and
@@ -15,11 +17,13 @@
  *                  operations of a broken connection, path or device
  *   ibv_addr.c     address vector and read/atomic depths (no device needed)
  *
- * Connections.  Every path owns one RC QP per peer endpoint it talks to:
- *   path 0 (service):  one QP per (rank, path) of the job, conns[r*np + q];
- *   path p > 0:        one QP per rank, towards that rank's path 0, conns[r].
- * Path 0's QP towards (me, 0) is connected to itself (loopback).  All QPs of
- * a path share the path's CQ (send and receive) and its SRQ.
+ * Connections.  Every path has one slot per peer endpoint it may talk to:
+ *   path 0 (service):  one per (rank, path) of the job, conns[r*np + q];
+ *   path p > 0:        one per rank, towards that rank's path 0, conns[r].
+ * A slot gets its RC QP on first use (ibv_cm.c: the request/reply exchange
+ * over each path's UD QP); path 0's QP towards (me, 0) is connected to
+ * itself (loopback).  All QPs of a path share the path's CQ (send and
+ * receive) and its SRQ, which grows with the connections (ibv_path.c).
  *
  * Nothing here is global: every object hangs off struct fh_conduit or
  * struct fh_cpath.  After connect the conduit is read-only; a path's mutable
@@ -28,6 +32,7 @@
 #ifndef FH_IBV_INTERNAL_H
 #define FH_IBV_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,7 +48,17 @@ enum ibv_op_kind {
     IBV_OP_GET,
     IBV_OP_SEND,    /* signaled AM send: slot (buf != NULL) or inline */
     IBV_OP_RECV,    /* SRQ receive buffer */
-    IBV_OP_UNSIG    /* unsignaled AM send (only seen in error flushes) */
+    IBV_OP_UNSIG,   /* unsignaled AM send (only seen in error flushes) */
+    IBV_OP_CMRECV,  /* UD receive buffer of the connection exchange */
+    IBV_OP_CMSEND   /* UD send of the connection exchange */
+};
+
+/* Connection state of a slot (ibv_cm.c). */
+enum ibv_conn_state {
+    IBV_CONN_NONE = 0,        /* no QP yet */
+    IBV_CONN_WAIT,            /* our request sent, QP in INIT */
+    IBV_CONN_UP,              /* QP in RTS */
+    IBV_CONN_FAILED           /* k->status says why */
 };
 
 struct ibv_conn;
@@ -59,6 +74,7 @@ struct ibv_op {
     uint8_t live;             /* posted, its upcall not made yet */
     uint8_t zombie;           /* failed by us (ibv_error.c) while posted:
                                  its completion only frees it */
+    uint32_t lkey;            /* RECV, CMRECV: the buffer's registration */
 };
 
 /* One RC QP: this path <-> (rank, rpath). */
@@ -67,6 +83,9 @@ struct ibv_conn {
     struct ibv_qp *qp;
     struct ibv_qp_ex *qpx;    /* FH_IBV_POST ex only */
     int rank, rpath;
+    int state;                /* enum ibv_conn_state (owner path only) */
+    uint32_t rqpn;            /* the peer's QP, once known */
+    double next_try, backoff, deadline;   /* WAIT: request resends */
     uint32_t sq_used;         /* WRs posted and not yet reclaimed */
     uint32_t unsig;           /* WRs posted since the last signaled one */
     int status;               /* FH_OK, or the error that broke the QP */
@@ -90,6 +109,9 @@ struct ibv_ev {
     uint64_t wr_id;
     uint32_t len, qp_num, vendor_err;
     int status;               /* enum ibv_wc_status */
+    uint32_t src_qp;          /* UD receives: the sender's QP (by the HCA) */
+    uint16_t slid;            /* UD receives: the sender's LID */
+    uint8_t grh;              /* UD receives: a GRH precedes the data */
 };
 #define IBV_CQ_BATCH 32
 #define IBV_INLINE_MAX 256    /* largest max_inline_data we ask for */
@@ -122,6 +144,7 @@ struct ibv_env {
     int poll;                 /* FH_IBV_POLL: enum ibv_poll_mode */
     uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
     uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
+    double connect_timeout;   /* FH_IBV_CONNECT_TIMEOUT, s */
 };
 
 struct fh_cpath {
@@ -143,12 +166,23 @@ struct fh_cpath {
     int cqe;
     int poll_ex;
 
-    /* Receive: one SRQ, nrecv buffers of c->rbuf_stride bytes. */
+    /* Receive: one SRQ with room for nrecv_max buffers of c->rbuf_stride
+     * bytes, of which nrecv are allocated and posted, in chunks grown as
+     * connections come (ibv_rx_grow). */
     struct ibv_srq *srq;
-    struct ibv_op *recvs;
-    size_t nrecv;
-    char *rbuf_mem;
-    struct ibv_mr *rbuf_mr;
+    struct ibv_rx_chunk *rx_chunks;
+    size_t nrecv, nrecv_max;
+    unsigned rx_per_src;
+    size_t nconnected;        /* slots UP (or WAIT): they may send to us */
+
+    /* Connection exchange (ibv_cm.c): a UD QP on the path's CQ, cm_nrx
+     * receive buffers and IBV_CM_SQ send buffers in cm_mem. */
+    struct ibv_qp *udqp;
+    struct ibv_op *cm_rx;
+    struct ibv_op cm_sop;
+    unsigned cm_nrx, cm_sq_used, cm_next;
+    char *cm_mem;
+    struct ibv_mr *cm_mr;
 
     /* RMA contexts and signaled inline sends: fixed freelist. */
     struct ibv_op *ops;
@@ -236,10 +270,61 @@ struct fh_conduit {
 
     struct fh_cpath **paths;  /* [npaths], set by path_create */
     int connected;
+
+    /* From connect's allgather (ibv_cm.c): every rank's record and the
+     * UD QP numbers of its paths (peer_ud[r * npaths + q]); address
+     * handles made on first use under cm_lock. */
+    struct ibv_wire_hdr *peer_hdr;
+    uint32_t *peer_ud;
+    struct ibv_ah **ah;
+    pthread_mutex_t cm_lock;
+    atomic_uint *peer_qps;    /* RC QPs connected per peer rank (stats) */
+    atomic_flag av_said;      /* the first connection's address was logged */
+    uint32_t qkey;            /* ours: a random one, sent to the job */
+    double cm_timeout;        /* s a connection request may wait */
 };
 
 /* ibv_conduit.c */
 int  ibv_err_status(enum ibv_wc_status st);    /* -> FH_ERR_PEER_DEAD/TRANSPORT */
+
+/* The connection record every rank sends in connect's allgather, followed
+ * by npaths UD QP numbers (one per path). */
+struct ibv_wire_hdr {
+    uint32_t magic;
+    uint32_t npaths;
+    uint16_t lid;
+    uint8_t  mtu;             /* enum ibv_mtu */
+    uint8_t  is_eth;
+    int32_t  gid_index;       /* -1: LID addressing */
+    uint8_t  gid[16];
+    uint8_t  rd_atom;         /* its responder resources (max_qp_rd_atom) */
+    uint8_t  init_rd_atom;    /* its initiator depth (max_qp_init_rd_atom) */
+    uint8_t  pad[2];
+    uint32_t qkey;            /* its UD QPs' Q_Key */
+};
+
+/* One chunk of SRQ receive buffers (ibv_path.c ibv_rx_grow). */
+struct ibv_rx_chunk {
+    struct ibv_rx_chunk *next;
+    struct ibv_mr *mr;
+    char *mem;
+    struct ibv_op *ops;
+    size_t n;
+};
+
+/* ibv_cm.c: connections on first use. */
+#define IBV_CM_SQ 16              /* UD sends in flight per path */
+int  ibv_cm_path_init(struct fh_cpath *p);     /* UD QP + buffers */
+void ibv_cm_path_fini(struct fh_cpath *p);
+/* Slot k of path p is not UP: starts or advances its connection.  FH_OK
+ * once UP, FH_ERR_AGAIN while waiting for the peer (poll p, call again),
+ * else the error that failed it (logged, naming the peer). */
+int  ibv_cm_advance(struct fh_cpath *p, struct ibv_conn *k);
+/* A completion of the exchange (op->kind CMRECV or CMSEND) on path p. */
+void ibv_cm_event(struct fh_cpath *p, const struct ibv_ev *v,
+                  struct ibv_op *op);
+/* Counts of the job's slots that are UP, for the exit line. */
+void ibv_cm_report(struct fh_conduit *c);
 
 /* ibv_addr.c: what connecting needs, computed without a device. */
 struct ibv_peer_addr {
@@ -298,6 +383,11 @@ int  ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
 int  ibv_poll(struct fh_cpath *p, int max);
 struct ibv_conn *ibv_conn_by_qpn(struct fh_cpath *p, uint32_t qpn);
 void ibv_repost(struct fh_cpath *p, struct ibv_op *r);
+/* Makes path p's SRQ hold buffers for its connections (rx_per_src each,
+ * plus slack, at most nrecv_max); called when a slot gets its QP. */
+int  ibv_rx_grow(struct fh_cpath *p);
+void ibv_qpn_insert(struct fh_cpath *p, struct ibv_conn *k);
+int  ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k);
 
 /* ibv_rma.c */
 int  ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len,

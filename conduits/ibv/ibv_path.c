@@ -14,13 +14,16 @@
  * (ENOMEM, ...: ibv_td_error_permanent) leaves only that path on the plain
  * PD, said per path; the next path tries again.
  *
- * Receive.  One SRQ per path with nrecv = rx_msgs + slack buffers of
- * am_max_packet bytes.  The runtime's credits bound the messages in flight
- * towards a path by rx_msgs, so the SRQ never runs dry; a buffer goes back
- * to the SRQ right after its on_am returns (slack covers the buffers held by
- * upcalls still running and the batch being reposted).  Should the device
- * limit max_srq_wr force a smaller SRQ, rnr_retry = 7 makes the senders
- * wait instead of failing.
+ * Receive.  One SRQ per path, with room for nrecv_max = rx_msgs + slack
+ * buffers of am_max_packet bytes, of which only rx_per_src per connected
+ * peer (+ slack, IBV_RX_SLACK) are allocated, registered and posted: the
+ * runtime's credits bound what one source has in flight by rx_per_src and
+ * the whole path by rx_msgs, so the SRQ never runs dry; it grows, in
+ * chunks of at least IBV_RX_CHUNK buffers, as connections are made
+ * (ibv_rx_grow).  A buffer goes back to the SRQ right after its on_am
+ * returns (slack covers the buffers held by upcalls still running and the
+ * batch being reposted).  Should the device limit max_srq_wr force a
+ * smaller SRQ, rnr_retry = 7 makes the senders wait instead of failing.
  *
  * Order.  All AMs from one path to one destination path travel on one RC
  * QP, which delivers in order, and the receive completions of a QP arrive
@@ -47,6 +50,8 @@
 #define IBV_NOPS       256                  /* RMA contexts per path */
 #define IBV_SQ_DEPTH   128
 #define IBV_SQ_DEPTH_LARGE 32               /* path 0 of large jobs */
+#define IBV_RX_SLACK   (2 * IBV_CQ_BATCH + 16)
+#define IBV_RX_CHUNK   64                   /* SRQ buffers per growth, at least */
 
 /* Thread domain(s) + parent domain, or the plain PD. */
 static void ibv_path_domain(struct fh_cpath *p)
@@ -95,7 +100,7 @@ fallback: {
 /* Creates one RC QP on the path (RESET state): with send_ops_flags for
  * the ex posting API, else a plain QP (ibv_create_qp where no parent
  * domain is involved: the most widely supported call). */
-static int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
+int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
 {
     struct fh_conduit *c = p->c;
     const int ex = c->post_mode == IBV_POST_EX;
@@ -146,7 +151,8 @@ static int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
 
 static uint32_t ibv_qpn_hash(uint32_t qpn);
 
-/* Fills p->qpn_tab (see ibv_internal.h): at most half full. */
+/* Sizes p->qpn_tab (see ibv_internal.h) for every slot: at most half
+ * full; filled as slots get their QPs (ibv_qpn_insert). */
 static int ibv_qpn_index(struct fh_cpath *p)
 {
     size_t size = 4;
@@ -156,13 +162,71 @@ static int ibv_qpn_index(struct fh_cpath *p)
     if (!p->qpn_tab)
         return FH_ERR_NO_MEMORY;
     p->qpn_mask = (uint32_t)(size - 1);
-    for (size_t k = 0; k < p->nconns; k++) {
-        uint32_t h = ibv_qpn_hash(p->conns[k].qp->qp_num) & p->qpn_mask;
-        while (p->qpn_tab[h] != 0)
-            h = (h + 1) & p->qpn_mask;
-        p->qpn_tab[h] = (uint32_t)k + 1;
-    }
     return FH_OK;
+}
+
+void ibv_qpn_insert(struct fh_cpath *p, struct ibv_conn *k)
+{
+    uint32_t h = ibv_qpn_hash(k->qp->qp_num) & p->qpn_mask;
+    while (p->qpn_tab[h] != 0)
+        h = (h + 1) & p->qpn_mask;
+    p->qpn_tab[h] = (uint32_t)(k - p->conns) + 1;
+}
+
+static void ibv_repost_flush(struct fh_cpath *p);
+
+/* Posts n receive buffers from r[0..n) to the SRQ, in chains (with any
+ * buffers already queued for reposting). */
+static int ibv_rx_post(struct fh_cpath *p, struct ibv_op *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ibv_repost(p, &r[i]);
+    ibv_repost_flush(p);
+    return FH_OK;
+}
+
+int ibv_rx_grow(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    size_t want = (size_t)p->rx_per_src * p->nconnected + IBV_RX_SLACK;
+    if (want > p->nrecv_max)
+        want = p->nrecv_max;
+    if (want <= p->nrecv)
+        return FH_OK;
+    size_t n = want - p->nrecv;
+    if (n < IBV_RX_CHUNK)
+        n = p->nrecv_max - p->nrecv < IBV_RX_CHUNK ? p->nrecv_max - p->nrecv
+                                                   : IBV_RX_CHUNK;
+    struct ibv_rx_chunk *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return FH_ERR_NO_MEMORY;
+    ch->next = p->rx_chunks;
+    p->rx_chunks = ch;
+    ch->ops = calloc(n, sizeof *ch->ops);
+    ch->mem = cu_alloc_pages(n * c->rbuf_stride);
+    if (!ch->ops || !ch->mem) {
+        fh_log_error("ibv: path %d: out of memory for %zu x %zu receive "
+                     "bytes", p->index, n, c->rbuf_stride);
+        return FH_ERR_NO_MEMORY;
+    }
+    ch->mr = ibv_reg_mr(c->pd, ch->mem, n * c->rbuf_stride,
+                        IBV_ACCESS_LOCAL_WRITE);
+    if (!ch->mr) {
+        fh_log_error("ibv: path %d: registering %zu bytes of receive "
+                     "buffers: %s", p->index, n * c->rbuf_stride,
+                     strerror(errno));
+        return FH_ERR_NO_MEMORY;
+    }
+    ch->n = n;
+    for (size_t i = 0; i < n; i++) {
+        ch->ops[i].kind = IBV_OP_RECV;
+        ch->ops[i].buf = ch->mem + i * c->rbuf_stride;
+        ch->ops[i].lkey = ch->mr->lkey;
+    }
+    p->nrecv += n;
+    fh_log_verbose(3, "ibv: path %d: %zu receive buffers for %zu "
+                   "connections", p->index, p->nrecv, p->nconnected);
+    return ibv_rx_post(p, ch->ops, n);
 }
 
 int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
@@ -183,6 +247,7 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     atomic_init(&p->path_err, FH_OK);
     p->err = FH_OK;
     p->rx_msgs = attr->rx_msgs ? attr->rx_msgs : 1;
+    p->rx_per_src = attr->rx_per_src ? attr->rx_per_src : p->rx_msgs;
     p->upcall_arg = attr->upcall_arg;
     c->paths[p->index] = p;     /* so that destroy can clear it uniformly */
 
@@ -194,14 +259,16 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     p->sig_every = p->sq_depth / 2 ? p->sq_depth / 2 : 1;
     p->nops = IBV_NOPS;
     p->nslots = cu_send_slots(c->rbuf_stride);
-    p->nrecv = (size_t)p->rx_msgs + 2 * IBV_CQ_BATCH + 16;
-    if (c->dattr.max_srq_wr > 0 && p->nrecv > (size_t)c->dattr.max_srq_wr) {
+    p->nrecv_max = (size_t)p->rx_msgs + IBV_RX_SLACK;
+    if (c->dattr.max_srq_wr > 0 &&
+        p->nrecv_max > (size_t)c->dattr.max_srq_wr) {
         fh_log_verbose(1, "ibv: path %d: rx_msgs %u exceeds max_srq_wr %d: "
                        "senders may see RNR back-off", p->index, p->rx_msgs,
                        c->dattr.max_srq_wr);
-        p->nrecv = (size_t)c->dattr.max_srq_wr;
+        p->nrecv_max = (size_t)c->dattr.max_srq_wr;
     }
-    size_t cqe = p->nops + p->nslots + p->nrecv + 64 +
+    size_t cqe = p->nops + p->nslots + p->nrecv_max + 64 +
+                 IBV_CM_SQ + (p->index == 0 ? 64 : 8) +   /* ibv_cm.c */
                  p->nconns * (size_t)p->sig_every;   /* error flushes */
     if (c->dattr.max_cqe > 0 && cqe > (size_t)c->dattr.max_cqe)
         cqe = (size_t)c->dattr.max_cqe;
@@ -213,38 +280,34 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
 
     struct ibv_srq_init_attr sa = {
         .srq_context = p,
-        .attr = {.max_wr = (uint32_t)p->nrecv, .max_sge = 1},
+        .attr = {.max_wr = (uint32_t)p->nrecv_max, .max_sge = 1},
     };
     p->srq = ibv_create_srq(c->pd, &sa);
     if (!p->srq) {
         fh_log_error("ibv: path %d: ibv_create_srq(%zu entries): %s",
-                     p->index, p->nrecv, strerror(errno));
+                     p->index, p->nrecv_max, strerror(errno));
         ret = FH_ERR_TRANSPORT;
         goto fail;
     }
 
     p->ops = calloc(p->nops, sizeof *p->ops);
     p->slots = calloc(p->nslots, sizeof *p->slots);
-    p->recvs = calloc(p->nrecv, sizeof *p->recvs);
     p->conns = calloc(p->nconns, sizeof *p->conns);
     p->slot_mem = cu_alloc_pages(p->nslots * c->rbuf_stride);
-    p->rbuf_mem = cu_alloc_pages(p->nrecv * c->rbuf_stride);
     if (c->post_mode == IBV_POST_CLASSIC)
         p->inl_buf = malloc((size_t)IBV_BATCH_MAX * IBV_INLINE_MAX);
-    if (!p->ops || !p->slots || !p->recvs || !p->conns || !p->slot_mem ||
-        !p->rbuf_mem || (c->post_mode == IBV_POST_CLASSIC && !p->inl_buf)) {
-        fh_log_error("ibv: path %d: out of memory for %zu x %zu receive "
-                     "bytes", p->index, p->nrecv, c->rbuf_stride);
+    if (!p->ops || !p->slots || !p->conns || !p->slot_mem ||
+        (c->post_mode == IBV_POST_CLASSIC && !p->inl_buf)) {
+        fh_log_error("ibv: path %d: out of memory for %zu x %zu send "
+                     "bytes", p->index, p->nslots, c->rbuf_stride);
         ret = FH_ERR_NO_MEMORY;
         goto fail;
     }
     p->slot_mr = ibv_reg_mr(c->pd, p->slot_mem, p->nslots * c->rbuf_stride,
                             IBV_ACCESS_LOCAL_WRITE);
-    p->rbuf_mr = ibv_reg_mr(c->pd, p->rbuf_mem, p->nrecv * c->rbuf_stride,
-                            IBV_ACCESS_LOCAL_WRITE);
-    if (!p->slot_mr || !p->rbuf_mr) {
-        fh_log_error("ibv: path %d: registering %zu bytes of AM buffers: %s",
-                     p->index, (p->nslots + p->nrecv) * c->rbuf_stride,
+    if (!p->slot_mr) {
+        fh_log_error("ibv: path %d: registering %zu bytes of AM send slots: "
+                     "%s", p->index, p->nslots * c->rbuf_stride,
                      strerror(errno));
         ret = FH_ERR_NO_MEMORY;
         goto fail;
@@ -260,33 +323,6 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         s->next = p->slot_free;
         p->slot_free = s;
     }
-    /* Post every receive buffer, in chains of IBV_CQ_BATCH. */
-    for (size_t i = 0; i < p->nrecv; i++) {
-        struct ibv_op *r = &p->recvs[i];
-        r->kind = IBV_OP_RECV;
-        r->buf = p->rbuf_mem + i * c->rbuf_stride;
-        int j = p->nrepost++;
-        p->rsge[j] = (struct ibv_sge){(uintptr_t)r->buf,
-                                      (uint32_t)c->rbuf_stride,
-                                      p->rbuf_mr->lkey};
-        p->rwr[j] = (struct ibv_recv_wr){.wr_id = (uintptr_t)r,
-                                         .sg_list = &p->rsge[j],
-                                         .num_sge = 1};
-        if (p->nrepost == IBV_CQ_BATCH || i + 1 == p->nrecv) {
-            for (int q = 0; q + 1 < p->nrepost; q++)
-                p->rwr[q].next = &p->rwr[q + 1];
-            p->rwr[p->nrepost - 1].next = NULL;
-            struct ibv_recv_wr *bad = NULL;
-            int e = ibv_post_srq_recv(p->srq, p->rwr, &bad);
-            p->nrepost = 0;
-            if (e) {
-                fh_log_error("ibv: path %d: ibv_post_srq_recv: %s", p->index,
-                             strerror(e));
-                ret = FH_ERR_TRANSPORT;
-                goto fail;
-            }
-        }
-    }
     for (size_t k = 0; k < p->nconns; k++) {
         struct ibv_conn *cn = &p->conns[k];
         if (p->index == 0) {
@@ -296,19 +332,23 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
             cn->rank = (int)k;
             cn->rpath = 0;
         }
-        if ((ret = ibv_conn_create(p, cn)) != FH_OK)
-            goto fail;
+        cn->owner = p;
+        cn->state = IBV_CONN_NONE;
     }
-    if ((ret = ibv_qpn_index(p)) != FH_OK)
+    if ((ret = ibv_qpn_index(p)) != FH_OK ||
+        (ret = ibv_rx_grow(p)) != FH_OK ||
+        (ret = ibv_cm_path_init(p)) != FH_OK)
         goto fail;
     const char *cqs = p->poll_ex ? "extended, polled with ibv_start_poll"
                       : p->cqx   ? "extended, polled with ibv_poll_cq"
                                  : "polled with ibv_poll_cq";
-    fh_log_verbose(2, "ibv: path %d: %zu RC QPs (send depth %u, signal every "
-                   "%u), SRQ %zu x %zu bytes (rx_msgs %u), %zu send slots, "
+    fh_log_verbose(2, "ibv: path %d: up to %zu RC QPs, made on first use "
+                   "(send depth %u, signal every %u), SRQ %zu (up to %zu) x "
+                   "%zu bytes (rx_msgs %u, %u per peer), %zu send slots, "
                    "CQ %d entries (%s), %s, %s posting", p->index, p->nconns,
-                   p->sq_depth, p->sig_every, p->nrecv, c->rbuf_stride,
-                   p->rx_msgs, p->nslots, p->cqe, cqs,
+                   p->sq_depth, p->sig_every, p->nrecv, p->nrecv_max,
+                   c->rbuf_stride, p->rx_msgs, p->rx_per_src, p->nslots,
+                   p->cqe, cqs,
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
                           : "plain PD",
                    c->post_mode == IBV_POST_EX ? "ibv_wr_* (ex)"
@@ -332,14 +372,22 @@ void ibv_path_destroy(struct fh_cpath *p)
             if (p->conns[k].qp)
                 ibv_destroy_qp(p->conns[k].qp);
     }
+    ibv_cm_path_fini(p);
     if (p->srq)
         ibv_destroy_srq(p->srq);
     if (p->cq)
         ibv_destroy_cq(p->cq);
     if (p->slot_mr)
         ibv_dereg_mr(p->slot_mr);
-    if (p->rbuf_mr)
-        ibv_dereg_mr(p->rbuf_mr);
+    while (p->rx_chunks) {
+        struct ibv_rx_chunk *ch = p->rx_chunks;
+        p->rx_chunks = ch->next;
+        if (ch->mr)
+            ibv_dereg_mr(ch->mr);
+        free(ch->mem);
+        free(ch->ops);
+        free(ch);
+    }
     if (p->ppd)
         ibv_dealloc_pd(p->ppd);
     for (int i = 0; i < 2; i++)
@@ -349,9 +397,7 @@ void ibv_path_destroy(struct fh_cpath *p)
     free(p->qpn_tab);
     free(p->ops);
     free(p->slots);
-    free(p->recvs);
     free(p->slot_mem);
-    free(p->rbuf_mem);
     free(p->inl_buf);
     if (c->paths[p->index] == p)
         c->paths[p->index] = NULL;
@@ -454,8 +500,7 @@ void ibv_repost(struct fh_cpath *p, struct ibv_op *r)
 {
     int j = p->nrepost++;
     p->rsge[j] = (struct ibv_sge){(uintptr_t)r->buf,
-                                  (uint32_t)p->c->rbuf_stride,
-                                  p->rbuf_mr->lkey};
+                                  (uint32_t)p->c->rbuf_stride, r->lkey};
     p->rwr[j] = (struct ibv_recv_wr){.wr_id = (uintptr_t)r,
                                      .sg_list = &p->rsge[j], .num_sge = 1};
     if (p->nrepost == IBV_CQ_BATCH)
@@ -494,6 +539,10 @@ int ibv_poll(struct fh_cpath *p, int max)
         struct ibv_ev v = p->ev[p->ev_head++];
         struct ibv_op *op = (struct ibv_op *)(uintptr_t)v.wr_id;
         done++;
+        if (op && (op->kind == IBV_OP_CMRECV || op->kind == IBV_OP_CMSEND)) {
+            ibv_cm_event(p, &v, op);
+            continue;
+        }
         if (v.status != IBV_WC_SUCCESS) {
             ibv_handle_error(p, &v);
             continue;

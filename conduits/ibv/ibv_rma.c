@@ -48,16 +48,21 @@ int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
     int ret = cu_check_dest("ibv", what, &c->cfg, c->connected, rank, rpath);
     if (ret)
         return ret;
+    struct ibv_conn *k;
     if (p->index == 0) {
-        *out = &p->conns[(size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath];
-        return FH_OK;
+        k = &p->conns[(size_t)rank * (size_t)c->cfg.npaths + (size_t)rpath];
+    } else {
+        if (rpath != 0)
+            return fh_set_error(FH_ERR_INVALID, "ibv: %s from thread path %d "
+                                "to path %d of rank %d (thread paths reach "
+                                "service paths only)", what, p->index, rpath,
+                                rank);
+        k = &p->conns[rank];
     }
-    if (rpath != 0)
-        return fh_set_error(FH_ERR_INVALID, "ibv: %s from thread path %d to "
-                            "path %d of rank %d (thread paths reach service "
-                            "paths only)", what, p->index, rpath, rank);
-    *out = &p->conns[rank];
-    return FH_OK;
+    *out = k;
+    if (k->state == IBV_CONN_UP)
+        return FH_OK;
+    return ibv_cm_advance(p, k);     /* first use: connect (ibv_cm.c) */
 }
 
 /* ------------------------------------------------------------ MR */

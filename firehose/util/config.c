@@ -24,7 +24,8 @@ const fh_cfg_entry_t fh_config_table[] = {
      "and each later one's path is made when it first calls in, so that call waits until "
      "every rank polls (ofi over tcp/verbs message endpoints; elsewhere as independent).", 0},
     {"FH_MAX_THREADS", FH_CFG_INT, "0", NULL, F(max_threads), 1,
-     "Independent thread paths per rank (0 = one per online core, at most 16); "
+     "Independent thread paths per rank (0 = the online cores divided by the ranks on the "
+     "host, at least 1, at most 16, the smallest over all ranks); "
      "more threads than this share paths.", 0},
     {"FH_AM_MAX_MEDIUM", FH_CFG_SIZE, "4k", NULL, F(am_max_medium), 1,
      "Largest medium AM payload (bytes).", 0},
@@ -360,4 +361,14 @@ void fh_config_print_table(const fh_cfg_entry_t *table, size_t len,
         }
         }
     }
+}
+
+long fh_auto_threads(long cores, long local_ranks)
+{
+    if (cores < 1)
+        cores = 1;
+    if (local_ranks < 1)
+        local_ranks = 1;
+    long t = cores / local_ranks;
+    return t < 1 ? 1 : t > FH_AUTO_THREADS_MAX ? FH_AUTO_THREADS_MAX : t;
 }

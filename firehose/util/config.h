@@ -123,6 +123,15 @@ void fh_config_print(const fh_config_t *cfg, void *file, const char *prefix);
 void fh_config_print_table(const fh_cfg_entry_t *table, size_t len,
                            const void *base, void *file, const char *prefix);
 
+/* FH_MAX_THREADS=0: the thread paths a rank gets, from the cores of its
+ * host and the ranks sharing them: max(1, cores / local_ranks), at most
+ * FH_AUTO_THREADS_MAX (paths beyond the cores a rank can use gain nothing
+ * and cost queue pairs and receive memory on every peer).  cores < 1 or
+ * local_ranks < 1 count as 1.  fh_init takes the minimum over all ranks
+ * (npaths must be equal everywhere); fhinfo prints the same. */
+#define FH_AUTO_THREADS_MAX 16
+long fh_auto_threads(long cores, long local_ranks);
+
 /* Parses "64k", "4M", "1g", "123": returns 0 or -1 (bad/overflow). */
 int fh_parse_size(const char *s, size_t *out);
 

@@ -170,8 +170,10 @@ static int run_badkey(const char *dev)
     bad.key ^= 0x5a5a00;
     t->expect_err = 1;
     p2->rma_pending++;
-    int rc = CD.put(p2->cp, 0, 0, t->S, 4096, t->mrS, t->tbase[0], &bad, p2,
-                    0);
+    int rc;
+    while ((rc = CD.put(p2->cp, 0, 0, t->S, 4096, t->mrS, t->tbase[0], &bad,
+                        p2, 0)) == FH_ERR_AGAIN)
+        pump(p2);             /* the first put makes the connection */
     CHECK(rc == FH_OK, "bad-key put not accepted: %d", rc);
     double t0 = now();
     while (p2->rma_pending > 0) {
@@ -247,6 +249,14 @@ static int run_cqerr(const char *dev)
     struct test *t = st_new_one(NULL, dev);
     st_setup(t);
     struct tpath *p1 = &t->paths[1];
+    /* Connect path 1 first (one put): the exchange needs room in its CQ. */
+    int rc0;
+    p1->rma_pending++;
+    while ((rc0 = CD.put(p1->cp, 0, 0, t->S, 8, t->mrS, t->tbase[0],
+                         &t->rk[0], p1, 0)) == FH_ERR_AGAIN)
+        pump(p1);
+    CHECK(rc0 == FH_OK, "cqerr: first put: %d", rc0);
+    wait_rma(t, p1);
     int e = ibv_resize_cq(p1->cp->cq, 2);
     if (e) {
         printf("SKIP cqerr: ibv_resize_cq: %s\n", strerror(e));

@@ -927,6 +927,20 @@ int st_run_dead(const char *provider, const char *dev0, const char *dev1)
     printf("PASS dead (%s): RMA to an exited rank ended with %s after %ld "
            "posts, %.2f s\n", provider ? provider : lim.description,
            fh_err_name(dead_status), posted, now() - t0);
+    if (provider == NULL) {
+        /* ibv connects on first use: path 0 never talked to rank 1, so
+         * this AM asks for a connection nobody answers; it must fail with
+         * FH_ERR_PEER_DEAD naming rank 1 (FH_IBV_CONNECT_TIMEOUT). */
+        t0 = now();
+        while ((rc = CD.am_send(cp[0], 1, 0, "x", 1, NULL, 0)) == FH_ERR_AGAIN) {
+            CD.poll(cp[0], 64);
+            CHECK(now() - t0 < 60, "connection request to a dead peer hangs");
+        }
+        CHECK(rc == FH_ERR_PEER_DEAD && strstr(fh_last_error(), "rank 1 did not answer"),
+              "connect to a dead peer: %s (%s)", fh_err_name(rc), fh_last_error());
+        printf("PASS dead-connect: a first AM to the exited rank failed with %s after "
+               "%.2f s: %s\n", fh_err_name(rc), now() - t0, fh_last_error());
+    }
     /* drain what is left, then tear down */
     t0 = now();
     while (now() - t0 < 0.5) {

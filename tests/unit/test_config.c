@@ -398,6 +398,22 @@ START_TEST(max_threads_zero_means_auto)
 }
 END_TEST
 
+START_TEST(auto_threads_from_cores_and_local_ranks)
+{
+    /* FH_MAX_THREADS=0: the host's cores shared among its ranks, at least
+     * one thread path, at most FH_AUTO_THREADS_MAX. */
+    ck_assert_int_eq(fh_auto_threads(2, 1), 2);
+    ck_assert_int_eq(fh_auto_threads(2, 16), 1);     /* 16 ranks, 2 cores */
+    ck_assert_int_eq(fh_auto_threads(64, 64), 1);
+    ck_assert_int_eq(fh_auto_threads(64, 4), 16);
+    ck_assert_int_eq(fh_auto_threads(64, 8), 8);
+    ck_assert_int_eq(fh_auto_threads(128, 1), FH_AUTO_THREADS_MAX);
+    ck_assert_int_eq(fh_auto_threads(48, 5), 9);     /* rounded down */
+    ck_assert_int_eq(fh_auto_threads(0, 0), 1);      /* unknown: one */
+    ck_assert_int_eq(fh_auto_threads(-1, 3), 1);
+}
+END_TEST
+
 START_TEST(am_credits_zero_rejected)
 {
     expect_range_error("FH_AM_CREDITS", "0");
@@ -538,6 +554,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, environment_bad_value_names_variable);
     tcase_add_test(tc, every_variable_rejects_a_bad_value);
     tcase_add_test(tc, max_threads_zero_means_auto);
+    tcase_add_test(tc, auto_threads_from_cores_and_local_ranks);
     tcase_add_test(tc, am_credits_zero_rejected);
     tcase_add_test(tc, other_ranges_rejected);
     tcase_add_test(tc, conduit_ranges_rejected);

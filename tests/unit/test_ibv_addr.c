@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "conduits/ibv/ibv_cost.h"
 #include "conduits/ibv/ibv_internal.h"
 #include "check_main.h"
 
@@ -101,6 +102,42 @@ START_TEST(td_errors_told_apart)
 }
 END_TEST
 
+/* The resource formula (ibv_cost.h, docs/running-on-clusters.md): 16
+ * ranks, 2 paths, one thread path talking to 4 peers, 16 credits. */
+START_TEST(cost_formula)
+{
+    ibv_cost_shape_t sh = {.nranks = 16, .npaths = 2, .used_paths = 1,
+                           .peers = 4, .credits = 16, .stride = 4160,
+                           .nslots = 64};
+    ibv_cost_t c;
+    ibv_cost(&sh, &c);
+    ck_assert(c.rc_qps == 8);            /* 4 made + 4 accepted */
+    ck_assert(c.rc_qps_max == 48);       /* 16 x (2 x 2 - 1) */
+    ck_assert(c.rc_qps_eager == 48);
+    ck_assert(c.ud_qps == 2);
+    /* service path: 36 per accepted peer x 4 + 80; thread path 20 x 4 + 80 */
+    ck_assert(c.rx_bytes == (224.0 + 160.0) * 4160);
+    /* the old sizing: rx_msgs + 80 per path: (808 + 80) + (296 + 80) */
+    ck_assert(c.rx_bytes_max == 1264.0 * 4160);
+    ck_assert(c.cq_entries == 3400 + 1808);
+    /* Connections never exceed every pair; receive memory never exceeds
+     * the old sizing, whatever the talk. */
+    for (long k = 0; k <= 16; k++) {
+        sh.peers = k;
+        ibv_cost(&sh, &c);
+        ck_assert(c.rc_qps <= c.rc_qps_max);
+        ck_assert(c.rx_bytes <= c.rx_bytes_max);
+    }
+    /* One path (FH_PATHS=shared): service paths talk to each other. */
+    sh.npaths = 1;
+    sh.used_paths = 0;
+    sh.peers = 5;
+    ibv_cost(&sh, &c);
+    ck_assert(c.rc_qps == 5);
+    ck_assert(c.rc_qps_max == 16);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ibv_addr");
@@ -111,6 +148,7 @@ int main(void)
     tcase_add_test(tc, rd_depths_agreed);
     tcase_add_test(tc, grh_between_subnets_only);
     tcase_add_test(tc, td_errors_told_apart);
+    tcase_add_test(tc, cost_formula);
     suite_add_tcase(s, tc);
     return fh_check_run(s);
 }
