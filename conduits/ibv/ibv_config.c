@@ -40,9 +40,12 @@ static const fh_cfg_entry_t ibv_config_table[] = {
     {"FH_IBV_PKEY_INDEX", FH_CFG_INT, "0", NULL, F(pkey_index), 1,
      "Index into the port's partition-key table of every queue pair (must hold a "
      "valid pkey; see /sys/class/infiniband/DEV/ports/N/pkeys).", 0},
-    {"FH_IBV_CONNECT_TIMEOUT", FH_CFG_INT, "10", NULL, F(connect_timeout), 0,
+    {"FH_IBV_CONNECT_TIMEOUT", FH_CFG_INT, "60", NULL, F(connect_timeout), 0,
      "Seconds a connection request (made on first use of a pair of paths) waits for "
-     "the peer's answer before the operation fails with FH_ERR_PEER_DEAD (1..3600).", 0},
+     "the peer's answer before the operation fails with FH_ERR_PEER_DEAD (1..3600). "
+     "The peer answers when it next calls the runtime, so this bounds how long a peer "
+     "may compute without calling it while another rank first contacts it; a peer that "
+     "died is named sooner by the job's death notice.", 0},
 };
 
 static int ibv_config_check(const void *settings, char *err, size_t errlen)
