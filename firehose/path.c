@@ -461,13 +461,18 @@ void fh_wait_round_awake(fh_tls_t *t, unsigned *idle)
 void fh_wait_rank_sent(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
+    const fh_reg_ops_t *reg = rt->reg_ops;
     for (unsigned idle = 0;;) {
+        /* Threads that exited at the closed gate: their strategy work
+         * moves on only from their own progress (rendezvous, bounce). */
+        fh_tls_progress_exited(rt);
         bool busy = false;
         for (int i = 0; i < fh_paths_made(rt) && !busy; i++) {
             fh_path_t *p = &rt->paths[i];
             pthread_mutex_lock(&p->lock);
             fh_path_poll_locked(p);
-            busy = p->inflight != 0 || p->backlog != NULL || p->held != NULL;
+            busy = p->inflight != 0 || p->backlog != NULL || p->held != NULL ||
+                   (reg->path_busy != NULL && reg->path_busy(&p->base));
             pthread_mutex_unlock(&p->lock);
         }
         if (!busy)

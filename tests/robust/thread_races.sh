@@ -6,7 +6,10 @@
 #           target checks (rendezvous, bounce) and the default
 #   exit    a detached thread's exit hook (a 64 MiB NBI pending) racing
 #           fh_finalize: both path modes, the thread returning at once
-#           or 20 ms later (under ThreadSanitizer: no report)
+#           or 20 ms later (under ThreadSanitizer: no report); and over
+#           the network route with each strategy, the thread exiting
+#           after fh_finalize closed the gate (its queued work moved on
+#           by fh_finalize, not left to hang it)
 #   orphan  replies to an exited thread whose path an idle thread shares,
 #           run by the next fh_poll (FH_MAX_THREADS=2)
 #   txwait  a request waiting for transmit room (shm provider, a receiver
@@ -36,6 +39,15 @@ for paths in independent shared; do
         FH_PATHS=$paths run "exit: FH_PATHS=$paths, the thread returns ${us} us after its put: its exit hook and fh_finalize" \
             2 --case exit --delay-us "$us"
     done
+done
+# Over the network route (FH_SHM=off: within a node the put is a copy,
+# complete at once) the thread's put is strategy work that only its own
+# path's progress moved on (rendezvous, bounce): a thread exiting at the
+# closed gate left it to fh_finalize, which waited for it forever.
+for s in firehose rendezvous bounce; do
+    FH_SHM=off FH_REG_STRATEGY=$s run \
+        "exit: FH_SHM=off, $s, the thread returns at the closed gate: fh_finalize moves its queued put on" \
+        2 --case exit --delay-us 20000
 done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
