@@ -12,6 +12,9 @@
 #           by fh_finalize, not left to hang it)
 #   orphan  replies to an exited thread whose path an idle thread shares,
 #           run by the next fh_poll (FH_MAX_THREADS=2)
+#   neighbour  a thread's blocking 8 B put, on the path where another
+#           thread streams 64 MiB of NBI puts (FH_SHM=off, FH_MAX_THREADS=1),
+#           lands before half of that stream (bounded bulk ahead of it)
 #   txwait  a request waiting for transmit room (shm provider, a receiver
 #           that does not poll) does not keep its path's lock from the
 #           other threads of the path
@@ -51,6 +54,9 @@ for s in firehose rendezvous bounce; do
 done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
+FH_SHM=off FH_MAX_THREADS=1 run \
+    "neighbour: a small put on a path another thread streams 64 MiB on lands before most of the stream" \
+    2 --case neighbour
 if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
     rm -f "$tmpd/flag"
     FH_OFI_PROVIDER=shm FH_PATHS=shared FH_AM_CREDITS=1024 run \
