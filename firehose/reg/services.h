@@ -171,7 +171,7 @@ typedef struct fh_core {
  * fh_path_on_complete strips and counts. */
 #define FH_BULK_MIN ((size_t)64 << 10)
 #define FH_BULK_PIECE ((size_t)1 << 20)
-#define FH_BULK_AHEAD 4u
+#define FH_BULK_AHEAD 8u
 #define FH_BULK_TAG ((uintptr_t)1)
 
 typedef struct fh_path_base {
