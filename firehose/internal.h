@@ -296,11 +296,19 @@ void fh_tls_release(void *arg);
  * exits from now on only hands its state over -- and waits, polling, until
  * the hooks already running have returned. */
 void fh_tls_close_exits(fh_tls_t *t);
-/* path.c: waits, polling, until no path of the rank has RMA in flight or AM
- * replies queued: what every thread of the rank (exited ones included)
- * handed to the network has left.  fh_finalize, before its barrier: a
- * message of the barrier must not wait behind them while we stop polling.
- * No lock held. */
+/* Runs the per-thread progress (the strategy's, then the core's
+ * fh_progress_add_thread hooks) of every thread whose state was handed
+ * over at the closed gate: work a strategy queued for such a thread and
+ * moves on only from a thread of its path (rendezvous, bounce) would
+ * otherwise never leave.  The caller (fh_finalize) is the only user of
+ * those states.  No lock held. */
+void fh_tls_progress_exited(fh_rt_t *rt);
+/* path.c: waits, polling, until no path of the rank has RMA in flight, AM
+ * replies queued or strategy work queued (path_busy): what every thread of
+ * the rank (exited ones included: fh_tls_progress_exited moves their
+ * strategy work on) handed to the runtime has left.  fh_finalize, before
+ * its barrier: a message of the barrier must not wait behind them while
+ * we stop polling.  No lock held. */
 void fh_wait_rank_sent(fh_tls_t *t);
 /* fh_finalize, after the paths are torn down: clears fh_rt (under the
  * gate), frees the states handed over and the calling thread's own (its

@@ -146,6 +146,11 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
 void fh_path_on_complete(void *arg, void *op_ctx, int status)
 {
     fh_path_t *p = arg;
+    if ((uintptr_t)op_ctx & FH_BULK_TAG) {     /* a bulk piece (reg/services.h) */
+        assert(p->bulk_inflight > 0);
+        p->bulk_inflight--;
+        op_ctx = (void *)((uintptr_t)op_ctx & ~FH_BULK_TAG);
+    }
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));
@@ -461,13 +466,18 @@ void fh_wait_round_awake(fh_tls_t *t, unsigned *idle)
 void fh_wait_rank_sent(fh_tls_t *t)
 {
     fh_rt_t *rt = fh_rt;
+    const fh_reg_ops_t *reg = rt->reg_ops;
     for (unsigned idle = 0;;) {
+        /* Threads that exited at the closed gate: their strategy work
+         * moves on only from their own progress (rendezvous, bounce). */
+        fh_tls_progress_exited(rt);
         bool busy = false;
         for (int i = 0; i < fh_paths_made(rt) && !busy; i++) {
             fh_path_t *p = &rt->paths[i];
             pthread_mutex_lock(&p->lock);
             fh_path_poll_locked(p);
-            busy = p->inflight != 0 || p->backlog != NULL || p->held != NULL;
+            busy = p->inflight != 0 || p->backlog != NULL || p->held != NULL ||
+                   (reg->path_busy != NULL && reg->path_busy(&p->base));
             pthread_mutex_unlock(&p->lock);
         }
         if (!busy)

@@ -117,6 +117,22 @@ void fh_tls_close_exits(fh_tls_t *t)
     pthread_mutex_unlock(&exit_gate);
 }
 
+void fh_tls_progress_exited(fh_rt_t *rt)
+{
+    /* The list only grows at its head (under the gate) and its states
+     * stay until fh_tls_finalize: walk from a head read under the gate. */
+    pthread_mutex_lock(&exit_gate);
+    fh_tls_t *head = rt->exited;
+    pthread_mutex_unlock(&exit_gate);
+    for (fh_tls_t *x = head; x != NULL; x = x->exited_next) {
+        assert(x->in_handler == 0);
+        if (rt->reg_ops->progress != NULL)
+            rt->reg_ops->progress(&x->base);
+        for (int i = 0; i < rt->nthread_progress; i++)
+            rt->thread_progress[i](x);
+    }
+}
+
 /* The least-loaded thread path, under bind_lock.  Lazy paths: the first
  * thread takes the service path, so a single-threaded rank has no other
  * path; later threads take a free path that exists, else the next one to

@@ -28,6 +28,10 @@
  *     independent communication path on first use (its own endpoint and
  *     completion queue); FH_PATHS=shared makes all threads share one, and
  *     FH_PATHS=lazy makes each path only when its thread first calls in.
+ *     Threads that share a path (also: more threads than FH_MAX_THREADS)
+ *     share its transmit queue; a small put or get waits behind at most a
+ *     bounded amount of its neighbours' large transfers (8 MiB under the
+ *     default strategy: docs/reliability.md, "Threads"), not their total.
  *     A thread keeps its state until it exits; firehose then completes its
  *     NBI operations and frees that state from a pthread-key destructor (the
  *     "thread-exit hook").  A firehose call the thread makes after the hook

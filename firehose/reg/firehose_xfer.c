@@ -153,14 +153,26 @@ static void piece_done(fh_compl_t *c, fh_path_base_t *p, int status)
         pieces_done(p, x);
 }
 
+/* post_pieces: x waits for the path's bulk budget (FH_BULK_AHEAD in
+ * reg/services.h); smaller records behind it may go first. */
+#define POST_HELD 1
+
 /* Posts the pieces of x not posted yet.  p->lock held.  Returns FH_OK (all
- * posted, or a hard error recorded in x->pc.status) or FH_ERR_AGAIN. */
+ * posted, or a hard error recorded in x->pc.status), FH_ERR_AGAIN (out of
+ * transmit resources) or POST_HELD (bulk budget spent: posted as earlier
+ * bulk pieces of the path complete). */
 static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
 {
     fh_core_t *rt = fh_reg_core;
     size_t lim = post_limit(rt);
-    void *ctx = &x->pc.compl;
+    const bool bulk = x->op.len >= FH_BULK_MIN;
+    if (bulk && lim > FH_BULK_PIECE)
+        lim = FH_BULK_PIECE;
+    assert(((uintptr_t)&x->pc.compl & FH_BULK_TAG) == 0);
+    void *ctx = (void *)((uintptr_t)&x->pc.compl | (bulk ? FH_BULK_TAG : 0));
     while (x->nposted < x->op.npieces) {
+        if (bulk && p->bulk_inflight >= FH_BULK_AHEAD)
+            return POST_HELD;
         const fhc_piece_t *pc = &x->op.piece[x->nposted];
         fh_rkey_t rk = {pc->key[0], pc->key[1]};
         size_t len = pc->len - x->poff < lim ? pc->len - x->poff : lim;
@@ -191,6 +203,7 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
         }
         x->pc.pending++;
         p->inflight++;
+        p->bulk_inflight += bulk;
         x->poff += len;
         if (x->poff == pc->len) {
             x->poff = 0;
@@ -235,15 +248,20 @@ void fh_reg_drain_locked(fh_path_base_t *p)
             fifo = fifo->next;
         p->reg_retry_tail = &fifo->next;
     }
-    reg_xop_t *x;
-    while ((x = p->reg_retry) != NULL) {
+    reg_xop_t *x, **at = &p->reg_retry;
+    while ((x = *at) != NULL) {
         if (x->status == FHC_HIT && !x->noxfer && !x->lpinned && x->lmr == NULL)
             local_pin(x);
-        if (x->status == FHC_HIT && !x->noxfer && post_pieces(p, x) == FH_ERR_AGAIN)
+        int rc = x->status == FHC_HIT && !x->noxfer ? post_pieces(p, x) : FH_OK;
+        if (rc == FH_ERR_AGAIN)
             break;     /* the next poll retries, in order */
-        p->reg_retry = x->next;
-        if (p->reg_retry == NULL)
-            p->reg_retry_tail = &p->reg_retry;
+        if (rc == POST_HELD) {
+            at = &x->next;    /* bulk waits for its budget; the rest passes */
+            continue;
+        }
+        *at = x->next;
+        if (*at == NULL)
+            p->reg_retry_tail = at;
         x->next = NULL;
         if (x->status == FHC_HIT) {
             assert(x->pc.pending > 0);    /* the posting reference */

@@ -143,6 +143,7 @@ typedef struct fh_core {
     int index;                                                               \
     struct fh_cpath *cp;                                                     \
     uint64_t inflight;        /* RMA ops posted here and not completed */    \
+    unsigned bulk_inflight;   /* of those, bulk pieces (FH_BULK_*, below) */ \
     fh_peer_stats_t *stats;   /* [nranks], under the path lock (node-path puts/gets: atomic adds) */ \
     /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses    \
      * became ready, pushed by any thread under the cache lock (lock-free    \
@@ -156,6 +157,22 @@ typedef struct fh_core {
     /* The comparison strategies' operations in progress (strat_common.c):   \
      * a lock-free stack pushed by the path's threads. */                    \
     _Atomic(struct strat_xop *) strat_ops;
+
+/* The bound on a small operation's wait behind bulk transfers of another
+ * thread of its path (docs/reliability.md, "Threads").  A piece of an RMA
+ * of at least FH_BULK_MIN bytes is bulk: it is posted in pieces of at most
+ * FH_BULK_PIECE bytes, and at most FH_BULK_AHEAD such pieces are in flight
+ * on a path (p->bulk_inflight); the rest waits on the path, in order, and
+ * is posted as earlier pieces complete (the path's polls), while smaller
+ * operations pass it.  So a small operation finds at most FH_BULK_AHEAD *
+ * FH_BULK_PIECE bytes of bulk queued ahead of it in the conduit, whatever
+ * the size of the neighbour's transfers.  A bulk piece's op_ctx carries
+ * FH_BULK_TAG in its low bit (completion records are aligned), which
+ * fh_path_on_complete strips and counts. */
+#define FH_BULK_MIN ((size_t)64 << 10)
+#define FH_BULK_PIECE ((size_t)1 << 20)
+#define FH_BULK_AHEAD 8u
+#define FH_BULK_TAG ((uintptr_t)1)
 
 typedef struct fh_path_base {
     FH_PATH_FIELDS

@@ -6,9 +6,15 @@
 #           target checks (rendezvous, bounce) and the default
 #   exit    a detached thread's exit hook (a 64 MiB NBI pending) racing
 #           fh_finalize: both path modes, the thread returning at once
-#           or 20 ms later (under ThreadSanitizer: no report)
+#           or 20 ms later (under ThreadSanitizer: no report); and over
+#           the network route with each strategy, the thread exiting
+#           after fh_finalize closed the gate (its queued work moved on
+#           by fh_finalize, not left to hang it)
 #   orphan  replies to an exited thread whose path an idle thread shares,
 #           run by the next fh_poll (FH_MAX_THREADS=2)
+#   neighbour  a thread's blocking 8 B put, on the path where another
+#           thread streams 64 MiB of NBI puts (FH_SHM=off, FH_MAX_THREADS=1),
+#           lands before half of that stream (bounded bulk ahead of it)
 #   txwait  a request waiting for transmit room (shm provider, a receiver
 #           that does not poll) does not keep its path's lock from the
 #           other threads of the path
@@ -37,8 +43,20 @@ for paths in independent shared; do
             2 --case exit --delay-us "$us"
     done
 done
+# Over the network route (FH_SHM=off: within a node the put is a copy,
+# complete at once) the thread's put is strategy work that only its own
+# path's progress moved on (rendezvous, bounce): a thread exiting at the
+# closed gate left it to fh_finalize, which waited for it forever.
+for s in firehose rendezvous bounce; do
+    FH_SHM=off FH_REG_STRATEGY=$s run \
+        "exit: FH_SHM=off, $s, the thread returns at the closed gate: fh_finalize moves its queued put on" \
+        2 --case exit --delay-us 20000
+done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
+FH_SHM=off FH_MAX_THREADS=1 run \
+    "neighbour: a small put on a path another thread streams 64 MiB on lands before most of the stream" \
+    2 --case neighbour
 if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
     rm -f "$tmpd/flag"
     FH_OFI_PROVIDER=shm FH_PATHS=shared FH_AM_CREDITS=1024 run \

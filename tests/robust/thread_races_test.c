@@ -25,7 +25,10 @@
  *   --case txwait 2 ranks, FH_PATHS=shared, the shm provider: a request
  *                 waiting for transmit room leaves the path's lock between
  *                 its rounds (see case_txwait).
- * Usage: thread_races_test --case seg|exit|orphan|txwait [--delay-us U]
+ *   --case neighbour  2 ranks, FH_SHM=off, FH_MAX_THREADS=1: a thread's
+ *                 small blocking put does not wait for the whole stream of
+ *                 the thread it shares its path with (see case_neighbour).
+ * Usage: thread_races_test --case seg|exit|orphan|txwait|neighbour [--delay-us U]
  *        [--flag-file PATH]
  * (exit: the thread returns U microseconds after issuing its put, so that
  * its hook starts at another moment of fh_finalize)
@@ -326,6 +329,74 @@ static int case_txwait(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- neighbour */
+
+#define NB_PIECE ((size_t)1 << 20)
+#define NB_PIECES 64
+
+static char *nb_remote, *nb_src;
+static atomic_int nb_posted;
+
+/* Thread A: one round of 64 MiB in 1 MiB NBI puts, then its NBI wait. */
+static void *streamer(void *arg)
+{
+    int round = (int)(intptr_t)arg;
+    for (int i = 0; i < NB_PIECES; i++)
+        CHECK_OK(fh_put_nbi(1, nb_remote + (size_t)i * NB_PIECE, nb_src + (size_t)i * NB_PIECE,
+                            NB_PIECE));
+    atomic_store(&nb_posted, round);
+    CHECK_OK(fh_wait_nbi());
+    return NULL;
+}
+
+/* Rank 0's threads A and B share a path (FH_MAX_THREADS=1).  Once A has
+ * handed its 64 MiB (round 2's bytes: 2) to the runtime, B's blocking 8 B
+ * put writes the round into rank 1's marker word.  Over one connection the
+ * bytes land in the order they were posted, so rank 1, polling, counts the
+ * pieces of A that had landed when the marker did: B's put must not have
+ * waited for most of A's stream (docs/reliability.md, "A small operation
+ * waits for a bounded amount of bulk": at most FH_BULK_AHEAD pieces, and
+ * then a few A posts as those complete; before, all 64).  Round 1 warms
+ * both (moves, connections). */
+static int case_neighbour(void)
+{
+    fh_seg_t seg;
+    char *base;
+    const size_t total = NB_PIECE * NB_PIECES;
+    CHECK_OK(fh_segment_create(total + NB_PIECE, &seg, (void **)&base));
+    CHECK_OK(fh_segment_query(seg, 1, (void **)&nb_remote, NULL));
+    volatile uint64_t *flag = (volatile uint64_t *)(base + total);
+    volatile uint64_t *marker = flag + 1;
+    if (me == 0) {
+        nb_src = base;
+        for (uint64_t round = 1; round <= 2; round++) {
+            memset(nb_src, (int)round, total);
+            pthread_t a;
+            pthread_create(&a, NULL, streamer, (void *)(intptr_t)round);
+            while (atomic_load(&nb_posted) != (int)round)
+                ;
+            CHECK_OK(fh_put(1, nb_remote + total + 8, &round, sizeof round));
+            pthread_join(a, NULL);
+        }
+        uint64_t one = 1;
+        CHECK_OK(fh_put(1, nb_remote + total, &one, sizeof one));
+    } else if (me == 1) {
+        while (*marker != 2)
+            CHECK_OK(fh_poll());
+        int landed = 0;
+        for (int i = 0; i < NB_PIECES; i++)
+            landed += ((volatile char *)base)[(size_t)(i + 1) * NB_PIECE - 1] == 2;
+        CHECK(landed < NB_PIECES / 2, "B's 8 B put behind A's 64 MiB stream on its path",
+              "it to land before half of A's 64 pieces, saw %d landed", landed);
+        while (*flag == 0)
+            CHECK_OK(fh_poll());
+    }
+    CHECK_OK(fh_barrier());
+    CHECK_OK(fh_segment_destroy(seg));
+    CHECK_OK(fh_finalize());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *which = NULL;
@@ -337,7 +408,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--delay-us") == 0)
             exit_delay_us = atol(argv[i + 1]);
     if (which == NULL) {
-        fprintf(stderr, "usage: thread_races_test --case seg|exit|orphan|txwait\n");
+        fprintf(stderr, "usage: thread_races_test --case seg|exit|orphan|txwait|neighbour\n");
         return 2;
     }
     CHECK_OK(fh_am_register(H_REQ, on_req, "races_req"));
@@ -357,6 +428,8 @@ int main(int argc, char **argv)
         rc = case_orphan();
     else if (strcmp(which, "txwait") == 0)
         rc = case_txwait();
+    else if (strcmp(which, "neighbour") == 0)
+        rc = case_neighbour();
     else
         tu_fail("unknown case %s", which);
     TU_SAY("PASS thread_races_test\n");
