@@ -132,6 +132,7 @@ static int init_fail(fh_rt_t *rt, int err)
         fh_seg_fini(rt, undead != 0);
         if (reg->fini != NULL)
             reg->fini(&rt->core);
+        fh_lc_fini();
     } else if (rt->segs != NULL) {
         fh_seg_fini(rt, false);   /* tables only: no segment is live yet */
     }
@@ -333,6 +334,7 @@ int fh_init(int *argc, char ***argv)
     fh_reg_register_all_handlers();
     if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(&rt->core)) != FH_OK)
         return init_fail(rt, rc);
+    fh_lc_init(&rt->core);
     rt->modules_up = true;
     fh_atomic_init();
     fh_strided_init();
@@ -422,6 +424,7 @@ int fh_finalize(void)
     fh_seg_fini(rt, undead != 0);
     if (reg->fini != NULL)
         reg->fini(&rt->core);   /* firehose: unpins everything; before the conduit closes */
+    fh_lc_fini();
     for (int i = 0; i < fh_paths_made(rt); i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);
