@@ -206,8 +206,9 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
         fh_stat_rma(&p->base, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
-        return fh_set_error(rc, "%s to rank %d failed: %s", is_put ? "put" : "get", rank,
-                            fh_strerror(rc));
+        return fh_set_error(rc, "%s %s rank %d at 0x%llx (+%zu) failed: %s",
+                            is_put ? "put" : "get", is_put ? "to" : "from", rank,
+                            (unsigned long long)remote, n, fh_strerror(rc));
     return FH_OK;
 }
 

@@ -70,6 +70,36 @@ static int xfer(int form, int is_put, void *local, void *remote, size_t n)
     }
 }
 
+/* "stall" (FH_REG_STRATEGY=pin-everything over tcp, FH_OFI_RMA_TIMEOUT
+ * small): the key covers the whole segment, so the get reaches rank 1's
+ * provider, whose send from the PROT_NONE page fails after the header
+ * left; the get can only end by FH_OFI_RMA_TIMEOUT, which fails it and
+ * closes the connection.  Then the NB form and a put on the same path:
+ * errors at once, never a wait.  Rank 1 polls meanwhile (it must live and
+ * not fault) until rank 0 leaves a flag file; both then exit without
+ * fh_finalize, whose barrier cannot cross the closed connection (left
+ * open: docs/reliability.md). */
+static void stall_case(char *none)
+{
+    char b[64];
+    for (int form = 0; form < 2; form++) {
+        int rc = xfer(form, 0, b, none, 8);
+        if (rc == FH_OK) {
+            TU_LOG("get from PROT_NONE %p +8 (form %d) succeeded\n", (void *)none, form);
+            CHECK(0, "stalled get refused", "form %d", form);
+        }
+        names("stalled get from PROT_NONE", 1, none, 8);
+    }
+    int rc = fh_put(1, none + 4096 * 32, b, 8);
+    CHECK(rc != FH_OK, "put after the connection closed", "an error, saw FH_OK");
+    names("put after the connection closed", 1, none + 4096 * 32, 8);
+}
+
+static void stall_flag(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/fault_target_stall.%ld", (long)getppid());
+}
+
 static void honest(void *seg1, char *buf, int tag)
 {
     /* A round trip through a healthy page of rank 1's segment. */
@@ -94,7 +124,9 @@ int main(int argc, char **argv)
     /* argv[1]: "own" (the caller's own buffer only), "remote" (the peer's
      * memory only); neither: both. */
     const char *part = argc > 1 ? argv[1] : "";
-    int do_remote = strcmp(part, "own") != 0, do_own = strcmp(part, "remote") != 0;
+    int do_stall = strcmp(part, "stall") == 0;
+    int do_remote = !do_stall && strcmp(part, "own") != 0;
+    int do_own = !do_stall && strcmp(part, "remote") != 0;
     char *mine;
     fh_seg_t seg;
     CHECK_OK(fh_segment_create(SEG, &seg, (void **)&mine));
@@ -166,6 +198,27 @@ int main(int argc, char **argv)
                 }
             }
         }
+    }
+    if (do_stall) {
+        char flag[64];
+        stall_flag(flag, sizeof flag);
+        if (me == 0) {
+            stall_case((char *)seg1 + none_off);
+            FILE *f = fopen(flag, "w");
+            CHECK(f != NULL, "flag file", "%s", strerror(errno));
+            fclose(f);
+        } else {
+            /* Alive and serving (polling) until rank 0 is done: 30 s at most. */
+            for (int i = 0; i < 30000 && access(flag, F_OK) != 0; i++) {
+                fh_poll();
+                usleep(1000);
+            }
+            CHECK(access(flag, F_OK) == 0, "rank 0 done", "no flag after 30 s");
+            unlink(flag);
+        }
+        TU_SAY("PASS fault_target_test\n");
+        fflush(stdout);
+        _exit(0);
     }
     if (me == 0 && do_own) {
         /* The caller's own buffer: a put from unmapped or PROT_NONE memory,
