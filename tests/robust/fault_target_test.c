@@ -6,9 +6,17 @@
  *              rank 1 made PROT_NONE;
  *   read_only  a put into a page of rank 1's segment that is PROT_READ
  *              (a get from it must work);
- * (Not yet here, docs/reliability.md "Open": a put from one's own
- * unmapped memory, FH_REG_STRATEGY=pin-everything, an fh_get_nb from a
- * segment its owner destroys meanwhile.)
+ *   own        (argv[1] "own", or no argument) a put from the caller's own
+ *              unmapped or PROT_NONE memory, a get into its unmapped,
+ *              PROT_NONE or read-only memory: refused before anything is
+ *              sent, under every strategy (blocking, NB, NBI);
+ *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
+ *              from PROT_NONE that the tcp provider never answers ends by
+ *              FH_OFI_RMA_TIMEOUT (see stall_case).
+ * (Not here, docs/reliability.md "Open": a put into a peer's protected
+ * memory under pin-everything, which still kills the target, and an
+ * fh_get_nb from a segment its owner destroys meanwhile.)
+ * argv[1] "remote": the peer's memory only.
  * Each mistake must return an error (here, or from fh_wait) whose
  * fh_last_error() names the rank and the address, and both ranks must
  * still serve an honest round trip afterwards.  Sizes: 8 B (inject /
