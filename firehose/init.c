@@ -130,9 +130,9 @@ static int init_fail(fh_rt_t *rt, int err)
         const fh_reg_ops_t *reg = rt->reg_ops;
         unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
         fh_seg_fini(rt, undead != 0);
+        fh_lc_fini();             /* before reg->fini: it may share its monitor */
         if (reg->fini != NULL)
             reg->fini(&rt->core);
-        fh_lc_fini();
     } else if (rt->segs != NULL) {
         fh_seg_fini(rt, false);   /* tables only: no segment is live yet */
     }
@@ -422,9 +422,9 @@ int fh_finalize(void)
     const fh_reg_ops_t *reg = rt->reg_ops;
     unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
     fh_seg_fini(rt, undead != 0);
+    fh_lc_fini();             /* before reg->fini: it may share its monitor */
     if (reg->fini != NULL)
         reg->fini(&rt->core);   /* firehose: unpins everything; before the conduit closes */
-    fh_lc_fini();
     for (int i = 0; i < fh_paths_made(rt); i++)
         fh_path_teardown(rt, &rt->paths[i]);
     rt->cops->close(rt->conduit);

@@ -8,9 +8,11 @@
  * must be refused before posting.
  *
  * Cost.  The first check of a mapping asks the kernel (fh_vma_check,
- * firehose/util/vma.h); the mapping is then watched by a memory monitor of
- * its own (firehose/memmon, write-protect mode only: watching never
- * changes the application's system calls) and remembered per thread.  A
+ * firehose/util/vma.h); the mapping is then watched by a memory monitor --
+ * the firehose strategy's, shared because a mapping can be registered
+ * with one userfaultfd only, or one of its own under the other strategies
+ * (firehose/memmon, write-protect mode only: watching never changes the
+ * application's system calls) and remembered per thread.  A
  * later check inside it is two compares and one load of the monitor's
  * state word: any unmap, move or discard of watched memory anywhere makes
  * every thread's entry stale.  Without the monitor (FH_MEMMON=off, no
@@ -27,6 +29,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "firehose_internal.h"
 #include "reg.h"
 #include "firehose/memmon/memmon.h"
 #include "firehose/util/vma.h"
@@ -41,6 +44,7 @@ typedef struct lc_entry {
 } lc_entry_t;
 
 static fh_memmon_t *lc_mon;                  /* NULL: ask the kernel every time */
+static bool lc_own;                          /* lc_mon is ours (else firehose's) */
 static const _Atomic uint64_t *lc_word;      /* lc_mon's state word */
 static _Atomic unsigned lc_gen;               /* monitors started so far */
 static _Thread_local lc_entry_t lc_tab[LC_ENTRIES];
@@ -52,6 +56,19 @@ void fh_lc_init(fh_core_t *rt)
         return;
     char why[160] = "";
     fh_memmon_t *m = NULL;
+    if (rt->mm != NULL) {
+        /* The firehose strategy made (or failed to make) its monitor: a
+         * mapping can be registered with one userfaultfd only, so share
+         * it, and never make a second one.  Missing-page mode: no cache. */
+        m = fh_mm_monitor(rt);
+        if (m != NULL && strcmp(fh_memmon_mode(m), "wp") == 0) {
+            lc_mon = m;
+            lc_own = false;
+            atomic_fetch_add(&lc_gen, 1);
+            lc_word = fh_memmon_state_word(m);
+        }
+        return;
+    }
     if (fh_memmon_create(&m, why, sizeof why) != 0) {
         fh_log_verbose(1, "local buffer check: no memory monitor (%s): every put and get "
                        "asks the kernel about the caller's buffer", why);
@@ -66,6 +83,7 @@ void fh_lc_init(fh_core_t *rt)
         return;
     }
     lc_mon = m;
+    lc_own = true;
     atomic_fetch_add(&lc_gen, 1);
     lc_word = fh_memmon_state_word(m);
 }
@@ -75,7 +93,9 @@ void fh_lc_fini(void)
     fh_memmon_t *m = lc_mon;
     lc_word = NULL;
     lc_mon = NULL;
-    fh_memmon_destroy(m);
+    if (lc_own)
+        fh_memmon_destroy(m);
+    lc_own = false;
 }
 
 /* The slow path: ask the kernel, remember the mapping when it is watched. */
