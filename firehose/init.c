@@ -128,6 +128,7 @@ static int init_fail(fh_rt_t *rt, int err)
         const fh_reg_ops_t *reg = rt->reg_ops;
         unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
         fh_seg_fini(rt, undead != 0);
+        fh_lc_fini();             /* before reg->fini: it may share its monitor */
         if (reg->fini != NULL)
             reg->fini(&rt->core);
     } else if (rt->segs != NULL) {
@@ -350,6 +351,7 @@ int fh_init(int *argc, char ***argv)
     fh_reg_register_all_handlers();
     if (rt->reg_ops->init != NULL && (rc = rt->reg_ops->init(&rt->core)) != FH_OK)
         return init_fail(rt, rc);
+    fh_lc_init(&rt->core);
     rt->modules_up = true;
     fh_atomic_init();
     fh_strided_init();
@@ -440,6 +442,7 @@ int fh_finalize(void)
     const fh_reg_ops_t *reg = rt->reg_ops;
     unsigned undead = reg->fini_keys != NULL ? reg->fini_keys(&rt->core) : 0;
     fh_seg_fini(rt, undead != 0);
+    fh_lc_fini();             /* before reg->fini: it may share its monitor */
     if (reg->fini != NULL)
         reg->fini(&rt->core);   /* firehose: unpins everything; before the conduit closes */
     for (int i = 0; i < fh_paths_made(rt); i++)

@@ -71,6 +71,15 @@ int fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
 {
     assert(rank != fh_rt->rank);   /* callers copy to themselves */
     assert(!own_lmr || (fh_rt->reg_ops->caps & FH_REG_CAP_NB_OWNS_LMR));
+    /* Every strategy hands the caller's buffer to a copy (put-in-move,
+     * bounce) or to the conduit (an inject copy, a socket call): an
+     * unmapped one must be refused here, not fault there. */
+    int rc = fh_lc_check(is_put, rank, local, n, remote);
+    if (rc != FH_OK) {
+        if (own_lmr)
+            fh_rma_local_mr_release(lmr);
+        return rc;
+    }
     return fh_rt->reg_ops->xfer(&t->base, is_put, rank, local, lmr, remote, n, rkey, ctr,
                                  own_lmr);
 }
@@ -197,8 +206,9 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
         fh_stat_rma(&p->base, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
-        return fh_set_error(rc, "%s to rank %d failed: %s", is_put ? "put" : "get", rank,
-                            fh_strerror(rc));
+        return fh_set_error(rc, "%s %s rank %d at 0x%llx (+%zu) failed: %s",
+                            is_put ? "put" : "get", is_put ? "to" : "from", rank,
+                            (unsigned long long)remote, n, fh_strerror(rc));
     return FH_OK;
 }
 

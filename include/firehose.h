@@ -478,11 +478,20 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * length; NB: NULL h; strided: a zero destination stride); FH_ERR_TOO_BIG
  * (over FH_MAX_XFER); FH_ERR_OVERFLOW (an address range wraps);
  * FH_ERR_OUT_OF_SEGMENT; FH_ERR_NO_MEMORY (a local registration or the
- * queue of waiting transfers could not be made).  A failure after the
+ * queue of waiting transfers could not be made); FH_ERR_INVALID also when
+ * the caller's own buffer is not mapped readable (put) or writable (get),
+ * fh_last_error() naming its first bad address, the rank and the remote
+ * address (checked once per mapping and thread; a buffer the application
+ * mprotects after a transfer used it is not checked again:
+ * docs/reliability.md).  A failure after the
  * transfer started -- FH_ERR_TRANSPORT from the network, or the target
  * refusing a registration the strategy asked for -- is the blocking call's
  * return value, and the NB/NBI operation's status (fh_wait/fh_test,
- * fh_wait_nbi). */
+ * fh_wait_nbi).  Over libfabric message endpoints (tcp) no transfer waits
+ * longer than FH_OFI_RMA_TIMEOUT (60 s): then it fails with
+ * FH_ERR_TRANSPORT naming rank and address, and the connection of the
+ * calling thread's path to that rank is closed (later transfers and
+ * messages on it fail with FH_ERR_PEER_DEAD; docs/reliability.md). */
 #define FH_MAX_XFER ((size_t)1 << 36)
 /* The largest payload of one long AM request, 4 GiB - 1 (the wire's length
  * field is 32 bits): a larger one is refused with FH_ERR_TOO_BIG, never cut. */

@@ -185,6 +185,11 @@ static void conn_kill(struct ofi_conn *k, const char *why)
     c->ndead++;
 }
 
+void ofi_cm_conn_abort(struct ofi_conn *k)
+{
+    conn_kill(k, NULL);
+}
+
 void ofi_cm_path_destroy(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;

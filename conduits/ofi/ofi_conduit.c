@@ -408,6 +408,7 @@ static int ofi_open(const fh_conduit_config_t *cfg,
         goto fail;
     }
     c->msg = info->ep_attr->type == FI_EP_MSG;
+    c->rma_timeout = c->msg ? (double)s->rma_timeout : 0.0;
     if (c->msg) {
         ret = ofi_cm_open(c);
         if (ret) {

@@ -11,6 +11,7 @@ typedef struct ofi_settings {
                                  one when all ranks are local) */
     int endpoint;             /* FH_OFI_ENDPOINT: enum ofi_endpoint_choice */
     int trust_fabric;         /* FH_OFI_TRUST_FABRIC */
+    long rma_timeout;         /* FH_OFI_RMA_TIMEOUT, s; 0: never */
 } ofi_settings_t;
 
 enum ofi_endpoint_choice { OFI_EPC_AUTO = 0, OFI_EPC_MSG, OFI_EPC_RDM };

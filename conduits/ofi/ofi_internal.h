@@ -47,7 +47,9 @@ enum ofi_op_kind {
     OFI_OP_PUT = 1,
     OFI_OP_GET,
     OFI_OP_SEND,   /* AM send slot */
-    OFI_OP_RECV    /* multi-recv buffer */
+    OFI_OP_RECV,   /* multi-recv buffer */
+    OFI_OP_LOST    /* an RMA given up on (FH_OFI_RMA_TIMEOUT): its record is
+                      never reused, a late completion of it is ignored */
 };
 
 struct ofi_op {
@@ -62,7 +64,12 @@ struct ofi_op {
     int repost;                /* RECV: released by the provider, repost */
     struct ofi_conn *conn;     /* MSG mode: RECV: the connection it is posted
                                   on (its sender); SEND: the handshake proof
-                                  of this connection */
+                                  of this connection; PUT/GET: the one it
+                                  was posted on */
+    uint64_t raddr;            /* PUT/GET: the remote address (messages) */
+    size_t len;                /* PUT/GET: bytes */
+    unsigned age;              /* PUT/GET: expiry scans it was seen live in */
+    int live;                  /* PUT/GET: posted, not completed */
     struct ofi_op *next;       /* freelist link */
 };
 
@@ -136,6 +143,9 @@ struct fh_cpath {
     struct ofi_op *ops;
     struct ofi_op *op_free;
     size_t nops;
+    size_t rma_live;           /* MSG: RMAs posted and not completed */
+    unsigned scan_tick;        /* polls since the last expiry check */
+    double next_scan;          /* ofi_now() of the next expiry scan */
 
     /* AM send slots: nslots buffers of am_max_packet bytes, registered. */
     struct ofi_op *slots;
@@ -183,6 +193,7 @@ struct fh_conduit {
     struct fid_av *av;
 
     int msg;               /* MSG mode (ofi_cm.c), else RDM */
+    double rma_timeout;    /* FH_OFI_RMA_TIMEOUT (MSG mode), s; 0: never */
     struct fid_eq *eq;     /* MSG: connection events */
     int eq_fd;             /* its wait fd, -1 when it has none */
     struct fid_pep *pep;   /* MSG: our listener */
@@ -286,12 +297,38 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
         return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
                             "rank %d path %d", p->index, rank, rpath);
     if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP)
-        return fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %d closed its connection "
-                            "(path %d)", rank, rpath);
+        return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: the connection to rank %d "
+                            "path %d is closed", p->index, rank, rpath);
     *ep = k->ep;
     *addr = 0;
     return FH_OK;
 }
+
+/* An RMA just posted: what its expiry and error messages need (MSG mode:
+ * its connection, counted live until it completes). */
+static inline void ofi_rma_posted(struct fh_cpath *p, struct ofi_op *op, int rank,
+                                  int rpath, uint64_t raddr, size_t len)
+{
+    op->raddr = raddr;
+    op->len = len;
+    op->age = 0;
+    op->live = p->conn != NULL;
+    op->conn = p->conn != NULL
+        ? p->conn[(size_t)rank * (size_t)p->c->cfg.npaths + (size_t)rpath] : NULL;
+    p->rma_live += (size_t)op->live;
+}
+/* An RMA's completion (either kind) arrived: no longer live. */
+static inline void ofi_rma_done(struct fh_cpath *p, struct ofi_op *op)
+{
+    p->rma_live -= (size_t)op->live;
+    op->live = 0;
+}
+/* MSG mode, from the poll: fails the RMAs older than FH_OFI_RMA_TIMEOUT
+ * and closes their connections (ofi_path.c). */
+void ofi_rma_expire(struct fh_cpath *p);
+/* Closes connection k after start-up (its endpoint and buffers; the
+ * records stay): later sends on it fail with FH_ERR_PEER_DEAD. */
+void ofi_cm_conn_abort(struct ofi_conn *k);
 
 /* Helpers shared by the files. */
 int  ofi_err_to_fh(int fi_errno);   /* positive FI_E* -> fh_err_t */

@@ -498,8 +498,11 @@ static void ofi_handle_error(struct fh_cpath *p)
         return;
     }
     switch (op->kind) {
+    case OFI_OP_LOST:
+        break;                  /* failed already (ofi_rma_expire) */
     case OFI_OP_PUT:
     case OFI_OP_GET: {
+        ofi_rma_done(p, op);
         int st = ofi_err_to_fh(e.err);
         /* tcp reports a dropped connection as FI_ECANCELED with the socket
          * errno (ENOTCONN, ECONNRESET, ...) as prov_errno. */
@@ -508,9 +511,10 @@ static void ofi_handle_error(struct fh_cpath *p)
             st = FH_ERR_PEER_DEAD;
         if (st == FH_ERR_AGAIN || st == FH_ERR_NO_MEMORY)
             st = FH_ERR_TRANSPORT;
-        fh_log_error("ofi: path %d: %s rank %d (path %d) failed: %s (%s)",
+        fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) failed: %s (%s)",
                      p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
-                     op->rank, op->rpath, fi_strerror(e.err), detail);
+                     op->rank, op->rpath, (unsigned long long)op->raddr, op->len,
+                     fi_strerror(e.err), detail);
         void *ctx = op->op_ctx;
         op->next = p->op_free;
         p->op_free = op;
@@ -618,8 +622,11 @@ int ofi_poll(struct fh_cpath *p, int max)
             if (!op)
                 continue;
             switch (op->kind) {
+            case OFI_OP_LOST:
+                break;                /* failed already (ofi_rma_expire) */
             case OFI_OP_PUT:
             case OFI_OP_GET: {
+                ofi_rma_done(p, op);
                 void *ctx = op->op_ctx;
                 op->next = p->op_free;
                 p->op_free = op;
@@ -650,5 +657,51 @@ int ofi_poll(struct fh_cpath *p, int max)
         ofi_retry_reposts(p);
     if (c->msg && p->index == 0 && c->connected && c->npending != 0)
         ofi_cm_expire(c);
+    if (p->rma_live != 0 && c->rma_timeout > 0 && (++p->scan_tick & 255) == 0)
+        ofi_rma_expire(p);
     return done;
+}
+
+/* Expiry (FH_OFI_RMA_TIMEOUT, MSG mode).  The libfabric tcp provider that
+ * meets a fault in the target's memory (a get from pages made PROT_NONE
+ * after their key was given out: its send fails with EFAULT after the
+ * header left) logs a warning and stops serving the connection: the get
+ * would wait for ever.  So every live RMA ages by one per scan (a scan
+ * every timeout/4 at most, from the poll); one seen in 5 scans is at least
+ * the timeout old.  It fails (FH_ERR_TRANSPORT, rank, path, address and
+ * length in the log and, through the runtime, in fh_last_error()), and so
+ * does every other live RMA of its connection, which is closed: its
+ * endpoint closed first, so the provider writes into none of their
+ * buffers afterwards.  Their records are never reused (OFI_OP_LOST). */
+#define OFI_RMA_SCANS 5
+void ofi_rma_expire(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    double t = ofi_now();
+    if (t < p->next_scan)
+        return;
+    p->next_scan = t + c->rma_timeout / (OFI_RMA_SCANS - 1);
+    for (size_t i = 0; i < p->nops; i++) {
+        struct ofi_op *op = &p->ops[i];
+        if (!op->live || ++op->age < OFI_RMA_SCANS)
+            continue;
+        struct ofi_conn *k = op->conn;
+        fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) did not complete "
+                     "in %.0f s (FH_OFI_RMA_TIMEOUT): failed, and the connection is closed "
+                     "(a provider that met a fault in the target's memory stops serving "
+                     "it); later traffic with rank %d on this path fails",
+                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", op->rank,
+                     op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout,
+                     op->rank);
+        if (k != NULL)
+            ofi_cm_conn_abort(k);
+        for (size_t j = 0; j < p->nops; j++) {
+            struct ofi_op *o = &p->ops[j];
+            if (!o->live || o->conn != k)
+                continue;
+            ofi_rma_done(p, o);
+            o->kind = OFI_OP_LOST;
+            c->up.on_complete(p->upcall_arg, o->op_ctx, FH_ERR_TRANSPORT);
+        }
+    }
 }

@@ -268,6 +268,7 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
     ssize_t r = fi_writemsg(ep, &m, f);
     if (r == 0) {
         p->op_free = op->next;
+        ofi_rma_posted(p, op, rank, rpath, raddr, len);
         return FH_OK;
     }
     if (r == -FI_EAGAIN)
@@ -321,6 +322,7 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
     ssize_t r = fi_readmsg(ep, &m, f);
     if (r == 0) {
         p->op_free = op->next;
+        ofi_rma_posted(p, op, rank, rpath, raddr, len);
         return FH_OK;
     }
     if (r == -FI_EAGAIN)

@@ -263,6 +263,9 @@ void fh_reg_local_release(fh_core_t *rt, fh_reg_lpin_t *lp);
 
 /* ---- firehose_revoke.c: freed or reused memory (with rt->reg only) */
 int  fh_mm_init(fh_core_t *rt);          /* FH_MEMMON / FH_SEGMENT; sets rt->mm */
+/* The firehose strategy's monitor (NULL without one): local_check.c shares
+ * it, since a mapping can be watched by one userfaultfd only. */
+struct fh_memmon *fh_mm_monitor(const fh_core_t *rt);
 void fh_mm_fini(fh_core_t *rt);
 /* env->pin: may a registration of [addr, +len) be cached?  Watches it with
  * the monitor.  Under the cache lock. */

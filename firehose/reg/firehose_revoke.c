@@ -195,6 +195,11 @@ bool fh_mm_may_publish(fh_core_t *rt)
     return n == 0 || atomic_load(&rt->finalizing);
 }
 
+fh_memmon_t *fh_mm_monitor(const fh_core_t *rt)
+{
+    return rt->mm != NULL ? rt->mm->mon : NULL;
+}
+
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
                      const _Atomic uint64_t **seen)
 {

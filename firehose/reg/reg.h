@@ -149,4 +149,17 @@ const fh_reg_ops_t *fh_reg_pick(int strategy);
 /* Runs every table's handlers hook (fh_init). */
 void fh_reg_register_all_handlers(void);
 
+/* The caller's own buffer, checked before any strategy's transfer is
+ * posted (local_check.c: per-thread entries of mappings found mapped,
+ * made stale by a memory monitor's events; mprotect is not seen).
+ * fh_lc_init at fh_init (never fails: without a monitor every check asks
+ * the kernel), fh_lc_fini at fh_finalize.  fh_lc_check: FH_OK when
+ * [local, +n) is mapped readable (a put's source) or writable (a get's
+ * destination); else FH_ERR_INVALID, nothing posted, fh_last_error()
+ * naming the first bad address, the peer rank and the remote address.
+ * Any thread. */
+void fh_lc_init(fh_core_t *rt);
+void fh_lc_fini(void);
+int  fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote);
+
 #endif /* FH_REG_H */

@@ -6,9 +6,17 @@
  *              rank 1 made PROT_NONE;
  *   read_only  a put into a page of rank 1's segment that is PROT_READ
  *              (a get from it must work);
- * (Not yet here, docs/reliability.md "Open": a put from one's own
- * unmapped memory, FH_REG_STRATEGY=pin-everything, an fh_get_nb from a
- * segment its owner destroys meanwhile.)
+ *   own        (argv[1] "own", or no argument) a put from the caller's own
+ *              unmapped or PROT_NONE memory, a get into its unmapped,
+ *              PROT_NONE or read-only memory: refused before anything is
+ *              sent, under every strategy (blocking, NB, NBI);
+ *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
+ *              from PROT_NONE that the tcp provider never answers ends by
+ *              FH_OFI_RMA_TIMEOUT (see stall_case).
+ * (Not here, docs/reliability.md "Open": a put into a peer's protected
+ * memory under pin-everything, which still kills the target, and an
+ * fh_get_nb from a segment its owner destroys meanwhile.)
+ * argv[1] "remote": the peer's memory only.
  * Each mistake must return an error (here, or from fh_wait) whose
  * fh_last_error() names the rank and the address, and both ranks must
  * still serve an honest round trip afterwards.  Sizes: 8 B (inject /
@@ -53,6 +61,53 @@ static int finish_nb(int rc, const fh_handle_t *h)
     return fh_wait(*h);
 }
 
+/* The call of form 0 blocking, 1 NB (+ fh_wait), 2 NBI (+ fh_wait_nbi). */
+static int xfer(int form, int is_put, void *local, void *remote, size_t n)
+{
+    fh_handle_t h;
+    int rc;
+    switch (form) {
+    case 0:
+        return is_put ? fh_put(1, remote, local, n) : fh_get(local, 1, remote, n);
+    case 1:
+        rc = is_put ? fh_put_nb(1, remote, local, n, &h) : fh_get_nb(local, 1, remote, n, &h);
+        return finish_nb(rc, &h);
+    default:
+        rc = is_put ? fh_put_nbi(1, remote, local, n) : fh_get_nbi(local, 1, remote, n);
+        return rc != FH_OK ? rc : fh_wait_nbi();   /* a wait's success clears the text */
+    }
+}
+
+/* "stall" (FH_REG_STRATEGY=pin-everything over tcp, FH_OFI_RMA_TIMEOUT
+ * small): the key covers the whole segment, so the get reaches rank 1's
+ * provider, whose send from the PROT_NONE page fails after the header
+ * left; the get can only end by FH_OFI_RMA_TIMEOUT, which fails it and
+ * closes the connection.  Then the NB form and a put on the same path:
+ * errors at once, never a wait.  Rank 1 polls meanwhile (it must live and
+ * not fault) until rank 0 leaves a flag file; both then exit without
+ * fh_finalize, whose barrier cannot cross the closed connection (left
+ * open: docs/reliability.md). */
+static void stall_case(char *none)
+{
+    char b[64];
+    for (int form = 0; form < 2; form++) {
+        int rc = xfer(form, 0, b, none, 8);
+        if (rc == FH_OK) {
+            TU_LOG("get from PROT_NONE %p +8 (form %d) succeeded\n", (void *)none, form);
+            CHECK(0, "stalled get refused", "form %d", form);
+        }
+        names("stalled get from PROT_NONE", 1, none, 8);
+    }
+    int rc = fh_put(1, none + 4096 * 32, b, 8);
+    CHECK(rc != FH_OK, "put after the connection closed", "an error, saw FH_OK");
+    names("put after the connection closed", 1, none + 4096 * 32, 8);
+}
+
+static void stall_flag(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/fault_target_stall.%ld", (long)getppid());
+}
+
 static void honest(void *seg1, char *buf, int tag)
 {
     /* A round trip through a healthy page of rank 1's segment. */
@@ -74,6 +129,12 @@ int main(int argc, char **argv)
     int me = fh_rank();
     CHECK(fh_nranks() == 2, "ranks", "expected 2, saw %d", fh_nranks());
     int longrun = getenv("FH_TEST_LONG") != NULL;
+    /* argv[1]: "own" (the caller's own buffer only), "remote" (the peer's
+     * memory only); neither: both. */
+    const char *part = argc > 1 ? argv[1] : "";
+    int do_stall = strcmp(part, "stall") == 0;
+    int do_remote = !do_stall && strcmp(part, "own") != 0;
+    int do_own = !do_stall && strcmp(part, "remote") != 0;
     char *mine;
     fh_seg_t seg;
     CHECK_OK(fh_segment_create(SEG, &seg, (void **)&mine));
@@ -97,7 +158,7 @@ int main(int argc, char **argv)
     const size_t *sizes = longrun ? sizes_l : sizes_s;
     size_t nsizes = longrun ? sizeof sizes_l / sizeof *sizes_l : sizeof sizes_s / sizeof *sizes_s;
     int tag = 0, nfail = 0;
-    if (me == 0) {
+    if (me == 0 && do_remote) {
         for (size_t si = 0; si < nsizes; si++) {
             size_t n = sizes[si];
             if (n > bad_len)
@@ -145,6 +206,65 @@ int main(int argc, char **argv)
                 }
             }
         }
+    }
+    if (do_stall) {
+        char flag[64];
+        stall_flag(flag, sizeof flag);
+        if (me == 0) {
+            stall_case((char *)seg1 + none_off);
+            FILE *f = fopen(flag, "w");
+            CHECK(f != NULL, "flag file", "%s", strerror(errno));
+            fclose(f);
+        } else {
+            /* Alive and serving (polling) until rank 0 is done: 30 s at most. */
+            for (int i = 0; i < 30000 && access(flag, F_OK) != 0; i++) {
+                fh_poll();
+                usleep(1000);
+            }
+            CHECK(access(flag, F_OK) == 0, "rank 0 done", "no flag after 30 s");
+            unlink(flag);
+        }
+        TU_SAY("PASS fault_target_test\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    if (me == 0 && do_own) {
+        /* The caller's own buffer: a put from unmapped or PROT_NONE memory,
+         * a get into unmapped, PROT_NONE or read-only memory. */
+        char *own = mmap(NULL, 20 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        CHECK(own != MAP_FAILED, "mmap", "%s", strerror(errno));
+        char *own_unmapped = own, *own_none = own + 8 * pg, *own_ro = own + 16 * pg;
+        CHECK(munmap(own_unmapped, 4 * pg) == 0, "munmap", "%s", strerror(errno));
+        CHECK(mprotect(own_none, 4 * pg, PROT_NONE) == 0, "mprotect", "%s", strerror(errno));
+        CHECK(mprotect(own_ro, 4 * pg, PROT_READ) == 0, "mprotect", "%s", strerror(errno));
+        static const size_t own_sizes[] = {8, 3000, 4 * 4096};
+        struct { const char *what; char *at; int is_put; } own_cases[] = {
+            {"put from own unmapped memory", own_unmapped, 1},
+            {"put from own PROT_NONE memory", own_none, 1},
+            {"get into own unmapped memory", own_unmapped, 0},
+            {"get into own PROT_NONE memory", own_none, 0},
+            {"get into own read-only memory", own_ro, 0},
+        };
+        for (size_t ci = 0; ci < sizeof own_cases / sizeof *own_cases; ci++)
+            for (size_t si = 0; si < 3; si++)
+                for (int form = 0; form < 3; form++) {
+                    size_t n = own_sizes[si] < 4 * pg ? own_sizes[si] : 4 * pg;
+                    char *at = own_cases[ci].at;
+                    char *remote = (char *)seg1 + 8 * pg;
+                    int rc = xfer(form, own_cases[ci].is_put, at, remote, n);
+                    if (rc == FH_OK) {
+                        TU_LOG("%s %p +%zu (form %d) succeeded\n", own_cases[ci].what,
+                               (void *)at, n, form);
+                        nfail++;
+                    } else
+                        names(own_cases[ci].what, 1, at, n);
+                    honest(seg1, buf, ++tag);
+                }
+        CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
+        for (size_t i = 0; i < 4 * pg; i++)
+            CHECK(own_ro[i] == 0, "own read-only page unchanged", "byte %zu", i);
+        munmap(own + 4 * pg, 16 * pg);
         TU_LOG("%d mistakes were not refused\n", nfail);
         CHECK(nfail == 0, "mistakes refused", "0 accepted, saw %d", nfail);
     }

@@ -4,13 +4,17 @@
 #                        the runtime's watching never breaks the
 #                        application's mremap/munmap;
 #   failed_put_test      a refused put or get changes nothing (per piece);
-#   fault_target_test    a peer's PROT_NONE / read-only memory gives an
-#                        error naming rank and address, both ranks live on.
+#   fault_target_test    a peer's PROT_NONE / read-only memory, and the
+#                        caller's own unmapped / PROT_NONE / read-only
+#                        buffer, give an error naming rank and address,
+#                        both ranks live on.
 # 2 ranks each, over tcp; the network route (FH_SHM=off) and, for the
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
-# attach).  fault_target_test runs under every FH_REG_STRATEGY that passes
-# it (FH_TEST_FAULT_STRATEGIES; pin-everything does not yet:
-# docs/reliability.md, "Open").  FH_TEST_LONG=1: more sizes and offsets.
+# attach).  fault_target_test runs whole under every FH_REG_STRATEGY that
+# passes it (FH_TEST_FAULT_STRATEGIES); under pin-everything its "own"
+# part, and its "stall" part (a get from a peer's PROT_NONE page ends by
+# FH_OFI_RMA_TIMEOUT; a put there still kills the target: docs/
+# reliability.md, "Open"; FH_SEGMENT=everything is firehose's only).  FH_TEST_LONG=1: more sizes and offsets.
 . "$(dirname "$0")/../integ/common.sh"
 need_fhrun
 FH_TEST_BINDIR=${FH_TEST_BINDIR:-$(first_exe "${top_builddir:+$top_builddir/tests/robust/everything_map_test}" \
@@ -30,6 +34,9 @@ for s in ${FH_TEST_FAULT_STRATEGIES:-firehose rendezvous rendezvous-cache bounce
     export FH_REG_STRATEGY=$s
     run_np fault_target_test 2
 done
+export FH_REG_STRATEGY=pin-everything
+run_np fault_target_test 2 own
+FH_OFI_RMA_TIMEOUT=2 run_np fault_target_test 2 stall
 echo "---- FH_SEGMENT=everything FH_SHM=off"
 export FH_SEGMENT=everything FH_REG_STRATEGY=firehose
 run_np fault_target_test 2

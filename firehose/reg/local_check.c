@@ -1,0 +1,156 @@
+/*
+ * local_check.c -- "is the caller's own buffer there?" before a transfer
+ * is posted, for strategies that hand the caller's buffer to the conduit
+ * as it is (pin-everything).  Over libfabric tcp a put of up to the inject
+ * size is copied by fi_writemsg in the caller's thread (an unmapped source
+ * faults there), and a longer put or a get makes the provider's socket
+ * call fail midway (the connection's byte stream is then broken): both
+ * must be refused before posting.
+ *
+ * Cost.  The first check of a mapping asks the kernel (fh_vma_check,
+ * firehose/util/vma.h); the mapping is then watched by a memory monitor --
+ * the firehose strategy's, shared because a mapping can be registered
+ * with one userfaultfd only, or one of its own under the other strategies
+ * (firehose/memmon, write-protect mode only: watching never changes the
+ * application's system calls) and remembered per thread.  A
+ * later check inside it is two compares and one load of the monitor's
+ * state word: any unmap, move or discard of watched memory anywhere makes
+ * every thread's entry stale.  Without the monitor (FH_MEMMON=off, no
+ * userfaultfd, valgrind, kernels without write-protect) every call asks
+ * the kernel (~1 us).
+ *
+ * What is not seen: mprotect (userfaultfd has no event for it).  A buffer
+ * checked once and made PROT_NONE or read-only afterwards by the
+ * application is not checked again while its entry lives.
+ *
+ * Threads: any thread; per-thread entries, no lock on the hit path.
+ * Declared in reg.h (fh_lc_*): the core calls it for every strategy.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "firehose_internal.h"
+#include "reg.h"
+#include "firehose/memmon/memmon.h"
+#include "firehose/util/vma.h"
+
+#define LC_ENTRIES 4
+
+typedef struct lc_entry {
+    uintptr_t lo, hi;         /* [lo, hi) found mapped with prot */
+    int prot;                 /* FH_VMA_READ | FH_VMA_WRITE */
+    uint64_t state;           /* the monitor's state word when checked */
+    unsigned gen;             /* lc_gen when made (a monitor of an earlier fh_init) */
+} lc_entry_t;
+
+static fh_memmon_t *lc_mon;                  /* NULL: ask the kernel every time */
+static bool lc_own;                          /* lc_mon is ours (else firehose's) */
+static const _Atomic uint64_t *lc_word;      /* lc_mon's state word */
+static _Atomic unsigned lc_gen;               /* monitors started so far */
+static _Thread_local lc_entry_t lc_tab[LC_ENTRIES];
+static _Thread_local unsigned lc_next;
+
+void fh_lc_init(fh_core_t *rt)
+{
+    if (lc_mon != NULL || rt->cfg.memmon == FH_MEMMON_OFF)
+        return;
+    char why[160] = "";
+    fh_memmon_t *m = NULL;
+    if (rt->mm != NULL) {
+        /* The firehose strategy made (or failed to make) its monitor: a
+         * mapping can be registered with one userfaultfd only, so share
+         * it, and never make a second one.  Missing-page mode: no cache. */
+        m = fh_mm_monitor(rt);
+        if (m != NULL && strcmp(fh_memmon_mode(m), "wp") == 0) {
+            lc_mon = m;
+            lc_own = false;
+            atomic_fetch_add(&lc_gen, 1);
+            lc_word = fh_memmon_state_word(m);
+        }
+        return;
+    }
+    if (fh_memmon_create(&m, why, sizeof why) != 0) {
+        fh_log_verbose(1, "local buffer check: no memory monitor (%s): every put and get "
+                       "asks the kernel about the caller's buffer", why);
+        return;
+    }
+    if (strcmp(fh_memmon_mode(m), "wp") != 0) {
+        /* Missing-page mode splits the mappings it watches: not for
+         * memory the application never gave us. */
+        fh_memmon_destroy(m);
+        fh_log_verbose(1, "local buffer check: the memory monitor lacks write-protect "
+                       "mode: every put and get asks the kernel about the caller's buffer");
+        return;
+    }
+    lc_mon = m;
+    lc_own = true;
+    atomic_fetch_add(&lc_gen, 1);
+    lc_word = fh_memmon_state_word(m);
+}
+
+void fh_lc_fini(void)
+{
+    fh_memmon_t *m = lc_mon;
+    lc_word = NULL;
+    lc_mon = NULL;
+    if (lc_own)
+        fh_memmon_destroy(m);
+    lc_own = false;
+}
+
+/* The slow path: ask the kernel, remember the mapping when it is watched. */
+static int lc_slow(bool is_put, int rank, const char *local, size_t n, uint64_t remote,
+                   int prot)
+{
+    uintptr_t a = (uintptr_t)local, bad = a;
+    /* The state before the kernel is asked: an unmap after this load
+     * changes the word, so the entry made below is stale at once. */
+    uint64_t s0 = lc_word != NULL ? atomic_load_explicit(lc_word, memory_order_acquire) : 0;
+    if (!fh_vma_check(a, n, prot, &bad))
+        goto refuse;
+    fh_vma_t v;
+    if (lc_mon == NULL || fh_vma_at(a, &v) != 0)
+        return FH_OK;
+    lc_entry_t e = {.lo = a, .hi = a + n, .prot = prot, .state = s0,
+                     .gen = atomic_load_explicit(&lc_gen, memory_order_relaxed)};
+    if (a + n <= v.end) {          /* the whole mapping, as watched */
+        e.lo = v.start;
+        e.hi = v.end;
+        e.prot = v.prot;
+    }
+    if (fh_memmon_watch(lc_mon, e.lo, e.hi - e.lo) != 0)
+        return FH_OK;              /* a file mapping, a hole since: not remembered */
+    /* Watched only now: an unmap between the kernel's answer and the watch
+     * sent no event.  Ask once more, after the watch. */
+    if (!fh_vma_check(a, n, prot, &bad))
+        goto refuse;
+    lc_tab[lc_next++ % LC_ENTRIES] = e;
+    return FH_OK;
+refuse:
+    return fh_set_error(FH_ERR_INVALID,
+                        "%s %s rank %d at 0x%llx: the caller's %s [%p, +%zu) is not "
+                        "mapped %s at %p; nothing was sent",
+                        is_put ? "put" : "get", is_put ? "to" : "from", rank,
+                        (unsigned long long)remote, is_put ? "source" : "destination",
+                        (const void *)local, n, is_put ? "readable" : "writable",
+                        (void *)bad);
+}
+
+int fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote)
+{
+    if (n == 0)
+        return FH_OK;
+    const int prot = is_put ? FH_VMA_READ : FH_VMA_WRITE;
+    uintptr_t a = (uintptr_t)local;
+    if (lc_word != NULL) {
+        uint64_t s = atomic_load_explicit(lc_word, memory_order_acquire);
+        unsigned g = atomic_load_explicit(&lc_gen, memory_order_relaxed);
+        for (unsigned i = 0; i < LC_ENTRIES; i++) {
+            const lc_entry_t *e = &lc_tab[i];
+            if (a >= e->lo && a < e->hi && n <= e->hi - a && e->state == s &&
+                e->gen == g && (e->prot & prot) == prot)
+                return FH_OK;
+        }
+    }
+    return lc_slow(is_put, rank, local, n, remote, prot);
+}
