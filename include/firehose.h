@@ -487,8 +487,9 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * transfer started -- FH_ERR_TRANSPORT from the network, or the target
  * refusing a registration the strategy asked for -- is the blocking call's
  * return value, and the NB/NBI operation's status (fh_wait/fh_test,
- * fh_wait_nbi).  Over libfabric message endpoints (tcp) no transfer waits
- * longer than FH_OFI_RMA_TIMEOUT (60 s): then it fails with
+ * fh_wait_nbi).  Over libfabric message endpoints (tcp), with
+ * FH_OFI_RMA_TIMEOUT set (default 0: off), no transfer waits longer than
+ * that: then it fails with
  * FH_ERR_TRANSPORT naming rank and address, and the connection of the
  * calling thread's path to that rank is closed (later transfers and
  * messages on it fail with FH_ERR_PEER_DEAD; docs/reliability.md). */

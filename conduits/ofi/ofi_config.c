@@ -31,12 +31,13 @@ static const fh_cfg_entry_t ofi_config_table[] = {
      "1 allows rdm endpoints on providers that name a sender by the address it "
      "claims (tcp, net, udp, sockets: anyone who can reach the job's ports could "
      "pass for a rank); only for a fabric no stranger can reach (docs/security.md).", 0},
-    {"FH_OFI_RMA_TIMEOUT", FH_CFG_INT, "60", NULL, F(rma_timeout), 0,
+    {"FH_OFI_RMA_TIMEOUT", FH_CFG_INT, "0", NULL, F(rma_timeout), 0,
      "s a put or get over a message endpoint (tcp) may stay incomplete: then it fails "
      "(FH_ERR_TRANSPORT, rank and address named) and its connection is closed, since a "
      "provider that met a fault in the target's memory stops serving it without a word. "
-     "0 = wait for ever. With tcp the target's provider runs only while the target calls "
-     "the runtime: a target that computes longer without any call looks the same.", 0},
+     "0 (default) = wait for ever: with tcp the target's provider runs only while the "
+     "target calls the runtime, so a correct target that computes longer without any "
+     "call looks the same (seen: a 5 s compute phase under a 2 s timeout ended the job).", 0},
 };
 
 const fh_conduit_settings_t fh_ofi_settings = {

@@ -381,13 +381,22 @@ static int case_neighbour(void)
         uint64_t one = 1;
         CHECK_OK(fh_put(1, nb_remote + total, &one, sizeof one));
     } else if (me == 1) {
-        while (*marker != 2)
+        /* Polling with naps: rank 0's two threads need the cores of a
+         * small machine more than we do. */
+        while (*marker != 2) {
             CHECK_OK(fh_poll());
+            usleep(50);
+        }
         int landed = 0;
         for (int i = 0; i < NB_PIECES; i++)
             landed += ((volatile char *)base)[(size_t)(i + 1) * NB_PIECE - 1] == 2;
-        CHECK(landed < NB_PIECES / 2, "B's 8 B put behind A's 64 MiB stream on its path",
-              "it to land before half of A's 64 pieces, saw %d landed", landed);
+        /* Ahead of B: at most FH_BULK_AHEAD pieces in the runtime and the
+         * provider, plus what the kernel's socket buffers took (several
+         * MiB each way on loopback) and what A posted while B waited for
+         * a core: 32-34 of 64 seen in 5 of 22 runs on a loaded 2-core
+         * machine; without the bound all 64, every run. */
+        CHECK(landed < NB_PIECES * 3 / 4, "B's 8 B put behind A's 64 MiB stream on its path",
+              "it to land before three quarters of A's 64 pieces, saw %d landed", landed);
         while (*flag == 0)
             CHECK_OK(fh_poll());
     }
