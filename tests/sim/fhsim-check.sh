@@ -1,6 +1,7 @@
 #!/bin/sh
 # fhsim-check.sh -- short fixed-seed runs of the registration cache simulator
-# for `make check` (< 30 s): every access pattern at a comfortable budget and
+# for `make check` (< 30 s): every access pattern (random, stencil, hotspot;
+# neighbors, master-worker, skewed, phase) at a comfortable budget and
 # at a tight one (F = 1..2 frames, so victims, evictions and the budget queue
 # are exercised), with reordered replies and failing registrations, and with
 # memory freed and reused under the caches (--free-rate: invalidation and
@@ -41,6 +42,15 @@ for p in random stencil hotspot; do
         --reorder-replies --pin-fail 20
 done
 run 0 --nodes 64 --steps 20000 --seed 4 --pattern hotspot --bucket 8192 --maxvictim 0
+# The hot-peer patterns (fhsim.h), each at its defaults and tight (F = 1
+# frame, working set between F and M/k, freed memory, reordered replies),
+# and the oracle against its hand-computed case.
+run 0 --oracle-selftest
+for p in neighbors master-worker skewed phase; do
+    run 0 --nodes 16 --steps 20000 --seed 8 --pattern $p --period 3000
+    run 0 --nodes 7 --steps 20000 --seed 9 --pattern $p --k 3 --period 2000 --M $((6 * 65536)) \
+        --ws $((2 * 65536)) --window 8 --rate 2 --reorder-replies --pin-fail 20 --free-rate 50
+done
 for p in random stencil hotspot; do
     run 0 --nodes 8 --steps 20000 --seed 5 --pattern $p --free-rate 50 --local-rate 100
     run 0 --nodes 5 --steps 20000 --seed 6 --pattern $p --M $((4 * K)) --window 16 --rate 3 \

@@ -2,15 +2,30 @@
  * fhsim.c -- the firehose registration cache (firehose/cache) on N simulated
  * ranks over a simulated network, checked at every step.
  *
- *   fhsim --nodes N --steps S --seed X [--pattern random|stencil|hotspot]
- *         [--M bytes] [--bucket b] [--region-max b] [--maxvictim b]
+ *   fhsim --nodes N --steps S --seed X [--pattern random|stencil|hotspot|
+ *         neighbors|master-worker|skewed|phase] [--k K] [--zipf S]
+ *         [--period P] [--ws bytes] [--M bytes] [--bucket b] [--region-max b] [--maxvictim b]
  *         [--put-in-move b] [--seg b] [--rate n] [--window n] [--delay n]
  *         [--rdma-delay n] [--check-every K] [--check-sample K] [--stall K]
  *         [--max-age K]
  *         [--bad-rate permille] [--local-rate permille] [--pin-fail permille]
  *         [--free-rate permille]
  *         [--reorder-replies] [--inject-bug NAME] [--quiet]
+ *   fhsim --oracle-selftest
  *
+ * Patterns: random (any peer, anywhere), stencil (4 neighbours on a 2-D
+ * grid, halo slots), hotspot (half the ops go to rank 0's first 8 frames);
+ * and, with a fixed set of hot peers per rank and a working set of --ws
+ * bytes per pair (default 8 frames, at most the segment): neighbors (--k,
+ * default 6), master-worker (one partner each), skewed (Zipf peers, --zipf,
+ * default 1.0), phase (k hot peers, changing every --period steps, default
+ * 10000); see fhsim.h.
+ *
+ * Measured beside the cache: an oracle (fhsim_oracle.h) gets every operation
+ * that the cache gets (not those outside the segment): per target, one LRU
+ * over (initiator, bucket) with room for M/B entries.  The summary line
+ * prints its oracle_hit_rate beside the cache's hit_rate, and moves_per_op
+ * (the cache's move requests per completed operation).
  * Time advances in steps.  In each step every event due is handled (a move
  * request or reply arrives; an RDMA completes; a local pin ends), then
  * --rate new operation chunks are started by random ranks (each rank keeps at
@@ -77,6 +92,8 @@
 
 #include "firehose/cache/fhc.h"
 #include "firehose/cache/fhc_map.h"
+#include "fhsim.h"
+#include "fhsim_oracle.h"
 
 #define SEG_BASE  ((uintptr_t)1 << 40)     /* every rank's segment */
 #define HEAP_BASE ((uintptr_t)1 << 42)     /* local buffers outside it */
@@ -94,13 +111,21 @@ static struct {
     int reorder_replies, quiet;
     unsigned bugs;              /* FHC_BUG_* passed to the caches */
     int skip_release, reorder_requests;
+    uint32_t k;                 /* neighbors, phase: hot peers */
+    uint64_t period;            /* phase: steps per hot set */
+    double zipf;                /* skewed: exponent */
+    size_t ws;                  /* working set per pair (0: 8 frames) */
 } opt = {
     .nodes = 16, .steps = 100000, .seed = 1, .pattern = "random",
     .bucket = 4096, .put_in_move = 3072, .seg = 1u << 20,
     .rate = 1, .window = 4, .delay = 20, .rdma_delay = 10,
     .check_sample = 100, .stall = 20000, .max_age = 200000,
     .bad_rate = 5, .local_rate = 20,
+    .k = 6, .period = 10000, .zipf = 1.0,
 };
+static fhsim_pattern_t pat;     /* the hot-peer patterns (fhsim.h) */
+static int pat_on;              /* --pattern is one of them */
+static fhsim_oracle_t *oracle;
 
 /* ---------------------------------------------------------------- state */
 
@@ -485,7 +510,14 @@ static void choose(uint32_t src, uint32_t *dst, uintptr_t *addr, size_t *len)
 {
     size_t R = opt.region_max;
     *len = random_len();
-    if (!strcmp(opt.pattern, "stencil")) {
+    if (pat_on) {
+        *dst = fhsim_pattern_peer(&pat, src, now, rnd());
+        size_t win = fhsim_pattern_window(&pat, src);
+        size_t off = rnd_below(pat.ws);
+        *addr = SEG_BASE + win + off;
+        if (*len > pat.ws - off)
+            *len = pat.ws - off;    /* stay in the pair's working set */
+    } else if (!strcmp(opt.pattern, "stencil")) {
         uint32_t w = 1;
         while (w * w < opt.nodes)
             w++;
@@ -531,6 +563,10 @@ static void start_op(void)
         o->expect_error = 1;
     }
     len = fhc_chunk_len(n->c, addr, len);
+    if (!o->expect_error && len &&
+        fhsim_oracle_access(oracle, dst, src, (addr - SEG_BASE) / opt.bucket,
+                            (addr - SEG_BASE + len - 1) / opt.bucket) < 0)
+        fail("oracle: out of memory");
     o->node = src;
     o->id = next_op_id++;
     o->t_start = now;
@@ -766,16 +802,29 @@ bad:
     exit(2);
 }
 
+static double parse_double(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "fhsim: bad number '%s'\n", s);
+        exit(2);
+    }
+    return v;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: fhsim --nodes N --steps S --seed X [--pattern "
-            "random|stencil|hotspot] [--M b] [--bucket b] [--region-max b] "
+            "random|stencil|hotspot|neighbors|master-worker|skewed|phase] [--k K] "
+            "[--zipf S] [--period P] [--ws b] [--M b] [--bucket b] [--region-max b] "
             "[--maxvictim b] [--put-in-move b] [--seg b] [--rate n] [--window n] "
             "[--delay n] [--rdma-delay n] [--check-every K] [--check-sample K] "
             "[--stall K] [--max-age K] [--bad-rate pm] [--local-rate pm] [--pin-fail pm] "
             "[--free-rate pm] [--reorder-replies] [--inject-bug no-f-check|evict-held|"
             "forget-release|stale-install|skip-release|reorder-requests|early-ack|"
-            "ignore-revoke] [--quiet]\n");
+            "ignore-revoke] [--quiet]\n       fhsim --oracle-selftest\n");
     exit(2);
 }
 
@@ -789,6 +838,10 @@ static void parse_args(int argc, char **argv)
         else if (ARG("--steps")) opt.steps = parse_size(v);
         else if (ARG("--seed")) opt.seed = parse_size(v);
         else if (ARG("--pattern")) opt.pattern = v;
+        else if (ARG("--k")) opt.k = (uint32_t)parse_size(v);
+        else if (ARG("--period")) opt.period = parse_size(v);
+        else if (ARG("--zipf")) opt.zipf = parse_double(v);
+        else if (ARG("--ws")) opt.ws = parse_size(v);
         else if (ARG("--M")) opt.M = parse_size(v);
         else if (ARG("--bucket")) opt.bucket = parse_size(v);
         else if (ARG("--region-max")) opt.region_max = parse_size(v);
@@ -820,12 +873,18 @@ static void parse_args(int argc, char **argv)
         }
         else if (!strcmp(a, "--reorder-replies")) opt.reorder_replies = 1;
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
+        else if (!strcmp(a, "--oracle-selftest")) {
+            int rc = fhsim_oracle_selftest();
+            printf("fhsim: oracle selftest %s\n", rc ? "FAIL" : "PASS");
+            exit(rc ? 1 : 0);
+        }
         else usage();
 #undef ARG
     }
-    if (opt.nodes < 2 || !strchr("rsh", opt.pattern[0]) ||
-        (strcmp(opt.pattern, "random") && strcmp(opt.pattern, "stencil") &&
-         strcmp(opt.pattern, "hotspot")) || !opt.delay || !opt.rdma_delay ||
+    pat_on = fhsim_pattern_kind(opt.pattern) >= 0;
+    if (opt.nodes < 2 || (!pat_on && strcmp(opt.pattern, "random") &&
+                          strcmp(opt.pattern, "stencil") &&
+                          strcmp(opt.pattern, "hotspot")) || !opt.delay || !opt.rdma_delay ||
         !opt.window || !opt.bucket || opt.seg < opt.bucket)
         usage();
     if (!opt.region_max)
@@ -869,12 +928,31 @@ int main(int argc, char **argv)
         }
     }
     opt.region_max = fhc_region_max(nodes[0].c);
+    if (pat_on) {
+        char why[128];
+        pat = (fhsim_pattern_t){
+            .kind = fhsim_pattern_kind(opt.pattern), .nodes = opt.nodes, .k = opt.k,
+            .period = opt.period, .zipf = opt.zipf, .seg = opt.seg, .bucket = opt.bucket,
+            .ws = opt.ws ? opt.ws : 8 * opt.region_max < opt.seg ? 8 * opt.region_max
+                                                                  : opt.seg };
+        if (fhsim_pattern_init(&pat, why, sizeof why) < 0) {
+            fprintf(stderr, "fhsim: --pattern %s: %s\n", opt.pattern, why);
+            return 2;
+        }
+    }
+    oracle = fhsim_oracle_create(opt.nodes, opt.M / opt.bucket ? opt.M / opt.bucket : 1);
+    if (!oracle)
+        fail("out of memory");
     if (!opt.quiet)
         printf("fhsim: nodes=%u steps=%" PRIu64 " seed=%" PRIu64 " pattern=%s B=%zu "
                "R=%zu F=%zu M=%zu MAXVICTIM=%zu put_in_move=%zu seg=%zu\n",
                opt.nodes, opt.steps, opt.seed, opt.pattern, opt.bucket,
                opt.region_max, fhc_F(nodes[0].c), opt.M, opt.maxvictim,
                opt.put_in_move, opt.seg);
+    if (!opt.quiet && pat_on)
+        printf("fhsim: pattern %s: k=%u zipf=%.2f period=%" PRIu64 " ws=%zu "
+               "(F=%zu, M/k=%zu)\n", opt.pattern, pat.k, pat.zipf, pat.period, pat.ws,
+               fhc_F(nodes[0].c), opt.M / (pat.k ? pat.k : 1));
 
     /* Run, then drain: no new work until everything in flight finished. */
     uint64_t end = opt.steps;
@@ -923,6 +1001,10 @@ int main(int argc, char **argv)
             errs += ps.errors;
         }
     }
+    uint64_t o_ops, o_hits;
+    fhsim_oracle_counts(oracle, &o_ops, &o_hits);
+    fhsim_oracle_destroy(oracle);
+    fhsim_pattern_fini(&pat);
     for (uint32_t i = 0; i < opt.nodes; i++)
         fhc_destroy(nodes[i].c);
     for (uint32_t i = 0; i < opt.nodes; i++)
@@ -933,9 +1015,12 @@ int main(int argc, char **argv)
     printf("fhsim: PASS ops=%" PRIu64 " hits=%" PRIu64 " misses=%" PRIu64
            " hit_rate=%.1f%% moves=%" PRIu64 " coalesced=%" PRIu64
            " put_in_move=%" PRIu64 " budget_waits=%" PRIu64 " evictions=%" PRIu64
-           " registrations=%" PRIu64 " refused=%" PRIu64 " errors=%" PRIu64 "\n",
+           " registrations=%" PRIu64 " refused=%" PRIu64 " errors=%" PRIu64
+           " oracle_hit_rate=%.1f%% moves_per_op=%.3f\n",
            st.completed, hits, misses, hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0,
-           moves, coal, pim, waits, evictions, regs, refused, errs);
+           moves, coal, pim, waits, evictions, regs, refused, errs,
+           o_ops ? 100.0 * (double)o_hits / (double)o_ops : 0.0,
+           st.completed ? (double)moves / (double)st.completed : 0.0);
     printf("fhsim: local_pins=%" PRIu64 " local_again=%" PRIu64 " rdma_checks=%" PRIu64
            " peer_checks=%" PRIu64 " sample_checks=%" PRIu64 " full_checks=%" PRIu64
            " msgs=%" PRIu64
