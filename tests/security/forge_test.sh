@@ -26,6 +26,10 @@ LD_PRELOAD=$shim SEC_SHIM_CAPTURE=$tmpd/cap
 # A preloaded shim comes before an ASan runtime in the library list.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 export LD_PRELOAD SEC_SHIM_CAPTURE ASAN_OPTIONS
+# The oversized message goes out on a second thread path: two thread paths
+# whatever the cores per rank (the default is cores / ranks on the host).
+FH_MAX_THREADS=${FH_MAX_THREADS:-2}
+export FH_MAX_THREADS
 for p in $(providers); do
     export FH_OFI_PROVIDER=$p
     before=$fail
