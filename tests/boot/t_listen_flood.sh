@@ -17,23 +17,9 @@ FLOOD_SLOW=${FLOOD_SLOW:-8}
 NR=4
 LIMIT=30          # s, for the whole job; FH_BOOT_TIMEOUT is 60 (default)
 
-as= as_desc="uid $(id -u) (the job's own user, without the job key)"
-if [ "$(id -u)" -eq 0 ] && nuid=$(id -u nobody 2>/dev/null); then
-    ngid=$(id -g nobody)
-    if command -v setpriv >/dev/null 2>&1 &&
-       setpriv --reuid="$nuid" --regid="$ngid" --clear-groups true 2>/dev/null; then
-        as="setpriv --reuid=$nuid --regid=$ngid --clear-groups"
-    elif command -v runuser >/dev/null 2>&1 && runuser -u nobody -- true 2>/dev/null; then
-        as="runuser -u nobody --"
-    fi
-    [ -n "$as" ] && as_desc="user nobody (uid $nuid), not the job's user (uid 0)"
-fi
-# A python3 the flooder's user can run (the PATH one may sit under ~root).
-PY=
-for p in python3 /usr/bin/python3; do
-    $as "$p" -c pass 2>/dev/null && { PY=$p; break; }
-done
-[ -n "$PY" ] || { echo "SKIP [$NAME]: no python3 that $as_desc can run"; exit 77; }
+. "$HERE/../stranger.sh"
+PY=$(stranger_python) ||
+    { echo "SKIP [$NAME]: no python3 that $as_desc can run"; exit 77; }
 echo "flooder runs as $as_desc ($PY)"
 
 cat >"$TMP/after-flood" <<EOF

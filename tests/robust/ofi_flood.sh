@@ -26,24 +26,9 @@ probe=$(prog ofi_flood_test) || { echo "SKIP: ofi_flood_test not built"; exit 77
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 NSILENT=${FLOOD_SILENT:-300}
 
-as= who="uid $(id -u) (the job's own user)"
-if [ "$(id -u)" -eq 0 ] && nuid=$(id -u nobody 2>/dev/null); then
-    ngid=$(id -g nobody)
-    if command -v setpriv >/dev/null 2>&1 &&
-       setpriv --reuid="$nuid" --regid="$ngid" --clear-groups true 2>/dev/null; then
-        as="setpriv --reuid=$nuid --regid=$ngid --clear-groups"
-    elif command -v runuser >/dev/null 2>&1 && runuser -u nobody -- true 2>/dev/null; then
-        as="runuser -u nobody --"
-    fi
-    [ -n "$as" ] && who="user nobody (uid $nuid)"
-fi
-# A python3 the flooder's user can run (the PATH one may sit under ~root).
-PY=
-for p in python3 /usr/bin/python3; do
-    $as "$p" -c pass 2>/dev/null && { PY=$p; break; }
-done
-[ -n "$PY" ] || { echo "SKIP: no python3 that $who can run"; exit 77; }
-echo "flooder runs as $who ($PY)"
+. "$here/../stranger.sh"
+PY=$(stranger_python) || { echo "SKIP: no python3 that $as_desc can run"; exit 77; }
+echo "flooder runs as $as_desc ($PY)"
 
 # The listening TCP ports of a process (its socket inodes in /proc/net/tcp*).
 cat >"$tmpd/ports.py" <<'PY'
@@ -183,7 +168,7 @@ run_case() {
     expect "$name: the flood was in place before the ranks went on: $((nports * (NSILENT + 16))) connections opened ($(num opened))" \
         $([ "$(num opened)" = $((nports * (NSILENT + 16))) ] && [ "$(num open_failed)" = 0 ]; echo $?)
     if [ -n "$as" ]; then
-        expect "$name: the flood came from $who" $(echo "$last" | grep -q "^uid $nuid "; echo $?)
+        expect "$name: the flood came from $as_desc" $(echo "$last" | grep -q "^uid $nuid "; echo $?)
     fi
     expect "$name: 2 ranks (FH_PATHS=lazy) put, get, send AMs from $threads thread(s) and meet in a barrier under the flood (status $rc)" \
         $([ $rc -eq 0 ] && [ "$(grep -c '^ofi_flood_test: rank [01]: ok$' "$out")" -eq 2 ]; echo $?)

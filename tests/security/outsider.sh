@@ -79,19 +79,7 @@ GRACE=${SEC_GRACE:-30}             # job's time to finish once DIR/done exists
 odir=$tmpd/outsider-bin
 mkdir -p "$odir" && cp "$outsider" "$odir/outsider" || exit 1
 chmod 755 "$tmpd" "$odir" "$odir/outsider"
-as=
-as_desc="uid $(id -u) (the job's own user, without the job key)"
-if [ "$(id -u)" -eq 0 ] && nuid=$(id -u nobody 2>/dev/null); then
-    ngid=$(id -g nobody)
-    if command -v setpriv >/dev/null 2>&1 &&
-       setpriv --reuid="$nuid" --regid="$ngid" --clear-groups true 2>/dev/null; then
-        as="setpriv --reuid=$nuid --regid=$ngid --clear-groups"
-    elif command -v runuser >/dev/null 2>&1 &&
-         runuser -u nobody -- true 2>/dev/null; then
-        as="runuser -u nobody --"
-    fi
-    [ -n "$as" ] && as_desc="user nobody (uid $nuid gid $ngid), not the job's user (uid 0)"
-fi
+. "$(dirname "$0")/../stranger.sh"
 if [ -z "$as" ]; then
     echo "NOTE: cannot switch users (need root and a 'nobody' user): the" \
          "outsider runs as the same user as the job, without the job key"

@@ -75,18 +75,7 @@ export ASAN_OPTIONS
 odir=$tmpd/impostor-bin
 mkdir -p "$odir" && cp "$impostor" "$odir/impostor" && cp "$shim" "$odir/libsec_shim.so" || exit 1
 chmod 755 "$tmpd" "$odir" "$odir/impostor" "$odir/libsec_shim.so"
-as=
-as_desc="uid $(id -u) (the job's own user, without the job key)"
-if [ "$(id -u)" -eq 0 ] && nuid=$(id -u nobody 2>/dev/null); then
-    ngid=$(id -g nobody)
-    if command -v setpriv >/dev/null 2>&1 &&
-       setpriv --reuid="$nuid" --regid="$ngid" --clear-groups true 2>/dev/null; then
-        as="setpriv --reuid=$nuid --regid=$ngid --clear-groups"
-    elif command -v runuser >/dev/null 2>&1 && runuser -u nobody -- true 2>/dev/null; then
-        as="runuser -u nobody --"
-    fi
-    [ -n "$as" ] && as_desc="user nobody (uid $nuid), not the job's user (uid 0)"
-fi
+. "$(dirname "$0")/../stranger.sh"
 echo "impostor runs as $as_desc; victim runs as uid $(id -u)"
 
 kv() { sed -n "s/^$2=//p" "$1" | head -1; }
