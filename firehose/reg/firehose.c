@@ -456,8 +456,9 @@ int fh_reg_init(fh_core_t *rt)
      * M (RLIMIT_MEMLOCK where registration pins), never below MAXVICTIM. */
     if (mine[2] == 0) {
         mine[2] = mine[1] <= UINT64_MAX / 4 ? mine[1] * 4 : mine[1];
-        if (lim > mine[0] && mine[2] > lim - mine[0])
-            mine[2] = lim - mine[0];
+        uint64_t left = lim > mine[0] ? lim - mine[0] : 0;
+        if (mine[2] > left)
+            mine[2] = left;
         if (mine[2] < mine[1])
             mine[2] = mine[1];
     }
