@@ -1,8 +1,8 @@
 #!/bin/sh
 # fhsim-long.sh -- randomized soak of the registration cache simulator: random
 # seeds, rank counts, patterns, budgets and victim FIFO modes until
-# FHSIM_LONG_SECONDS (default
-# 600) have passed, then one 1024-rank run of 1M steps.  Prints the command
+# FHSIM_LONG_SECONDS (default 600) have passed, then one 1024-rank run of 1M
+# steps.  Prints the command
 # line of the first failure (re-run it to reproduce: everything is derived
 # from --seed).  Not part of `make check`.
 FHSIM=${FHSIM:-${top_builddir:-.}/tests/sim/fhsim}
