@@ -12,7 +12,7 @@
  * yields its core after a few idle polls (see fhb_target_wait).
  *
  * TEST is latency, peak, sweep, apps, msgrate, cache, map, raw, node,
- * barrier or strided (fhbench.h says which file holds each).  The registration
+ * barrier, strided or unbalanced (fhbench.h says which file holds each).  The registration
  * strategy, the paths mode, the node path (FH_SHM) and the firehose sizes
  * come from the FH_* environment like any firehose program;
  * bench/run-all.sh runs every test once per strategy it applies to and
@@ -42,6 +42,7 @@ static const struct {
     {"node", fhb_node, "64 KiB..4 MiB put/get vs memcpy (node path); AM short RTT"},
     {"barrier", fhb_barrier, "fh_barrier over all ranks, median+p99"},
     {"strided", fhb_strided, "put/get_strided of 1M 8 B blocks at stride 2; block sweep"},
+    {"unbalanced", fhb_unbalanced, "rank 0 -> rank 1 only, others idle: 8 B put vs working set F/4..2M"},
 };
 #define NTESTS (sizeof tests / sizeof tests[0])
 

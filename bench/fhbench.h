@@ -16,6 +16,7 @@
  *   bench_pair.c     raw's body shared by both: size table, paired rounds
  *   bench_node.c     node path copies vs memcpy, AM short round trip
  *   bench_barrier.c  fh_barrier over all ranks
+ *   bench_unbalanced.c  one hot pair among idle ranks vs working set
  *
  * Every test is collective (all ranks call it); rank 0 measures, prints a
  * table to stdout and, with --csv, writes the CSV: "# key=value" header
@@ -164,6 +165,8 @@ int fhb_node(const fhb_opts_t *o);
 int fhb_barrier(const fhb_opts_t *o);
 /* bench_strided.c: fh_put_strided/fh_get_strided of many small blocks. */
 int fhb_strided(const fhb_opts_t *o);
+/* bench_unbalanced.c: one hot pair (0 -> 1), the other ranks idle. */
+int fhb_unbalanced(const fhb_opts_t *o);
 /* raw on verbs (bench_raw_ibv.c, when FH_HAVE_IBV): fhb_raw calls it when
  * the runtime runs the ibv conduit. */
 int fhb_raw_ibv(const fhb_opts_t *o);

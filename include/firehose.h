@@ -838,7 +838,11 @@ int fh_config_size(const char *name, size_t *value);
  *   atomics_refused        the peer's atomic requests we refused with an
  *                          error reply: unknown op or width, a 32-bit
  *                          operand over 32 bits, misaligned, outside our
- *                          segments (a correct initiator never sends them) */
+ *                          segments (a correct initiator never sends them)
+ *   reg_maxvictim_now      firehose, own row: the effective MAXVICTIM (a
+ *                          gauge; moves with FH_FIREHOSE_VICTIM=adaptive)
+ *   reg_victim_repins      firehose, own row: registrations that met a
+ *                          bucket of a recently deregistered victim */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -859,9 +863,16 @@ typedef struct fh_peer_stats {
     uint64_t reg_revoked_busy;
     uint64_t am_dropped;
     uint64_t atomics_refused;
+    /* version 2 */
+    uint64_t reg_maxvictim_now;  /* firehose, own row: the effective MAXVICTIM
+                                    (FH_FIREHOSE_VICTIM=adaptive moves it) */
+    uint64_t reg_victim_repins;  /* firehose, own row: registrations of
+                                    buckets among the last deregistered
+                                    victims (they would have hit with a
+                                    larger victim FIFO) */
 } fh_peer_stats_t;
 
-#define FH_PEER_STATS_VERSION 1
+#define FH_PEER_STATS_VERSION 2
 /* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
  *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
 #define FH_PEER_STATS_INIT \

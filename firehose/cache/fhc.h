@@ -108,6 +108,11 @@ typedef struct fhc_params {
     size_t maxvictim;     /* local pins + lazily deregistered victims */
     size_t put_in_move;   /* largest put carried in a move (0: never) */
     unsigned debug_bugs;  /* tests only: FHC_BUG_* bits, 0 in production */
+    /* Adaptive victim FIFO (fhc_ghost.h): with victim_adaptive != 0 the
+     * effective MAXVICTIM moves inside [maxvictim, maxvictim_max] (0: equal
+     * to maxvictim) and pinned bytes stay <= M + maxvictim_max. */
+    size_t maxvictim_max;
+    int victim_adaptive;
 } fhc_params_t;
 
 /* Deliberate bugs, so the simulator can prove its checks detect them. */
@@ -118,6 +123,7 @@ enum {
     FHC_BUG_STALE_INSTALL   = 1u << 3,  /* install regions a reply did not grant */
     FHC_BUG_EARLY_ACK       = 1u << 4,  /* ack a REVOKE while RDMA is in flight */
     FHC_BUG_IGNORE_REVOKE   = 1u << 5,  /* ack a REVOKE, keep the firehose */
+    FHC_BUG_VICTIM_PAST_MAX = 1u << 15, /* adaptive MAXVICTIM grows past its max */
 };
 
 /* What peers may do with a region when not everything (fhc_env_t.pin; on
@@ -309,6 +315,10 @@ typedef struct fhc_stats {
     size_t local_bytes;                 /* regions with local pins */
     size_t victim_bytes;                /* victim FIFO */
     uint32_t victim_len, nregions;
+    /* adaptive victim FIFO (fhc_ghost.h) */
+    size_t maxvictim_now;               /* effective MAXVICTIM now */
+    uint64_t victim_repins;             /* registrations of ghost buckets */
+    uint64_t maxvictim_grows, maxvictim_shrinks;
 } fhc_stats_t;
 
 void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s);

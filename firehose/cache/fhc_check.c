@@ -3,7 +3,9 @@
  *
  *   I1   pinned bytes <= M + MAXVICTIM (and the bounds that imply it:
  *        remote <= M, local <= MAXVICTIM, FIFO non-empty => local + victim
- *        <= MAXVICTIM)
+ *        <= MAXVICTIM), where MAXVICTIM is the effective one (mv_now, in
+ *        [maxvictim, maxvictim_max]: fhc_ghost.h), so also
+ *        pinned <= M + maxvictim_max, the hard limit
  *   I2   per peer: our held + reserved <= F (initiator) and the peer's holds
  *        on us <= F (target)
  *   and the bookkeeping: counters equal the sums over the lists, FIFO
@@ -36,14 +38,18 @@ static int check_global(const fhc_t *c, char *why, size_t n)
     const fhc_params_t *p = &c->p;
     if (c->remote_bytes > p->M)
         return bad(why, n, "remote bytes %zu > M %zu", c->remote_bytes, p->M);
-    if (c->local_bytes > p->maxvictim)
-        return bad(why, n, "local bytes %zu > MAXVICTIM %zu", c->local_bytes, p->maxvictim);
-    if (c->victim_len && c->local_bytes + c->victim_bytes > p->maxvictim)
+    if (c->mv_now < p->maxvictim || c->mv_now > p->maxvictim_max)
+        return bad(why, n, "MAXVICTIM now %zu outside [%zu, %zu]", c->mv_now,
+                   p->maxvictim, p->maxvictim_max);
+    if (c->local_bytes > c->mv_now)
+        return bad(why, n, "local bytes %zu > MAXVICTIM %zu", c->local_bytes, c->mv_now);
+    if (c->victim_len && c->local_bytes + c->victim_bytes > c->mv_now)
         return bad(why, n, "victims %zu + local %zu > MAXVICTIM %zu",
-                   c->victim_bytes, c->local_bytes, p->maxvictim);
-    if (c->pinned_bytes > p->M + p->maxvictim + c->dead_bytes)
-        return bad(why, n, "I1: pinned %zu > M + MAXVICTIM %zu (+ dead %zu)",
-                   c->pinned_bytes, p->M + p->maxvictim, c->dead_bytes);
+                   c->victim_bytes, c->local_bytes, c->mv_now);
+    if (c->pinned_bytes > p->M + c->mv_now + c->dead_bytes ||
+        c->pinned_bytes > p->M + p->maxvictim_max + c->dead_bytes)
+        return bad(why, n, "I1: pinned %zu > M + MAXVICTIM %zu (max %zu, + dead %zu)",
+                   c->pinned_bytes, p->M + c->mv_now, p->maxvictim_max, c->dead_bytes);
     if (c->pinned_bytes > c->remote_bytes + c->local_bytes + c->victim_bytes + c->dead_bytes)
         return bad(why, n, "pinned %zu not covered by categories", c->pinned_bytes);
     if ((c->victim_len == 0) != (c->victim_bytes == 0) || (c->fifo.head == NULL) != (c->victim_len == 0))

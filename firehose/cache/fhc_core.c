@@ -33,6 +33,8 @@ int fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
         return config_error(why, whylen, "region max smaller than a bucket");
     if (p->put_in_move > FHC_WIRE_MAX_DATA)
         return config_error(why, whylen, "put_in_move larger than 64 KiB");
+    if (p->maxvictim_max && p->maxvictim_max < p->maxvictim)
+        return config_error(why, whylen, "maxvictim_max smaller than maxvictim");
 
     size_t F = 0;
     if (p->nranks > 1) {
@@ -58,6 +60,8 @@ int fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
         return FHC_ERR_NO_MEMORY;
     }
     c->p = *p;
+    if (!c->p.maxvictim_max || !c->p.victim_adaptive)
+        c->p.maxvictim_max = c->p.maxvictim;
     c->env = *env;
     c->F = F;
     c->R = R;
@@ -68,6 +72,10 @@ int fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
     fhc_map_init(&c->ibucket);
     fhc_map_init(&c->pbucket);
     fhc_map_init(&c->moves);
+    if (fhc_ghost_init(c) < 0) {
+        fhc_destroy(c);
+        return FHC_ERR_NO_MEMORY;
+    }
     *out = c;
     return 0;
 }
@@ -86,6 +94,7 @@ void fhc_destroy(fhc_t *c)
     fhc_map_fini(&c->ibucket);
     fhc_map_fini(&c->pbucket);
     fhc_map_fini(&c->moves);
+    fhc_ghost_fini(c);
     free(c);
 }
 
@@ -172,6 +181,10 @@ void fhc_stats(const fhc_t *c, fhc_stats_t *s)
     s->dead_freed = c->dead_freed;
     s->revokes_sent = c->revokes_sent;
     s->dead_bytes = c->dead_bytes;
+    s->maxvictim_now = c->mv_now;
+    s->victim_repins = c->victim_repins;
+    s->maxvictim_grows = c->mv_grows;
+    s->maxvictim_shrinks = c->mv_shrinks;
 }
 
 uint32_t fhc_revokes_pending(const fhc_t *c)

@@ -18,6 +18,7 @@
 #include "fhc.h"
 #include "fhc_list.h"
 #include "fhc_map.h"
+#include "fhc_ghost.h"
 
 /* ---------------------------------------------------------------- target */
 
@@ -149,6 +150,11 @@ struct fhc {
     fhc_map_t ibucket;          /* (peer, bucket no) -> fhc_fh_t */
     fhc_map_t pbucket;          /* (peer, bucket no) -> fhc_move_t */
     fhc_map_t moves;            /* (peer, token) -> fhc_move_t */
+
+    /* adaptive victim FIFO (fhc_ghost.c): the effective MAXVICTIM */
+    size_t mv_now;
+    fhc_ghost_t ghost;
+    uint64_t victim_repins, mv_grows, mv_shrinks;
 };
 
 static inline uintptr_t fhc_bucket_down(const fhc_t *c, uintptr_t a)

@@ -105,15 +105,18 @@ static int evict_oldest(fhc_t *c)
     fhc_fifo_remove(c, r);
     if (r->last_peer < c->p.nranks && c->peer[r->last_peer])
         c->peer[r->last_peer]->st.evictions++;
+    fhc_ghost_evicted(c, r->base, r->len);
     fhc_region_free(c, r);
     c->evictions++;
     return 1;
 }
 
-/* Lazy deregistration: the victim FIFO shrinks only when it must. */
+/* Lazy deregistration: the victim FIFO shrinks only when it must.  The
+ * adaptive MAXVICTIM (mv_now) is decided here first (fhc_ghost.h). */
 void fhc_trim_victims(fhc_t *c)
 {
-    while (c->fifo.head && c->local_bytes + c->victim_bytes > c->p.maxvictim)
+    fhc_ghost_adapt(c);
+    while (c->fifo.head && c->local_bytes + c->victim_bytes > c->mv_now)
         evict_oldest(c);
 }
 
@@ -129,13 +132,17 @@ fhc_region_t *fhc_region_new(fhc_t *c, uintptr_t base, size_t len, int exposed,
     int rc;
     while ((rc = c->env.pin(c->env.arg, base, len, exposed,
                                 want >= base && want - base < len ? want : 0, &r->mr,
-                                r->key, &r->reach)) < 0)
+                                r->key, &r->reach)) < 0) {
+        if (rc == FHC_ERR_NO_MEMORY)
+            fhc_ghost_pin_failed(c);
         if (rc != FHC_ERR_NO_MEMORY || !evict_oldest(c)) {
             c->pin_rc = rc;
             free(r);
             return NULL;
         }
+    }
     c->registrations++;
+    fhc_ghost_registered(c, base, len);
     r->last_peer = UINT32_MAX;
     r->base = base;
     r->len = len;
@@ -223,7 +230,7 @@ int fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out)
             a += c->p.bucket;
         }
     }
-    if (c->local_bytes + charge > c->p.maxvictim)
+    if (c->local_bytes + charge > c->mv_now)
         return FHC_ERR_AGAIN;
     if (fhc_map_reserve(&c->tbucket, (hi - lo) / c->p.bucket) < 0)
         return FHC_ERR_NO_MEMORY;
@@ -245,7 +252,7 @@ int fhc_pin_local(fhc_t *c, uintptr_t addr, size_t len, fhc_local_t *out)
     size_t gaps = 0;
     for (uintptr_t a = lo; a < hi; a += c->p.bucket)
         gaps += fhc_region_at(c, a) ? 0 : c->p.bucket;
-    while (c->fifo.head && c->local_bytes + c->victim_bytes + gaps > c->p.maxvictim)
+    while (c->fifo.head && c->local_bytes + c->victim_bytes + gaps > c->mv_now)
         evict_oldest(c);
     /* Gaps: one region per run of buckets that are all exposed or all not,
      * so a region handed to a peer never covers unexposed memory. */

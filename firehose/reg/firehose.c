@@ -449,8 +449,19 @@ int fh_reg_init(fh_core_t *rt)
     /* Derived sizes may differ between hosts; fhc needs them equal: take
      * the minimum over all ranks. */
     size_t lim = fh_reg_pinnable(rt);
-    uint64_t mine[2] = {rt->cfg.firehose_m ? rt->cfg.firehose_m : lim / 4 * 3,
-                        rt->cfg.firehose_maxvictim ? rt->cfg.firehose_maxvictim : lim / 4};
+    uint64_t mine[3] = {rt->cfg.firehose_m ? rt->cfg.firehose_m : lim / 4 * 3,
+                        rt->cfg.firehose_maxvictim ? rt->cfg.firehose_maxvictim : lim / 4,
+                        rt->cfg.firehose_maxvictim_max};
+    /* MAXVICTIM_MAX 0: 4 x MAXVICTIM, but never more than lim leaves beside
+     * M (RLIMIT_MEMLOCK where registration pins), never below MAXVICTIM. */
+    if (mine[2] == 0) {
+        mine[2] = mine[1] <= UINT64_MAX / 4 ? mine[1] * 4 : mine[1];
+        uint64_t left = lim > mine[0] ? lim - mine[0] : 0;
+        if (mine[2] > left)
+            mine[2] = left;
+        if (mine[2] < mine[1])
+            mine[2] = mine[1];
+    }
     uint64_t *all = calloc((size_t)rt->nranks, sizeof mine);
     if (all == NULL || rt->boot->ops->allgather(rt->boot, mine, all, sizeof mine) != FH_OK) {
         free(all);
@@ -459,14 +470,14 @@ int fh_reg_init(fh_core_t *rt)
         return fh_set_error(FH_ERR_BOOTSTRAP, "fh_init: firehose cache size exchange failed");
     }
     for (int r = 0; r < rt->nranks; r++) {
-        if (all[2 * r] < mine[0])
-            mine[0] = all[2 * r];
-        if (all[2 * r + 1] < mine[1])
-            mine[1] = all[2 * r + 1];
+        for (int k = 0; k < 3; k++)
+            if (all[3 * r + k] < mine[k])
+                mine[k] = all[3 * r + k];
     }
     free(all);
     g->M = (size_t)mine[0];
     g->maxvictim = (size_t)mine[1];
+    size_t mvmax = mine[2] < mine[1] ? (size_t)mine[1] : (size_t)mine[2];
     if ((g->bucket = fit_bucket(rt, g->bucket, page, g->M)) == 0) {
         free(g->hpeer);
         free(g);
@@ -482,7 +493,9 @@ int fh_reg_init(fh_core_t *rt)
         pim = rt->am_max_medium - REG_REQ_FIXED;
     fhc_params_t p = {.nranks = (uint32_t)rt->nranks, .rank = (uint32_t)rt->rank,
                       .bucket = g->bucket, .region_max = rt->cfg.region_max,
-                      .M = g->M, .maxvictim = g->maxvictim, .put_in_move = pim};
+                      .M = g->M, .maxvictim = g->maxvictim, .put_in_move = pim,
+                      .maxvictim_max = mvmax,
+                      .victim_adaptive = rt->cfg.firehose_victim == FH_VICTIM_ADAPTIVE};
     fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
                      .allowed = env_allowed, .send = env_send,
                      .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log};
@@ -510,8 +523,10 @@ int fh_reg_init(fh_core_t *rt)
     rt->reg = g;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "firehose cache: M=%zu MAXVICTIM=%zu F=%zu R=%zu B=%zu "
-                       "put_in_move=%zu", g->M, g->maxvictim, fhc_F(g->c),
-                       fhc_region_max(g->c), g->bucket, pim);
+                       "put_in_move=%zu victim=%s MAXVICTIM_MAX=%zu", g->M, g->maxvictim,
+                       fhc_F(g->c), fhc_region_max(g->c), g->bucket, pim,
+                       p.victim_adaptive ? "adaptive" : "static", p.victim_adaptive ? mvmax
+                                                                                : g->maxvictim);
     return FH_OK;
 }
 
@@ -700,6 +715,8 @@ void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_invalidations += s.invalidations;
         out->reg_revokes_sent += s.revokes_sent;
         out->bytes_pinned_local += s.local_bytes;
+        out->reg_maxvictim_now = s.maxvictim_now;
+        out->reg_victim_repins += s.victim_repins;
     }
     pthread_mutex_unlock(&g->lock);
 }

@@ -59,6 +59,14 @@ const fh_cfg_entry_t fh_config_table[] = {
      "0 = 1/4 of what can be pinned.", 0},
     {"FH_PUT_IN_MOVE", FH_CFG_SIZE, "3k", NULL, F(put_in_move), 1,
      "Firehose cache: puts up to this size travel inside the registration move AM.", 0},
+    /* The adaptive victim FIFO (issue 32; docs/firehose-cache.md). */
+    {"FH_FIREHOSE_VICTIM", FH_CFG_ENUM, "static", "static|adaptive", F(firehose_victim), 1,
+     "Firehose cache: static keeps FH_FIREHOSE_MAXVICTIM; adaptive grows it while "
+     "recently deregistered victims are registered again, up to "
+     "FH_FIREHOSE_MAXVICTIM_MAX, and shrinks it back when they are not.", 0},
+    {"FH_FIREHOSE_MAXVICTIM_MAX", FH_CFG_SIZE, "0", NULL, F(firehose_maxvictim_max), 1,
+     "Firehose cache, FH_FIREHOSE_VICTIM=adaptive: largest MAXVICTIM; 0 = 4 x "
+     "MAXVICTIM, within what can be pinned beside M. Pinned bytes stay <= M + this.", 0},
     {"FH_REG_CHECK", FH_CFG_BOOL, "0", NULL, F(reg_check), 0,
      "Firehose cache: check its invariants for the peer after every cache call "
      "(debugging; costs time proportional to that peer's firehoses).", 0},

@@ -65,6 +65,8 @@ typedef struct fh_config {
     size_t      caf_local_heap;   /* FH_CAF_LOCAL_HEAP (libcaf_firehose) */
     const char *rank_names;       /* FH_RANK_NAMES (also read by fhrun) */
     const char *env_known;        /* FH_ENV_KNOWN (util/env.h) */
+    size_t      firehose_maxvictim_max; /* FH_FIREHOSE_MAXVICTIM_MAX (0 = derived) */
+    int         firehose_victim;  /* FH_FIREHOSE_VICTIM: index into "static|adaptive" */
 } fh_config_t;
 
 /* Largest FH_WAIT_SPIN (idle polls before a waiting thread yields). */
@@ -84,6 +86,7 @@ enum { FH_SHM_CMA_AUTO = 0, FH_SHM_CMA_OFF = 1 };
 enum { FH_BIND_AUTO = 0, FH_BIND_OFF = 1 };
 enum { FH_NODE_BARRIER_AUTO = 0, FH_NODE_BARRIER_DISSEMINATION = 1, FH_NODE_BARRIER_COUNT = 2 };
 enum { FH_MEMMON_AUTO = 0, FH_MEMMON_UFFD = 1, FH_MEMMON_OFF = 2 };
+enum { FH_VICTIM_STATIC = 0, FH_VICTIM_ADAPTIVE = 1 };
 
 typedef struct fh_cfg_entry {
     const char   *name;       /* "FH_CONDUIT" */

@@ -84,6 +84,10 @@ run sweep "$d/sweep.csv" FH_REG_STRATEGY=firehose FH_FIREHOSE_M=512k FH_FIREHOSE
     -- sweep --max-ws 1m --iters 5
 check "$d/sweep.csv" "strategy,working_set,M,lat_iters,lat_median_us,lat_p99_us,lat_hit_rate,bw_iters,bw_mb_s,bw_hit_rate" \
     working_set M lat_iters lat_median_us lat_p99_us lat_hit_rate bw_iters bw_mb_s bw_hit_rate
+run unbalanced "$d/unbalanced.csv" FH_REG_STRATEGY=firehose FH_FIREHOSE_M=512k \
+    FH_FIREHOSE_MAXVICTIM=256k FH_FIREHOSE_VICTIM=adaptive -- unbalanced --iters 5
+check "$d/unbalanced.csv" "budget,victim,ranks,working_set,F,M,iters,lat_median_us,lat_p99_us,hit_rate" \
+    ranks working_set F M iters lat_median_us lat_p99_us hit_rate
 run apps "$d/apps.csv" FH_REG_STRATEGY=firehose FH_FIREHOSE_M=256k FH_FIREHOSE_MAXVICTIM=256k -- apps
 check "$d/apps.csv" "strategy,app,n,ranks,runtime_s,puts,gets,hits,misses,hit_rate,verified" \
     n ranks runtime_s puts gets hits misses hit_rate verified

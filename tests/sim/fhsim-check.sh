@@ -8,7 +8,8 @@
 # revocation); then each deliberately injected bug, which fhsim must detect
 # (exit 1) with the detector meant for it (its FAIL line must match; any
 # other failure is a failure of this script: a bug caught by accident says
-# nothing about the detector that should have caught it).
+# nothing about the detector that should have caught it).  The adaptive
+# victim FIFO (--victim adaptive) runs beside them, with its bug.
 # FHSIM names the binary (default: $top_builddir/tests/sim/fhsim).
 FHSIM=${FHSIM:-${top_builddir:-.}/tests/sim/fhsim}
 if ! test -x "$FHSIM"; then
@@ -56,6 +57,12 @@ for p in random stencil hotspot; do
     run 0 --nodes 5 --steps 20000 --seed 6 --pattern $p --M $((4 * K)) --window 16 --rate 3 \
         --reorder-replies --pin-fail 20 --free-rate 100
 done
+# The adaptive victim FIFO (fhc_ghost.h): MAXVICTIM moves between
+# --maxvictim and 4 x it under local pins, failing pins, freed memory.
+for p in random hotspot master-worker; do
+    run 0 --nodes 5 --steps 20000 --seed 3 --pattern $p --M $((4 * K)) --window 16 --rate 3 \
+        --reorder-replies --pin-fail 20 --free-rate 50 --local-rate 100 --victim adaptive
+done
 # Each injected bug must be caught, by its own detector (tests/sim/fhsim.c,
 # --inject-bug): the first FAIL line must match the pattern.
 rdma='RDMA on \[[^]]*\) but its registration is deregistered'
@@ -84,5 +91,10 @@ for b in early-ack ignore-revoke; do
     run 1 --nodes 4 --steps 20000 --seed $seed --pattern hotspot --M $((3 * K)) \
         --window 8 --rate 2 --free-rate 100 --inject-bug $b
 done
+# MAXVICTIM grown past its bound: the cache's own check (or the sim's
+# pinned-bytes check, should a pin come first).
+detector='MAXVICTIM now [0-9]+ outside|I1: rank [0-9]+ pins'
+run 1 --nodes 4 --steps 20000 --seed 1 --pattern hotspot --M $((3 * K)) --window 8 --rate 2 \
+    --local-rate 100 --victim adaptive --inject-bug victim-past-max
 detector=
 test "$fails" = 0

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fhsim-long.sh -- randomized soak of the registration cache simulator: random
-# seeds, rank counts, patterns and budgets until FHSIM_LONG_SECONDS (default
-# 600) have passed, then one 1024-rank run of 1M steps.  Prints the command
+# seeds, rank counts, patterns, budgets and victim FIFO modes until
+# FHSIM_LONG_SECONDS (default 600) have passed, then one 1024-rank run of 1M
+# steps.  Prints the command
 # line of the first failure (re-run it to reproduce: everything is derived
 # from --seed).  Not part of `make check`.
 FHSIM=${FHSIM:-${top_builddir:-.}/tests/sim/fhsim}
@@ -23,6 +24,7 @@ while test $(($(date +%s) - start)) -lt "$SECONDS_MAX"; do
     test $(((r / 23) % 2)) = 1 && extra="$extra --reorder-replies"
     test $(((r / 29) % 3)) = 1 && extra="$extra --pin-fail 30"
     test $(((r / 31) % 4)) = 1 && extra="$extra --maxvictim 0"
+    test $(((r / 37) % 2)) = 1 && extra="$extra --victim adaptive --local-rate 100"
     args="--nodes $nodes --steps 100000 --seed $seed --pattern $pattern \
 --M $(((nodes - 1) * frames * 65536)) --window $window --rate $rate$extra"
     # shellcheck disable=SC2086

@@ -11,6 +11,7 @@
  *         [--bad-rate permille] [--local-rate permille] [--pin-fail permille]
  *         [--free-rate permille]
  *         [--reorder-replies] [--inject-bug NAME] [--quiet]
+ *         [--victim static|adaptive] [--maxvictim-max b]
  *   fhsim --oracle-selftest
  *
  * Patterns: random (any peer, anywhere), stencil (4 neighbours on a 2-D
@@ -43,7 +44,9 @@
  * What is checked, independently of the cache's own bookkeeping:
  *   - pin(): no two live registrations of a rank overlap; a registration for
  *     remote access lies inside the rank's segment; the rank's pinned bytes
- *     stay <= M + MAXVICTIM;
+ *     stay <= M + MAXVICTIM (with --victim adaptive: M + --maxvictim-max,
+ *     default 4 x MAXVICTIM; the cache's own check holds it to M plus the
+ *     effective MAXVICTIM, fhc_ghost.h);
  *   - RDMA, when it starts and when it completes: every piece lies in a live
  *     registration of the target with that key, which the target's cache
  *     says the initiator holds; the pieces tile the operation exactly;
@@ -78,6 +81,9 @@
  *                   (needs --free-rate)
  *   ignore-revoke   REVOKE acked, firehose kept            -> a refused release
  *                   (the target dropped it on the ack) or RDMA check
+ *   victim-past-max the adaptive MAXVICTIM grows past --maxvictim-max
+ *                   (needs --victim adaptive) -> the cache's bound check
+ *                   or the pinned-bytes check
  *   reorder-requests  moves of one pair overtake each other.  Not caught, by
  *                   design: the "granted" flag keeps keys exact; only F
  *                   checks can fail spuriously (FHC_ERR_LIMIT), rarely.
@@ -115,6 +121,9 @@ static struct {
     uint64_t period;            /* phase: steps per hot set */
     double zipf;                /* skewed: exponent */
     size_t ws;                  /* working set per pair (0: 8 frames) */
+    /* the adaptive victim FIFO (fhc_ghost.h) */
+    int victim_adaptive;
+    size_t maxvictim_max;       /* 0: 4 x maxvictim */
 } opt = {
     .nodes = 16, .steps = 100000, .seed = 1, .pattern = "random",
     .bucket = 4096, .put_in_move = 3072, .seg = 1u << 20,
@@ -317,9 +326,10 @@ static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t 
     n->pinned += len;
     fhc_stats_t cs;
     fhc_stats(n->c, &cs);       /* read-only: fine from inside a callback */
-    if (n->pinned > opt.M + opt.maxvictim + cs.dead_bytes)
+    size_t mv = opt.victim_adaptive ? opt.maxvictim_max : opt.maxvictim;
+    if (n->pinned > opt.M + mv + cs.dead_bytes)
         fail("I1: rank %u pins %zu bytes > M + MAXVICTIM = %zu (+ %zu invalidated)",
-             n->id, n->pinned, opt.M + opt.maxvictim, cs.dead_bytes);
+             n->id, n->pinned, opt.M + mv, cs.dead_bytes);
     *mrp = (void *)(idx + 1);
     key[0] = idx + 1;
     key[1] = 0xF1E0000000000000ull | n->id;
@@ -824,7 +834,8 @@ static void usage(void)
             "[--stall K] [--max-age K] [--bad-rate pm] [--local-rate pm] [--pin-fail pm] "
             "[--free-rate pm] [--reorder-replies] [--inject-bug no-f-check|evict-held|"
             "forget-release|stale-install|skip-release|reorder-requests|early-ack|"
-            "ignore-revoke] [--quiet]\n       fhsim --oracle-selftest\n");
+            "ignore-revoke|victim-past-max] [--quiet] [--victim static|adaptive] "
+            "[--maxvictim-max b]\n       fhsim --oracle-selftest\n");
     exit(2);
 }
 
@@ -869,8 +880,14 @@ static void parse_args(int argc, char **argv)
             else if (!strcmp(v, "ignore-revoke")) opt.bugs |= FHC_BUG_IGNORE_REVOKE;
             else if (!strcmp(v, "skip-release")) opt.skip_release = 1;
             else if (!strcmp(v, "reorder-requests")) opt.reorder_requests = 1;
+            else if (!strcmp(v, "victim-past-max")) opt.bugs |= FHC_BUG_VICTIM_PAST_MAX;
             else usage();
         }
+        else if (ARG("--victim")) {
+            if (!strcmp(v, "adaptive")) opt.victim_adaptive = 1;
+            else if (strcmp(v, "static")) usage();
+        }
+        else if (ARG("--maxvictim-max")) opt.maxvictim_max = parse_size(v);
         else if (!strcmp(a, "--reorder-replies")) opt.reorder_replies = 1;
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
         else if (!strcmp(a, "--oracle-selftest")) {
@@ -895,6 +912,8 @@ static void parse_args(int argc, char **argv)
         opt.M = (size_t)(opt.nodes - 1) * 4 * opt.region_max;
     if (!opt.maxvictim)
         opt.maxvictim = opt.M / 4 > 8 * opt.region_max ? 8 * opt.region_max : opt.M / 4;
+    if (!opt.maxvictim_max)
+        opt.maxvictim_max = 4 * opt.maxvictim;
 }
 
 int main(int argc, char **argv)
@@ -916,7 +935,9 @@ int main(int argc, char **argv)
         fhc_params_t p = { .nranks = opt.nodes, .rank = i, .bucket = opt.bucket,
                            .region_max = opt.region_max, .M = opt.M,
                            .maxvictim = opt.maxvictim,
-                           .put_in_move = opt.put_in_move, .debug_bugs = opt.bugs };
+                           .put_in_move = opt.put_in_move, .debug_bugs = opt.bugs,
+                           .maxvictim_max = opt.maxvictim_max,
+                           .victim_adaptive = opt.victim_adaptive };
         fhc_env_t env = { .arg = &nodes[i], .pin = env_pin, .unpin = env_unpin,
                           .allowed = env_allowed, .send = env_send,
                           .put_in_move = env_put_in_move, .log = env_log };
@@ -985,8 +1006,14 @@ int main(int argc, char **argv)
     fhc_peer_stats_t ps;
     uint64_t hits = 0, misses = 0, moves = 0, coal = 0, pim = 0, waits = 0, errs = 0;
     uint64_t evictions = 0, regs = 0, refused = 0;
+    uint64_t repins = 0, grows = 0, shrinks = 0;
+    size_t mv_top = 0;
     for (uint32_t i = 0; i < opt.nodes; i++) {
         fhc_stats(nodes[i].c, &cs);
+        repins += cs.victim_repins;
+        grows += cs.maxvictim_grows;
+        shrinks += cs.maxvictim_shrinks;
+        mv_top = cs.maxvictim_now > mv_top ? cs.maxvictim_now : mv_top;
         evictions += cs.evictions;
         regs += cs.registrations;
         refused += cs.refused;
@@ -1027,6 +1054,11 @@ int main(int argc, char **argv)
            " max_latency=%" PRIu64 " steps=%" PRIu64 " time=%.1fs\n",
            st.local_pins, st.local_again, st.rdma_checks, st.peer_checks,
            st.sample_checks, st.full_checks, st.msgs, st.max_latency, now, secs);
+    if (opt.victim_adaptive)
+        printf("fhsim: victim=adaptive maxvictim=%zu maxvictim_max=%zu "
+               "maxvictim_now_top=%zu victim_repins=%" PRIu64 " grows=%" PRIu64
+               " shrinks=%" PRIu64 "\n", opt.maxvictim, opt.maxvictim_max, mv_top,
+               repins, grows, shrinks);
     if (opt.free_rate)
         printf("fhsim: frees=%" PRIu64 " rdma_through_revoked=%" PRIu64 "\n", st.frees,
                st.stale_rdma);
