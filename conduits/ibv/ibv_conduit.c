@@ -86,6 +86,8 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     e->tclass = (uint8_t)s->tclass;
     e->pkey_index = (uint16_t)s->pkey_index;
     e->connect_timeout = (double)s->connect_timeout;
+    e->fork = s->fork == 1 ? IBV_FORKMODE_ON
+              : s->fork == 2 ? IBV_FORKMODE_OFF : IBV_FORKMODE_AUTO;
     return FH_OK;
 }
 
@@ -114,6 +116,8 @@ static int ibv_open(const fh_conduit_config_t *cfg,
         return FH_ERR_NO_MEMORY;
     }
     if ((ret = ibv_read_env(&c->env, cfg)) != FH_OK)
+        goto fail;
+    if ((ret = ibv_fork_setup(&c->env)) != FH_OK)
         goto fail;
     if ((ret = ibv_pick_device(c)) != FH_OK)
         goto fail;
@@ -383,4 +387,5 @@ const fh_conduit_ops_t fh_conduit_ibv = {
     .get = ibv_get,
     .am_send = ibv_am_send,
     .poll = ibv_poll,
+    .wait_fds = ibv_wait_fds,
 };

@@ -133,6 +133,9 @@ struct ibv_wrdesc {
     uint64_t addr, raddr;
 };
 
+/* FH_IBV_FORK (ibv_rma.c ibv_fork_setup). */
+enum ibv_fork_mode { IBV_FORKMODE_AUTO = 0, IBV_FORKMODE_ON, IBV_FORKMODE_OFF };
+
 /* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
 struct ibv_env {
@@ -145,6 +148,7 @@ struct ibv_env {
     uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
     uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
     double connect_timeout;   /* FH_IBV_CONNECT_TIMEOUT, s */
+    int fork;                 /* FH_IBV_FORK: enum ibv_fork_mode */
 };
 
 struct fh_cpath {
@@ -165,6 +169,12 @@ struct fh_cpath {
     struct ibv_cq *cq;        /* the ibv_cq of cqx, or a plain CQ */
     int cqe;
     int poll_ex;
+    /* Sleeping (ibv_wait_fds): the CQ's completion channel (NULL: the
+     * device gave none; the path cannot sleep) and whether the CQ is
+     * armed (1: ibv_req_notify_cq done, its event not read yet; -1: the
+     * device refused to arm it, the path never sleeps). */
+    struct ibv_comp_channel *chan;
+    int armed;
 
     /* Receive: one SRQ with room for nrecv_max buffers of c->rbuf_stride
      * bytes, of which nrecv are allocated and posted, in chunks grown as
@@ -356,6 +366,10 @@ int  ibv_td_error_permanent(int err);
 /* ibv_cq.c */
 int  ibv_path_cq(struct fh_cpath *p);           /* sets cq, cqx, poll_ex */
 int  ibv_fetch(struct fh_cpath *p, int want);   /* completions -> p->ev */
+/* conduit.h wait_fds: the path's completion-channel fd, the CQ armed; -1
+ * when completions are already waiting (fetched into p->ev). */
+int  ibv_wait_fds(struct fh_cpath *p, int *fds, int max);
+void ibv_path_cq_destroy(struct fh_cpath *p);   /* CQ, then its channel */
 
 /* ibv_device.c */
 int  ibv_pick_device(struct fh_conduit *c);
@@ -390,6 +404,12 @@ void ibv_qpn_insert(struct fh_cpath *p, struct ibv_conn *k);
 int  ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k);
 
 /* ibv_rma.c */
+/* FH_IBV_FORK: before the first registration of the process, makes fork()
+ * safe for registered memory as rdma-core recommends (ibv_fork_init where
+ * the kernel does not copy pinned pages for a child) and says what was
+ * done (FH_VERBOSE=1).  FH_OK, or FH_ERR_TRANSPORT when FH_IBV_FORK=on and
+ * ibv_fork_init failed (error set). */
+int  ibv_fork_setup(const struct ibv_env *e);
 int  ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len,
                 unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
 int  ibv_mr_dereg(struct fh_conduit *c, struct fh_mr *mr);

@@ -375,8 +375,7 @@ void ibv_path_destroy(struct fh_cpath *p)
     ibv_cm_path_fini(p);
     if (p->srq)
         ibv_destroy_srq(p->srq);
-    if (p->cq)
-        ibv_destroy_cq(p->cq);
+    ibv_path_cq_destroy(p);
     if (p->slot_mr)
         ibv_dereg_mr(p->slot_mr);
     while (p->rx_chunks) {
