@@ -222,6 +222,12 @@ static void ibv_close(struct fh_conduit *c)
             if (c->paths[i])
                 ibv_path_destroy(c->paths[i]);
     }
+    /* What the CQs grew to, against sizing them for every peer (summed by
+     * ibv_path_destroy; the runtime destroys its paths before close). */
+    if (c->connected)
+        fh_log_verbose(1, "ibv: CQs: %ld entries on %d paths for %zu RC QPs "
+                       "(sized for every peer: %ld)", c->cq_sum.cqe,
+                       c->cq_sum.paths, c->cq_sum.qps, c->cq_sum.full);
     if (c->ah) {
         for (int r = 0; r < c->cfg.nranks; r++)
             if (c->ah[r])

@@ -32,6 +32,17 @@
  * event; what that poll finds goes into p->ev for the next ibv_poll and
  * the runtime does not sleep.  A busy path never arms: polling costs
  * nothing more than without a channel.
+ *
+ * Size.  A CQ must hold every completion that may be pending at once: the
+ * path's RMA contexts and send slots, its posted receive buffers, its UD
+ * queues, and per RC QP one signal interval of work requests flushed on
+ * an error (ibv_cq_need).  Receive buffers and QPs come with the
+ * connections, so the CQ starts with room for the first receive chunk and
+ * no QP, and ibv_cq_fit grows it (ibv_resize_cq, by a quarter at least)
+ * before a QP is made or buffers are posted; a failed resize fails that
+ * connection (error logged).  Providers that cannot resize (the probe: a
+ * resize to the size it has, at creation) get a CQ sized for every
+ * possible peer, as all did before, and the verbose log says so once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,6 +92,67 @@ static void ibv_path_channel(struct fh_cpath *p)
                    strerror(e));
 }
 
+size_t ibv_cq_need(const struct fh_cpath *p, size_t nrecv, size_t nqps)
+{
+    return p->nops + p->nslots + nrecv + 64 +
+           IBV_CM_SQ + (p->index == 0 ? 64 : 8) +   /* ibv_cm.c */
+           nqps * (size_t)p->sig_every;              /* error flushes */
+}
+
+int ibv_cq_fit(struct fh_cpath *p, size_t nrecv, size_t nqps)
+{
+    size_t need = ibv_cq_need(p, nrecv, nqps);
+    if (!p->cq_grows || need <= (size_t)p->cqe || p->cqe >= p->cqe_full)
+        return FH_OK;
+    /* At least a quarter more: a resize per chunk or QP would be many. */
+    size_t want = (size_t)p->cqe + (size_t)p->cqe / 4;
+    if (want < need)
+        want = need;
+    if (want > (size_t)p->cqe_full)
+        want = (size_t)p->cqe_full;
+    int e = ibv_resize_cq(p->cq, (int)want);
+    if (e != 0) {
+        fh_log_error("ibv: path %d: cannot grow its CQ from %d to %zu "
+                     "entries (ibv_resize_cq: %s)", p->index, p->cqe, want,
+                     strerror(e));
+        return e == ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
+    }
+    fh_log_verbose(3, "ibv: path %d: CQ grown from %d to %zu entries (%d "
+                   "on the device; %zu receive buffers, %zu RC QPs)",
+                   p->index, p->cqe, want, p->cq->cqe, nrecv, nqps);
+    p->cqe = (int)want;       /* what we asked: the device may round up */
+    return FH_OK;
+}
+
+static int ibv_cq_make(struct fh_cpath *p);
+
+int ibv_path_cq(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    ibv_path_channel(p);
+    if (c->cq_fixed)
+        p->cqe = p->cqe_full;
+    int ret = ibv_cq_make(p);
+    if (ret != FH_OK || p->cqe >= p->cqe_full)
+        return ret;
+    /* Can it grow?  A resize to the size it has asks the provider. */
+    int e = ibv_resize_cq(p->cq, p->cqe);
+    if (e == 0) {
+        p->cq_grows = 1;
+        return FH_OK;
+    }
+    if (!c->cq_fixed)
+        fh_log_verbose(1, "ibv: %s cannot resize CQs (ibv_resize_cq: %s): "
+                       "each path's CQ is sized for every possible peer",
+                       c->devname, strerror(e));
+    c->cq_fixed = 1;
+    ibv_destroy_cq(p->cq);
+    p->cq = NULL;
+    p->cqx = NULL;
+    p->cqe = p->cqe_full;
+    return ibv_cq_make(p);
+}
+
 void ibv_path_cq_destroy(struct fh_cpath *p)
 {
     if (p->cq)
@@ -92,11 +164,11 @@ void ibv_path_cq_destroy(struct fh_cpath *p)
     p->chan = NULL;
 }
 
-int ibv_path_cq(struct fh_cpath *p)
+/* The CQ of p->cqe entries on the path's channel (see the header). */
+static int ibv_cq_make(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;
     int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
-    ibv_path_channel(p);
     const uint32_t vec = (uint32_t)(p->index % nvec);
     const int want_ex = c->env.poll == IBV_POLL_EX ||
                         (c->env.poll == IBV_POLL_AUTO && p->ppd);

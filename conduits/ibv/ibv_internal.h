@@ -167,7 +167,12 @@ struct fh_cpath {
      * ibv_start_poll/next/end (poll_ex) or ibv_poll_cq. */
     struct ibv_cq_ex *cqx;
     struct ibv_cq *cq;        /* the ibv_cq of cqx, or a plain CQ */
-    int cqe;
+    int cqe;                  /* the entries we asked for (the device
+                                 may have rounded up) */
+    int cqe_full;             /* what every possible peer needs */
+    int cq_grows;             /* ibv_resize_cq works: cqe follows nqps and
+                                 nrecv (ibv_cq_fit); else cqe = cqe_full */
+    size_t nqps;              /* RC QPs made on the path (failed ones too) */
     int poll_ex;
     /* Sleeping (ibv_wait_fds): the CQ's completion channel (NULL: the
      * device gave none; the path cannot sleep) and whether the CQ is
@@ -270,6 +275,12 @@ struct fh_conduit {
     int td_unsupported;       /* provider said EOPNOTSUPP once already */
     int post_mode;            /* IBV_POST_EX or IBV_POST_CLASSIC */
     int cq_ex_broken;         /* a new extended CQ was not empty (ibv_cq.c) */
+    int cq_fixed;             /* ibv_resize_cq failed once (said once) */
+    struct {                  /* the destroyed paths' CQs (close's line) */
+        long cqe, full;
+        size_t qps;
+        int paths;
+    } cq_sum;
     uint8_t max_rd_atom;      /* responder resources we offer (<= 16) */
     uint8_t max_init_rd_atom; /* reads/atomics we may have outstanding */
 
@@ -364,7 +375,17 @@ int  ibv_needs_grh(const uint8_t my_gid[16], const uint8_t peer_gid[16]);
 int  ibv_td_error_permanent(int err);
 
 /* ibv_cq.c */
-int  ibv_path_cq(struct fh_cpath *p);           /* sets cq, cqx, poll_ex */
+/* Creates the path's channel and CQ of p->cqe entries; if ibv_resize_cq
+ * fails on it (unsupported), makes it p->cqe_full instead.  Sets cq, cqx,
+ * poll_ex, chan, cq_grows. */
+int  ibv_path_cq(struct fh_cpath *p);
+/* CQ entries the path needs with nrecv receive buffers posted and nqps RC
+ * QPs (each may flush a signal interval of work requests on error). */
+size_t ibv_cq_need(const struct fh_cpath *p, size_t nrecv, size_t nqps);
+/* Grows the CQ (ibv_resize_cq) before more receives are posted or another
+ * QP is made, so that it holds ibv_cq_need(p, nrecv, nqps).  FH_OK, or the
+ * error (logged) that leaves the caller unable to add them. */
+int  ibv_cq_fit(struct fh_cpath *p, size_t nrecv, size_t nqps);
 int  ibv_fetch(struct fh_cpath *p, int want);   /* completions -> p->ev */
 /* conduit.h wait_fds: the path's completion-channel fd, the CQ armed; -1
  * when completions are already waiting (fetched into p->ev). */
