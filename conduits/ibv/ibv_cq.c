@@ -40,7 +40,9 @@
  * connections, so the CQ starts with room for the first receive chunk and
  * no QP, and ibv_cq_fit grows it (ibv_resize_cq, by a quarter at least)
  * before a QP is made or buffers are posted; a failed resize fails that
- * connection (error logged).  Providers that cannot resize (the probe: a
+ * connection (error logged), and after a resize the CQ is armed afresh
+ * before the next sleep (whether an arming survives one is up to the
+ * provider).  Providers that cannot resize (the probe: a
  * resize to the size it has, at creation) get a CQ sized for every
  * possible peer, as all did before, and the verbose log says so once.
  */
@@ -121,6 +123,8 @@ int ibv_cq_fit(struct fh_cpath *p, size_t nrecv, size_t nqps)
                    "on the device; %zu receive buffers, %zu RC QPs)",
                    p->index, p->cqe, want, p->cq->cqe, nrecv, nqps);
     p->cqe = (int)want;       /* what we asked: the device may round up */
+    if (p->armed > 0)
+        p->armed = 0;         /* arm it again before the next sleep */
     return FH_OK;
 }
 

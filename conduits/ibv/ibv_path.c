@@ -354,11 +354,11 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     fh_log_verbose(2, "ibv: path %d: up to %zu RC QPs, made on first use "
                    "(send depth %u, signal every %u), SRQ %zu (up to %zu) x "
                    "%zu bytes (rx_msgs %u, %u per peer), %zu send slots, "
-                   "CQ %d entries (%s; %s %d), %s, %s posting", p->index,
+                   "CQ %d entries (%s), %s %d, %s, %s posting", p->index,
                    p->nconns, p->sq_depth, p->sig_every, p->nrecv,
                    p->nrecv_max, c->rbuf_stride, p->rx_msgs, p->rx_per_src,
                    p->nslots, p->cqe, cqs,
-                   p->cq_grows ? "grows with the connections up to"
+                   p->cq_grows ? "growing with the connections up to"
                                : "sized for every peer:", p->cqe_full,
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
                           : "plain PD",
