@@ -120,7 +120,8 @@ static void print_ibv(int nranks, int per_host, long npaths, long tpaths, int pe
            "each talking path reaching %d rank%s:\n", peers, peers == 1 ? "" : "s");
     printf("  queue pairs       %.0f RC (made on first use; every pair: %.0f) + %.0f UD "
            "(one per path)\n", c.rc_qps, c.rc_qps_max, c.ud_qps);
-    printf("  CQ entries        %.0f (all paths)\n", c.cq_entries);
+    printf("  CQ entries        %.0f (all paths, grown with the connections; sized for "
+           "every peer: %.0f)\n", c.cq_entries, c.cq_entries_max);
     printf("  pinned receive    %.1f MiB (every pair connected: %.1f MiB) + %.1f MiB of send "
            "slots and connection buffers\n", c.rx_bytes / mib, c.rx_bytes_max / mib,
            c.other_bytes / mib);

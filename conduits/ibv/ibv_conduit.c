@@ -86,6 +86,8 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     e->tclass = (uint8_t)s->tclass;
     e->pkey_index = (uint16_t)s->pkey_index;
     e->connect_timeout = (double)s->connect_timeout;
+    e->fork = s->fork == 1 ? IBV_FORKMODE_ON
+              : s->fork == 2 ? IBV_FORKMODE_OFF : IBV_FORKMODE_AUTO;
     return FH_OK;
 }
 
@@ -114,6 +116,8 @@ static int ibv_open(const fh_conduit_config_t *cfg,
         return FH_ERR_NO_MEMORY;
     }
     if ((ret = ibv_read_env(&c->env, cfg)) != FH_OK)
+        goto fail;
+    if ((ret = ibv_fork_setup(&c->env)) != FH_OK)
         goto fail;
     if ((ret = ibv_pick_device(c)) != FH_OK)
         goto fail;
@@ -218,6 +222,12 @@ static void ibv_close(struct fh_conduit *c)
             if (c->paths[i])
                 ibv_path_destroy(c->paths[i]);
     }
+    /* What the CQs grew to, against sizing them for every peer (summed by
+     * ibv_path_destroy; the runtime destroys its paths before close). */
+    if (c->connected)
+        fh_log_verbose(1, "ibv: CQs: %ld entries on %d paths for %zu RC QPs "
+                       "(sized for every peer: %ld)", c->cq_sum.cqe,
+                       c->cq_sum.paths, c->cq_sum.qps, c->cq_sum.full);
     if (c->ah) {
         for (int r = 0; r < c->cfg.nranks; r++)
             if (c->ah[r])
@@ -383,4 +393,5 @@ const fh_conduit_ops_t fh_conduit_ibv = {
     .get = ibv_get,
     .am_send = ibv_am_send,
     .poll = ibv_poll,
+    .wait_fds = ibv_wait_fds,
 };

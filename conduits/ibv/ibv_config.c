@@ -46,6 +46,12 @@ static const fh_cfg_entry_t ibv_config_table[] = {
      "The peer answers when it next calls the runtime, so this bounds how long a peer "
      "may compute without calling it while another rank first contacts it; a peer that "
      "died is named sooner by the job's death notice.", 0},
+    {"FH_IBV_FORK", FH_CFG_ENUM, "auto", "auto|on|off", F(fork), 0,
+     "fork() safety of registered memory where the kernel does not copy pinned pages for a "
+     "child (Linux before 5.13): auto/on call ibv_fork_init() before the first registration "
+     "(registered pages are then not inherited by children), on fails fh_init if that is "
+     "impossible, off does nothing; newer kernels need nothing whatever the value "
+     "(RDMAV_FORK_SAFE=1 also turns it on).", 0},
 };
 
 static int ibv_config_check(const void *settings, char *err, size_t errlen)

@@ -16,6 +16,7 @@ typedef struct ibv_settings {
     long tclass;              /* FH_IBV_TCLASS (0..255) */
     long pkey_index;          /* FH_IBV_PKEY_INDEX (0..65535) */
     long connect_timeout;     /* FH_IBV_CONNECT_TIMEOUT, s (1..3600) */
+    int fork;                 /* FH_IBV_FORK: enum ibv_fork_mode (ibv_internal.h) */
 } ibv_settings_t;
 
 #endif /* FH_IBV_CONFIG_H */

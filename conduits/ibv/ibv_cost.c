@@ -5,9 +5,12 @@
  * them (service path: N (c + 2) + N P c + 8 and 2c + 4; thread path:
  * N (c + 2) + 8 and c + 4); an SRQ of min(rx_msgs + slack,
  * rx_per_src x connections + slack) buffers of one packet (grown in chunks
- * of at least 64, so within 64 of this); a CQ of 256 + slots + rx_msgs +
- * slack + 64 + UD entries + slots x signal interval (error flushes: one
- * signal interval per slot, sized at creation for every possible peer).
+ * of at least 64, so within 64 of this); a CQ of 256 + slots + posted
+ * receive buffers + 64 + UD entries + QPs x signal interval (error
+ * flushes), grown with the connections (ibv_resize_cq, by a quarter at
+ * least, so up to 1.25 x this + 64 per path); where the device cannot resize, sized at
+ * creation for every possible peer: rx_msgs + slack buffers and every slot
+ * (cq_entries_max).
  */
 #include "ibv_cost.h"
 
@@ -36,16 +39,19 @@ void ibv_cost(const ibv_cost_shape_t *s, ibv_cost_t *out)
     out->rc_qps_eager = out->rc_qps_max;
     out->ud_qps = p;
 
-    const double slots0 = n * p, sq0 = slots0 > 1024 ? 32 : 128;
-    double cq = IBV_COST_NOPS + sl + rx0 + IBV_COST_RX_SLACK + 64 +
-                IBV_COST_CM_SQ + IBV_COST_CM_RX_SVC + slots0 * (sq0 / 2);
-    cq += (p - 1) * (IBV_COST_NOPS + sl + rxt + IBV_COST_RX_SLACK + 64 +
-                     IBV_COST_CM_SQ + IBV_COST_CM_RX_THR + n * 64);
-    out->cq_entries = cq;
+    const double slots0 = n * p, sig0 = (slots0 > 1024 ? 32 : 128) / 2;
+    const double base0 = IBV_COST_NOPS + sl + 64 + IBV_COST_CM_SQ + IBV_COST_CM_RX_SVC;
+    const double baset = IBV_COST_NOPS + sl + 64 + IBV_COST_CM_SQ + IBV_COST_CM_RX_THR;
+    double cq = base0 + rx0 + IBV_COST_RX_SLACK + slots0 * sig0;
+    cq += (p - 1) * (baset + rxt + IBV_COST_RX_SLACK + n * 64);
+    out->cq_entries_max = cq;
 
-    double rx = rx_bufs(rx0, per0, acc0) +
-                u * rx_bufs(rxt, pert, k) +
-                (p - 1 - u) * rx_bufs(rxt, pert, 0);
+    const double rxb0 = rx_bufs(rx0, per0, acc0), rxbt = rx_bufs(rxt, pert, k);
+    const double rxbi = rx_bufs(rxt, pert, 0);
+    out->cq_entries = base0 + rxb0 + acc0 * sig0 +
+                      u * (baset + rxbt + k * 64) + (p - 1 - u) * (baset + rxbi);
+
+    double rx = rxb0 + u * rxbt + (p - 1 - u) * rxbi;
     out->rx_bytes = rx * st;
     out->rx_bytes_max = ((rx0 + IBV_COST_RX_SLACK) +
                          (p - 1) * (rxt + IBV_COST_RX_SLACK)) * st;

@@ -35,7 +35,11 @@ typedef struct ibv_cost {
     double rc_qps_eager;  /* what connecting everything at init cost:
                              N * (2P - 1) */
     double ud_qps;        /* P */
-    double cq_entries;    /* sum over the paths' CQs */
+    double cq_entries;    /* sum over the paths' CQs, grown for the
+                             shape's connections (at least this, at most
+                             1.25 x + 64 per path) */
+    double cq_entries_max; /* sized for every possible peer (devices that
+                              cannot resize a CQ; what all did before) */
     double rx_bytes;      /* pinned SRQ buffers, the shape's traffic */
     double rx_bytes_max;  /* every pair connected (= the old eager sizing) */
     double other_bytes;   /* pinned send slots and UD buffers */

@@ -19,8 +19,35 @@
  * auto polls a plain CQ with ibv_poll_cq and FH_IBV_POLL=ex fails path
  * creation.  Either way a batch of completions is
  * copied into p->ev (struct ibv_ev) before any upcall.
+ *
+ * Sleeping.  Every path's CQ has a completion channel of its own (its fd
+ * non-blocking) and sits on completion vector index % num_comp_vectors,
+ * so that the interrupts of sleeping paths are spread over the vectors
+ * (each vector is an MSI-X interrupt the administrator may steer to a
+ * core).  The CQ is armed only by ibv_wait_fds, when the runtime is about
+ * to sleep (firehose/path.c net_sleep, after 10 ms of idle waiting): it
+ * reads and acknowledges the events the channel holds (each one disarmed
+ * the CQ), arms it (ibv_req_notify_cq, any completion), and then polls it
+ * once more, because a completion that came before the arming raises no
+ * event; what that poll finds goes into p->ev for the next ibv_poll and
+ * the runtime does not sleep.  A busy path never arms: polling costs
+ * nothing more than without a channel.
+ *
+ * Size.  A CQ must hold every completion that may be pending at once: the
+ * path's RMA contexts and send slots, its posted receive buffers, its UD
+ * queues, and per RC QP one signal interval of work requests flushed on
+ * an error (ibv_cq_need).  Receive buffers and QPs come with the
+ * connections, so the CQ starts with room for the first receive chunk and
+ * no QP, and ibv_cq_fit grows it (ibv_resize_cq, by a quarter at least)
+ * before a QP is made or buffers are posted; a failed resize fails that
+ * connection (error logged), and after a resize the CQ is armed afresh
+ * before the next sleep (whether an arming survives one is up to the
+ * provider).  Providers that cannot resize (the probe: a
+ * resize to the size it has, at creation) get a CQ sized for every
+ * possible peer, as all did before, and the verbose log says so once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 
 #include "ibv_internal.h"
@@ -49,7 +76,100 @@ static int ibv_cq_ex_sane(struct fh_cpath *p)
     return 0;
 }
 
+/* The path's completion channel, non-blocking; none (the path cannot
+ * sleep, said once per device) if the device refuses. */
+static void ibv_path_channel(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    p->chan = ibv_create_comp_channel(c->ctx);
+    int fl = p->chan ? fcntl(p->chan->fd, F_GETFL) : -1;
+    if (fl >= 0 && fcntl(p->chan->fd, F_SETFL, fl | O_NONBLOCK) == 0)
+        return;
+    int e = errno;
+    if (p->chan)
+        ibv_destroy_comp_channel(p->chan);
+    p->chan = NULL;
+    fh_log_verbose(1, "ibv: path %d: no completion channel (%s): a waiting "
+                   "rank polls this path and never sleeps on it", p->index,
+                   strerror(e));
+}
+
+size_t ibv_cq_need(const struct fh_cpath *p, size_t nrecv, size_t nqps)
+{
+    return p->nops + p->nslots + nrecv + 64 +
+           IBV_CM_SQ + (p->index == 0 ? 64 : 8) +   /* ibv_cm.c */
+           nqps * (size_t)p->sig_every;              /* error flushes */
+}
+
+int ibv_cq_fit(struct fh_cpath *p, size_t nrecv, size_t nqps)
+{
+    size_t need = ibv_cq_need(p, nrecv, nqps);
+    if (!p->cq_grows || need <= (size_t)p->cqe || p->cqe >= p->cqe_full)
+        return FH_OK;
+    /* At least a quarter more: a resize per chunk or QP would be many. */
+    size_t want = (size_t)p->cqe + (size_t)p->cqe / 4;
+    if (want < need)
+        want = need;
+    if (want > (size_t)p->cqe_full)
+        want = (size_t)p->cqe_full;
+    int e = ibv_resize_cq(p->cq, (int)want);
+    if (e != 0) {
+        fh_log_error("ibv: path %d: cannot grow its CQ from %d to %zu "
+                     "entries (ibv_resize_cq: %s)", p->index, p->cqe, want,
+                     strerror(e));
+        return e == ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
+    }
+    fh_log_verbose(3, "ibv: path %d: CQ grown from %d to %zu entries (%d "
+                   "on the device; %zu receive buffers, %zu RC QPs)",
+                   p->index, p->cqe, want, p->cq->cqe, nrecv, nqps);
+    p->cqe = (int)want;       /* what we asked: the device may round up */
+    if (p->armed > 0)
+        p->armed = 0;         /* arm it again before the next sleep */
+    return FH_OK;
+}
+
+static int ibv_cq_make(struct fh_cpath *p);
+
 int ibv_path_cq(struct fh_cpath *p)
+{
+    struct fh_conduit *c = p->c;
+    ibv_path_channel(p);
+    if (c->cq_fixed)
+        p->cqe = p->cqe_full;
+    int ret = ibv_cq_make(p);
+    if (ret != FH_OK || p->cqe >= p->cqe_full)
+        return ret;
+    /* Can it grow?  A resize to the size it has asks the provider. */
+    int e = ibv_resize_cq(p->cq, p->cqe);
+    if (e == 0) {
+        p->cq_grows = 1;
+        return FH_OK;
+    }
+    if (!c->cq_fixed)
+        fh_log_verbose(1, "ibv: %s cannot resize CQs (ibv_resize_cq: %s): "
+                       "each path's CQ is sized for every possible peer",
+                       c->devname, strerror(e));
+    c->cq_fixed = 1;
+    ibv_destroy_cq(p->cq);
+    p->cq = NULL;
+    p->cqx = NULL;
+    p->cqe = p->cqe_full;
+    return ibv_cq_make(p);
+}
+
+void ibv_path_cq_destroy(struct fh_cpath *p)
+{
+    if (p->cq)
+        ibv_destroy_cq(p->cq);      /* every event was acknowledged */
+    p->cq = NULL;
+    p->cqx = NULL;
+    if (p->chan)
+        ibv_destroy_comp_channel(p->chan);
+    p->chan = NULL;
+}
+
+/* The CQ of p->cqe entries on the path's channel (see the header). */
+static int ibv_cq_make(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;
     int nvec = c->ctx->num_comp_vectors > 0 ? c->ctx->num_comp_vectors : 1;
@@ -62,7 +182,7 @@ int ibv_path_cq(struct fh_cpath *p)
         struct ibv_cq_init_attr_ex a = {
             .cqe = (uint32_t)p->cqe,
             .cq_context = p,
-            .channel = NULL,
+            .channel = p->chan,
             .comp_vector = vec,
             .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM |
                         IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID,
@@ -98,7 +218,7 @@ int ibv_path_cq(struct fh_cpath *p)
                          ? " (a new one is not empty)" : "");
         return FH_ERR_NOT_SUPPORTED;
     }
-    p->cq = ibv_create_cq(c->ctx, p->cqe, p, NULL, (int)vec);
+    p->cq = ibv_create_cq(c->ctx, p->cqe, p, p->chan, (int)vec);
     if (!p->cq) {
         fh_log_error("ibv: path %d: cannot create a CQ of %d entries: %s",
                      p->index, p->cqe, strerror(errno));
@@ -152,4 +272,37 @@ int ibv_fetch(struct fh_cpath *p, int want)
                                    wc[i].src_qp, wc[i].slid,
                                    (wc[i].wc_flags & IBV_WC_GRH) != 0};
     return n;
+}
+
+int ibv_wait_fds(struct fh_cpath *p, int *fds, int max)
+{
+    if (p->chan == NULL || p->armed < 0 || max < 1 || p->err != FH_OK)
+        return 0;
+    if (p->ev_head < p->ev_n || p->failed || p->open || p->nrepost)
+        return -1;
+    struct ibv_cq *ecq;
+    void *ectx;
+    while (ibv_get_cq_event(p->chan, &ecq, &ectx) == 0) {
+        ibv_ack_cq_events(ecq, 1);
+        p->armed = 0;
+    }
+    if (!p->armed) {
+        int e = ibv_req_notify_cq(p->cq, 0);
+        if (e != 0) {
+            fh_log_verbose(1, "ibv: path %d: ibv_req_notify_cq: %s: the "
+                           "path no longer sleeps", p->index, strerror(e));
+            p->armed = -1;
+            return 0;
+        }
+        p->armed = 1;
+        int n = ibv_fetch(p, IBV_CQ_BATCH);
+        if (n != 0) {
+            /* Came before the arming (or an error): the poll takes them. */
+            p->ev_head = 0;
+            p->ev_n = n > 0 ? n : 0;
+            return -1;
+        }
+    }
+    fds[0] = p->chan->fd;
+    return 1;
 }

@@ -133,6 +133,9 @@ struct ibv_wrdesc {
     uint64_t addr, raddr;
 };
 
+/* FH_IBV_FORK (ibv_rma.c ibv_fork_setup). */
+enum ibv_fork_mode { IBV_FORKMODE_AUTO = 0, IBV_FORKMODE_ON, IBV_FORKMODE_OFF };
+
 /* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
 struct ibv_env {
@@ -145,6 +148,7 @@ struct ibv_env {
     uint8_t sl, tclass;       /* FH_IBV_SL, FH_IBV_TCLASS */
     uint16_t pkey_index;      /* FH_IBV_PKEY_INDEX */
     double connect_timeout;   /* FH_IBV_CONNECT_TIMEOUT, s */
+    int fork;                 /* FH_IBV_FORK: enum ibv_fork_mode */
 };
 
 struct fh_cpath {
@@ -163,8 +167,19 @@ struct fh_cpath {
      * ibv_start_poll/next/end (poll_ex) or ibv_poll_cq. */
     struct ibv_cq_ex *cqx;
     struct ibv_cq *cq;        /* the ibv_cq of cqx, or a plain CQ */
-    int cqe;
+    int cqe;                  /* the entries we asked for (the device
+                                 may have rounded up) */
+    int cqe_full;             /* what every possible peer needs */
+    int cq_grows;             /* ibv_resize_cq works: cqe follows nqps and
+                                 nrecv (ibv_cq_fit); else cqe = cqe_full */
+    size_t nqps;              /* RC QPs made on the path (failed ones too) */
     int poll_ex;
+    /* Sleeping (ibv_wait_fds): the CQ's completion channel (NULL: the
+     * device gave none; the path cannot sleep) and whether the CQ is
+     * armed (1: ibv_req_notify_cq done, its event not read yet; -1: the
+     * device refused to arm it, the path never sleeps). */
+    struct ibv_comp_channel *chan;
+    int armed;
 
     /* Receive: one SRQ with room for nrecv_max buffers of c->rbuf_stride
      * bytes, of which nrecv are allocated and posted, in chunks grown as
@@ -260,6 +275,12 @@ struct fh_conduit {
     int td_unsupported;       /* provider said EOPNOTSUPP once already */
     int post_mode;            /* IBV_POST_EX or IBV_POST_CLASSIC */
     int cq_ex_broken;         /* a new extended CQ was not empty (ibv_cq.c) */
+    int cq_fixed;             /* ibv_resize_cq failed once (said once) */
+    struct {                  /* the destroyed paths' CQs (close's line) */
+        long cqe, full;
+        size_t qps;
+        int paths;
+    } cq_sum;
     uint8_t max_rd_atom;      /* responder resources we offer (<= 16) */
     uint8_t max_init_rd_atom; /* reads/atomics we may have outstanding */
 
@@ -354,8 +375,22 @@ int  ibv_needs_grh(const uint8_t my_gid[16], const uint8_t peer_gid[16]);
 int  ibv_td_error_permanent(int err);
 
 /* ibv_cq.c */
-int  ibv_path_cq(struct fh_cpath *p);           /* sets cq, cqx, poll_ex */
+/* Creates the path's channel and CQ of p->cqe entries; if ibv_resize_cq
+ * fails on it (unsupported), makes it p->cqe_full instead.  Sets cq, cqx,
+ * poll_ex, chan, cq_grows. */
+int  ibv_path_cq(struct fh_cpath *p);
+/* CQ entries the path needs with nrecv receive buffers posted and nqps RC
+ * QPs (each may flush a signal interval of work requests on error). */
+size_t ibv_cq_need(const struct fh_cpath *p, size_t nrecv, size_t nqps);
+/* Grows the CQ (ibv_resize_cq) before more receives are posted or another
+ * QP is made, so that it holds ibv_cq_need(p, nrecv, nqps).  FH_OK, or the
+ * error (logged) that leaves the caller unable to add them. */
+int  ibv_cq_fit(struct fh_cpath *p, size_t nrecv, size_t nqps);
 int  ibv_fetch(struct fh_cpath *p, int want);   /* completions -> p->ev */
+/* conduit.h wait_fds: the path's completion-channel fd, the CQ armed; -1
+ * when completions are already waiting (fetched into p->ev). */
+int  ibv_wait_fds(struct fh_cpath *p, int *fds, int max);
+void ibv_path_cq_destroy(struct fh_cpath *p);   /* CQ, then its channel */
 
 /* ibv_device.c */
 int  ibv_pick_device(struct fh_conduit *c);
@@ -390,6 +425,12 @@ void ibv_qpn_insert(struct fh_cpath *p, struct ibv_conn *k);
 int  ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k);
 
 /* ibv_rma.c */
+/* FH_IBV_FORK: before the first registration of the process, makes fork()
+ * safe for registered memory as rdma-core recommends (ibv_fork_init where
+ * the kernel does not copy pinned pages for a child) and says what was
+ * done (FH_VERBOSE=1).  FH_OK, or FH_ERR_TRANSPORT when FH_IBV_FORK=on and
+ * ibv_fork_init failed (error set). */
+int  ibv_fork_setup(const struct ibv_env *e);
 int  ibv_mr_reg(struct fh_conduit *c, void *addr, size_t len,
                 unsigned access, struct fh_mr **mr, fh_rkey_t *rkey);
 int  ibv_mr_dereg(struct fh_conduit *c, struct fh_mr *mr);

@@ -104,6 +104,10 @@ int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
 {
     struct fh_conduit *c = p->c;
     const int ex = c->post_mode == IBV_POST_EX;
+    int ret = ibv_cq_fit(p, p->nrecv, p->nqps + 1);
+    if (ret != FH_OK)
+        return ret;
+    p->nqps++;
     struct ibv_qp_init_attr_ex a = {
         .qp_context = k,
         .send_cq = p->cq,
@@ -197,6 +201,9 @@ int ibv_rx_grow(struct fh_cpath *p)
     if (n < IBV_RX_CHUNK)
         n = p->nrecv_max - p->nrecv < IBV_RX_CHUNK ? p->nrecv_max - p->nrecv
                                                    : IBV_RX_CHUNK;
+    int ret = ibv_cq_fit(p, p->nrecv + n, p->nqps);
+    if (ret != FH_OK)
+        return ret;
     struct ibv_rx_chunk *ch = calloc(1, sizeof *ch);
     if (!ch)
         return FH_ERR_NO_MEMORY;
@@ -267,12 +274,14 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
                        c->dattr.max_srq_wr);
         p->nrecv_max = (size_t)c->dattr.max_srq_wr;
     }
-    size_t cqe = p->nops + p->nslots + p->nrecv_max + 64 +
-                 IBV_CM_SQ + (p->index == 0 ? 64 : 8) +   /* ibv_cm.c */
-                 p->nconns * (size_t)p->sig_every;   /* error flushes */
+    /* The CQ starts with room for the first receive chunk and no RC QP,
+     * and grows as they come (ibv_cq_fit); cqe_full is every peer's. */
+    size_t cqe = ibv_cq_need(p, p->nrecv_max, p->nconns);
+    size_t cqe0 = ibv_cq_need(p, IBV_RX_SLACK + IBV_RX_CHUNK, 0);
     if (c->dattr.max_cqe > 0 && cqe > (size_t)c->dattr.max_cqe)
         cqe = (size_t)c->dattr.max_cqe;
-    p->cqe = (int)cqe;
+    p->cqe_full = (int)cqe;
+    p->cqe = (int)(cqe0 < cqe ? cqe0 : cqe);
 
     ibv_path_domain(p);
     if ((ret = ibv_path_cq(p)) != FH_OK)
@@ -345,10 +354,12 @@ int ibv_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     fh_log_verbose(2, "ibv: path %d: up to %zu RC QPs, made on first use "
                    "(send depth %u, signal every %u), SRQ %zu (up to %zu) x "
                    "%zu bytes (rx_msgs %u, %u per peer), %zu send slots, "
-                   "CQ %d entries (%s), %s, %s posting", p->index, p->nconns,
-                   p->sq_depth, p->sig_every, p->nrecv, p->nrecv_max,
-                   c->rbuf_stride, p->rx_msgs, p->rx_per_src, p->nslots,
-                   p->cqe, cqs,
+                   "CQ %d entries (%s), %s %d, %s, %s posting", p->index,
+                   p->nconns, p->sq_depth, p->sig_every, p->nrecv,
+                   p->nrecv_max, c->rbuf_stride, p->rx_msgs, p->rx_per_src,
+                   p->nslots, p->cqe, cqs,
+                   p->cq_grows ? "growing with the connections up to"
+                               : "sized for every peer:", p->cqe_full,
                    p->ppd ? (p->td[1] ? "2 TDs (independent)" : "1 TD")
                           : "plain PD",
                    c->post_mode == IBV_POST_EX ? "ibv_wr_* (ex)"
@@ -366,6 +377,12 @@ void ibv_path_destroy(struct fh_cpath *p)
     if (!p)
         return;
     struct fh_conduit *c = p->c;
+    if (c->connected && p->cq) {
+        c->cq_sum.cqe += p->cqe;
+        c->cq_sum.full += p->cqe_full;
+        c->cq_sum.qps += p->nqps;
+        c->cq_sum.paths++;
+    }
     ibv_batch_abort(p);
     if (p->conns) {
         for (size_t k = 0; k < p->nconns; k++)
@@ -375,8 +392,7 @@ void ibv_path_destroy(struct fh_cpath *p)
     ibv_cm_path_fini(p);
     if (p->srq)
         ibv_destroy_srq(p->srq);
-    if (p->cq)
-        ibv_destroy_cq(p->cq);
+    ibv_path_cq_destroy(p);
     if (p->slot_mr)
         ibv_dereg_mr(p->slot_mr);
     while (p->rx_chunks) {

@@ -32,6 +32,19 @@
  * Signaling.  Every put and get is signaled (one WR per op: the runtime
  * needs one upcall per op_ctx), and its completion also reclaims the send
  * queue entries of the unsignaled AM sends before it on the same QP.
+ *
+ * Fork.  A pinned page that a fork() makes copy-on-write stays with the
+ * HCA while the first writer gets a new copy: on a kernel that does not
+ * copy pinned pages for the child at fork time (Linux before 5.13,
+ * ibv_is_fork_initialized() != IBV_FORK_UNNEEDED), a parent that writes
+ * its segment after a fork (system() and popen() fork too) would no longer
+ * see what peers put there, nor send what it wrote.  rdma-core's remedy,
+ * ibv_fork_init(), marks every registration MADV_DONTFORK: the child does
+ * not inherit registered pages (touching them there is a segfault) and the
+ * parent keeps them.  It works only before the first registration of the
+ * process, so ibv_open calls ibv_fork_setup before anything else
+ * (FH_IBV_FORK: auto tries, on insists, off never calls it).  Kernels with
+ * copy-on-fork copy pinned pages for the child at fork: nothing to do.
  */
 #include <errno.h>
 #include <string.h>
@@ -194,4 +207,45 @@ int ibv_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
 {
     return ibv_rma_post(p, 0, rank, rpath, dst, len, lmr, raddr, rkey, op_ctx,
                         flags);
+}
+
+int ibv_fork_setup(const struct ibv_env *e)
+{
+    static const char *const mode[] = {"auto", "on", "off"};
+    enum ibv_fork_status st = ibv_is_fork_initialized();
+    if (st == IBV_FORK_UNNEEDED) {
+        fh_log_verbose(1, "ibv: fork: the kernel copies registered pages for "
+                       "a child (copy-on-fork): fork() is safe, FH_IBV_FORK=%s "
+                       "has nothing to do", mode[e->fork]);
+        return FH_OK;
+    }
+    if (st == IBV_FORK_ENABLED) {
+        fh_log_verbose(1, "ibv: fork: fork support is already on "
+                       "(RDMAV_FORK_SAFE or the application's ibv_fork_init): "
+                       "children do not inherit registered pages");
+        return FH_OK;
+    }
+    if (e->fork == IBV_FORKMODE_OFF) {
+        fh_log_verbose(1, "ibv: fork: FH_IBV_FORK=off on a kernel without "
+                       "copy-on-fork: after a fork() (or system()) the "
+                       "parent's writes to registered memory may be lost to "
+                       "RDMA");
+        return FH_OK;
+    }
+    int err = ibv_fork_init();
+    if (err == 0) {
+        fh_log_verbose(1, "ibv: fork: the kernel does not copy registered "
+                       "pages on fork: ibv_fork_init() done, children do not "
+                       "inherit registered pages (FH_IBV_FORK=%s)",
+                       mode[e->fork]);
+        return FH_OK;
+    }
+    if (e->fork == IBV_FORKMODE_ON)
+        return fh_set_error(FH_ERR_TRANSPORT, "ibv: FH_IBV_FORK=on: "
+                            "ibv_fork_init failed (%s; was memory registered "
+                            "before fh_init?)", strerror(err));
+    fh_log_verbose(1, "ibv: fork: ibv_fork_init failed (%s): a fork() while "
+                   "memory is registered is unsafe on this kernel",
+                   strerror(err));
+    return FH_OK;
 }

@@ -36,6 +36,16 @@ static long voluntary_switches(void)
     return ru.ru_nvcsw;
 }
 
+/* CPU seconds this thread has used (user + system): printed, not
+ * asserted, so that a run shows how much of the wait was spent on a core. */
+static double thread_cpu(void)
+{
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_THREAD, &ru) == 0, "getrusage", "0, saw -1");
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 int main(int argc, char **argv)
 {
     CHECK_OK(fh_init(&argc, &argv));
@@ -57,6 +67,7 @@ int main(int argc, char **argv)
     CHECK_OK(fh_barrier());
 
     long before = voluntary_switches();
+    double cpu0 = thread_cpu();
     if (me == 0) {
         struct timespec ts = {(time_t)hold, 0};
         while (nanosleep(&ts, &ts) != 0)
@@ -64,6 +75,7 @@ int main(int argc, char **argv)
     }
     CHECK_OK(fh_barrier());
     long slept = voluntary_switches() - before;
+    double cpu = thread_cpu() - cpu0;
     if (me != 0 && expect_sleep)
         CHECK(slept >= MIN_SLEEPS, "a rank waiting in fh_barrier for 2 s",
               "at least %d voluntary context switches (sleeps), saw %ld", MIN_SLEEPS,
@@ -81,7 +93,8 @@ int main(int argc, char **argv)
     CHECK_OK(fh_barrier());
     CHECK(base[1] == 2000 + (uint64_t)((me + N - 1) % N), "the put after the wait",
           "%d, saw %llu", 2000 + (me + N - 1) % N, (unsigned long long)base[1]);
-    printf("idle_sleep_test: rank %d: %ld voluntary switches in the wait\n", me, slept);
+    printf("idle_sleep_test: rank %d: %ld voluntary switches and %.3f s of CPU in the "
+           "wait\n", me, slept, cpu);
     fflush(stdout);
     CHECK_OK(fh_barrier());
     if (me == 0)

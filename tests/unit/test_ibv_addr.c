@@ -119,7 +119,10 @@ START_TEST(cost_formula)
     ck_assert(c.rx_bytes == (224.0 + 160.0) * 4160);
     /* the old sizing: rx_msgs + 80 per path: (808 + 80) + (296 + 80) */
     ck_assert(c.rx_bytes_max == 1264.0 * 4160);
-    ck_assert(c.cq_entries == 3400 + 1808);
+    ck_assert(c.cq_entries_max == 3400 + 1808);
+    /* grown: service path 464 + 224 buffers + 4 QPs x 64; thread path
+     * 408 + 160 + 4 x 64 */
+    ck_assert(c.cq_entries == 944 + 824);
     /* Connections never exceed every pair; receive memory never exceeds
      * the old sizing, whatever the talk. */
     for (long k = 0; k <= 16; k++) {
@@ -127,6 +130,7 @@ START_TEST(cost_formula)
         ibv_cost(&sh, &c);
         ck_assert(c.rc_qps <= c.rc_qps_max);
         ck_assert(c.rx_bytes <= c.rx_bytes_max);
+        ck_assert(c.cq_entries <= c.cq_entries_max);
     }
     /* One path (FH_PATHS=shared): service paths talk to each other. */
     sh.npaths = 1;

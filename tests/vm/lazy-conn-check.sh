@@ -10,6 +10,8 @@
 # (FH_PATHS=shared: one path, so service paths talk to each other, and the
 # barrier's partners i and i + N/2 ask each other at once) every peer must
 # also have exactly one QP: concurrent first use made one pair, not two.
+# Each rank's exit line "ibv: CQs: X entries ... (sized for every peer: Y)"
+# must have X < Y: the CQs grew with the connections.
 #   usage (in /fh): tests/vm/lazy-conn-check.sh [N [shared]]
 n=${1:-16}
 paths=${2:-independent}
@@ -49,6 +51,19 @@ while [ $r -lt "$n" ]; do
         { echo "FAIL lazy_conn: rank $r connected to all $np peers ($line)"; bad=1; }
     r=$((r + 1))
 done
+# The CQs grew with the connections (ibv_resize_cq on rxe): fewer entries
+# than sizing each for every possible peer, on every rank.
+r=0
+while [ $r -lt "$n" ]; do
+    line=$(grep "^firehose\[$r\]: ibv: CQs:" lclog)
+    cqe=$(echo "$line" | sed -n 's/.* CQs: \([0-9]*\) entries .*every peer: \([0-9]*\)).*/\1/p')
+    full=$(echo "$line" | sed -n 's/.* CQs: \([0-9]*\) entries .*every peer: \([0-9]*\)).*/\2/p')
+    if [ -z "$cqe" ] || [ -z "$full" ] || [ "$cqe" -ge "$full" ]; then
+        echo "FAIL lazy_conn: rank $r: CQs not smaller than sized for every peer ($line)"; bad=1
+    fi
+    r=$((r + 1))
+done
 [ $bad -eq 0 ] || exit 1
-echo "PASS lazy_conn ($paths): $seen ranks, each connected only to peers it talked to"
+echo "PASS lazy_conn ($paths): $seen ranks, each connected only to peers it talked to, CQs grown with them"
+grep "^firehose\[0\]: ibv: CQs:" lclog
 grep "^firehose\[0\]: ibv: connections:" lclog
