@@ -40,6 +40,7 @@
 #include <infiniband/verbs.h>
 
 #include "conduits/conduit.h"
+#include "ibv_cm_decode.h"
 
 /* What a wr_id points at.  Every work request we post carries one of these
  * (unsignaled sends carry their connection's unsig_op). */
@@ -308,21 +309,7 @@ struct fh_conduit {
 /* ibv_conduit.c */
 int  ibv_err_status(enum ibv_wc_status st);    /* -> FH_ERR_PEER_DEAD/TRANSPORT */
 
-/* The connection record every rank sends in connect's allgather, followed
- * by npaths UD QP numbers (one per path). */
-struct ibv_wire_hdr {
-    uint32_t magic;
-    uint32_t npaths;
-    uint16_t lid;
-    uint8_t  mtu;             /* enum ibv_mtu */
-    uint8_t  is_eth;
-    int32_t  gid_index;       /* -1: LID addressing */
-    uint8_t  gid[16];
-    uint8_t  rd_atom;         /* its responder resources (max_qp_rd_atom) */
-    uint8_t  init_rd_atom;    /* its initiator depth (max_qp_init_rd_atom) */
-    uint8_t  pad[2];
-    uint32_t qkey;            /* its UD QPs' Q_Key */
-};
+/* The connection record of the allgather: ibv_cm_decode.h. */
 
 /* One chunk of SRQ receive buffers (ibv_path.c ibv_rx_grow). */
 struct ibv_rx_chunk {
