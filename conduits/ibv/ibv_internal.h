@@ -41,6 +41,7 @@
 
 #include "conduits/conduit.h"
 #include "ibv_cm_decode.h"
+#include "ibv_config.h"
 
 /* What a wr_id points at.  Every work request we post carries one of these
  * (unsignaled sends carry their connection's unsig_op). */
@@ -140,7 +141,9 @@ enum ibv_fork_mode { IBV_FORKMODE_AUTO = 0, IBV_FORKMODE_ON, IBV_FORKMODE_OFF };
 /* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
 struct ibv_env {
-    const char *device;       /* FH_IBV_DEVICE: NULL = first with an active port */
+    const char *device;       /* FH_IBV_DEVICE (this rank's entry of a list):
+                                 NULL = first with an active port */
+    char device_buf[IBV_DEVNAME_MAX];   /* that entry, when a list */
     int port;                 /* FH_IBV_PORT: 0 = first active port */
     int gid_index;            /* FH_IBV_GID_INDEX: -1 = automatic */
     int td;                   /* FH_IBV_TD: enum ibv_td_mode */
