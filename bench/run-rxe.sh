@@ -3,16 +3,24 @@
 # the ibv conduit on Soft-RoCE (rxe) in the qemu VM of tests/vm/run-vm.sh.
 # bench/run-all.sh runs it with --rxe (or FHB_RXE=1); alone:
 #
-#   bench/run-rxe.sh [--quick] [--builddir DIR] [--out DIR] [run-vm.sh options...]
+#   bench/run-rxe.sh [--quick] [--only "sweep latency raw msgrate"]
+#                    [--builddir DIR] [--out DIR] [run-vm.sh options...]
 #
-# Boots the VM once and runs in it, both ranks on rxe0 (FH_CONDUIT=ibv
-# FH_IBV_DEVICE=rxe0), one fhbench per line:
+# Boots the VM once and runs in it (--only: those of the tests below; all
+# by default), both ranks on rxe0 (FH_CONDUIT=ibv FH_IBV_DEVICE=rxe0)
+# except msgrate, one fhbench per line:
 #   sweep    per FH_REG_STRATEGY in FHB_RXE_STRATEGIES (default firehose
 #            rendezvous rendezvous-cache pin-everything), M = 2 MiB, working
 #            sets 1..4 MiB               -> sweep-ibv-<strategy>.csv
 #   latency  per strategy, sizes up to 1 KiB      -> latency-ibv-<strategy>.csv
 #   raw      over verbs (bench_raw_ibv.c), firehose on the paired side,
 #            sizes up to 64 KiB (1 MiB without --quick)  -> raw-ibv.csv
+#   msgrate  2-byte puts from 1..4 threads of rank 0 (FH_MAX_THREADS=4),
+#            rank 0 on rxe0 and rank 1 on rxe1 (across the veth), FH_BIND=off
+#            (bound, rank 0's threads would share one vCPU), once per
+#            FH_PATHS value: independent and shared, FHB_RXE_MSGRATE_ROUNDS
+#            rounds (default 1) alternating the two
+#                                 -> msgrate-ibv-<paths>[-r<round>].csv
 # The VM has no shared directory: each test prints its CSV on the serial
 # console between "FHB-CSV-BEGIN <file>" and "FHB-CSV-END <file>" lines,
 # and this script cuts them out of console.log into DIR (default ./results).
@@ -27,12 +35,14 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 quick=0
+only="sweep latency raw msgrate"
 builddir=
 out=results
 vm_opts=()
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) quick=1 ;;
+        --only) only=$2; shift ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
@@ -83,13 +93,22 @@ env_ibv="FH_CONDUIT=ibv FH_IBV_DEVICE=rxe0"
 run="sh /fh/vm/fhb.sh"
 fhb="tools/fhrun -n 2 --timeout 600 bench/fhbench"
 tests=()
+want() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
 for s in $STRATEGIES; do
-    tests+=(--test "sweep-$s" "$env_ibv FH_REG_STRATEGY=$s FH_FIREHOSE_M=2m FH_FIREHOSE_MAXVICTIM=512k $run sweep-ibv-$s.csv $fhb sweep $q --max-ws 4m")
-    tests+=(--test "latency-$s" "$env_ibv FH_REG_STRATEGY=$s $run latency-ibv-$s.csv $fhb latency $q --max-size 1k")
+    want sweep && tests+=(--test "sweep-$s" "$env_ibv FH_REG_STRATEGY=$s FH_FIREHOSE_M=2m FH_FIREHOSE_MAXVICTIM=512k $run sweep-ibv-$s.csv $fhb sweep $q --max-ws 4m")
+    want latency && tests+=(--test "latency-$s" "$env_ibv FH_REG_STRATEGY=$s $run latency-ibv-$s.csv $fhb latency $q --max-size 1k")
 done
-tests+=(--test raw "$env_ibv FH_REG_STRATEGY=firehose $run raw-ibv.csv $fhb raw $q --max-size $raw_max")
+want raw && tests+=(--test raw "$env_ibv FH_REG_STRATEGY=firehose $run raw-ibv.csv $fhb raw $q --max-size $raw_max")
+MR_ROUNDS=${FHB_RXE_MSGRATE_ROUNDS:-1}
+for i in $(seq 1 "$MR_ROUNDS"); do        # rounds interleave the two
+    sfx=; [ "$i" -gt 1 ] && sfx=-r$i
+    for p in independent shared; do
+        want msgrate && tests+=(--test "msgrate-$p$sfx" "FH_CONDUIT=ibv FH_IBV_DEVICE=rxe0,rxe1 FH_SHM=off FH_BIND=off FH_MAX_THREADS=4 FH_PATHS=$p $run msgrate-ibv-$p$sfx.csv $fhb msgrate $q --threads 4")
+    done
+done
+[ ${#tests[@]} -gt 0 ] || { echo "run-rxe: --only \"$only\": no such test (sweep latency raw msgrate)" >&2; exit 2; }
 
-echo "run-rxe: booting the rxe VM (software emulation); tests: sweep, latency x {$STRATEGIES}, raw"
+echo "run-rxe: booting the rxe VM (software emulation); tests: $only (strategies {$STRATEGIES})"
 t0=$(date +%s)
 "$top/tests/vm/run-vm.sh" --quiet --keep --workdir "$work/vm" --memory 4096 --timeout 2400 \
     --env "FHBENCH_GIT_REV=$rev" --file "$work/fhb.sh:/fh/vm/fhb.sh" \
@@ -131,15 +150,32 @@ if [ -f "$fh" ] && [ -f "$rv" ]; then
                       ws, (ws + 0 < M + 0 ? " (below M)" : ""), v[1, ws], v[2, ws], v[1, ws] / v[2, ws] }' \
         "$fh" "$rv" | sort -t= -k2 -n
 fi
-a=$(csv_get "$out/latency-ibv-firehose.csv" median_us op put size 8)
-b=$(csv_get "$out/latency-ibv-rendezvous.csv" median_us op put size 8)
-x=$(ratio "$a" "$b")
-f=$(ratio "$b" "$a")
-echo "run-rxe: latency 8 B put: firehose ${a:-n/a} us / rendezvous ${b:-n/a} us = $x" \
-    "(target <= 0.10; firehose ${f}x faster)"
+if want latency; then
+    a=$(csv_get "$out/latency-ibv-firehose.csv" median_us op put size 8)
+    b=$(csv_get "$out/latency-ibv-rendezvous.csv" median_us op put size 8)
+    x=$(ratio "$a" "$b")
+    f=$(ratio "$b" "$a")
+    echo "run-rxe: latency 8 B put: firehose ${a:-n/a} us / rendezvous ${b:-n/a} us = $x" \
+        "(target <= 0.10; firehose ${f}x faster)"
+fi
 r=$out/raw-ibv.csv
 [ -f "$r" ] && echo "run-rxe: raw verbs 8 B put $(csv_get "$r" median_us op put size 8) us," \
     "get $(csv_get "$r" median_us op get size 8) us; paired 8 B put firehose / raw" \
     "$(csv_get "$r" median_us op pair_ratio_put size 8)"
+# Message rate: 1, 2 and 4 threads, independent and shared paths, the
+# median over the rounds [lowest-highest].
+for b in blocking nbi; do
+    line=
+    for p in independent shared; do
+        for t in 1 2 4; do
+            v=$(for f in "$out"/msgrate-ibv-$p.csv "$out"/msgrate-ibv-$p-r*.csv; do
+                    [ -f "$f" ] && csv_get "$f" msgs_s threads "$t" batching "$b"
+                done | sort -n | awk '{ v[NR] = $1 } END { if (NR)
+                    printf "%.0f [%.0f-%.0f]", v[int((NR + 1) / 2)], v[1], v[NR] }')
+            [ -n "$v" ] && line+=" $p/$t=$v"
+        done
+    done
+    [ -n "$line" ] && echo "run-rxe: msgrate ($b, msgs/s, median [range]):$line"
+done
 [ $vm_rc -eq 0 ] || echo "run-rxe: the VM run failed (run-vm.sh exit $vm_rc); see $out/rxe-console.log" >&2
 exit $vm_rc

@@ -24,7 +24,8 @@
  * QP number of the completion (set by the sender's HCA, not by its bytes)
  * and the source GID (GRH) or LID must match, its length is exact, and
  * every field is checked (ranks, paths, QP numbers of 24 bits, the
- * topology below); anything else goes to on_drop.  Once connected, the RC
+ * topology below; the checks are pure functions of ibv_cm_decode.h, unit
+ * tested and fuzzed); anything else goes to on_drop.  Once connected, the RC
  * QP is the identity: it accepts packets of its one peer QP only.
  *
  * Who asks.  Traffic runs (r, p) <-> (r', 0) (conduit.h), so every
@@ -52,10 +53,6 @@
 #include "firehose/util/log.h"
 #include "conduits/util/cu.h"
 
-#define IBV_CM_MAGIC      0x4d434846u   /* "FHCM" */
-#define IBV_CM_REQ        1u
-#define IBV_CM_REP        2u
-#define IBV_CM_GRH        40            /* UD receive: GRH room */
 #define IBV_CM_BUF        128           /* per UD buffer (GRH + message) */
 #define IBV_CM_RX_SVC     64            /* UD receives on a service path */
 #define IBV_CM_RX_THR     8             /* on a thread path (replies only) */
@@ -65,17 +62,6 @@
 #define IBV_RETRY_CNT    6              /* 7 = infinite on rxe */
 #define IBV_RNR_RETRY    7              /* infinite */
 #define IBV_MIN_RNR      12             /* 0.64 ms */
-
-/* On the wire, little-endian as the hosts of a job are (the allgather's
- * record is host order too). */
-struct ibv_cm_msg {
-    uint32_t magic;
-    uint32_t type;            /* IBV_CM_REQ or IBV_CM_REP */
-    uint32_t src_rank, src_path, dst_path;
-    uint32_t qpn;             /* the sender's RC QP for this pair */
-    uint32_t echo;            /* REP: the requester's QP it answers */
-    uint32_t pad;
-};
 
 static double ibv_now(void)
 {
@@ -376,30 +362,6 @@ int ibv_cm_advance(struct fh_cpath *p, struct ibv_conn *k)
 
 /* ------------------------------------------------------------ receive */
 
-/* Does the completion come from the UD QP of (r, q) as the allgather
- * gave it?  The source QP number and LID are the HCA's, the GID is in the
- * GRH the HCA received. */
-static int ibv_cm_from(struct fh_conduit *c, const struct ibv_ev *v,
-                       const char *buf, uint32_t r, uint32_t q)
-{
-    const struct ibv_wire_hdr *h = &c->peer_hdr[r];
-    if (v->src_qp != c->peer_ud[(size_t)r * (size_t)c->cfg.npaths + q])
-        return 0;
-    if (!v->grh)
-        return !c->is_eth && v->slid == h->lid;
-    const uint8_t *g = (const uint8_t *)buf;
-    if ((g[0] >> 4) == 6)                     /* IB / RoCE v1/v2 over IPv6: */
-        return memcmp(g + 8, h->gid, 16) == 0;   /* sgid at 8..24 */
-    if ((g[20] >> 4) == 4) {   /* RoCE v2 over IPv4: the IPv4 header in the
-                                  last 20 bytes, source address at 32..36 */
-        static const uint8_t v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          0xff, 0xff};
-        return memcmp(h->gid, v4map, 12) == 0 &&
-               memcmp(g + 32, h->gid + 12, 4) == 0;
-    }
-    return 0;
-}
-
 static void ibv_cm_on_req(struct fh_cpath *p, struct ibv_conn *k,
                           const struct ibv_cm_msg *m)
 {
@@ -447,23 +409,22 @@ static void ibv_cm_on_rep(struct fh_cpath *p, struct ibv_conn *k,
                      "for");
 }
 
+/* Checks a UD receive (ibv_cm_decode.h) and acts on it. */
 static void ibv_cm_recv(struct fh_cpath *p, const struct ibv_ev *v,
                         const char *buf)
 {
     struct fh_conduit *c = p->c;
-    const uint32_t nr = (uint32_t)c->cfg.nranks, np = (uint32_t)c->cfg.npaths;
+    const uint32_t np = (uint32_t)c->cfg.npaths;
+    const struct ibv_cm_table t = {
+        .nranks = (uint32_t)c->cfg.nranks, .npaths = np,
+        .me = (uint32_t)c->cfg.rank, .path = (uint32_t)p->index,
+        .is_eth = c->is_eth, .hdr = c->peer_hdr, .ud = c->peer_ud};
+    const struct ibv_cm_src s = {.len = v->len, .src_qp = v->src_qp,
+                                 .slid = v->slid, .grh = v->grh};
     struct ibv_cm_msg m;
-    if (v->len != IBV_CM_GRH + sizeof m) {
-        c->up.on_drop(p->upcall_arg, -1, "connection message of a wrong size");
-        return;
-    }
-    memcpy(&m, buf + IBV_CM_GRH, sizeof m);
-    if (m.magic != IBV_CM_MAGIC || m.src_rank >= nr || m.src_path >= np ||
-        m.dst_path != (uint32_t)p->index) {
-        c->up.on_drop(p->upcall_arg, -1, "malformed connection message");
-        return;
-    }
-    if (!ibv_cm_from(c, v, buf, m.src_rank, m.src_path)) {
+    const enum ibv_cm_verdict vd = ibv_cm_check(&t, &s, (const uint8_t *)buf,
+                                                &m);
+    if (vd == IBV_CM_NOT_SENDER) {
         const uint8_t *g = (const uint8_t *)buf;
         fh_log_verbose(2, "ibv: path %d: connection message naming rank %u "
                        "path %u from QP %u (expected %u), grh %d, bytes "
@@ -471,22 +432,13 @@ static void ibv_cm_recv(struct fh_cpath *p, const struct ibv_ev *v,
                        m.src_rank, m.src_path, v->src_qp,
                        c->peer_ud[(size_t)m.src_rank * np + m.src_path],
                        v->grh, g[0], g[20], g[32], g[33], g[34], g[35]);
-        c->up.on_drop(p->upcall_arg, -1, "connection message from a QP that "
-                      "is not the one it names");
+    }
+    if (vd != IBV_CM_OK) {
+        c->up.on_drop(p->upcall_arg, vd == IBV_CM_TOPOLOGY
+                      ? (int)m.src_rank : -1, ibv_cm_verdict_str(vd));
         return;
     }
     const int r = (int)m.src_rank;
-    /* Requests go to a service path (from any path); replies come from a
-     * service path; QP numbers have 24 bits, 0 and 1 are special. */
-    const int topo_ok = m.type == IBV_CM_REQ ? p->index == 0
-                        : m.type == IBV_CM_REP && m.src_path == 0;
-    if (!topo_ok || m.qpn < 2 || m.qpn >= (1u << 24) ||
-        (m.src_rank == (uint32_t)c->cfg.rank && m.src_path == 0 &&
-         p->index == 0)) {
-        c->up.on_drop(p->upcall_arg, r, "connection message against the "
-                      "topology");
-        return;
-    }
     struct ibv_conn *k = p->index == 0
         ? &p->conns[(size_t)r * np + m.src_path] : &p->conns[r];
     if (m.type == IBV_CM_REQ)

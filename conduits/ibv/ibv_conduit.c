@@ -71,6 +71,14 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
         s = &own;
     }
     e->device = (s->device && s->device[0]) ? s->device : NULL;
+    if (e->device && strchr(e->device, ',')) {     /* one per rank */
+        if (ibv_device_for_rank(e->device, cfg->rank, e->device_buf,
+                                sizeof e->device_buf) < 0)
+            return fh_set_error(FH_ERR_CONFIG, "FH_IBV_DEVICE=%s: rank %d's "
+                                "entry is empty or too long", e->device,
+                                cfg->rank);
+        e->device = e->device_buf;
+    }
     e->port = (int)s->port;
     e->gid_index = (int)s->gid_index;
     switch (s->td) {

@@ -4,8 +4,10 @@
  * in every build (with or without rdma-core) and tools/fhinfo documents
  * them.
  */
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "conduits/conduit.h"
 #include "firehose/util/config.h"
@@ -18,7 +20,8 @@ _Static_assert(sizeof(ibv_settings_t) <= FH_CONDUIT_SETTINGS_MAX,
 
 static const fh_cfg_entry_t ibv_config_table[] = {
     {"FH_IBV_DEVICE", FH_CFG_STRING, "", NULL, F(device), 0,
-     "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port.", 0},
+     "Verbs device for the ibv conduit (see ibv_devices); empty = first with an active port; "
+     "a comma-separated list = one per rank: rank r takes entry r mod (entries).", 0},
     {"FH_IBV_PORT", FH_CFG_INT, "0", NULL, F(port), 0,
      "Port of the verbs device; 0 = first active port.", 0},
     {"FH_IBV_GID_INDEX", FH_CFG_INT, "-1", NULL, F(gid_index), 0,
@@ -54,9 +57,38 @@ static const fh_cfg_entry_t ibv_config_table[] = {
      "(RDMAV_FORK_SAFE=1 also turns it on).", 0},
 };
 
+int ibv_device_for_rank(const char *list, int rank, char *out, size_t outlen)
+{
+    assert(list && rank >= 0 && out && outlen > 0);
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    const char *e = list;
+    for (size_t k = (size_t)rank % n; k > 0; k--)
+        e = strchr(e, ',') + 1;
+    const size_t len = strcspn(e, ",");
+    if (len == 0 || len >= outlen)
+        return -1;
+    memcpy(out, e, len);
+    out[len] = '\0';
+    return (int)len;
+}
+
 static int ibv_config_check(const void *settings, char *err, size_t errlen)
 {
     const ibv_settings_t *s = settings;
+    if (s->device && strchr(s->device, ',')) {
+        char name[IBV_DEVNAME_MAX];
+        for (const char *e = s->device; e; ) {    /* every entry */
+            if (ibv_device_for_rank(e, 0, name, sizeof name) < 0) {
+                snprintf(err, errlen, "FH_IBV_DEVICE=%s: an empty or too long "
+                         "entry (expected name,name,...)", s->device);
+                return FH_ERR_CONFIG;
+            }
+            if ((e = strchr(e, ',')) != NULL)
+                e++;
+        }
+    }
     if (s->port < 0 || s->port > 255) {
         snprintf(err, errlen, "FH_IBV_PORT=%ld: expected 0..255", s->port);
         return FH_ERR_CONFIG;

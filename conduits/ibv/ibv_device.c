@@ -3,7 +3,8 @@
  * and whether the device can run the conduit at all (ibv_probe_qp).
  *
  * Device, port, GID
- *   FH_IBV_DEVICE names the device (ibv_devices); by default the first
+ *   FH_IBV_DEVICE names the device (ibv_devices; of a list, this rank's
+ *   entry: ibv_device_for_rank, ibv_config.c); by default the first
  *   device with an ACTIVE port.  FH_IBV_PORT picks the port (default: the
  *   first ACTIVE one).  On an Ethernet (RoCE) port the GID is FH_IBV_GID_INDEX
  *   or, by default, the first RoCE v2 entry with an IPv4-mapped address

@@ -40,6 +40,8 @@
 #include <infiniband/verbs.h>
 
 #include "conduits/conduit.h"
+#include "ibv_cm_decode.h"
+#include "ibv_config.h"
 
 /* What a wr_id points at.  Every work request we post carries one of these
  * (unsignaled sends carry their connection's unsig_op). */
@@ -139,7 +141,9 @@ enum ibv_fork_mode { IBV_FORKMODE_AUTO = 0, IBV_FORKMODE_ON, IBV_FORKMODE_OFF };
 /* The FH_IBV_* settings (ibv_config.c; read by ibv_read_env()). */
 enum ibv_td_mode { IBV_TD_OFF = 0, IBV_TD_SHARED, IBV_TD_INDEPENDENT };
 struct ibv_env {
-    const char *device;       /* FH_IBV_DEVICE: NULL = first with an active port */
+    const char *device;       /* FH_IBV_DEVICE (this rank's entry of a list):
+                                 NULL = first with an active port */
+    char device_buf[IBV_DEVNAME_MAX];   /* that entry, when a list */
     int port;                 /* FH_IBV_PORT: 0 = first active port */
     int gid_index;            /* FH_IBV_GID_INDEX: -1 = automatic */
     int td;                   /* FH_IBV_TD: enum ibv_td_mode */
@@ -308,21 +312,7 @@ struct fh_conduit {
 /* ibv_conduit.c */
 int  ibv_err_status(enum ibv_wc_status st);    /* -> FH_ERR_PEER_DEAD/TRANSPORT */
 
-/* The connection record every rank sends in connect's allgather, followed
- * by npaths UD QP numbers (one per path). */
-struct ibv_wire_hdr {
-    uint32_t magic;
-    uint32_t npaths;
-    uint16_t lid;
-    uint8_t  mtu;             /* enum ibv_mtu */
-    uint8_t  is_eth;
-    int32_t  gid_index;       /* -1: LID addressing */
-    uint8_t  gid[16];
-    uint8_t  rd_atom;         /* its responder resources (max_qp_rd_atom) */
-    uint8_t  init_rd_atom;    /* its initiator depth (max_qp_init_rd_atom) */
-    uint8_t  pad[2];
-    uint32_t qkey;            /* its UD QPs' Q_Key */
-};
+/* The connection record of the allgather: ibv_cm_decode.h. */
 
 /* One chunk of SRQ receive buffers (ibv_path.c ibv_rx_grow). */
 struct ibv_rx_chunk {

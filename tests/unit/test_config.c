@@ -18,6 +18,7 @@
 #include "firehose/util/log.h"
 #include "firehose.h"
 #include "conduits/ofi/ofi_config.h"
+#include "conduits/ibv/ibv_config.h"
 
 extern char **environ;
 
@@ -386,6 +387,39 @@ START_TEST(conduit_ranges_rejected)
 }
 END_TEST
 
+/* FH_IBV_DEVICE as a list: rank r takes entry r mod n; a list with an
+ * empty or too long entry is refused by the conduit's check. */
+START_TEST(ibv_device_per_rank)
+{
+    char name[IBV_DEVNAME_MAX];
+    ck_assert_int_eq(ibv_device_for_rank("mlx5_0", 7, name, sizeof name), 6);
+    ck_assert_str_eq(name, "mlx5_0");
+    const char *want[] = {"rxe0", "rxe1", "rxe0", "rxe1", "rxe0"};
+    for (int r = 0; r < 5; r++) {
+        ck_assert_int_eq(ibv_device_for_rank("rxe0,rxe1", r, name, sizeof name), 4);
+        ck_assert_str_eq(name, want[r]);
+    }
+    ck_assert_int_eq(ibv_device_for_rank("a,bb,ccc", 5, name, sizeof name), 3);
+    ck_assert_str_eq(name, "ccc");
+    ck_assert_int_eq(ibv_device_for_rank("a,,c", 1, name, sizeof name), -1);
+    ck_assert_int_eq(ibv_device_for_rank("a,", 1, name, sizeof name), -1);
+    ck_assert_int_eq(ibv_device_for_rank("abcdef,x", 0, name, 6), -1);
+
+    int ibv = -1;
+    for (int t = 0; t < FH_NCONDUITS; t++)
+        if (fh_conduit_settings_all[t] == &fh_ibv_settings)
+            ibv = t;
+    ck_assert_int_ge(ibv, 0);
+    expect_range_error_in(ibv, "FH_IBV_DEVICE", "rxe0,");
+    expect_range_error_in(ibv, "FH_IBV_DEVICE", ",rxe0");
+    expect_range_error_in(ibv, "FH_IBV_DEVICE", "rxe0,,rxe1");
+    char err[256] = "";
+    setenv("FH_IBV_DEVICE", "rxe0,rxe1", 1);
+    ck_assert_int_eq(load_table(ibv, err, sizeof err), FH_OK);
+    unsetenv("FH_IBV_DEVICE");
+}
+END_TEST
+
 START_TEST(max_threads_zero_means_auto)
 {
     /* 0 is not an error: it means one path per online core. */
@@ -532,6 +566,7 @@ static Suite *config_suite(void)
     tc = tcase_create("table");
     tcase_add_checked_fixture(tc, clear_fh_env, NULL);
     tcase_add_test(tc, every_default_parses);
+    tcase_add_test(tc, ibv_device_per_rank);
     tcase_add_test(tc, table_entries_are_well_formed);
     tcase_add_test(tc, load_without_environment_gives_defaults);
     tcase_add_test(tc, print_lists_every_variable);

@@ -19,8 +19,9 @@
 #
 # Device choice: the host's FH_* variables pass into the VM, e.g.
 #   FH_IBV_DEVICE=rxe0 tests/vm/check-rxe.sh          (both ranks on rxe0)
-# or a per-rank choice in whatever syntax the ibv conduit takes (rxe0 is on
-# veth0 10.0.0.1, rxe1 on veth1 10.0.0.2; GID index 1 is the IPv4 RoCE v2
+# or one device per rank, FH_IBV_DEVICE=rxe0,rxe1 (rank r takes entry
+# r mod 2; rxe0 is on veth0 10.0.0.1, rxe1 on veth1 10.0.0.2, so only then
+# does the traffic cross the veth pair; GID index 1 is the IPv4 RoCE v2
 # one).  Without FH_IBV_DEVICE, FH_IBV_DEVICE=rxe0 is set for --conduit ibv.
 # Any run-vm.sh option (--timeout, --keep, --quiet, --env NAME=VALUE, ...)
 # is passed on.  Exit status: that of run-vm.sh (0 = all passed).
