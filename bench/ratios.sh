@@ -58,11 +58,11 @@ done
 # R rounds).  Ratio: median over rounds of the per-round ratio firehose /
 # pin-everything; spread: (highest - lowest) / median of a strategy's MB/s
 # over the rounds.
-for st in "$d"/strategies-*.csv; do
-    [ -f "$st" ] || continue
-    p=$(basename "$st" .csv | sed 's/^strategies-//')
-    for op in put get; do
-        out=$(awk -F, -v op="${op}_nbi_peak" '
+# peak_pair CSV OP A: per size, the median over rounds of A / pin-everything
+# (A: firehose, or pin-everything-aa, the A/A control) and each one's
+# round-to-round spread: "worst|KiB:ratio ...|widest excess|KiB:spreads".
+peak_pair() {
+    awk -F, -v op="$2_nbi_peak" -v num="$3" '
             function med(a, n,   i, j, t) {
                 for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
                 return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
@@ -75,7 +75,7 @@ for st in "$d"/strategies-*.csv; do
                     if (!(n in sz)) continue
                     k = 0; kf = 0; kp = 0
                     for (r in rd) {
-                        f = v["firehose", n, r]; q = v["pin-everything", n, r]
+                        f = v[num, n, r]; q = v["pin-everything", n, r]
                         if (f != "") fv[++kf] = f
                         if (q != "") pv[++kp] = q
                         if (f != "" && q + 0 > 0) rr[++k] = f / q
@@ -91,13 +91,23 @@ for st in "$d"/strategies-*.csv; do
                     if (wsp == "" || sf - sq > wsp) wsp = sf - sq
                 }
                 if (worst == "") { print "n/a|n/a|n/a|n/a"; exit }
-                printf "%.2f|%s|%.2f|%s (%d rounds)\n", worst, ws, wsp, sp, length(rd) }' "$st")
+                printf "%.2f|%s|%.2f|%s (%d rounds)\n", worst, ws, wsp, sp, length(rd) }' "$1"
+}
+
+for st in "$d"/strategies-*.csv; do
+    [ -f "$st" ] || continue
+    p=$(basename "$st" .csv | sed 's/^strategies-//')
+    for op in put get; do
+        out=$(peak_pair "$st" "$op" firehose)
         worst=${out%%|*}; rest=${out#*|}; sizes=${rest%%|*}; rest=${rest#*|}
         wsp=${rest%%|*}; spreads=${rest#*|}
         line "peak $op, firehose / pin-everything ($p, FH_SHM=off) >= 0.97 at every size, paired (worst size; KiB:ratio)" \
             "$worst ($sizes)" "$(verdict "$worst" ge 0.97)"
         line "peak $op, round-to-round spread of firehose no wider than pin-everything's ($p; widest excess; KiB:firehose/pin spread)" \
             "$wsp ($spreads)" "$(verdict "$wsp" le 0)"
+        aa=$(peak_pair "$st" "$op" pin-everything-aa)
+        [ "${aa%%|*}" != n/a ] && line "(reference) peak $op, A/A control: pin-everything / pin-everything again, same rounds ($p; worst size; KiB:ratio): the measurement's own noise" \
+            "${aa%%|*} ($(echo "$aa" | cut -d'|' -f2))" "-"
     done
     ft=$(awk -F, '
         NR == 1 || $3 != "put_first_touch" && $3 != "put_resident" { next }
