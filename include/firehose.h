@@ -838,7 +838,16 @@ int fh_config_size(const char *name, size_t *value);
  *   atomics_refused        the peer's atomic requests we refused with an
  *                          error reply: unknown op or width, a 32-bit
  *                          operand over 32 bits, misaligned, outside our
- *                          segments (a correct initiator never sends them) */
+ *                          segments (a correct initiator never sends them)
+ *   reg_budget             firehose: bytes of firehoses we may hold on the
+ *                          peer now (FH_FIREHOSE_BUDGET: static = F; own
+ *                          row: the sum)
+ *   reg_grants             firehose, adaptive: raises of the peer's budget
+ *                          on us we granted
+ *   reg_reclaims           firehose, adaptive: RECLAIMs (budget lowered) we
+ *                          sent the peer, plus those of the peer we obeyed
+ *   reg_deferred           firehose, adaptive: the peer's moves we deferred
+ *                          until other peers gave bytes back (version 2) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -859,9 +868,10 @@ typedef struct fh_peer_stats {
     uint64_t reg_revoked_busy;
     uint64_t am_dropped;
     uint64_t atomics_refused;
+    uint64_t reg_budget, reg_grants, reg_reclaims, reg_deferred;  /* version 2 */
 } fh_peer_stats_t;
 
-#define FH_PEER_STATS_VERSION 1
+#define FH_PEER_STATS_VERSION 2
 /* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
  *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
 #define FH_PEER_STATS_INIT \

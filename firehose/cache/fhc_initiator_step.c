@@ -102,21 +102,23 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;
     uintptr_t frame = fhc_frame_of(c, mlo);
     fhc_fh_t *v = fhc_entry(P->u_list.head, fhc_fh_t, u_link);
-    size_t budget = fhc_i_budget(c, P), evicted = 0;
+    size_t budget = fhc_i_budget(c, P);
+    /* Adaptive budgets: how far past the budget we would grow instead of
+     * evicting (a demand signal for the target, rule 1). */
+    if (c->p.budget == FHC_BUDGET_ADAPTIVE && !P->rc_id &&
+        P->held + P->reserved + need > budget && P->u_list.head) {
+        size_t over = (P->held + P->reserved + need - budget) / c->p.bucket;
+        q.want = over < FHC_WIRE_MAX_WANT ? (uint32_t)over : FHC_WIRE_MAX_WANT;
+    }
     while (!nocheck && P->held + P->reserved + need > budget) {
         while (v && fhc_frame_of(c, v->base) == frame)
             v = fhc_entry(v->u_link.next, fhc_fh_t, u_link);
         assert(v && q.nrel < FHC_MAX_PIECES);
         fhc_fh_t *next = fhc_entry(v->u_link.next, fhc_fh_t, u_link);
         q.rel[q.nrel++] = v->base;
-        evicted += v->len;
         fhc_fh_drop(c, P, v);
         v = next;
     }
-    /* Adaptive budgets: what we evicted is what we would have grown by
-     * (a demand signal for the target, rule 1). */
-    if (c->p.budget == FHC_BUDGET_ADAPTIVE && !P->rc_id)
-        q.want = (uint32_t)(evicted / c->p.bucket);
     if (c->p.debug_bugs & FHC_BUG_FORGET_RELEASE)
         q.nrel = 0;
     m->peer = peer;

@@ -57,6 +57,7 @@ struct fh_reg {
     reg_msg_t *out, **out_tail;    /* requests to send */
     pthread_mutex_t flush_lock;    /* one sender at a time: keeps order */
     int capturing;                 /* inside the MOVE_REQ handler */
+    uint32_t cap_peer;             /* ... of this peer (its reply is captured) */
     size_t cap_len;
     unsigned char cap[REG_REPLY_MAX];
     reg_span_t *spans;             /* exposed segment memory (allowed()) */
