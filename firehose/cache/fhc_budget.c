@@ -9,8 +9,8 @@
  *   commitment c_i = max(h_i, E_i) if E_i > floor, else h_i; A1: the sum of
  *   the c_i (c->commit) <= M, so every byte above a floor is backed by the
  *   pool and the holds sum to <= M;
- *   1 grant:   a served move with want > 0 raises E_i by at most one frame,
- *              from M - commit - reserved (no raise while moves wait);
+ *   1 grant:   a served move with want > 0 raises E_i by max(want, E_i/2)
+ *              at most, from M - commit (no raise while moves wait);
  *   2 reserve: the needs of deferred moves (c->def_need) are held back from
  *              grants, and later floor moves queue behind them;
  *   3 reclaim: a move of an initiator at its floor that does not fit in
@@ -210,9 +210,12 @@ void fhc_budget_reply(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *q
         P->t_idle++;
     int settled = P->t_announced == P->t_budget;
     if (q->want && settled && !c->def.head) {
-        /* Rule 1: raise by min(want, free, one frame). */
+        /* Rule 1: raise by min(max(want, half the budget), free): the
+         * budget grows geometrically while the demand lasts (a frame at a
+         * time took ~15 evicting moves per pair to reach a working set of
+         * 2F in fhsim, each evicted firehose a later miss). */
         size_t want = (size_t)q->want * c->p.bucket;
-        size_t raise = want < c->R ? want : c->R;
+        size_t raise = round_up(c, want > P->t_budget / 2 ? want : P->t_budget / 2);
         size_t cur = commit_of(c, P);
         size_t nb = P->t_budget + raise;
         size_t newc = P->t_held > nb ? P->t_held : nb;
