@@ -19,13 +19,14 @@
 #include <stdbool.h>
 
 #include "firehose/cache/fhc.h"
+#include "firehose/cache/fhc_wire.h"
 #include "firehose/reg/services.h"
 #include "firehose/util/map.h"
 
 /* Largest move reply: header + FHC_MAX_PIECES regions (fhc_wire.h). */
-#define REG_REPLY_MAX (16u + 40u * FHC_MAX_PIECES)
+#define REG_REPLY_MAX (FHC_REP_HDR + FHC_REP_REGION * FHC_MAX_PIECES)
 /* Move request without data: header + FHC_MAX_PIECES releases. */
-#define REG_REQ_FIXED (40u + 8u * FHC_MAX_PIECES)
+#define REG_REQ_FIXED (FHC_REQ_HDR + 8u * FHC_MAX_PIECES)
 
 /* Local pins of one chunk (firehose_local.c). */
 #define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
