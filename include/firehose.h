@@ -842,7 +842,17 @@ int fh_config_size(const char *name, size_t *value);
  *   reg_maxvictim_now      firehose, own row: the effective MAXVICTIM (a
  *                          gauge; moves with FH_FIREHOSE_VICTIM=adaptive)
  *   reg_victim_repins      firehose, own row: registrations that met a
- *                          bucket of a recently deregistered victim */
+ *                          bucket of a recently deregistered victim
+ *   reg_budget             firehose: bytes of firehoses we may hold on the
+ *                          peer now (FH_FIREHOSE_BUDGET: static = F; own
+ *                          row: the sum)
+ *   reg_grants             firehose, adaptive: raises of the peer's budget
+ *                          on us we granted
+ *   reg_reclaims           firehose, adaptive: RECLAIMs (budget lowered) we
+ *                          sent the peer, plus those of the peer we obeyed
+ *   reg_deferred           firehose, adaptive: the peer's moves we deferred
+ *                          until other peers gave bytes back
+ * (reg_maxvictim_now .. reg_deferred: version 2) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -870,6 +880,7 @@ typedef struct fh_peer_stats {
                                     buckets among the last deregistered
                                     victims (they would have hit with a
                                     larger victim FIFO) */
+    uint64_t reg_budget, reg_grants, reg_reclaims, reg_deferred;
 } fh_peer_stats_t;
 
 #define FH_PEER_STATS_VERSION 2

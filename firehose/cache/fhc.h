@@ -113,7 +113,12 @@ typedef struct fhc_params {
      * to maxvictim) and pinned bytes stay <= M + maxvictim_max. */
     size_t maxvictim_max;
     int victim_adaptive;
+    int budget;           /* FHC_BUDGET_STATIC (F each, today's split) or
+                             FHC_BUDGET_ADAPTIVE (docs/firehose-cache.md,
+                             "Budgets"); the same on every rank of a job */
 } fhc_params_t;
+
+enum { FHC_BUDGET_STATIC = 0, FHC_BUDGET_ADAPTIVE = 1 };
 
 /* Deliberate bugs, so the simulator can prove its checks detect them. */
 enum {
@@ -124,6 +129,11 @@ enum {
     FHC_BUG_EARLY_ACK       = 1u << 4,  /* ack a REVOKE while RDMA is in flight */
     FHC_BUG_IGNORE_REVOKE   = 1u << 5,  /* ack a REVOKE, keep the firehose */
     FHC_BUG_VICTIM_PAST_MAX = 1u << 15, /* adaptive MAXVICTIM grows past its max */
+    FHC_BUG_GRANT_PAST_M    = 1u << 6,  /* adaptive: raise budgets without
+                                           checking the pool (rule 1) */
+    FHC_BUG_RECLAIM_BUSY    = 1u << 7,  /* adaptive: on RECLAIM, also release
+                                           firehoses an RDMA still uses */
+    FHC_BUG_NO_FLOOR        = 1u << 8,  /* adaptive: reclaim below the floor */
 };
 
 /* What peers may do with a region when not everything (fhc_env_t.pin; on
@@ -301,6 +311,13 @@ typedef struct fhc_peer_stats {
                                  to merge them into one region (absorb) */
     uint64_t splits;          /* ops cut after their resident (or cold) first
                                  run (fhc_op.may_split) */
+    /* budgets (adaptive; static: budget == t_budget == F, counters 0) */
+    size_t budget;            /* initiator: our budget on the peer now */
+    size_t t_budget;          /* target: the budget we enforce for it */
+    uint64_t grants;          /* target: raises of its budget we granted */
+    uint64_t reclaims;        /* target: RECLAIMs we sent it (incl. decay) */
+    uint64_t reclaimed;       /* initiator: its RECLAIMs we obeyed */
+    uint64_t deferred;        /* target: its moves we deferred (rule 3) */
 } fhc_peer_stats_t;
 
 typedef struct fhc_stats {
@@ -323,6 +340,12 @@ typedef struct fhc_stats {
 
 void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s);
 void fhc_stats(const fhc_t *c, fhc_stats_t *s);
+
+/* Target side: peer is dead (the runtime declared it so).  Its holds on
+ * us are dropped (their regions become victims), its deferred moves are
+ * forgotten (no reply), its budget goes back to the floor, and the moves
+ * other peers had deferred are retried with the bytes freed. */
+void fhc_peer_dead(fhc_t *c, uint32_t peer);
 
 /* Consistency check.  Returns 0, or -1 with a sentence in why.
  * fhc_check_invariants: everything (O(size of the tables)).

@@ -7,7 +7,13 @@
  *        [maxvictim, maxvictim_max]: fhc_ghost.h), so also
  *        pinned <= M + maxvictim_max, the hard limit
  *   I2   per peer: our held + reserved <= F (initiator) and the peer's holds
- *        on us <= F (target)
+ *        on us <= F (target); with adaptive budgets (fhc_budget.c):
+ *   A1   the target's commitments (sum of max(h_i, b_i) over budgets above
+ *        floor, h_i otherwise) <= M, and they equal the sum over peers;
+ *   A2   b_i >= floor, announced <= enforced, h_i + deferred <= b_i unless
+ *        a RECLAIM's busy releases are still to come;
+ *   A3   our held + reserved <= the budget we were told, unless we are
+ *        obeying a RECLAIM; our view of the budget >= floor
  *   and the bookkeeping: counters equal the sums over the lists, FIFO
  *   membership <=> zero references, every bucket map entry <=> a live
  *   region/firehose covering that bucket, holds <=> remote_ref.
@@ -54,15 +60,43 @@ static int check_global(const fhc_t *c, char *why, size_t n)
         return bad(why, n, "pinned %zu not covered by categories", c->pinned_bytes);
     if ((c->victim_len == 0) != (c->victim_bytes == 0) || (c->fifo.head == NULL) != (c->victim_len == 0))
         return bad(why, n, "victim FIFO length/bytes disagree");
+    if (c->commit > p->M)
+        return bad(why, n, "A1: commitments %zu > M %zu", c->commit, p->M);
+    if (!c->def.head && c->def_need)
+        return bad(why, n, "deferred moves and their reserved bytes disagree");
+    return 0;
+}
+
+/* A1-A2 of one peer at the target (adaptive budgets). */
+static int check_peer_budget(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
+                             char *why, size_t n)
+{
+    if (c->p.budget != FHC_BUDGET_ADAPTIVE)
+        return P->t_held > c->F
+            ? bad(why, n, "I2: rank %u holds %zu on us > F %zu", peer, P->t_held, c->F)
+            : 0;
+    if (P->t_budget < c->floor || P->t_announced < c->floor)
+        return bad(why, n, "A2: rank %u's budget %zu (announced %zu) below floor %zu",
+                   peer, P->t_budget, P->t_announced, c->floor);
+    if (P->t_announced > P->t_budget)
+        return bad(why, n, "A2: rank %u announced %zu > enforced %zu", peer,
+                   P->t_announced, P->t_budget);
+    if (P->t_held + P->t_defneed > P->t_budget && !P->t_over)
+        return bad(why, n, "A2: rank %u holds %zu (+ deferred %zu) > its budget %zu",
+                   peer, P->t_held, P->t_defneed, P->t_budget);
+    if (P->budget < c->floor)
+        return bad(why, n, "A3: our budget %zu on rank %u below floor %zu", P->budget,
+                   peer, c->floor);
     return 0;
 }
 
 static int check_peer_initiator(const fhc_t *c, uint32_t peer,
                                  const fhc_peer_t *P, char *why, size_t n)
 {
-    if (P->held + P->reserved > c->F)
+    size_t budget = c->p.budget == FHC_BUDGET_ADAPTIVE ? P->budget : c->F;
+    if (P->held + P->reserved > budget && !P->rc_id)
         return bad(why, n, "I2: held %zu + reserved %zu > F %zu on peer %u",
-                   P->held, P->reserved, c->F, peer);
+                   P->held, P->reserved, budget, peer);
     size_t bytes = 0;
     uint32_t cnt = 0;
     for (fhc_link_t *l = P->h_list.head; l; l = l->next) {
@@ -107,8 +141,8 @@ static int check_peer_initiator(const fhc_t *c, uint32_t peer,
 static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
                              char *why, size_t n)
 {
-    if (P->t_held > c->F)
-        return bad(why, n, "I2: rank %u holds %zu on us > F %zu", peer, P->t_held, c->F);
+    if (check_peer_budget(c, peer, P, why, n))
+        return -1;
     size_t bytes = 0;
     uint32_t cnt = 0;
     for (fhc_link_t *l = P->t_list.head; l; l = l->next) {
@@ -260,7 +294,7 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
 {
     if (check_global(c, why, n) || check_regions(c, why, n) || check_moves(c, why, n))
         return -1;
-    size_t fh_buckets = 0, tholds = 0;
+    size_t fh_buckets = 0, tholds = 0, commit = 0, defneed = 0;
     uint64_t ev = 0, regs = 0;
     for (uint32_t p = 0; p < c->p.nranks; p++) {
         const fhc_peer_t *P = c->peer[p];
@@ -274,6 +308,8 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
             fh_buckets -= f->revoked ? f->len / c->p.bucket : 0;   /* out of the map */
         }
         tholds += P->t_nheld;
+        commit += P->t_budget > c->floor && P->t_budget > P->t_held ? P->t_budget : P->t_held;
+        defneed += P->t_defneed;
         ev += P->st.evictions;
         regs += P->st.registrations;
     }
@@ -288,5 +324,12 @@ int fhc_check_invariants(const fhc_t *c, char *why, size_t n)
                    c->ibucket.n, fh_buckets);
     if (tholds != c->holds.n)
         return bad(why, n, "holds map has %zu entries, peers' lists %zu", c->holds.n, tholds);
+    size_t listed = 0;
+    for (fhc_link_t *l = c->def.head; l; l = l->next)
+        listed += fhc_entry(l, const fhc_deferred_t, link)->need;
+    if (commit != c->commit || defneed != c->def_need || listed != c->def_need)
+        return bad(why, n, "A1: commitments %zu (sum %zu), deferred needs %zu (peers "
+                   "%zu, list %zu) disagree", c->commit, commit, c->def_need, defneed,
+                   listed);
     return 0;
 }

@@ -65,6 +65,7 @@ int fhc_create(const fhc_params_t *p, const fhc_env_t *env, fhc_t **out,
     c->env = *env;
     c->F = F;
     c->R = R;
+    c->floor = F;
     while (((size_t)1 << c->bshift) < p->bucket)
         c->bshift++;
     fhc_map_init(&c->tbucket);
@@ -84,6 +85,11 @@ void fhc_destroy(fhc_t *c)
 {
     if (!c)
         return;
+    while (c->def.head) {
+        fhc_deferred_t *d = fhc_entry(c->def.head, fhc_deferred_t, link);
+        fhc_list_unlink(&c->def, &d->link);
+        free(d);
+    }
     fhc_initiator_destroy(c);
     fhc_target_destroy(c);
     for (uint32_t i = 0; i < c->p.nranks; i++)
@@ -110,8 +116,12 @@ size_t fhc_chunk_len(const fhc_t *c, uintptr_t addr, size_t len)
 fhc_peer_t *fhc_peer_get(fhc_t *c, uint32_t peer)
 {
     assert(peer < c->p.nranks);
-    if (!c->peer[peer])
-        c->peer[peer] = calloc(1, sizeof(fhc_peer_t));
+    if (!c->peer[peer]) {
+        fhc_peer_t *P = calloc(1, sizeof(fhc_peer_t));
+        if (P)
+            P->budget = P->t_budget = P->t_announced = c->F;
+        c->peer[peer] = P;
+    }
     return c->peer[peer];
 }
 
@@ -134,12 +144,14 @@ void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
         fhc_logf(c, "fhc: message from invalid rank %u dropped", peer);
         return;
     }
-    if (is_reply)
+    if (is_reply || fhc_wire_kind(msg, len) == FHC_WIRE_REP)
         fhc_initiator_on_reply(c, peer, msg, len);
     else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE)
         fhc_initiator_on_revoke(c, peer, msg, len);
     else if (fhc_wire_kind(msg, len) == FHC_WIRE_REVOKE_ACK)
         fhc_target_on_revoke_ack(c, peer, msg, len);
+    else if (fhc_wire_kind(msg, len) == FHC_WIRE_RECLAIM)
+        fhc_initiator_on_reclaim(c, peer, msg, len);
     else
         fhc_target_on_request(c, peer, msg, len);
 }
@@ -162,6 +174,8 @@ void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s)
     s->target_held_regions = P->t_nheld;
     for (fhc_link_t *l = P->u_list.head; l; l = l->next)
         s->unused_regions++;
+    s->budget = fhc_i_budget(c, P);
+    s->t_budget = P->t_budget;
 }
 
 void fhc_stats(const fhc_t *c, fhc_stats_t *s)

@@ -56,4 +56,8 @@ int  fhc_to_budget_queue(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int front);
 int  fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode);
 void fhc_pump(fhc_t *c, fhc_peer_t *P);
 
+/* fhc_budget.c, initiator side (A3) */
+void fhc_budget_settle(fhc_t *c, uint32_t peer, fhc_peer_t *P, int force);
+void fhc_budget_from_reply(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_rep_t *rep);
+
 #endif /* FHC_INITIATOR_H */

@@ -51,12 +51,14 @@ static void restep(fhc_t *c, fhc_op_t *op)
 static void retry_waiters(fhc_t *c, fhc_peer_t *P, fhc_move_t *m)
 {
     P->st.retries++;
+    uint32_t m_peer = m->peer;
     fhc_op_t *w = m->w_head;
     free(m);
     for (fhc_op_t *op = w; op; op = op->priv.next)
         fhc_op_drop_refs(c, P, op);
     for (fhc_op_t *op; (op = w_pop(&w));)
         restep(c, op);
+    fhc_budget_settle(c, m_peer, P, 0);
     if (P->q_head)
         fhc_pump(c, P);
 }
@@ -165,6 +167,7 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
     for (uintptr_t a = m->lo; a < m->hi; a += c->p.bucket)
         if (fhc_map_get(&c->pbucket, peer, fhc_bno(c, a)) == m)
             fhc_map_del(&c->pbucket, peer, fhc_bno(c, a));
+    fhc_budget_from_reply(c, peer, P, &rep);  /* this move still reserved */
     P->reserved -= m->reserved;
     P->npending--;
 
@@ -210,6 +213,7 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
         }
     }
     free(m);
+    fhc_budget_settle(c, peer, P, 0);
     if (P->q_head)
         fhc_pump(c, P);
 }

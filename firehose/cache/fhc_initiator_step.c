@@ -102,7 +102,15 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;
     uintptr_t frame = fhc_frame_of(c, mlo);
     fhc_fh_t *v = fhc_entry(P->u_list.head, fhc_fh_t, u_link);
-    while (!nocheck && P->held + P->reserved + need > c->F) {
+    size_t budget = fhc_i_budget(c, P);
+    /* Adaptive budgets: how far past the budget we would grow instead of
+     * evicting (a demand signal for the target, rule 1). */
+    if (c->p.budget == FHC_BUDGET_ADAPTIVE && !P->rc_id &&
+        P->held + P->reserved + need > budget && P->u_list.head) {
+        size_t over = (P->held + P->reserved + need - budget) / c->p.bucket;
+        q.want = over < FHC_WIRE_MAX_WANT ? (uint32_t)over : FHC_WIRE_MAX_WANT;
+    }
+    while (!nocheck && P->held + P->reserved + need > budget) {
         while (v && fhc_frame_of(c, v->base) == frame)
             v = fhc_entry(v->u_link.next, fhc_fh_t, u_link);
         assert(v && q.nrel < FHC_MAX_PIECES);
@@ -207,7 +215,7 @@ int fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     size_t need = c->R - frame_held;
     /* Victims in the same frame would raise need as much as they free. */
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
-        P->held + P->reserved + need > c->F + P->unused_bytes - frame_unused) {
+        P->held + P->reserved + need > fhc_i_budget(c, P) + P->unused_bytes - frame_unused) {
         if (merge)          /* no budget to merge now: hit as they are */
             return hit_now(c, P, op);
         return fhc_to_budget_queue(c, P, op, head);
@@ -293,13 +301,16 @@ void fhc_release(fhc_t *c, fhc_op_t *op)
     fhc_peer_t *P = c->peer[op->peer];
     fhc_op_drop_refs(c, P, op);
     op->priv.state = FHC_OP_IDLE;
+    fhc_budget_settle(c, op->peer, P, 0);   /* A3: busy ones go on release */
     if (P->q_head)
         fhc_pump(c, P);
 }
 
 int fhc_budget_waiting(const fhc_t *c, uint32_t peer)
 {
-    return peer < c->p.nranks && c->peer[peer] && c->peer[peer]->q_head != NULL;
+    const fhc_peer_t *P = peer < c->p.nranks ? c->peer[peer] : NULL;
+    /* A RECLAIM not yet obeyed also needs our idle references back. */
+    return P && (P->q_head != NULL || (P->rc_id && P->held + P->reserved > P->budget));
 }
 
 int fhc_op_revoked(const fhc_t *c, const fhc_op_t *op)

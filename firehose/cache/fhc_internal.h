@@ -17,6 +17,7 @@
 
 #include "fhc.h"
 #include "fhc_list.h"
+#include "fhc_wire.h"
 #include "fhc_map.h"
 #include "fhc_ghost.h"
 
@@ -126,7 +127,31 @@ typedef struct fhc_peer {
     fhc_list_t rv_list;         /* REVOKEs to this peer awaiting ack */
     uint64_t rv_next;           /* id of the next REVOKE to this peer */
     fhc_peer_stats_t st;
+    /* budgets (fhc_budget.c).  Initiator: our view of the target's budget
+     * for us, its version, the RECLAIM being obeyed (0: none). */
+    size_t budget;
+    uint64_t bver, rc_id;
+    /* Target: enforced budget (A2: t_held <= t_budget once our RECLAIM was
+     * answered), announced budget (< t_budget while a RECLAIM waits for its
+     * answer), its version, moves in a row without demand (decay), this
+     * peer's deferred moves and the bytes they may need. */
+    size_t t_budget, t_announced;
+    uint64_t t_bver;
+    uint32_t t_idle, t_ndef;
+    size_t t_defneed;
+    int t_over;                 /* its answer came while it held more than
+                                   the lowered budget: busy ones to come */
 } fhc_peer_t;
+
+/* A move the target deferred (adaptive budgets, rule 3): its releases were
+ * applied, the rest waits on c->def, FIFO. */
+typedef struct fhc_deferred {
+    uint32_t peer;
+    size_t need;                /* bytes its grant may add (reserved) */
+    fhc_link_t link;
+    struct fhc_req req;         /* nrel = 0; data points into bytes[] */
+    unsigned char bytes[];
+} fhc_deferred_t;
 
 struct fhc {
     fhc_params_t p;
@@ -155,6 +180,11 @@ struct fhc {
     size_t mv_now;
     fhc_ghost_t ghost;
     uint64_t victim_repins, mv_grows, mv_shrinks;
+    /* budgets (fhc_budget.c), target side: floor = F; commit = sum over
+     * peers of fhc_commit_of (A1: commit <= M); the deferred moves, FIFO,
+     * and the bytes they reserve. */
+    size_t floor, commit, def_need;
+    fhc_list_t def;
 };
 
 static inline uintptr_t fhc_bucket_down(const fhc_t *c, uintptr_t a)
@@ -182,5 +212,9 @@ void fhc_target_destroy(fhc_t *c);
 void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_initiator_destroy(fhc_t *c);
+void fhc_initiator_on_reclaim(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+/* fhc_budget.c: the budget rules (docs/firehose-cache.md, "Budgets") */
+void fhc_t_held_change(fhc_t *c, fhc_peer_t *P, size_t len, int add);
+size_t fhc_i_budget(const fhc_t *c, const fhc_peer_t *P);
 
 #endif /* FHC_INTERNAL_H */

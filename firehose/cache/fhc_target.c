@@ -186,7 +186,7 @@ fhc_hold_t *fhc_hold_add(fhc_t *c, fhc_peer_t *P, uint32_t peer,
     fhc_cat_leave(c, r);
     r->remote_ref++;
     fhc_cat_enter(c, r);
-    P->t_held += r->len;
+    fhc_t_held_change(c, P, r->len, 1);
     P->t_nheld++;
     return h;
 }
@@ -201,7 +201,7 @@ void fhc_hold_remove(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
     fhc_cat_leave(c, r);
     r->remote_ref--;
     fhc_cat_enter(c, r);
-    P->t_held -= r->len;
+    fhc_t_held_change(c, P, r->len, 0);
     P->t_nheld--;
     free(h);
 }

@@ -32,4 +32,19 @@ uintptr_t fhc_uncovered_end(const fhc_t *c, uintptr_t a, uintptr_t hi);
 fhc_hold_t *fhc_hold_add(fhc_t *c, fhc_peer_t *P, uint32_t peer, fhc_region_t *r);
 void fhc_hold_remove(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h);
 
+/* fhc_target_move.c: 1 iff q (the deferred move d) must still wait. */
+int  fhc_target_serve(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *q,
+                      fhc_deferred_t *d);
+
+/* fhc_budget.c, target side (rules 1-4; static budgets: F, nothing else) */
+/* 0: serve; 1: deferred (or still deferred, d != NULL); <0: refuse. */
+int  fhc_budget_admit(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *q,
+                      size_t grant, fhc_deferred_t *d);
+/* After serving q: grant (rule 1) or decay (rule 4); fills rep's budget. */
+void fhc_budget_reply(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *q,
+                      fhc_rep_t *rep);
+void fhc_budget_on_answer(fhc_t *c, uint32_t peer, fhc_peer_t *P, uint64_t id);
+void fhc_budget_retry(fhc_t *c);
+void fhc_budget_refused(fhc_t *c, uint32_t peer, fhc_peer_t *P, const char *why);
+
 #endif /* FHC_TARGET_H */

@@ -83,6 +83,37 @@ static int is_added(fhc_hold_t *const *added, unsigned nadded,
     return 0;
 }
 
+/* 1. Releases: all must be holds of this peer, each once; otherwise
+ * nothing at all is applied (refused: -1).  A release of a region we
+ * revoked from this peer (it let go before it saw the REVOKE) is already
+ * done. */
+static int apply_releases(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *q)
+{
+    for (unsigned i = 0; i < q->nrel; i++) {
+        int dup = 0;
+        for (unsigned j = 0; j < i; j++)
+            dup |= q->rel[j] == q->rel[i];
+        if (dup || q->rel[i] > UINTPTR_MAX ||
+            (!fhc_map_get(&c->holds, peer, (uintptr_t)q->rel[i]) &&
+             !revoked_base(P, (uintptr_t)q->rel[i]))) {
+            if (q->lo || q->hi)
+                refuse(c, peer, P, q->token, FHC_ERR_INVALID,
+                       "releases a region it does not hold");
+            else
+                fhc_budget_refused(c, peer, P, "a reclaim answer releases a region "
+                                   "it does not hold");
+            return -1;
+        }
+    }
+    for (unsigned i = 0; i < q->nrel; i++) {
+        fhc_hold_t *h = fhc_map_get(&c->holds, peer, (uintptr_t)q->rel[i]);
+        if (h)
+            fhc_hold_remove(c, P, h);
+    }
+    fhc_trim_victims(c);
+    return 0;
+}
+
 void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
 {
     fhc_peer_t *P = fhc_peer_get(c, peer);
@@ -97,28 +128,23 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         refuse(c, peer, P, fhc_req_peek_token(msg, len), FHC_ERR_INVALID, why);
         return;
     }
-    /* 1. Releases: all must be holds of this peer, each once; otherwise
-     * nothing at all is applied.  A release of a region we revoked from
-     * this peer (it let go before it saw the REVOKE) is already done. */
-    for (unsigned i = 0; i < q.nrel; i++) {
-        int dup = 0;
-        for (unsigned j = 0; j < i; j++)
-            dup |= q.rel[j] == q.rel[i];
-        if (dup || q.rel[i] > UINTPTR_MAX ||
-            (!fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i]) &&
-             !revoked_base(P, (uintptr_t)q.rel[i]))) {
-            refuse(c, peer, P, q.token, FHC_ERR_INVALID,
-                   "releases a region it does not hold");
-            return;
-        }
+    if (apply_releases(c, peer, P, &q) < 0)
+        return;
+    if (!q.lo && !q.hi) {           /* release-only: a RECLAIM's answer */
+        fhc_budget_on_answer(c, peer, P, q.token);
+        return;
     }
-    for (unsigned i = 0; i < q.nrel; i++) {
-        fhc_hold_t *h = fhc_map_get(&c->holds, peer, (uintptr_t)q.rel[i]);
-        if (h)
-            fhc_hold_remove(c, P, h);
-    }
-    fhc_trim_victims(c);
+    (void)fhc_target_serve(c, peer, P, &q, NULL);
+    fhc_budget_retry(c);            /* the releases may serve deferred moves */
+}
 
+/* Serves (or refuses, or defers) the decoded move q of peer, its releases
+ * applied.  d: q is that deferred move being retried (no reply while it
+ * must still wait). */
+int fhc_target_serve(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *qp,
+                     fhc_deferred_t *d)
+{
+    const fhc_req_t q = *qp;
     /* 2. The span: bucket-aligned, one frame, inside our segments; put data
      * inside the frame and our segments.  Releases above stand even when the
      * request is refused: the initiator already forgot those firehoses. */
@@ -126,20 +152,20 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
     if (lo % c->p.bucket || hi % c->p.bucket ||
         fhc_frame_of(c, lo) != fhc_frame_of(c, hi - 1)) {
         refuse(c, peer, P, q.token, FHC_ERR_INVALID, "span not buckets of one frame");
-        return;
+        return 0;
     }
     if (revoked_overlap(P, lo, hi)) {
         /* The peer may still hold the revoked firehose there: no second
          * one until it acked (see fhc_invalidate).  It asks again. */
         fhc_rep_t rep = { .token = q.token, .status = FHC_ERR_AGAIN, .nreg = 0 };
         send_reply(c, peer, &rep);
-        return;
+        return 0;
     }
     uintptr_t frame = fhc_frame_of(c, lo);
     if (q.data_len && (q.data_len > c->p.put_in_move || !c->env.put_in_move ||
                        q.data_dst < frame || q.data_dst + q.data_len > frame + c->R)) {
         refuse(c, peer, P, q.token, FHC_ERR_INVALID, "bad put-in-move data");
-        return;
+        return 0;
     }
     int unexposed = 0;
     int (*data_ok)(void *, uintptr_t, size_t) = c->env.data_ok ? c->env.data_ok
@@ -149,21 +175,28 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT,
                "outside the memory we expose (our segments, or with "
                "FH_SEGMENT=everything our mapped memory)");
-        return;
+        return 0;
     }
     size_t grant = grant_bytes(c, peer, lo, hi, &unexposed);
     if (unexposed) {
         refuse(c, peer, P, q.token, FHC_ERR_OUT_OF_SEGMENT, "span meets a local-only region");
-        return;
+        return 0;
     }
-    if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) && P->t_held + grant > c->F) {
-        refuse(c, peer, P, q.token, FHC_ERR_LIMIT, "over its budget F");
-        return;
+    int adm = fhc_budget_admit(c, peer, P, &q, grant, d);
+    if (adm == FHC_ERR_LIMIT) {
+        refuse(c, peer, P, q.token, FHC_ERR_LIMIT, "over its budget");
+        return 0;
     }
+    if (adm < 0) {
+        refuse(c, peer, P, q.token, adm, "out of memory deferring its move");
+        return 0;
+    }
+    if (adm > 0)
+        return 1;                   /* deferred: answered when bytes come */
     if (fhc_map_reserve(&c->holds, FHC_MAX_PIECES) < 0 ||
         fhc_map_reserve(&c->tbucket, (hi - lo) / c->p.bucket) < 0) {
         refuse(c, peer, P, q.token, FHC_ERR_NO_MEMORY, "out of memory");
-        return;
+        return 0;
     }
 
     /* 3. Merge: when the span is cut into several pieces (regions and
@@ -247,7 +280,7 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         refuse(c, peer, P, q.token, status, status == FHC_ERR_OUT_OF_SEGMENT
                ? "no byte of the span may be reached (protected or unwatchable)"
                : "registration failed");
-        return;
+        return 0;
     }
     if (q.data_len)
         c->env.put_in_move(c->env.arg, (uintptr_t)q.data_dst, q.data, q.data_len);
@@ -263,5 +296,7 @@ void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len)
         a = r->base + r->len;
     }
     c->moves_served++;
+    fhc_budget_reply(c, peer, P, &q, &rep);
     send_reply(c, peer, &rep);
+    return 0;
 }

@@ -19,7 +19,7 @@ static void hold_revoke(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
     assert(r->dead && r->remote_ref > 0);
     fhc_map_del(&c->holds, h->peer, r->base);
     fhc_list_unlink(&P->t_list, &h->link);
-    P->t_held -= r->len;
+    fhc_t_held_change(c, P, r->len, 0);
     P->t_nheld--;
     r->remote_ref--;
     h->rv_id = ++P->rv_next;

@@ -45,7 +45,7 @@ size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap)
 {
     size_t n = fhc_req_size(r);
     if (r->nrel > FHC_MAX_PIECES || r->data_len > FHC_WIRE_MAX_DATA ||
-        (r->data_len && !r->data) || n > cap)
+        (r->data_len && !r->data) || r->want > FHC_WIRE_MAX_WANT || n > cap)
         return 0;
     uint8_t *p = buf;
     p[0] = FHC_WIRE_MAGIC;
@@ -57,6 +57,8 @@ size_t fhc_req_encode(const fhc_req_t *r, void *buf, size_t cap)
     put64(p + 16, r->lo);
     put64(p + 24, r->hi);
     put64(p + 32, r->data_dst);
+    put32(p + 40, r->want);
+    put32(p + 44, 0);
     for (unsigned i = 0; i < r->nrel; i++)
         put64(p + FHC_REQ_HDR + 8 * i, r->rel[i]);
     if (r->data_len)
@@ -78,14 +80,23 @@ int fhc_req_decode(const void *buf, size_t len, fhc_req_t *r, char *why,
     r->lo = get64(p + 16);
     r->hi = get64(p + 24);
     r->data_dst = get64(p + 32);
+    r->want = get32(p + 40);
+    if (get32(p + 44))
+        return fail(why, whylen, "reserved bytes not zero");
+    if (r->want > FHC_WIRE_MAX_WANT)
+        return fail(why, whylen, "want out of range");
     if (r->nrel > FHC_MAX_PIECES)
         return fail(why, whylen, "too many releases");
     if (r->data_len > FHC_WIRE_MAX_DATA)
         return fail(why, whylen, "put data too long");
     if (len != FHC_REQ_HDR + 8u * r->nrel + r->data_len)
         return fail(why, whylen, "length does not match the counts");
-    if (r->lo >= r->hi || r->hi > UINTPTR_MAX)
+    if (r->lo == 0 && r->hi == 0) {     /* release-only: answers a RECLAIM */
+        if (r->data_len || r->want)
+            return fail(why, whylen, "release-only request with data or want");
+    } else if (r->lo >= r->hi || r->hi > UINTPTR_MAX) {
         return fail(why, whylen, "empty or inverted span");
+    }
     if (r->data_len && r->data_dst > UINT64_MAX - r->data_len)
         return fail(why, whylen, "bad put destination");
     for (unsigned i = 0; i < r->nrel; i++)
@@ -119,6 +130,8 @@ size_t fhc_rep_encode(const fhc_rep_t *r, void *buf, size_t cap)
     p[3] = 0;
     put32(p + 4, (uint32_t)r->status);
     put64(p + 8, r->token);
+    put64(p + 16, (r->budget & ~(uint64_t)7) | (r->lowered ? 1 : 0));
+    put64(p + 24, r->bver);
     for (unsigned i = 0; i < r->nreg; i++) {
         uint8_t *q = p + FHC_REP_HDR + FHC_REP_REGION * i;
         put64(q, r->reg[i].base);
@@ -141,8 +154,14 @@ int fhc_rep_decode(const void *buf, size_t len, fhc_rep_t *r, char *why,
     r->nreg = p[2];
     r->status = (int32_t)get32(p + 4);
     r->token = get64(p + 8);
+    r->budget = get64(p + 16);
+    r->lowered = (int)(r->budget & 1);
+    r->budget &= ~(uint64_t)1;
+    r->bver = get64(p + 24);
     if (r->nreg > FHC_MAX_PIECES)
         return fail(why, whylen, "too many regions");
+    if (r->budget % 8 || (r->bver && !r->budget))
+        return fail(why, whylen, "bad budget or budget version");
     if (len != FHC_REP_HDR + FHC_REP_REGION * r->nreg)
         return fail(why, whylen, "length does not match the region count");
     if (r->status > 0 || (r->status < 0 && r->nreg))
@@ -207,6 +226,34 @@ int fhc_revoke_decode(const void *buf, size_t len, fhc_revoke_t *r, char *why,
         if (r->lo >= r->hi)
             return fail(why, whylen, "empty revoked range");
     }
+    return 0;
+}
+
+size_t fhc_reclaim_encode(const fhc_reclaim_t *r, void *buf, size_t cap)
+{
+    if (cap < FHC_RECLAIM_LEN || !r->id || !r->budget)
+        return 0;
+    uint8_t *p = buf;
+    memset(p, 0, FHC_RECLAIM_LEN);
+    p[0] = FHC_WIRE_MAGIC;
+    p[1] = FHC_WIRE_RECLAIM;
+    put64(p + 8, r->id);
+    put64(p + 16, r->budget);
+    return FHC_RECLAIM_LEN;
+}
+
+int fhc_reclaim_decode(const void *buf, size_t len, fhc_reclaim_t *r, char *why,
+                       size_t whylen)
+{
+    const uint8_t *p = buf;
+    if (fhc_wire_kind(buf, len) != FHC_WIRE_RECLAIM || len != FHC_RECLAIM_LEN)
+        return fail(why, whylen, "not a reclaim of the right size");
+    if (p[2] || p[3] || get32(p + 4))
+        return fail(why, whylen, "reserved bytes not zero");
+    r->id = get64(p + 8);
+    r->budget = get64(p + 16);
+    if (!r->id || !r->budget || r->budget % 8)
+        return fail(why, whylen, "reclaim without id or budget");
     return 0;
 }
 

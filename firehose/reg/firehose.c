@@ -185,6 +185,13 @@ static int env_allowed(void *arg, uintptr_t addr, size_t len)
 static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, size_t len)
 {
     struct fh_reg *g = arg;
+    /* A reply to the move being handled goes back as the AM reply; a reply
+     * the cache sends later (a deferred move served when another peer's
+     * releases came: FH_FIREHOSE_BUDGET=adaptive) travels like a request
+     * (fhc_on_message tells replies by their kind byte). */
+    if (is_reply && (!g->capturing || g->cap_len != 0 || peer != g->cap_peer) &&
+        len <= sizeof g->cap)
+        is_reply = 0;
     if (is_reply) {
         if (!g->capturing || g->cap_len != 0 || len > sizeof g->cap) {
             fh_log_error("firehose cache: unexpected move reply to rank %u (%zu bytes) "
@@ -339,9 +346,13 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     g->capturing = 1;
     g->cap_len = 0;
     fh_mm_sync_locked(fh_reg_core, g->c);    /* never grant memory known to be freed */
+    g->cap_peer = (uint32_t)src;
     fhc_on_message(g->c, (uint32_t)src, 0, buf, nbytes);
     if (fhc_wire_kind(buf, nbytes) == FHC_WIRE_REVOKE)
         reg_hit_revoke(g, (uint32_t)src);  /* cached references let go (acks) */
+    else if (fhc_wire_kind(buf, nbytes) == FHC_WIRE_RECLAIM ||
+             fhc_wire_kind(buf, nbytes) == FHC_WIRE_REP)
+        reg_hit_budget(g, (uint32_t)src);  /* idle references back (A3) */
     else
         reg_check(g, (uint32_t)src);
     len = g->cap_len;
@@ -495,7 +506,9 @@ int fh_reg_init(fh_core_t *rt)
                       .bucket = g->bucket, .region_max = rt->cfg.region_max,
                       .M = g->M, .maxvictim = g->maxvictim, .put_in_move = pim,
                       .maxvictim_max = mvmax,
-                      .victim_adaptive = rt->cfg.firehose_victim == FH_VICTIM_ADAPTIVE};
+                      .victim_adaptive = rt->cfg.firehose_victim == FH_VICTIM_ADAPTIVE,
+                      .budget = rt->cfg.firehose_budget == FH_FIREHOSE_BUDGET_ADAPTIVE
+                                    ? FHC_BUDGET_ADAPTIVE : FHC_BUDGET_STATIC};
     fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
                      .allowed = env_allowed, .send = env_send,
                      .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log};
@@ -703,6 +716,10 @@ void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
         }
         out->reg_revoked += s.revoked;
         out->reg_revoked_busy += g->hpeer[r].revoked_busy;
+        out->reg_budget += s.budget;
+        out->reg_grants += s.grants;
+        out->reg_reclaims += s.reclaims + s.reclaimed;
+        out->reg_deferred += s.deferred;
     }
     if (peer == rt->rank) {
         fhc_stats_t s;

@@ -19,13 +19,14 @@
 #include <stdbool.h>
 
 #include "firehose/cache/fhc.h"
+#include "firehose/cache/fhc_wire.h"
 #include "firehose/reg/services.h"
 #include "firehose/util/map.h"
 
 /* Largest move reply: header + FHC_MAX_PIECES regions (fhc_wire.h). */
-#define REG_REPLY_MAX (16u + 40u * FHC_MAX_PIECES)
+#define REG_REPLY_MAX (FHC_REP_HDR + FHC_REP_REGION * FHC_MAX_PIECES)
 /* Move request without data: header + FHC_MAX_PIECES releases. */
-#define REG_REQ_FIXED (40u + 8u * FHC_MAX_PIECES)
+#define REG_REQ_FIXED (FHC_REQ_HDR + 8u * FHC_MAX_PIECES)
 
 /* Local pins of one chunk (firehose_local.c). */
 #define FH_REG_LPIN_MAX 2     /* a chunk (<= R bytes) meets <= 2 local frames */
@@ -57,6 +58,7 @@ struct fh_reg {
     reg_msg_t *out, **out_tail;    /* requests to send */
     pthread_mutex_t flush_lock;    /* one sender at a time: keeps order */
     int capturing;                 /* inside the MOVE_REQ handler */
+    uint32_t cap_peer;             /* ... of this peer (its reply is captured) */
     size_t cap_len;
     unsigned char cap[REG_REPLY_MAX];
     reg_span_t *spans;             /* exposed segment memory (allowed()) */

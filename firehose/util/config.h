@@ -48,6 +48,7 @@ typedef struct fh_config {
     size_t      region_max;       /* FH_REGION_MAX */
     size_t      firehose_m;       /* FH_FIREHOSE_M (0 = derived) */
     size_t      firehose_maxvictim; /* FH_FIREHOSE_MAXVICTIM (0 = derived) */
+    int         firehose_budget;  /* FH_FIREHOSE_BUDGET: index into "static|adaptive" */
     size_t      put_in_move;      /* FH_PUT_IN_MOVE */
     int         reg_check;        /* FH_REG_CHECK */
     int         memmon;           /* FH_MEMMON: index into "auto|uffd|off" */
@@ -81,6 +82,7 @@ enum { FH_PATHS_INDEPENDENT = 0, FH_PATHS_SHARED = 1, FH_PATHS_LAZY = 2 };
 enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
        FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
 enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
+enum { FH_FIREHOSE_BUDGET_STATIC = 0, FH_FIREHOSE_BUDGET_ADAPTIVE = 1 };
 enum { FH_SHM_AUTO = 0, FH_SHM_OFF = 1 };
 enum { FH_SHM_CMA_AUTO = 0, FH_SHM_CMA_OFF = 1 };
 enum { FH_BIND_AUTO = 0, FH_BIND_OFF = 1 };

@@ -17,6 +17,11 @@
  * runtime would RDMA through.  (Whether a region lies inside the target's
  * segment is the target's business: the initiator checks its own ranges
  * against the segment table before it asks.)  A violation aborts.
+ * The first byte picks the budget policy; with adaptive budgets (three
+ * ranks, so the floor F = M/2 leaves room to grow) forged replies carry
+ * any budget, version and "lowered" flag, and forged RECLAIMs any id and
+ * budget: budgets outside [F, M] or off the bucket grid must be refused,
+ * and the invariants (A1-A3 among them) must hold whatever arrives.
  *
  *   clang -fsanitize=fuzzer,address,undefined -Iinclude -I. \
  *         tests/fuzz/fhc_move_fuzz.c firehose/cache/fhc_*.c -o fhc_move_fuzz
@@ -64,6 +69,7 @@ typedef struct msg {
 static msg_t queue[NQ];
 static unsigned nq;
 static fhc_t *cache[2];
+static int adaptive;
 static uint64_t next_key;
 
 typedef struct top {
@@ -174,7 +180,8 @@ static uint64_t take_pending_request(void)
     for (unsigned i = 0; i < nq; i++) {
         fhc_req_t q;
         if (queue[i].src == 0 && !queue[i].is_reply &&
-            fhc_req_decode(queue[i].data, queue[i].len, &q, NULL, 0) == 0 && q.token) {
+            fhc_req_decode(queue[i].data, queue[i].len, &q, NULL, 0) == 0 && q.token &&
+            (q.lo || q.hi)) {
             memmove(&queue[i], &queue[i + 1], (nq - i - 1) * sizeof queue[0]);
             nq--;
             return q.token;
@@ -196,10 +203,29 @@ static void forge_reply(in_t *in)
         r.reg[i].key[0] = 1000 + i;
         r.reg[i].granted = u8(in) & 1;
     }
+    if (adaptive && (u8(in) & 1)) {     /* a budget, sane or not */
+        static const uint64_t pick[] = {2 * RMAX, 3 * RMAX, 4 * RMAX, RMAX, 5 * RMAX,
+                                        2 * RMAX + 8, 0};
+        r.budget = u8(in) & 1 ? pick[u8(in) % 7] : u64(in) & ~(uint64_t)7;
+        r.bver = u8(in) & 1 ? u8(in) : u64(in);
+        r.lowered = u8(in) & 1;
+    }
     uint8_t buf[1024];
     size_t n = fhc_rep_encode(&r, buf, sizeof buf);
     if (n > 0)
         fhc_on_message(cache[0], 1, 1, buf, n);
+}
+
+/* A RECLAIM from rank 1, any id and budget (some in range). */
+static void forge_reclaim(in_t *in)
+{
+    static const uint64_t pick[] = {2 * RMAX, 3 * RMAX, 4 * RMAX, RMAX, 2 * RMAX + B};
+    fhc_reclaim_t r = {.id = u8(in) & 1 ? u8(in) : u64(in),
+                       .budget = u8(in) & 1 ? pick[u8(in) % 5] : u64(in) & ~(uint64_t)7};
+    uint8_t buf[FHC_RECLAIM_LEN];
+    size_t n = fhc_reclaim_encode(&r, buf, sizeof buf);
+    if (n)
+        fhc_on_message(cache[0], 1, u8(in) % 4 == 0, buf, n);
 }
 
 static void forge_raw(in_t *in)
@@ -248,9 +274,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nq = 0;
     next_key = 0;
     memset(ops, 0, sizeof ops);
+    adaptive = u8(&in) & 1;
     for (uint32_t r = 0; r < 2; r++) {
-        fhc_params_t p = {.nranks = 2, .rank = r, .bucket = B, .region_max = RMAX,
-                          .M = 4 * RMAX, .maxvictim = 2 * RMAX, .put_in_move = 0};
+        /* Adaptive: a third rank that never speaks halves the floor. */
+        fhc_params_t p = {.nranks = adaptive ? 3 : 2, .rank = r, .bucket = B,
+                          .region_max = RMAX, .M = 4 * RMAX, .maxvictim = 2 * RMAX,
+                          .put_in_move = 0,
+                          .budget = adaptive ? FHC_BUDGET_ADAPTIVE : FHC_BUDGET_STATIC};
         fhc_env_t env = {.arg = (void *)(uintptr_t)r, .pin = e_pin, .unpin = e_unpin,
                          .allowed = e_allowed, .send = e_send, .put_in_move = e_put,
                          .log = e_log};
@@ -259,7 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fail(why);
     }
     for (int steps = 0; steps < 200 && in.at < in.n; steps++) {
-        switch (u8(&in) % 8) {
+        switch (u8(&in) % 9) {
         case 0: case 1:
             acquire_one(&in);
             break;
@@ -281,6 +311,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 6:
             release_one(&in);
+            break;
+        case 8:
+            forge_reclaim(&in);
             break;
         default:
             fhc_invalidate(cache[1], SEG + (uintptr_t)(u8(&in) % 16) * RMAX,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fhsim-check.sh -- short fixed-seed runs of the registration cache simulator
 # for `make check` (< 30 s): every access pattern (random, stencil, hotspot;
-# neighbors, master-worker, skewed, phase) at a comfortable budget and
+# neighbors, master-worker, skewed, phase), under static budgets and under
+# adaptive ones (--budget adaptive), at a comfortable budget and
 # at a tight one (F = 1..2 frames, so victims, evictions and the budget queue
 # are exercised), with reordered replies and failing registrations, and with
 # memory freed and reused under the caches (--free-rate: invalidation and
@@ -63,6 +64,15 @@ for p in random hotspot master-worker; do
     run 0 --nodes 5 --steps 20000 --seed 3 --pattern $p --M $((4 * K)) --window 16 --rate 3 \
         --reorder-replies --pin-fail 20 --free-rate 50 --local-rate 100 --victim adaptive
 done
+# Adaptive budgets (docs/firehose-cache.md, "Budgets"): every pattern at a
+# tight pool shared by few ranks (grants, deferred moves, RECLAIMs, decay),
+# with reordered replies, failing registrations and freed memory, and at
+# the defaults.
+for p in random stencil hotspot neighbors master-worker skewed phase; do
+    run 0 --budget adaptive --nodes 5 --steps 20000 --seed 3 --pattern $p --M $((4 * K)) \
+        --window 16 --rate 3 --reorder-replies --pin-fail 20 --free-rate 50 --k 3
+    run 0 --budget adaptive --nodes 16 --steps 20000 --seed 1 --pattern $p --period 3000
+done
 # Each injected bug must be caught, by its own detector (tests/sim/fhsim.c,
 # --inject-bug): the first FAIL line must match the pattern.
 rdma='RDMA on \[[^]]*\) but its registration is deregistered'
@@ -96,5 +106,18 @@ done
 detector='MAXVICTIM now [0-9]+ outside|I1: rank [0-9]+ pins'
 run 1 --nodes 4 --steps 20000 --seed 1 --pattern hotspot --M $((3 * K)) --window 8 --rate 2 \
     --local-rate 100 --victim adaptive --inject-bug victim-past-max
+# The adaptive policy's own mistakes: a raise past the pool (A1), a RECLAIM
+# answered with firehoses an RDMA still uses (the target drops the hold:
+# the RDMA check, or the real release later refused), a reclaim below the
+# floor (A2).
+for b in grant-past-M reclaim-busy no-floor; do
+    case $b in
+    grant-past-M)   detector='A1: commitments [0-9]+ > M ' ;;
+    reclaim-busy)   detector="target does not record a hold|$rdma|failed: -1\$" ;;
+    no-floor)       detector="A2: rank [0-9]+'s budget [0-9]+ \(announced [0-9]+\) below floor" ;;
+    esac
+    run 1 --budget adaptive --nodes 4 --steps 20000 --seed 1 --pattern hotspot \
+        --M $((3 * K)) --window 8 --rate 2 --inject-bug $b
+done
 detector=
 test "$fails" = 0

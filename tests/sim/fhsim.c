@@ -10,8 +10,8 @@
  *         [--max-age K]
  *         [--bad-rate permille] [--local-rate permille] [--pin-fail permille]
  *         [--free-rate permille]
- *         [--reorder-replies] [--inject-bug NAME] [--quiet]
- *         [--victim static|adaptive] [--maxvictim-max b]
+ *         [--reorder-replies] [--inject-bug NAME] [--budget static|adaptive]
+ *         [--victim static|adaptive] [--maxvictim-max b] [--quiet]
  *   fhsim --oracle-selftest
  *
  * Patterns: random (any peer, anywhere), stencil (4 neighbours on a 2-D
@@ -87,6 +87,13 @@
  *   reorder-requests  moves of one pair overtake each other.  Not caught, by
  *                   design: the "granted" flag keeps keys exact; only F
  *                   checks can fail spuriously (FHC_ERR_LIMIT), rarely.
+ * and, with --budget adaptive (docs/firehose-cache.md, "Budgets"):
+ *   grant-past-M    budgets raised without checking the pool -> A1 check
+ *   reclaim-busy    a RECLAIM's answer releases firehoses in use -> RDMA
+ *                   check, or the later real release refused
+ *   no-floor        reclaims go below the floor     -> A2 check
+ *
+ * --budget static|adaptive (default static): the caches' budget policy.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -124,6 +131,7 @@ static struct {
     /* the adaptive victim FIFO (fhc_ghost.h) */
     int victim_adaptive;
     size_t maxvictim_max;       /* 0: 4 x maxvictim */
+    int budget;                 /* --budget: FHC_BUDGET_STATIC | ADAPTIVE */
 } opt = {
     .nodes = 16, .steps = 100000, .seed = 1, .pattern = "random",
     .bucket = 4096, .put_in_move = 3072, .seg = 1u << 20,
@@ -834,8 +842,9 @@ static void usage(void)
             "[--stall K] [--max-age K] [--bad-rate pm] [--local-rate pm] [--pin-fail pm] "
             "[--free-rate pm] [--reorder-replies] [--inject-bug no-f-check|evict-held|"
             "forget-release|stale-install|skip-release|reorder-requests|early-ack|"
-            "ignore-revoke|victim-past-max] [--quiet] [--victim static|adaptive] "
-            "[--maxvictim-max b]\n       fhsim --oracle-selftest\n");
+            "ignore-revoke|victim-past-max|grant-past-M|reclaim-busy|no-floor] "
+            "[--budget static|adaptive] [--victim static|adaptive] [--maxvictim-max b] "
+            "[--quiet]\n       fhsim --oracle-selftest\n");
     exit(2);
 }
 
@@ -881,6 +890,14 @@ static void parse_args(int argc, char **argv)
             else if (!strcmp(v, "skip-release")) opt.skip_release = 1;
             else if (!strcmp(v, "reorder-requests")) opt.reorder_requests = 1;
             else if (!strcmp(v, "victim-past-max")) opt.bugs |= FHC_BUG_VICTIM_PAST_MAX;
+            else if (!strcmp(v, "grant-past-M")) opt.bugs |= FHC_BUG_GRANT_PAST_M;
+            else if (!strcmp(v, "reclaim-busy")) opt.bugs |= FHC_BUG_RECLAIM_BUSY;
+            else if (!strcmp(v, "no-floor")) opt.bugs |= FHC_BUG_NO_FLOOR;
+            else usage();
+        }
+        else if (ARG("--budget")) {
+            if (!strcmp(v, "static")) opt.budget = FHC_BUDGET_STATIC;
+            else if (!strcmp(v, "adaptive")) opt.budget = FHC_BUDGET_ADAPTIVE;
             else usage();
         }
         else if (ARG("--victim")) {
@@ -937,7 +954,8 @@ int main(int argc, char **argv)
                            .maxvictim = opt.maxvictim,
                            .put_in_move = opt.put_in_move, .debug_bugs = opt.bugs,
                            .maxvictim_max = opt.maxvictim_max,
-                           .victim_adaptive = opt.victim_adaptive };
+                           .victim_adaptive = opt.victim_adaptive,
+                           .budget = opt.budget };
         fhc_env_t env = { .arg = &nodes[i], .pin = env_pin, .unpin = env_unpin,
                           .allowed = env_allowed, .send = env_send,
                           .put_in_move = env_put_in_move, .log = env_log };
@@ -1005,7 +1023,7 @@ int main(int argc, char **argv)
     fhc_stats_t cs;
     fhc_peer_stats_t ps;
     uint64_t hits = 0, misses = 0, moves = 0, coal = 0, pim = 0, waits = 0, errs = 0;
-    uint64_t evictions = 0, regs = 0, refused = 0;
+    uint64_t evictions = 0, regs = 0, refused = 0, grants = 0, reclaims = 0, deferred = 0;
     uint64_t repins = 0, grows = 0, shrinks = 0;
     size_t mv_top = 0;
     for (uint32_t i = 0; i < opt.nodes; i++) {
@@ -1026,6 +1044,9 @@ int main(int argc, char **argv)
             pim += ps.put_in_move;
             waits += ps.budget_waits;
             errs += ps.errors;
+            grants += ps.grants;
+            reclaims += ps.reclaims;
+            deferred += ps.deferred;
         }
     }
     uint64_t o_ops, o_hits;
@@ -1059,6 +1080,9 @@ int main(int argc, char **argv)
                "maxvictim_now_top=%zu victim_repins=%" PRIu64 " grows=%" PRIu64
                " shrinks=%" PRIu64 "\n", opt.maxvictim, opt.maxvictim_max, mv_top,
                repins, grows, shrinks);
+    if (opt.budget == FHC_BUDGET_ADAPTIVE)
+        printf("fhsim: budget=adaptive grants=%" PRIu64 " reclaims=%" PRIu64
+               " deferred=%" PRIu64 "\n", grants, reclaims, deferred);
     if (opt.free_rate)
         printf("fhsim: frees=%" PRIu64 " rdma_through_revoked=%" PRIu64 "\n", st.frees,
                st.stale_rdma);
