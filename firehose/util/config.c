@@ -57,7 +57,7 @@ const fh_cfg_entry_t fh_config_table[] = {
     {"FH_FIREHOSE_MAXVICTIM", FH_CFG_SIZE, "0", NULL, F(firehose_maxvictim), 1,
      "Firehose cache: bytes for local pins and unreferenced registrations kept; "
      "0 = 1/4 of what can be pinned.", 0},
-    {"FH_FIREHOSE_BUDGET", FH_CFG_ENUM, "static", "static|adaptive", F(firehose_budget), 1,
+    {"FH_FIREHOSE_BUDGET", FH_CFG_ENUM, "adaptive", "static|adaptive", F(firehose_budget), 1,
      "Firehose cache: each peer may hold FH_FIREHOSE_M/(ranks-1) on us (static), or "
      "a budget that grows with its demand and is reclaimed down to that floor when "
      "another peer needs it (adaptive; docs/firehose-cache.md, Budgets).", 0},

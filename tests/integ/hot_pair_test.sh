@@ -4,9 +4,8 @@
 # and a small pool (FH_FIREHOSE_M=1m, FH_FIREHOSE_MAXVICTIM=256k,
 # FH_BUCKET_SIZE=64k: F = 128 KiB, the hot working set 1 MiB), over ofi tcp,
 # once per victim FIFO mode (FH_FIREHOSE_VICTIM static and adaptive) and per
-# budget policy in FH_TEST_BUDGETS (default "static adaptive"; a value other than
-# static is exported as FH_FIREHOSE_BUDGET, so the adaptive budgets run
-# here once they exist: FH_TEST_BUDGETS="static adaptive").  Rank 0's
+# budget policy in FH_TEST_BUDGETS (default "static adaptive", each exported
+# as FH_FIREHOSE_BUDGET).  Rank 0's
 # FH_STATS total line must show misses and moves (the working set did not
 # fit in F); rank 1's (the hot target's) maxvictim_now must stay inside
 # [MAXVICTIM, MAXVICTIM_MAX] = [256k, 1m] (the default max: 4 x MAXVICTIM),
@@ -25,11 +24,7 @@ t1() {
 }
 # (not v: expect_stat, common.sh, sets it)
 for b in ${FH_TEST_BUDGETS:-static adaptive}; do
-    if [ "$b" = static ]; then
-        unset FH_FIREHOSE_BUDGET
-    else
-        export FH_FIREHOSE_BUDGET=$b
-    fi
+    export FH_FIREHOSE_BUDGET=$b
     for vm in static adaptive; do
         export FH_FIREHOSE_VICTIM=$vm
         for n in ${FH_TEST_NP:-8}; do
