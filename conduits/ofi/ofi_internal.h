@@ -114,6 +114,19 @@ struct ofi_conn {
     struct fh_mr *rmr;
     struct ofi_op *retired;    /* the proof's receive record */
     struct ofi_conn *next;     /* fh_conduit.conns */
+    /* Reconnection after start-up (ofi_cm_redial.c).  An initiator's lost
+     * connection stays in its path's conn[] (sends wait, FH_ERR_AGAIN)
+     * while its path dials a successor; path 0's event poll checks the
+     * acceptor's answer and sets `ready`; the path itself then sends the
+     * proof and puts the successor in conn[] (no path touches another's
+     * sends, receives or slots). */
+    int redial;                /* made again after start-up: its events go
+                                  to ofi_cm_redial.c's rules */
+    _Atomic int ready;         /* redial: accepted, the acceptor checked */
+    _Atomic int announced;     /* redial: path 0 sent its OFI_AMH_REDIAL */
+    struct ofi_conn *succ;     /* lost: the successor being made (path's) */
+    double lost_at;            /* lost: when (ofi_now), 0 while up */
+    int gave_up;               /* lost: not made again in OFI_CM_REDIAL_WAIT */
 };
 
 struct fh_cpath {
@@ -138,6 +151,13 @@ struct fh_cpath {
      * made (ofi_cm_path_connect), until connect_by. */
     int connecting;
     double connect_by;
+    /* MSG: connections of this path are being made again (ofi_cm_redial.c):
+     * lost counts the lost initiators' connections not yet replaced or
+     * given up; cm_work is set by path 0's event poll when one of them
+     * needs this path (lost, or its successor accepted). */
+    unsigned lost;
+    _Atomic int cm_work;
+    double next_redial;
 
     /* RMA op contexts: fixed freelist, no malloc on the fast path. */
     struct ofi_op *ops;
@@ -206,6 +226,13 @@ struct fh_conduit {
     unsigned long cm_refused;  /* connection requests refused */
     double next_eq;        /* MSG: next event-queue read (ofi_now) */
     struct ofi_conn *conns;    /* MSG: every connection, any state */
+    /* MSG, after start-up (ofi_cm_redial.c): [rank * npaths + path] the
+     * successor our thread path `path` wants announced to rank (set by
+     * that path, taken by path 0's poll); and the requests peers announced
+     * to us, [rank * npaths + path] (path 0's), usable once until when. */
+    _Atomic(struct ofi_conn *) *ann;
+    uint8_t (*expect_nonce)[OFI_REDIAL_NONCE];
+    double *expect_until;
     struct ofi_auth auth;  /* MSG: our pair secrets */
 
     uint64_t mr_mode;      /* info->domain_attr->mr_mode as granted */
@@ -281,6 +308,45 @@ void ofi_cm_expire(struct fh_conduit *c);        /* overdue proofs */
 void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
 double ofi_now(void);
 
+/* ofi_cm.c, shared with ofi_cm_redial.c */
+struct ofi_conn *ofi_cm_conn_new(struct fh_cpath *p, struct fi_info *info,
+                                 uint32_t src, int initiator);
+int  ofi_cm_conn_open_ep(struct ofi_conn *k, struct fi_info *info);
+int  ofi_cm_conn_bufs(struct ofi_conn *k, size_t n);     /* allocated, posted */
+int  ofi_cm_dial(struct ofi_conn *k);
+int  ofi_cm_send_proof(struct ofi_conn *k);
+void ofi_cm_backoff(struct ofi_conn *k);
+
+/* ofi_path.c: sends control message m on p's connection to dst (rank *
+ * npaths + path); FH_ERR_AGAIN without a slot. */
+int  ofi_ctl_send(struct fh_cpath *p, uint32_t dst, const struct ofi_redial_msg *m);
+int  ofi_cm_connect_req(struct ofi_conn *k);   /* fi_connect with k->req */
+
+/* ofi_cm_redial.c (MSG mode, after start-up) */
+#define OFI_CM_REDIAL_WAIT 30.0   /* s a lost pair is dialled again; sends wait
+                                     (FH_ERR_AGAIN) meanwhile, then fail */
+/* Path p's connection k (an initiator's, or an acceptor's on path 0) was
+ * lost: its live RMAs fail with FH_ERR_PEER_DEAD naming the peer, and an
+ * initiator's is dialled again by p's poll.  Called by p itself. */
+void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k);
+/* p's poll: the work of its lost connections (rate-limited). */
+void ofi_cm_redial_poll(struct fh_cpath *p);
+/* Path 0's event poll: the acceptor accepted successor k (acceptor checked
+ * by the caller); or it failed. */
+void ofi_cm_redial_accepted(struct ofi_conn *k);
+/* Path 0: an accepted connection proved itself as k->src, which had one:
+ * the old one ends and k replaces it. */
+void ofi_cm_replace_accepted(struct ofi_conn *k);
+/* Path 0: the peer at connection src announced a request (m). */
+void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_redial_msg *m);
+/* Path 0's listener: a request for src after start-up was announced with
+ * this nonce (the announcement is used up); else 0. */
+int  ofi_cm_redial_expected(struct fh_conduit *c, uint32_t src, const uint8_t *nonce);
+/* The path's first use of a successor: sequences and credits reset. */
+void ofi_cm_reset_pair(struct fh_cpath *p, uint32_t dst);
+/* ofi_path.c: the messages held from src are released, its sequence 0. */
+void ofi_path_rx_reset(struct fh_cpath *p, uint32_t src);
+
 /* Where a message or RMA to (rank, rpath) goes: FH_OK with *ep and *addr,
  * or an error (MSG: no connection from this path, or its peer closed it). */
 static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
@@ -296,9 +362,20 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
     if (k == NULL)
         return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
                             "rank %d path %d", p->index, rank, rpath);
-    if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP)
+    if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP) {
+        /* Lost after start-up: made again within OFI_CM_REDIAL_WAIT (the
+         * initiator dials, the acceptor waits for it); meanwhile the
+         * caller polls and retries. */
+        if (p->c->connected && !k->gave_up) {
+            if (k->lost_at == 0)
+                ofi_cm_lost(p, k);
+            if (ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT)
+                return FH_ERR_AGAIN;
+            k->gave_up = 1;
+        }
         return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: the connection to rank %d "
                             "path %d is closed", p->index, rank, rpath);
+    }
     *ep = k->ep;
     *addr = 0;
     return FH_OK;

@@ -348,6 +348,31 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     return ofi_err_to_fh((int)ret);
 }
 
+int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, const struct ofi_redial_msg *m)
+{
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    const uint32_t np = (uint32_t)p->c->cfg.npaths;
+    int bad = ofi_route(p, (int)(dst / np), (int)(dst % np), &ep, &addr);
+    if (bad != FH_OK)
+        return bad;
+    struct ofi_op *s = p->slot_free;
+    if (!s)
+        return FH_ERR_AGAIN;
+    struct ofi_amh h = {.token = p->tokens[dst / np], .rsvd = OFI_AMH_REDIAL};
+    memcpy(s->buf, &h, OFI_AMH);
+    memcpy(s->buf + OFI_AMH, m, sizeof *m);
+    s->rank = (int)(dst / np);
+    s->rpath = (int)(dst % np);
+    ssize_t ret = fi_send(ep, s->buf, OFI_AMH + sizeof *m, ofi_path_desc(p, p->slot_mr), addr,
+                          &s->fctx);
+    if (ret == 0) {
+        p->slot_free = s->next;
+        return FH_OK;
+    }
+    return ret == -FI_EAGAIN ? FH_ERR_AGAIN : ofi_err_to_fh((int)ret);
+}
+
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
     if (!rb->repost || rb->busy != 0)
@@ -418,6 +443,12 @@ static void ofi_keep(void *arg, void *rbv, int delta)
         ofi_maybe_repost(p, rb);
 }
 
+void ofi_path_rx_reset(struct fh_cpath *p, uint32_t src)
+{
+    const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+    ofi_rx_reset(&p->rx, src, &sink);
+}
+
 /* A receive completion (from: the source the provider reported): hand the
  * message to ofi_rx.c, then repost the buffer once the provider released
  * it and nothing uses it any more. */
@@ -438,8 +469,13 @@ static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
             p->c->up.on_drop(p->upcall_arg, (int)(k->src / (uint32_t)p->c->cfg.npaths),
                              "message before the end of start-up");
         } else {
-            const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
-            ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
+            struct ofi_redial_msg m;
+            if (p->index == 0 && ofi_rx_redial(&p->rx, rb->buf, e->len, &m)) {
+                ofi_cm_on_redial(p, k->src, &m);
+            } else {
+                const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+                ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
+            }
         }
         ofi_maybe_repost(p, rb);
         return;
@@ -522,6 +558,17 @@ static void ofi_handle_error(struct fh_cpath *p)
         break;
     }
     case OFI_OP_SEND:
+        if (c->msg && c->connected) {
+            /* Its connection was lost: made again (ofi_cm_redial.c), the
+             * message is not. */
+            fh_log_error("ofi: path %d: active message to rank %d path %d lost with its "
+                         "connection: %s (%s)", p->index, op->rank, op->rpath,
+                         fi_strerror(e.err), detail);
+            op->conn = NULL;
+            op->next = p->slot_free;
+            p->slot_free = op;
+            break;
+        }
         fh_fatal("ofi: path %d: active message to rank %d path %d failed, "
                  "rank %d unreachable: %s (%s)", p->index, op->rank,
                  op->rpath, op->rank, fi_strerror(e.err), detail);
@@ -657,6 +704,9 @@ int ofi_poll(struct fh_cpath *p, int max)
         ofi_retry_reposts(p);
     if (c->msg && p->index == 0 && c->connected && c->npending != 0)
         ofi_cm_expire(c);
+    if (c->msg && c->connected
+        && (p->lost != 0 || atomic_load_explicit(&p->cm_work, memory_order_relaxed)))
+        ofi_cm_redial_poll(p);
     if (p->rma_live != 0 && c->rma_timeout > 0 && (++p->scan_tick & 255) == 0)
         ofi_rma_expire(p);
     return done;
@@ -689,10 +739,9 @@ void ofi_rma_expire(struct fh_cpath *p)
         fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) did not complete "
                      "in %.0f s (FH_OFI_RMA_TIMEOUT): failed, and the connection is closed "
                      "(a provider that met a fault in the target's memory stops serving "
-                     "it); later traffic with rank %d on this path fails",
+                     "it); the pair is connected again (ofi_cm_redial.c)",
                      p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", op->rank,
-                     op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout,
-                     op->rank);
+                     op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout);
         if (k != NULL)
             ofi_cm_conn_abort(k);
         for (size_t j = 0; j < p->nops; j++) {
@@ -703,5 +752,7 @@ void ofi_rma_expire(struct fh_cpath *p)
             o->kind = OFI_OP_LOST;
             c->up.on_complete(p->upcall_arg, o->op_ctx, FH_ERR_TRANSPORT);
         }
+        if (k != NULL && c->connected)
+            ofi_cm_lost(p, k);          /* made again (ofi_cm_redial.c) */
     }
 }
