@@ -282,6 +282,7 @@ void ofi_cm_close(struct fh_conduit *c)
     c->ann = NULL;
     c->expect_nonce = NULL;
     c->expect_until = NULL;
+    ofi_probe_free(c);
     c->peer_names = NULL;
     c->accepted = NULL;
 }
@@ -783,7 +784,8 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
         c->ann = calloc(npairs, sizeof *c->ann);
         c->expect_nonce = calloc(npairs, sizeof *c->expect_nonce);
         c->expect_until = calloc(npairs, sizeof *c->expect_until);
-        if (c->ann == NULL || c->expect_nonce == NULL || c->expect_until == NULL)
+        if (c->ann == NULL || c->expect_nonce == NULL || c->expect_until == NULL
+            || ofi_probe_alloc(c) != FH_OK)
             rc = FH_ERR_NO_MEMORY;
         c->connected = 1;
         fh_log_verbose(2, "ofi: %u connections made, %u accepted, %lu refused",

@@ -88,17 +88,17 @@ void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k)
     }
 }
 
-void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_redial_msg *m)
+void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_ctl_msg *m)
 {
     struct fh_conduit *c = p->c;
     const uint32_t np = (uint32_t)c->cfg.npaths;
-    if (m->path == 0 || m->path >= np) {
+    if (m->a == 0 || m->a >= np) {
         c->up.on_drop(p->upcall_arg, (int)(src / np), "reconnection announced for a path "
                       "out of range");
         return;
     }
     /* Its rank is the connection's, never a claim in the bytes. */
-    const size_t x = (size_t)(src / np) * np + m->path;
+    const size_t x = (size_t)(src / np) * np + m->a;
     memcpy(c->expect_nonce[x], m->nonce, OFI_REDIAL_NONCE);
     c->expect_until[x] = ofi_now() + OFI_CM_ANNOUNCE_LIFE;
 }
@@ -125,9 +125,9 @@ static void announce(struct fh_cpath *p)
         struct ofi_conn *s = atomic_exchange(&c->ann[x], NULL);
         if (s == NULL)
             continue;
-        struct ofi_redial_msg m = {.path = (uint32_t)(x % np)};
+        struct ofi_ctl_msg m = {.a = (uint32_t)(x % np)};
         memcpy(m.nonce, s->req.nonce, OFI_REDIAL_NONCE);
-        int rc = ofi_ctl_send(p, (uint32_t)(x / np) * np, &m);
+        int rc = ofi_ctl_send(p, (uint32_t)(x / np) * np, OFI_AMH_REDIAL, &m);
         if (rc == FH_ERR_AGAIN) {
             struct ofi_conn *none = NULL;
             if (atomic_compare_exchange_strong(&c->ann[x], &none, s))
@@ -272,6 +272,8 @@ void ofi_cm_redial_poll(struct fh_cpath *p)
     p->next_redial = t + OFI_CM_REDIAL_PERIOD;
     if (p->index == 0 && c->ann != NULL)
         announce(p);
+    if (p->index == 0 && c->ans_owed != NULL)
+        ofi_probe_poll(p);
     const size_t n = (size_t)c->cfg.nranks * (size_t)c->cfg.npaths;
     for (size_t dst = 0; dst < n; dst++) {
         struct ofi_conn *k = p->conn[dst];

@@ -69,6 +69,12 @@ struct ofi_op {
     uint64_t raddr;            /* PUT/GET: the remote address (messages) */
     size_t len;                /* PUT/GET: bytes */
     unsigned age;              /* PUT/GET: expiry scans it was seen live in */
+    unsigned pstate;           /* PUT/GET past the timeout: probe state
+                                  (ofi_rma_probe.c), 0 before */
+    uint32_t pneed;            /* ... the first probe answer that counts */
+    uint64_t ans1;             /* ... the answer the grace started from */
+    unsigned long done1;       /* ... and its connection's rma_done then */
+    double t1;                 /* ... and when it was seen */
     int live;                  /* PUT/GET: posted, not completed */
     struct ofi_op *next;       /* freelist link */
 };
@@ -126,6 +132,8 @@ struct ofi_conn {
     _Atomic int announced;     /* redial: path 0 sent its OFI_AMH_REDIAL */
     struct ofi_conn *succ;     /* lost: the successor being made (path's) */
     double lost_at;            /* lost: when (ofi_now), 0 while up */
+    unsigned long rma_done;    /* RMAs completed on it (its path's count:
+                                  progress, for ofi_rma_probe.c) */
     int gave_up;               /* lost: not made again in OFI_CM_REDIAL_WAIT */
 };
 
@@ -165,6 +173,7 @@ struct fh_cpath {
     size_t nops;
     size_t rma_live;           /* MSG: RMAs posted and not completed */
     unsigned scan_tick;        /* polls since the last expiry check */
+    uint64_t npolls;           /* path 0: polls so far (probe answers) */
     double next_scan;          /* ofi_now() of the next expiry scan */
 
     /* AM send slots: nslots buffers of am_max_packet bytes, registered. */
@@ -231,6 +240,14 @@ struct fh_conduit {
      * that path, taken by path 0's poll); and the requests peers announced
      * to us, [rank * npaths + path] (path 0's), usable once until when. */
     _Atomic(struct ofi_conn *) *ann;
+    /* MSG, after start-up (ofi_rma_probe.c), [rank]: a probe wanted (set
+     * by any path, sent by path 0's poll), the last probe sent, the last
+     * answer (sequence << 32 | the peer's polls); and (path 0's) the
+     * answer owed to a rank's probe, 0 none. */
+    _Atomic int *probe_want;
+    _Atomic uint32_t *probe_sent;
+    _Atomic uint64_t *probe_ans;
+    uint32_t *ans_owed;
     uint8_t (*expect_nonce)[OFI_REDIAL_NONCE];
     double *expect_until;
     struct ofi_auth auth;  /* MSG: our pair secrets */
@@ -319,8 +336,21 @@ void ofi_cm_backoff(struct ofi_conn *k);
 
 /* ofi_path.c: sends control message m on p's connection to dst (rank *
  * npaths + path); FH_ERR_AGAIN without a slot. */
-int  ofi_ctl_send(struct fh_cpath *p, uint32_t dst, const struct ofi_redial_msg *m);
+int  ofi_ctl_send(struct fh_cpath *p, uint32_t dst, unsigned kind,
+                  const struct ofi_ctl_msg *m);
 int  ofi_cm_connect_req(struct ofi_conn *k);   /* fi_connect with k->req */
+
+/* ofi_rma_probe.c (MSG mode, after start-up): is the target of an RMA past
+ * FH_OFI_RMA_TIMEOUT serving it?  ofi_probe_alloc: at the end of connect.
+ * ofi_probe_fail: 1 when op is to fail now (else it waits on); called by
+ * op's path's expiry scan.  ofi_probe_on_ctl: path 0 received a probe or an
+ * answer from src.  ofi_probe_poll: path 0 sends what is due. */
+int  ofi_probe_alloc(struct fh_conduit *c);
+void ofi_probe_free(struct fh_conduit *c);
+int  ofi_probe_fail(struct fh_cpath *p, struct ofi_op *op, double now);
+void ofi_probe_on_ctl(struct fh_cpath *p, uint32_t src, unsigned kind,
+                      const struct ofi_ctl_msg *m);
+void ofi_probe_poll(struct fh_cpath *p);
 
 /* ofi_cm_redial.c (MSG mode, after start-up) */
 #define OFI_CM_REDIAL_WAIT 30.0   /* s a lost pair is dialled again; sends wait
@@ -338,7 +368,7 @@ void ofi_cm_redial_accepted(struct ofi_conn *k);
  * the old one ends and k replaces it. */
 void ofi_cm_replace_accepted(struct ofi_conn *k);
 /* Path 0: the peer at connection src announced a request (m). */
-void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_redial_msg *m);
+void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_ctl_msg *m);
 /* Path 0's listener: a request for src after start-up was announced with
  * this nonce (the announcement is used up); else 0. */
 int  ofi_cm_redial_expected(struct fh_conduit *c, uint32_t src, const uint8_t *nonce);
@@ -389,6 +419,7 @@ static inline void ofi_rma_posted(struct fh_cpath *p, struct ofi_op *op, int ran
     op->raddr = raddr;
     op->len = len;
     op->age = 0;
+    op->pstate = 0;
     op->live = p->conn != NULL;
     op->conn = p->conn != NULL
         ? p->conn[(size_t)rank * (size_t)p->c->cfg.npaths + (size_t)rpath] : NULL;
@@ -397,6 +428,8 @@ static inline void ofi_rma_posted(struct fh_cpath *p, struct ofi_op *op, int ran
 /* An RMA's completion (either kind) arrived: no longer live. */
 static inline void ofi_rma_done(struct fh_cpath *p, struct ofi_op *op)
 {
+    if (op->live && op->conn != NULL)
+        op->conn->rma_done++;
     p->rma_live -= (size_t)op->live;
     op->live = 0;
 }

@@ -348,7 +348,7 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     return ofi_err_to_fh((int)ret);
 }
 
-int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, const struct ofi_redial_msg *m)
+int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, unsigned kind, const struct ofi_ctl_msg *m)
 {
     struct fid_ep *ep = NULL;
     fi_addr_t addr = 0;
@@ -359,7 +359,7 @@ int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, const struct ofi_redial_msg *
     struct ofi_op *s = p->slot_free;
     if (!s)
         return FH_ERR_AGAIN;
-    struct ofi_amh h = {.token = p->tokens[dst / np], .rsvd = OFI_AMH_REDIAL};
+    struct ofi_amh h = {.token = p->tokens[dst / np], .rsvd = kind};
     memcpy(s->buf, &h, OFI_AMH);
     memcpy(s->buf + OFI_AMH, m, sizeof *m);
     s->rank = (int)(dst / np);
@@ -469,9 +469,12 @@ static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
             p->c->up.on_drop(p->upcall_arg, (int)(k->src / (uint32_t)p->c->cfg.npaths),
                              "message before the end of start-up");
         } else {
-            struct ofi_redial_msg m;
-            if (p->index == 0 && ofi_rx_redial(&p->rx, rb->buf, e->len, &m)) {
+            struct ofi_ctl_msg m;
+            unsigned kind = p->index == 0 ? ofi_rx_ctl(&p->rx, rb->buf, e->len, &m) : 0;
+            if (kind == OFI_AMH_REDIAL) {
                 ofi_cm_on_redial(p, k->src, &m);
+            } else if (kind != 0) {
+                ofi_probe_on_ctl(p, k->src, kind, &m);
             } else {
                 const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
                 ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
@@ -704,6 +707,7 @@ int ofi_poll(struct fh_cpath *p, int max)
         ofi_retry_reposts(p);
     if (c->msg && p->index == 0 && c->connected && c->npending != 0)
         ofi_cm_expire(c);
+    p->npolls++;
     if (c->msg && c->connected
         && (p->lost != 0 || atomic_load_explicit(&p->cm_work, memory_order_relaxed)))
         ofi_cm_redial_poll(p);
@@ -718,7 +722,9 @@ int ofi_poll(struct fh_cpath *p, int max)
  * header left) logs a warning and stops serving the connection: the get
  * would wait for ever.  So every live RMA ages by one per scan (a scan
  * every timeout/4 at most, from the poll); one seen in 5 scans is at least
- * the timeout old.  It fails (FH_ERR_TRANSPORT, rank, path, address and
+ * the timeout old.  Its target is then probed (ofi_rma_probe.c: a target
+ * that computes is waited for); when the answers show it polled and the
+ * RMA is still incomplete, it fails (FH_ERR_TRANSPORT, rank, path, address and
  * length in the log and, through the runtime, in fh_last_error()), and so
  * does every other live RMA of its connection, which is closed: its
  * endpoint closed first, so the provider writes into none of their
@@ -733,13 +739,13 @@ void ofi_rma_expire(struct fh_cpath *p)
     p->next_scan = t + c->rma_timeout / (OFI_RMA_SCANS - 1);
     for (size_t i = 0; i < p->nops; i++) {
         struct ofi_op *op = &p->ops[i];
-        if (!op->live || ++op->age < OFI_RMA_SCANS)
+        if (!op->live || ++op->age < OFI_RMA_SCANS || !ofi_probe_fail(p, op, t))
             continue;
         struct ofi_conn *k = op->conn;
         fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) did not complete "
-                     "in %.0f s (FH_OFI_RMA_TIMEOUT): failed, and the connection is closed "
-                     "(a provider that met a fault in the target's memory stops serving "
-                     "it); the pair is connected again (ofi_cm_redial.c)",
+                     "in %.0f s (FH_OFI_RMA_TIMEOUT) while the rank polled: failed, and the "
+                     "connection is closed (a provider that met a fault in the target's "
+                     "memory stops serving it); the pair is connected again",
                      p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", op->rank,
                      op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout);
         if (k != NULL)

@@ -35,17 +35,17 @@ void ofi_rx_fini(struct ofi_rx *rx)
     rx->nheld = rx->cap = 0;
 }
 
-int ofi_rx_redial(const struct ofi_rx *rx, const char *buf, size_t len,
-                  struct ofi_redial_msg *out)
+unsigned ofi_rx_ctl(const struct ofi_rx *rx, const char *buf, size_t len,
+                    struct ofi_ctl_msg *out)
 {
     struct ofi_amh h;
     if (len != OFI_AMH + sizeof *out)
         return 0;
     memcpy(&h, buf, OFI_AMH);
-    if (h.rsvd != OFI_AMH_REDIAL || (h.token ^ rx->token) != 0)
+    if (h.rsvd < OFI_AMH_REDIAL || h.rsvd > OFI_AMH_ANSWER || (h.token ^ rx->token) != 0)
         return 0;
     memcpy(out, buf + OFI_AMH, sizeof *out);
-    return out->rsvd == 0;
+    return h.rsvd;
 }
 
 void ofi_rx_reset(struct ofi_rx *rx, uint32_t src, const struct ofi_rx_sink *sink)

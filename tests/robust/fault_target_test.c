@@ -13,7 +13,11 @@
  *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
  *              from PROT_NONE that the tcp provider never answers ends by
  *              FH_OFI_RMA_TIMEOUT (see stall_case); the pair is connected
- *              again: a round trip, a barrier and fh_finalize complete.
+ *              again: a round trip, a barrier and fh_finalize complete;
+ *   compute    (argv[1] "compute", pin-everything, FH_OFI_RMA_TIMEOUT=1)
+ *              a get from a rank that computes 4 s without calling the
+ *              runtime succeeds: the timeout probes, and waits on a target
+ *              that does not answer.
  * (Not here, docs/reliability.md "Open": a put into a peer's protected
  * memory under pin-everything, which still kills the target, and an
  * fh_get_nb from a segment its owner destroys meanwhile.)
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../integ/testutil.h"
@@ -135,8 +140,9 @@ int main(int argc, char **argv)
      * memory only); neither: both. */
     const char *part = argc > 1 ? argv[1] : "";
     int do_stall = strcmp(part, "stall") == 0;
-    int do_remote = !do_stall && strcmp(part, "own") != 0;
-    int do_own = !do_stall && strcmp(part, "remote") != 0;
+    int do_compute = strcmp(part, "compute") == 0;
+    int do_remote = !do_stall && !do_compute && strcmp(part, "own") != 0;
+    int do_own = !do_stall && !do_compute && strcmp(part, "remote") != 0;
     char *mine;
     fh_seg_t seg;
     CHECK_OK(fh_segment_create(SEG, &seg, (void **)&mine));
@@ -226,6 +232,33 @@ int main(int argc, char **argv)
             }
             CHECK(access(flag, F_OK) == 0, "rank 0 done", "no flag after 30 s");
             unlink(flag);
+        }
+        CHECK_OK(fh_barrier());
+        free(buf);
+        CHECK_OK(fh_segment_destroy(seg));
+        CHECK_OK(fh_finalize());
+        TU_SAY("PASS fault_target_test\n");
+        return 0;
+    }
+    if (do_compute) {
+        /* Rank 1 computes (no runtime call) 4 s, longer than the timeout;
+         * rank 0's get from a healthy part of its segment must wait for it
+         * and succeed. */
+        CHECK_OK(fh_barrier());
+        char *src = (char *)seg1 + (1u << 20);
+        if (me == 1) {
+            struct timespec ts = {4, 0};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+        } else {
+            usleep(100000);
+            memset(buf, 0, 65536);
+            int rc = fh_get(buf, 1, src, 65536);
+            if (rc != FH_OK)
+                TU_LOG("get from a computing rank: %s\n", fh_last_error());
+            CHECK(rc == FH_OK, "get from a computing rank", "FH_OK, saw %d", rc);
+            CHECK(buf[0] == 0x5a && buf[65535] == 0x5a, "get from a computing rank",
+                  "the bytes 0x5a");
         }
         CHECK_OK(fh_barrier());
         free(buf);

@@ -37,10 +37,13 @@ for s in ${FH_TEST_FAULT_STRATEGIES:-firehose rendezvous rendezvous-cache bounce
 done
 export FH_REG_STRATEGY=pin-everything
 run_np fault_target_test 2 own
-# stall: the get ends by FH_OFI_RMA_TIMEOUT, the pair is connected again,
-# and both ranks finish with a barrier and fh_finalize (exit 0).
-export FH_OFI_RMA_TIMEOUT=2
+# stall: the get ends by FH_OFI_RMA_TIMEOUT (after probing rank 1, which
+# polls), the pair is connected again, and both ranks finish with a barrier
+# and fh_finalize (exit 0).  compute: a get from a rank that computes 4 s
+# waits for it (its probe is not answered) and succeeds.
+export FH_OFI_RMA_TIMEOUT=1
 run_np fault_target_test 2 stall
+run_np fault_target_test 2 compute
 unset FH_OFI_RMA_TIMEOUT
 echo "---- FH_SEGMENT=everything FH_SHM=off"
 export FH_SEGMENT=everything FH_REG_STRATEGY=firehose
