@@ -12,10 +12,11 @@
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
 # attach).  fault_target_test runs whole under every FH_REG_STRATEGY that
 # passes it (FH_TEST_FAULT_STRATEGIES); under pin-everything its "own"
-# part, and its "stall" part (a get from a peer's PROT_NONE page ends by
-# FH_OFI_RMA_TIMEOUT, the pair is connected again and finishes; a put there
-# still kills the target: docs/reliability.md, "Open"; FH_SEGMENT=everything
-# is firehose's only).  FH_TEST_LONG=1: more sizes and offsets.
+# part, its "stall" part (a get from a peer's PROT_NONE page ends by
+# FH_OFI_RMA_TIMEOUT, the pair is connected again and finishes) and its
+# "compute" part (a computing target is waited for); a put there still
+# kills the target: docs/reliability.md, "Open"; FH_SEGMENT=everything is
+# firehose's only).  FH_TEST_LONG=1: more sizes and offsets.
 . "$(dirname "$0")/../integ/common.sh"
 need_fhrun
 FH_TEST_BINDIR=${FH_TEST_BINDIR:-$(first_exe "${top_builddir:+$top_builddir/tests/robust/everything_map_test}" \
