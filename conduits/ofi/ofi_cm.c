@@ -160,8 +160,12 @@ static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
     k->src = src;
     k->initiator = initiator;
     atomic_init(&k->state, OFI_CONN_SETUP);
-    k->next = c->conns;
-    c->conns = k;
+    /* Pushed by path 0 or, after start-up, by a thread path dialling again
+     * (ofi_cm_redial.c) while path 0 walks the list: a lock-free push. */
+    k->next = atomic_load_explicit(&c->conns, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&c->conns, &k->next, k, memory_order_release,
+                                                  memory_order_relaxed))
+        ;
     if (conn_open_ep(k, info) != FH_OK) {
         atomic_store(&k->state, OFI_CONN_DEAD);
         return NULL;
@@ -211,13 +215,16 @@ void ofi_cm_conn_abort(struct ofi_conn *k)
 void ofi_cm_path_destroy(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;
-    for (struct ofi_conn **pk = &c->conns; *pk != NULL;) {
-        struct ofi_conn *k = *pk;
+    /* No path polls now (the runtime destroys paths at the end): the list
+     * is taken whole and what stays pushed back. */
+    struct ofi_conn *all = atomic_exchange(&c->conns, NULL), *next;
+    for (struct ofi_conn *k = all; k != NULL; k = next) {
+        next = k->next;
         if (k->p != p) {
-            pk = &k->next;
+            k->next = atomic_load_explicit(&c->conns, memory_order_relaxed);
+            atomic_store_explicit(&c->conns, k, memory_order_relaxed);
             continue;
         }
-        *pk = k->next;
         if (atomic_load(&k->state) != OFI_CONN_DEAD) {
             if (k->pending)
                 c->npending--;
@@ -525,6 +532,14 @@ int ofi_cm_events(struct fh_conduit *c)
                 continue;            /* an endpoint closed since */
             const int setup = k->initiator
                               && (!c->connected || k->p->connecting || k->redial);
+            if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
+                /* Its own path makes a new one after a backoff (state is
+                 * all that path 0 writes of another path's connection). */
+                fh_log_verbose(2, "ofi: path %d: rank %u refused our new connection: %s",
+                               k->p->index, k->src / (uint32_t)np, fi_strerror(err.err));
+                conn_kill(k, NULL);
+                continue;
+            }
             if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
                 retry_later(k);
                 continue;
@@ -600,7 +615,7 @@ int ofi_cm_events(struct fh_conduit *c)
 void ofi_cm_expire(struct fh_conduit *c)
 {
     double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->pending && t > k->deadline)
             conn_kill(k, "connection that did not prove itself in time");
 }
@@ -655,7 +670,7 @@ static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
 static int redial_due(struct fh_conduit *c, const struct fh_cpath *p)
 {
     const double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next) {
+    for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next) {
         if (!k->initiator || k->redial || k->ep != NULL || t < k->retry_at
             || (p != NULL && k->p != p)
             || atomic_load(&k->state) != OFI_CONN_SETUP)
@@ -674,7 +689,7 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
 {
     if (c->naccepted < expect_in)
         return 0;
-    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (const struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->initiator && k->p->conn[k->src] == k      /* not one replaced */
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
             return 0;
@@ -685,7 +700,7 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
 static void report_missing(const struct fh_conduit *c)
 {
     const int np = c->cfg.npaths;
-    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (const struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->initiator && k->p->conn[k->src] == k
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
@@ -777,7 +792,7 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     if (!rc) {
         /* Strangers' half-made connections end here; requests from now on are
          * refused by path 0's poll. */
-        for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
             if (k->pending)
                 conn_kill(k, "connection still unproven at the end of start-up");
         const size_t npairs = (size_t)nr * (size_t)np;

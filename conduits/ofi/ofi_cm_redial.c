@@ -168,7 +168,7 @@ void ofi_cm_replace_accepted(struct ofi_conn *k)
     struct fh_conduit *c = p->c;
     const uint32_t np = (uint32_t)c->cfg.npaths;
     struct ofi_conn *old = NULL;
-    for (struct ofi_conn *o = c->conns; o != NULL; o = o->next)
+    for (struct ofi_conn *o = atomic_load_explicit(&c->conns, memory_order_acquire); o != NULL; o = o->next)
         if (o != k && !o->initiator && o->src == k->src && !o->pending
             && atomic_load(&o->state) != OFI_CONN_SETUP && !o->gave_up)
             old = o;
@@ -224,7 +224,8 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
         return;
     }
     if (s != NULL && atomic_load(&s->state) == OFI_CONN_DEAD) {
-        k->succ = s = NULL;             /* refused for good, or failed */
+        k->succ = s = NULL;             /* refused (not announced yet, or the
+                                           listener was full), or failed */
         ofi_cm_backoff(k);
     }
     if (s == NULL) {
@@ -244,13 +245,6 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
         k->succ = s;
         atomic_store(&c->ann[(size_t)(k->src / np) * np + (uint32_t)p->index], s);
         atomic_store(&c->paths[0]->cm_work, 1);
-        return;
-    }
-    if (s->ep == NULL) {                /* refused: not announced yet, or the
-                                           listener was full: a new one */
-        ofi_cm_conn_abort(s);
-        k->succ = NULL;
-        ofi_cm_backoff(k);
         return;
     }
     if (atomic_load(&s->announced) == 1) {

@@ -234,7 +234,8 @@ struct fh_conduit {
                                   (the same on every rank), 1..nthread_eager */
     unsigned long cm_refused;  /* connection requests refused */
     double next_eq;        /* MSG: next event-queue read (ofi_now) */
-    struct ofi_conn *conns;    /* MSG: every connection, any state */
+    _Atomic(struct ofi_conn *) conns;  /* MSG: every connection, any state
+                                          (pushed lock-free, ofi_cm.c) */
     /* MSG, after start-up (ofi_cm_redial.c): [rank * npaths + path] the
      * successor our thread path `path` wants announced to rank (set by
      * that path, taken by path 0's poll); and the requests peers announced

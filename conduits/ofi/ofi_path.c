@@ -501,8 +501,9 @@ static void ofi_retry_reposts(struct fh_cpath *p)
         struct ofi_op *rb = &p->rbufs[i];
         ofi_maybe_repost(p, rb);
     }
-    /* MSG mode: the list changes only in connect and path_destroy. */
-    for (struct ofi_conn *k = p->c->conns; k != NULL; k = k->next)
+    /* MSG mode: the list only grows while paths poll (ofi_cm.c conn_new). */
+    for (struct ofi_conn *k = atomic_load_explicit(&p->c->conns, memory_order_acquire);
+         k != NULL; k = k->next)
         if (k->p == p && k->rbufs != NULL)
             for (size_t i = 0; i < k->nrbufs; i++)
                 ofi_maybe_repost(p, &k->rbufs[i]);
