@@ -393,14 +393,16 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
     if (k == NULL)
         return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
                             "rank %d path %d", p->index, rank, rpath);
-    if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP) {
+    const int st = atomic_load_explicit(&k->state, memory_order_relaxed);
+    if (st != OFI_CONN_UP) {
         /* Lost after start-up: made again within OFI_CM_REDIAL_WAIT (the
          * initiator dials, the acceptor waits for it); meanwhile the
-         * caller polls and retries. */
-        if (p->c->connected && !k->gave_up) {
+         * caller polls and retries.  (A connection still being made by
+         * path_connect is not lost.) */
+        if (p->c->connected && !k->gave_up && st != OFI_CONN_SETUP) {
             if (k->lost_at == 0)
                 ofi_cm_lost(p, k);
-            if (ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT)
+            if (!k->gave_up && ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT)
                 return FH_ERR_AGAIN;
             k->gave_up = 1;
         }
