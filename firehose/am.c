@@ -240,8 +240,17 @@ static void up_on_reset(void *arg, int rank, int rpath)
     fh_path_t *p = arg;
     fh_rt_t *rt = p->rt;
     assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
-    if (rpath == 0)
+    if (rpath == 0) {
+        /* Credits not back: requests whose processing the old link did
+         * not confirm.  They are not failed (their replies, if any, may
+         * never come): say so, naming the peer. */
+        uint32_t out = (uint32_t)rt->cfg.am_credits - p->credits[rank];
+        if (p->credits[rank] < (uint32_t)rt->cfg.am_credits)
+            fh_log_error("path %d: the link to rank %d was lost with up to %u AM requests "
+                         "unconfirmed: a reply to one of them may never come", p->index,
+                         rank, out);
         p->credits[rank] = (uint32_t)rt->cfg.am_credits;
+    }
     if (p->owed != NULL) {
         uint32_t *o = &p->owed[(size_t)rank * (size_t)rt->npaths + (size_t)rpath];
         p->owed_total -= *o;
