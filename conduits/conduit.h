@@ -195,6 +195,14 @@ typedef struct fh_conduit_upcalls {
     void (*on_drop)(void *upcall_arg, int src_rank, const char *why);
     /* A put/get posted with op_ctx finished; status FH_OK or an error. */
     void (*on_complete)(void *upcall_arg, void *op_ctx, int status);
+    /* The link between this path and (rank, rpath) was lost and made again
+     * (ofi msg mode, docs/reliability.md): the messages in flight on the old
+     * link are lost (their RMAs failed through on_complete), the new one
+     * starts empty, so the credits of the pair start again at a full window
+     * and nothing is owed.  Called from the path's poll or send, before the
+     * first message of the new link.  May be NULL for conduits that never
+     * reconnect. */
+    void (*on_reset)(void *upcall_arg, int rank, int rpath);
 } fh_conduit_upcalls_t;
 
 /* Remote access key: what a peer needs to address registered memory.  The

@@ -231,10 +231,40 @@ static void up_on_drop(void *arg, int src_rank, const char *why)
     fh_am_drop(arg, src_rank, "%s", why);
 }
 
+/* The link to (rank, rpath) was made again (conduit.h on_reset): what was
+ * in flight on the old one is lost, so this path's credits towards rank's
+ * service path are a full window again and it owes (rank, rpath) none.
+ * Path lock held (the conduit calls from the path's poll or send). */
+static void up_on_reset(void *arg, int rank, int rpath)
+{
+    fh_path_t *p = arg;
+    fh_rt_t *rt = p->rt;
+    assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
+    if (rpath == 0) {
+        /* Credits not back: requests whose processing the old link did
+         * not confirm.  They are not failed (their replies, if any, may
+         * never come): say so, naming the peer. */
+        uint32_t out = (uint32_t)rt->cfg.am_credits - p->credits[rank];
+        if (p->credits[rank] < (uint32_t)rt->cfg.am_credits)
+            fh_log_error("path %d: the link to rank %d was lost with up to %u AM requests "
+                         "unconfirmed: a reply to one of them may never come", p->index,
+                         rank, out);
+        p->credits[rank] = (uint32_t)rt->cfg.am_credits;
+    }
+    if (p->owed != NULL) {
+        uint32_t *o = &p->owed[(size_t)rank * (size_t)rt->npaths + (size_t)rpath];
+        p->owed_total -= *o;
+        *o = 0;
+    }
+    fh_log_verbose(1, "the link of path %d with rank %d path %d was made again: "
+                   "credits reset", p->index, rank, rpath);
+}
+
 const fh_conduit_upcalls_t fh_upcalls = {
     .on_am = up_on_am,
     .on_drop = up_on_drop,
     .on_complete = fh_path_on_complete,
+    .on_reset = up_on_reset,
 };
 
 static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *payload,

@@ -487,12 +487,13 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * transfer started -- FH_ERR_TRANSPORT from the network, or the target
  * refusing a registration the strategy asked for -- is the blocking call's
  * return value, and the NB/NBI operation's status (fh_wait/fh_test,
- * fh_wait_nbi).  Over libfabric message endpoints (tcp), with
- * FH_OFI_RMA_TIMEOUT set (default 0: off), no transfer waits longer than
- * that: then it fails with
- * FH_ERR_TRANSPORT naming rank and address, and the connection of the
- * calling thread's path to that rank is closed (later transfers and
- * messages on it fail with FH_ERR_PEER_DEAD; docs/reliability.md). */
+ * fh_wait_nbi).  Over libfabric message endpoints (tcp), a transfer that
+ * FH_OFI_RMA_TIMEOUT (10 s) after it was posted is still incomplete although
+ * its target calls the runtime -- its provider met a fault in the target's
+ * memory -- fails with FH_ERR_TRANSPORT naming rank and address; a target
+ * that computes without calling the runtime is waited for.  The connection
+ * of the calling thread's path to that rank is closed and made again
+ * (later transfers wait for it; docs/reliability.md). */
 #define FH_MAX_XFER ((size_t)1 << 36)
 /* The largest payload of one long AM request, 4 GiB - 1 (the wire's length
  * field is 32 bits): a larger one is refused with FH_ERR_TOO_BIG, never cut. */

@@ -137,6 +137,17 @@ static int conn_open_ep(struct ofi_conn *k, struct fi_info *info)
     return FH_OK;
 }
 
+int ofi_cm_conn_open_ep(struct ofi_conn *k, struct fi_info *info)
+{
+    return conn_open_ep(k, info);
+}
+
+int ofi_cm_conn_bufs(struct ofi_conn *k, size_t n)
+{
+    int rc = conn_alloc_bufs(k, n);
+    return rc ? rc : conn_post_all(k);
+}
+
 /* A new connection on path p, its endpoint opened (see conn_open_ep). */
 static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
                                  uint32_t src, int initiator)
@@ -149,13 +160,23 @@ static struct ofi_conn *conn_new(struct fh_cpath *p, struct fi_info *info,
     k->src = src;
     k->initiator = initiator;
     atomic_init(&k->state, OFI_CONN_SETUP);
-    k->next = c->conns;
-    c->conns = k;
+    /* Pushed by path 0 or, after start-up, by a thread path dialling again
+     * (ofi_cm_redial.c) while path 0 walks the list: a lock-free push. */
+    k->next = atomic_load_explicit(&c->conns, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&c->conns, &k->next, k, memory_order_release,
+                                                  memory_order_relaxed))
+        ;
     if (conn_open_ep(k, info) != FH_OK) {
         atomic_store(&k->state, OFI_CONN_DEAD);
         return NULL;
     }
     return k;
+}
+
+struct ofi_conn *ofi_cm_conn_new(struct fh_cpath *p, struct fi_info *info, uint32_t src,
+                                 int initiator)
+{
+    return conn_new(p, info, src, initiator);
 }
 
 /* Ends a connection that is not (or no longer) wanted: the endpoint is
@@ -183,6 +204,7 @@ static void conn_kill(struct ofi_conn *k, const char *why)
     free(k->rmem);
     k->rmem = NULL;
     c->ndead++;
+    atomic_store(&k->p->cm_work, 1);    /* its path looks (ofi_cm_redial.c) */
 }
 
 void ofi_cm_conn_abort(struct ofi_conn *k)
@@ -193,13 +215,16 @@ void ofi_cm_conn_abort(struct ofi_conn *k)
 void ofi_cm_path_destroy(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;
-    for (struct ofi_conn **pk = &c->conns; *pk != NULL;) {
-        struct ofi_conn *k = *pk;
+    /* No path polls now (the runtime destroys paths at the end): the list
+     * is taken whole and what stays pushed back. */
+    struct ofi_conn *all = atomic_exchange(&c->conns, NULL), *next;
+    for (struct ofi_conn *k = all; k != NULL; k = next) {
+        next = k->next;
         if (k->p != p) {
-            pk = &k->next;
+            k->next = atomic_load_explicit(&c->conns, memory_order_relaxed);
+            atomic_store_explicit(&c->conns, k, memory_order_relaxed);
             continue;
         }
-        *pk = k->next;
         if (atomic_load(&k->state) != OFI_CONN_DEAD) {
             if (k->pending)
                 c->npending--;
@@ -258,6 +283,13 @@ void ofi_cm_close(struct fh_conduit *c)
     ofi_auth_fini(&c->auth);
     free(c->peer_names);
     free(c->accepted);
+    free(c->ann);
+    free(c->expect_nonce);
+    free(c->expect_until);
+    c->ann = NULL;
+    c->expect_nonce = NULL;
+    c->expect_until = NULL;
+    ofi_probe_free(c);
     c->peer_names = NULL;
     c->accepted = NULL;
 }
@@ -277,11 +309,18 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
     const char *why = NULL;
     if ((why = ofi_cm_req_check(&c->auth, e->data, dlen, &req)) == NULL) {
         uint32_t src = le32toh(req.src_rank) * (uint32_t)c->cfg.npaths + le32toh(req.src_path);
-        /* After start-up only a thread path made since asks (path_connect). */
-        if (c->connected && (int)le32toh(req.src_path) <= c->nthread_eager)
-            why = "connection request after start-up";
-        else if (c->accepted[src])
+        /* After start-up a thread path made since asks (path_connect), and
+         * a peer whose connection was lost asks again, having announced the
+         * request on another of its authenticated connections
+         * (ofi_cm_redial.c): only a proof can replace an established
+         * connection, and no stranger's request gets an endpoint for one
+         * (the provider would serve RMA on it before the proof). */
+        const int sp = (int)le32toh(req.src_path);
+        if (!c->connected && c->accepted[src])
             why = "connection request for a (rank, path) already connected";
+        else if (c->connected && (c->accepted[src] || sp <= c->nthread_eager)
+                 && !ofi_cm_redial_expected(c, src, req.nonce))
+            why = "connection request after start-up (not announced by its rank)";
         else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX) {
             /* Most likely one of our own ranks, which asks again (see the
              * top): refused and counted, but not reported as a stranger. */
@@ -337,13 +376,25 @@ static int on_accepted(struct fh_conduit *c, struct ofi_conn *k, const void *dat
     int rc = conn_alloc_bufs(k, k->p->rx_per_conn);
     if (!rc)
         rc = conn_post_all(k);
-    struct ofi_op *s = k->p->slot_free;
-    if (!rc && s == NULL)
-        rc = FH_ERR_NO_MEMORY;       /* set-up sends one proof per connection */
+    if (!rc)
+        rc = ofi_cm_send_proof(k);
     if (rc) {
         conn_kill(k, NULL);
         return rc;
     }
+    atomic_store(&k->state, OFI_CONN_UP);
+    return FH_OK;
+}
+
+/* The connector's proof on k (its third handshake message), from a slot of
+ * its path; k->proof_sent when its send completed. */
+int ofi_cm_send_proof(struct ofi_conn *k)
+{
+    struct fh_conduit *c = k->p->c;
+    const int np = c->cfg.npaths;
+    struct ofi_op *s = k->p->slot_free;
+    if (s == NULL)
+        return FH_ERR_NO_MEMORY;     /* set-up sends one proof per connection */
     struct ofi_cm_proof pr;
     ofi_cm_proof_make(&c->auth, &k->req, &k->acc, &pr);
     memcpy(s->buf, &pr, sizeof pr);
@@ -356,11 +407,9 @@ static int on_accepted(struct fh_conduit *c, struct ofi_conn *k, const void *dat
         fh_log_error("ofi: path %d: sending the connection proof to rank %d: %s",
                      k->p->index, s->rank, fi_strerror((int)-ret));
         s->conn = NULL;
-        conn_kill(k, NULL);
         return FH_ERR_TRANSPORT;
     }
     k->p->slot_free = s->next;
-    atomic_store(&k->state, OFI_CONN_UP);
     return FH_OK;
 }
 
@@ -372,7 +421,8 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
     if (atomic_load(&k->state) != OFI_CONN_SETUP || k->initiator)
         return;
     const char *why = ofi_cm_proof_check(&c->auth, &k->req, &k->acc, rb->buf, len);
-    if (why == NULL && c->accepted[k->src])
+    const int again = why == NULL && c->accepted[k->src];
+    if (again && !c->connected)
         why = "connection proof for a (rank, path) already connected";
     if (why != NULL) {
         conn_kill(k, why);
@@ -399,6 +449,11 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
     }
     k->pending = 0;
     c->npending--;
+    if (again) {                 /* after start-up: the pair's new connection */
+        atomic_store(&k->state, OFI_CONN_UP);
+        ofi_cm_replace_accepted(k);
+        return;
+    }
     c->accepted[k->src] = 1;
     c->naccepted++;
     if (p->conn[k->src] == NULL)
@@ -417,6 +472,16 @@ static void retry_later(struct ofi_conn *k)
 {
     fi_close(&k->ep->fid);
     k->ep = NULL;
+    ofi_cm_backoff(k);
+    fh_log_verbose(2, "ofi: path %d: rank %u refused or closed our connection (%u times); again "
+                   "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
+                   k->tries, (k->retry_at - ofi_now()) * 1e3);
+}
+
+/* k->retry_at: the next request after a backoff of OFI_CM_RETRY_MIN
+ * doubling per try up to OFI_CM_RETRY_MAX, with jitter. */
+void ofi_cm_backoff(struct ofi_conn *k)
+{
     k->tries++;
     double d = OFI_CM_RETRY_MIN;
     for (unsigned i = 1; i < k->tries && d < OFI_CM_RETRY_MAX; i++)
@@ -425,9 +490,6 @@ static void retry_later(struct ofi_conn *k)
     uint8_t r = 128;
     (void)ofi_random(&r, sizeof r);          /* jitter: 0.5..1.5 x d */
     k->retry_at = ofi_now() + d * (0.5 + r / 256.0);
-    fh_log_verbose(2, "ofi: path %d: rank %u refused or closed our connection (%u times); again "
-                   "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
-                   k->tries, (k->retry_at - ofi_now()) * 1e3);
 }
 
 /* Connector k, which the listener accepted, was closed by it during
@@ -468,7 +530,16 @@ int ofi_cm_events(struct fh_conduit *c)
                                      ? err.fid->context : NULL;
             if (k == NULL || k->ep == NULL || err.fid != &k->ep->fid)
                 continue;            /* an endpoint closed since */
-            const int setup = k->initiator && (!c->connected || k->p->connecting);
+            const int setup = k->initiator
+                              && (!c->connected || k->p->connecting || k->redial);
+            if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
+                /* Its own path makes a new one after a backoff (state is
+                 * all that path 0 writes of another path's connection). */
+                fh_log_verbose(2, "ofi: path %d: rank %u refused our new connection: %s",
+                               k->p->index, k->src / (uint32_t)np, fi_strerror(err.err));
+                conn_kill(k, NULL);
+                continue;
+            }
             if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
                 retry_later(k);
                 continue;
@@ -501,7 +572,17 @@ int ofi_cm_events(struct fh_conduit *c)
         if (k == NULL || atomic_load(&k->state) == OFI_CONN_DEAD || k->ep == NULL
             || ev.e.fid != &k->ep->fid)
             continue;
-        if (event == FI_CONNECTED && k->initiator) {
+        if (event == FI_CONNECTED && k->initiator && k->redial) {
+            /* Made again after start-up: its own path finishes it. */
+            const char *why = ofi_cm_acc_check(&c->auth, &k->req, ev.e.data, dlen, &k->acc);
+            if (why != NULL) {
+                fh_log_error("ofi: path %d: rank %u refused as our peer: %s", k->p->index,
+                             k->src / (uint32_t)np, why);
+                conn_kill(k, NULL);
+            } else {
+                ofi_cm_redial_accepted(k);
+            }
+        } else if (event == FI_CONNECTED && k->initiator) {
             int rc = on_accepted(c, k, ev.e.data, dlen);
             if (rc && !c->connected)
                 return rc;
@@ -512,18 +593,16 @@ int ofi_cm_events(struct fh_conduit *c)
                 redo_later(k);
             } else if (k->pending) {
                 conn_kill(k, "connection closed during its handshake");
+            } else if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
+                conn_kill(k, NULL);          /* its path dials again */
             } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
                 fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
                                k->src / (uint32_t)np, k->src % (uint32_t)np);
-                /* A thread path made after start-up that went away (its
-                 * path_connect failed) may be made again. */
-                if (!k->initiator && c->connected
-                    && (int)(k->src % (uint32_t)np) > c->nthread_eager
-                    && c->paths[0]->conn[k->src] == k) {
-                    c->paths[0]->conn[k->src] = NULL;
-                    c->accepted[k->src] = 0;
-                    c->naccepted--;
-                }
+                /* Its path fails what was live on it; an initiator's path
+                 * connects again, an acceptor waits for its peer to
+                 * (ofi_cm_redial.c; a thread path made after start-up
+                 * whose path_connect failed may so be made again). */
+                atomic_store(&k->p->cm_work, 1);
             }
         }
         /* FI_CONNECTED of an accepted connection: it still owes its proof. */
@@ -536,7 +615,7 @@ int ofi_cm_events(struct fh_conduit *c)
 void ofi_cm_expire(struct fh_conduit *c)
 {
     double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->pending && t > k->deadline)
             conn_kill(k, "connection that did not prove itself in time");
 }
@@ -554,13 +633,18 @@ void ofi_cm_poll_events(struct fh_conduit *c)
 
 /* Sends connector k's request (a fresh nonce each time) to its rank's
  * listener. */
-static int dial(struct ofi_conn *k)
+int ofi_cm_dial(struct ofi_conn *k)
 {
     struct fh_conduit *c = k->p->c;
     const int rank = (int)(k->src / (uint32_t)c->cfg.npaths);
     int rc = ofi_cm_req_make(&c->auth, k->p->index, rank, 0, &k->req);
-    if (rc)
-        return rc;
+    return rc ? rc : ofi_cm_connect_req(k);
+}
+
+int ofi_cm_connect_req(struct ofi_conn *k)
+{
+    struct fh_conduit *c = k->p->c;
+    const int rank = (int)(k->src / (uint32_t)c->cfg.npaths);
     const char *name = c->peer_names + (size_t)rank * c->lname_len;
     int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
     if (ret) {
@@ -578,7 +662,7 @@ static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
     if (k == NULL)
         return FH_ERR_TRANSPORT;
     p->conn[src] = k;
-    return dial(k);
+    return ofi_cm_dial(k);
 }
 
 /* Asks again for the refused connections (of path p, or of any path when
@@ -586,13 +670,14 @@ static int start_connect(struct fh_conduit *c, struct fh_cpath *p, int rank)
 static int redial_due(struct fh_conduit *c, const struct fh_cpath *p)
 {
     const double t = ofi_now();
-    for (struct ofi_conn *k = c->conns; k != NULL; k = k->next) {
-        if (!k->initiator || k->ep != NULL || t < k->retry_at || (p != NULL && k->p != p)
+    for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next) {
+        if (!k->initiator || k->redial || k->ep != NULL || t < k->retry_at
+            || (p != NULL && k->p != p)
             || atomic_load(&k->state) != OFI_CONN_SETUP)
             continue;
         int rc = conn_open_ep(k, c->info);
         if (!rc)
-            rc = dial(k);
+            rc = ofi_cm_dial(k);
         if (rc)
             return rc;
     }
@@ -604,7 +689,7 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
 {
     if (c->naccepted < expect_in)
         return 0;
-    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (const struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->initiator && k->p->conn[k->src] == k      /* not one replaced */
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent))
             return 0;
@@ -615,7 +700,7 @@ static int setup_done(const struct fh_conduit *c, unsigned expect_in)
 static void report_missing(const struct fh_conduit *c)
 {
     const int np = c->cfg.npaths;
-    for (const struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+    for (const struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
         if (k->initiator && k->p->conn[k->src] == k
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
@@ -707,9 +792,16 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
     if (!rc) {
         /* Strangers' half-made connections end here; requests from now on are
          * refused by path 0's poll. */
-        for (struct ofi_conn *k = c->conns; k != NULL; k = k->next)
+        for (struct ofi_conn *k = atomic_load_explicit(&c->conns, memory_order_acquire); k != NULL; k = k->next)
             if (k->pending)
                 conn_kill(k, "connection still unproven at the end of start-up");
+        const size_t npairs = (size_t)nr * (size_t)np;
+        c->ann = calloc(npairs, sizeof *c->ann);
+        c->expect_nonce = calloc(npairs, sizeof *c->expect_nonce);
+        c->expect_until = calloc(npairs, sizeof *c->expect_until);
+        if (c->ann == NULL || c->expect_nonce == NULL || c->expect_until == NULL
+            || ofi_probe_alloc(c) != FH_OK)
+            rc = FH_ERR_NO_MEMORY;
         c->connected = 1;
         fh_log_verbose(2, "ofi: %u connections made, %u accepted, %lu refused",
                        (unsigned)(made - 1) * (unsigned)nr + (unsigned)(nr - me),

@@ -31,13 +31,14 @@ static const fh_cfg_entry_t ofi_config_table[] = {
      "1 allows rdm endpoints on providers that name a sender by the address it "
      "claims (tcp, net, udp, sockets: anyone who can reach the job's ports could "
      "pass for a rank); only for a fabric no stranger can reach (docs/security.md).", 0},
-    {"FH_OFI_RMA_TIMEOUT", FH_CFG_INT, "0", NULL, F(rma_timeout), 0,
-     "s a put or get over a message endpoint (tcp) may stay incomplete: then it fails "
-     "(FH_ERR_TRANSPORT, rank and address named) and its connection is closed, since a "
-     "provider that met a fault in the target's memory stops serving it without a word. "
-     "0 (default) = wait for ever: with tcp the target's provider runs only while the "
-     "target calls the runtime, so a correct target that computes longer without any "
-     "call looks the same (seen: a 5 s compute phase under a 2 s timeout ended the job).", 0},
+    {"FH_OFI_RMA_TIMEOUT", FH_CFG_INT, "10", NULL, F(rma_timeout), 0,
+     "s after which a put or get over a message endpoint (tcp) still incomplete makes its "
+     "thread path probe the target on another connection: it fails (FH_ERR_TRANSPORT, rank "
+     "and address named; the connection is closed and made again) only when the target "
+     "then answered, polled for this long again and its connection moved nothing, since a "
+     "provider that met a fault in the target's memory stops serving it without a word; a "
+     "target that computes without calling the runtime is waited for. 0 = wait for ever.",
+     0},
 };
 
 const fh_conduit_settings_t fh_ofi_settings = {

@@ -69,6 +69,12 @@ struct ofi_op {
     uint64_t raddr;            /* PUT/GET: the remote address (messages) */
     size_t len;                /* PUT/GET: bytes */
     unsigned age;              /* PUT/GET: expiry scans it was seen live in */
+    unsigned pstate;           /* PUT/GET past the timeout: probe state
+                                  (ofi_rma_probe.c), 0 before */
+    uint32_t pneed;            /* ... the first probe answer that counts */
+    uint64_t ans1;             /* ... the answer the grace started from */
+    unsigned long done1;       /* ... and its connection's rma_done then */
+    double t1;                 /* ... and when it was seen */
     int live;                  /* PUT/GET: posted, not completed */
     struct ofi_op *next;       /* freelist link */
 };
@@ -114,6 +120,21 @@ struct ofi_conn {
     struct fh_mr *rmr;
     struct ofi_op *retired;    /* the proof's receive record */
     struct ofi_conn *next;     /* fh_conduit.conns */
+    /* Reconnection after start-up (ofi_cm_redial.c).  An initiator's lost
+     * connection stays in its path's conn[] (sends wait, FH_ERR_AGAIN)
+     * while its path dials a successor; path 0's event poll checks the
+     * acceptor's answer and sets `ready`; the path itself then sends the
+     * proof and puts the successor in conn[] (no path touches another's
+     * sends, receives or slots). */
+    int redial;                /* made again after start-up: its events go
+                                  to ofi_cm_redial.c's rules */
+    _Atomic int ready;         /* redial: accepted, the acceptor checked */
+    _Atomic int announced;     /* redial: path 0 sent its OFI_AMH_REDIAL */
+    struct ofi_conn *succ;     /* lost: the successor being made (path's) */
+    double lost_at;            /* lost: when (ofi_now), 0 while up */
+    unsigned long rma_done;    /* RMAs completed on it (its path's count:
+                                  progress, for ofi_rma_probe.c) */
+    int gave_up;               /* lost: not made again in OFI_CM_REDIAL_WAIT */
 };
 
 struct fh_cpath {
@@ -138,6 +159,13 @@ struct fh_cpath {
      * made (ofi_cm_path_connect), until connect_by. */
     int connecting;
     double connect_by;
+    /* MSG: connections of this path are being made again (ofi_cm_redial.c):
+     * lost counts the lost initiators' connections not yet replaced or
+     * given up; cm_work is set by path 0's event poll when one of them
+     * needs this path (lost, or its successor accepted). */
+    unsigned lost;
+    _Atomic int cm_work;
+    double next_redial;
 
     /* RMA op contexts: fixed freelist, no malloc on the fast path. */
     struct ofi_op *ops;
@@ -145,6 +173,7 @@ struct fh_cpath {
     size_t nops;
     size_t rma_live;           /* MSG: RMAs posted and not completed */
     unsigned scan_tick;        /* polls since the last expiry check */
+    uint64_t npolls;           /* path 0: polls so far (probe answers) */
     double next_scan;          /* ofi_now() of the next expiry scan */
 
     /* AM send slots: nslots buffers of am_max_packet bytes, registered. */
@@ -205,7 +234,23 @@ struct fh_conduit {
                                   (the same on every rank), 1..nthread_eager */
     unsigned long cm_refused;  /* connection requests refused */
     double next_eq;        /* MSG: next event-queue read (ofi_now) */
-    struct ofi_conn *conns;    /* MSG: every connection, any state */
+    _Atomic(struct ofi_conn *) conns;  /* MSG: every connection, any state
+                                          (pushed lock-free, ofi_cm.c) */
+    /* MSG, after start-up (ofi_cm_redial.c): [rank * npaths + path] the
+     * successor our thread path `path` wants announced to rank (set by
+     * that path, taken by path 0's poll); and the requests peers announced
+     * to us, [rank * npaths + path] (path 0's), usable once until when. */
+    _Atomic(struct ofi_conn *) *ann;
+    /* MSG, after start-up (ofi_rma_probe.c), [rank]: a probe wanted (set
+     * by any path, sent by path 0's poll), the last probe sent, the last
+     * answer (sequence << 32 | the peer's polls); and (path 0's) the
+     * answer owed to a rank's probe, 0 none. */
+    _Atomic int *probe_want;
+    _Atomic uint32_t *probe_sent;
+    _Atomic uint64_t *probe_ans;
+    uint32_t *ans_owed;
+    uint8_t (*expect_nonce)[OFI_REDIAL_NONCE];
+    double *expect_until;
     struct ofi_auth auth;  /* MSG: our pair secrets */
 
     uint64_t mr_mode;      /* info->domain_attr->mr_mode as granted */
@@ -281,6 +326,58 @@ void ofi_cm_expire(struct fh_conduit *c);        /* overdue proofs */
 void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
 double ofi_now(void);
 
+/* ofi_cm.c, shared with ofi_cm_redial.c */
+struct ofi_conn *ofi_cm_conn_new(struct fh_cpath *p, struct fi_info *info,
+                                 uint32_t src, int initiator);
+int  ofi_cm_conn_open_ep(struct ofi_conn *k, struct fi_info *info);
+int  ofi_cm_conn_bufs(struct ofi_conn *k, size_t n);     /* allocated, posted */
+int  ofi_cm_dial(struct ofi_conn *k);
+int  ofi_cm_send_proof(struct ofi_conn *k);
+void ofi_cm_backoff(struct ofi_conn *k);
+
+/* ofi_path.c: sends control message m on p's connection to dst (rank *
+ * npaths + path); FH_ERR_AGAIN without a slot. */
+int  ofi_ctl_send(struct fh_cpath *p, uint32_t dst, unsigned kind,
+                  const struct ofi_ctl_msg *m);
+int  ofi_cm_connect_req(struct ofi_conn *k);   /* fi_connect with k->req */
+
+/* ofi_rma_probe.c (MSG mode, after start-up): is the target of an RMA past
+ * FH_OFI_RMA_TIMEOUT serving it?  ofi_probe_alloc: at the end of connect.
+ * ofi_probe_fail: 1 when op is to fail now (else it waits on); called by
+ * op's path's expiry scan.  ofi_probe_on_ctl: path 0 received a probe or an
+ * answer from src.  ofi_probe_poll: path 0 sends what is due. */
+int  ofi_probe_alloc(struct fh_conduit *c);
+void ofi_probe_free(struct fh_conduit *c);
+int  ofi_probe_fail(struct fh_cpath *p, struct ofi_op *op, double now);
+void ofi_probe_on_ctl(struct fh_cpath *p, uint32_t src, unsigned kind,
+                      const struct ofi_ctl_msg *m);
+void ofi_probe_poll(struct fh_cpath *p);
+
+/* ofi_cm_redial.c (MSG mode, after start-up) */
+#define OFI_CM_REDIAL_WAIT 30.0   /* s a lost pair is dialled again; sends wait
+                                     (FH_ERR_AGAIN) meanwhile, then fail */
+/* Path p's connection k (an initiator's, or an acceptor's on path 0) was
+ * lost: its live RMAs fail with FH_ERR_PEER_DEAD naming the peer, and an
+ * initiator's is dialled again by p's poll.  Called by p itself. */
+void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k);
+/* p's poll: the work of its lost connections (rate-limited). */
+void ofi_cm_redial_poll(struct fh_cpath *p);
+/* Path 0's event poll: the acceptor accepted successor k (acceptor checked
+ * by the caller); or it failed. */
+void ofi_cm_redial_accepted(struct ofi_conn *k);
+/* Path 0: an accepted connection proved itself as k->src, which had one:
+ * the old one ends and k replaces it. */
+void ofi_cm_replace_accepted(struct ofi_conn *k);
+/* Path 0: the peer at connection src announced a request (m). */
+void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_ctl_msg *m);
+/* Path 0's listener: a request for src after start-up was announced with
+ * this nonce (the announcement is used up); else 0. */
+int  ofi_cm_redial_expected(struct fh_conduit *c, uint32_t src, const uint8_t *nonce);
+/* The path's first use of a successor: sequences and credits reset. */
+void ofi_cm_reset_pair(struct fh_cpath *p, uint32_t dst);
+/* ofi_path.c: the messages held from src are released, its sequence 0. */
+void ofi_path_rx_reset(struct fh_cpath *p, uint32_t src);
+
 /* Where a message or RMA to (rank, rpath) goes: FH_OK with *ep and *addr,
  * or an error (MSG: no connection from this path, or its peer closed it). */
 static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
@@ -296,9 +393,22 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
     if (k == NULL)
         return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
                             "rank %d path %d", p->index, rank, rpath);
-    if (atomic_load_explicit(&k->state, memory_order_relaxed) != OFI_CONN_UP)
+    const int st = atomic_load_explicit(&k->state, memory_order_relaxed);
+    if (st != OFI_CONN_UP) {
+        /* Lost after start-up: made again within OFI_CM_REDIAL_WAIT (the
+         * initiator dials, the acceptor waits for it); meanwhile the
+         * caller polls and retries.  (A connection still being made by
+         * path_connect is not lost.) */
+        if (p->c->connected && !k->gave_up && st != OFI_CONN_SETUP) {
+            if (k->lost_at == 0)
+                ofi_cm_lost(p, k);
+            if (!k->gave_up && ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT)
+                return FH_ERR_AGAIN;
+            k->gave_up = 1;
+        }
         return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: the connection to rank %d "
                             "path %d is closed", p->index, rank, rpath);
+    }
     *ep = k->ep;
     *addr = 0;
     return FH_OK;
@@ -312,6 +422,7 @@ static inline void ofi_rma_posted(struct fh_cpath *p, struct ofi_op *op, int ran
     op->raddr = raddr;
     op->len = len;
     op->age = 0;
+    op->pstate = 0;
     op->live = p->conn != NULL;
     op->conn = p->conn != NULL
         ? p->conn[(size_t)rank * (size_t)p->c->cfg.npaths + (size_t)rpath] : NULL;
@@ -320,6 +431,8 @@ static inline void ofi_rma_posted(struct fh_cpath *p, struct ofi_op *op, int ran
 /* An RMA's completion (either kind) arrived: no longer live. */
 static inline void ofi_rma_done(struct fh_cpath *p, struct ofi_op *op)
 {
+    if (op->live && op->conn != NULL)
+        op->conn->rma_done++;
     p->rma_live -= (size_t)op->live;
     op->live = 0;
 }

@@ -348,6 +348,31 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     return ofi_err_to_fh((int)ret);
 }
 
+int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, unsigned kind, const struct ofi_ctl_msg *m)
+{
+    struct fid_ep *ep = NULL;
+    fi_addr_t addr = 0;
+    const uint32_t np = (uint32_t)p->c->cfg.npaths;
+    int bad = ofi_route(p, (int)(dst / np), (int)(dst % np), &ep, &addr);
+    if (bad != FH_OK)
+        return bad;
+    struct ofi_op *s = p->slot_free;
+    if (!s)
+        return FH_ERR_AGAIN;
+    struct ofi_amh h = {.token = p->tokens[dst / np], .rsvd = kind};
+    memcpy(s->buf, &h, OFI_AMH);
+    memcpy(s->buf + OFI_AMH, m, sizeof *m);
+    s->rank = (int)(dst / np);
+    s->rpath = (int)(dst % np);
+    ssize_t ret = fi_send(ep, s->buf, OFI_AMH + sizeof *m, ofi_path_desc(p, p->slot_mr), addr,
+                          &s->fctx);
+    if (ret == 0) {
+        p->slot_free = s->next;
+        return FH_OK;
+    }
+    return ret == -FI_EAGAIN ? FH_ERR_AGAIN : ofi_err_to_fh((int)ret);
+}
+
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
     if (!rb->repost || rb->busy != 0)
@@ -418,6 +443,12 @@ static void ofi_keep(void *arg, void *rbv, int delta)
         ofi_maybe_repost(p, rb);
 }
 
+void ofi_path_rx_reset(struct fh_cpath *p, uint32_t src)
+{
+    const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+    ofi_rx_reset(&p->rx, src, &sink);
+}
+
 /* A receive completion (from: the source the provider reported): hand the
  * message to ofi_rx.c, then repost the buffer once the provider released
  * it and nothing uses it any more. */
@@ -438,8 +469,16 @@ static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
             p->c->up.on_drop(p->upcall_arg, (int)(k->src / (uint32_t)p->c->cfg.npaths),
                              "message before the end of start-up");
         } else {
-            const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
-            ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
+            struct ofi_ctl_msg m;
+            unsigned kind = p->index == 0 ? ofi_rx_ctl(&p->rx, rb->buf, e->len, &m) : 0;
+            if (kind == OFI_AMH_REDIAL) {
+                ofi_cm_on_redial(p, k->src, &m);
+            } else if (kind != 0) {
+                ofi_probe_on_ctl(p, k->src, kind, &m);
+            } else {
+                const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
+                ofi_rx_message(&p->rx, k->src, rb->buf, e->len, rb, &sink);
+            }
         }
         ofi_maybe_repost(p, rb);
         return;
@@ -462,8 +501,9 @@ static void ofi_retry_reposts(struct fh_cpath *p)
         struct ofi_op *rb = &p->rbufs[i];
         ofi_maybe_repost(p, rb);
     }
-    /* MSG mode: the list changes only in connect and path_destroy. */
-    for (struct ofi_conn *k = p->c->conns; k != NULL; k = k->next)
+    /* MSG mode: the list only grows while paths poll (ofi_cm.c conn_new). */
+    for (struct ofi_conn *k = atomic_load_explicit(&p->c->conns, memory_order_acquire);
+         k != NULL; k = k->next)
         if (k->p == p && k->rbufs != NULL)
             for (size_t i = 0; i < k->nrbufs; i++)
                 ofi_maybe_repost(p, &k->rbufs[i]);
@@ -522,6 +562,17 @@ static void ofi_handle_error(struct fh_cpath *p)
         break;
     }
     case OFI_OP_SEND:
+        if (c->msg && c->connected) {
+            /* Its connection was lost: made again (ofi_cm_redial.c), the
+             * message is not. */
+            fh_log_error("ofi: path %d: active message to rank %d path %d lost with its "
+                         "connection: %s (%s)", p->index, op->rank, op->rpath,
+                         fi_strerror(e.err), detail);
+            op->conn = NULL;
+            op->next = p->slot_free;
+            p->slot_free = op;
+            break;
+        }
         fh_fatal("ofi: path %d: active message to rank %d path %d failed, "
                  "rank %d unreachable: %s (%s)", p->index, op->rank,
                  op->rpath, op->rank, fi_strerror(e.err), detail);
@@ -657,6 +708,10 @@ int ofi_poll(struct fh_cpath *p, int max)
         ofi_retry_reposts(p);
     if (c->msg && p->index == 0 && c->connected && c->npending != 0)
         ofi_cm_expire(c);
+    p->npolls++;
+    if (c->msg && c->connected
+        && (p->lost != 0 || atomic_load_explicit(&p->cm_work, memory_order_relaxed)))
+        ofi_cm_redial_poll(p);
     if (p->rma_live != 0 && c->rma_timeout > 0 && (++p->scan_tick & 255) == 0)
         ofi_rma_expire(p);
     return done;
@@ -668,7 +723,9 @@ int ofi_poll(struct fh_cpath *p, int max)
  * header left) logs a warning and stops serving the connection: the get
  * would wait for ever.  So every live RMA ages by one per scan (a scan
  * every timeout/4 at most, from the poll); one seen in 5 scans is at least
- * the timeout old.  It fails (FH_ERR_TRANSPORT, rank, path, address and
+ * the timeout old.  Its target is then probed (ofi_rma_probe.c: a target
+ * that computes is waited for); when the answers show it polled and the
+ * RMA is still incomplete, it fails (FH_ERR_TRANSPORT, rank, path, address and
  * length in the log and, through the runtime, in fh_last_error()), and so
  * does every other live RMA of its connection, which is closed: its
  * endpoint closed first, so the provider writes into none of their
@@ -683,16 +740,15 @@ void ofi_rma_expire(struct fh_cpath *p)
     p->next_scan = t + c->rma_timeout / (OFI_RMA_SCANS - 1);
     for (size_t i = 0; i < p->nops; i++) {
         struct ofi_op *op = &p->ops[i];
-        if (!op->live || ++op->age < OFI_RMA_SCANS)
+        if (!op->live || ++op->age < OFI_RMA_SCANS || !ofi_probe_fail(p, op, t))
             continue;
         struct ofi_conn *k = op->conn;
         fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) did not complete "
-                     "in %.0f s (FH_OFI_RMA_TIMEOUT): failed, and the connection is closed "
-                     "(a provider that met a fault in the target's memory stops serving "
-                     "it); later traffic with rank %d on this path fails",
+                     "in %.0f s (FH_OFI_RMA_TIMEOUT) while the rank polled: failed, and the "
+                     "connection is closed (a provider that met a fault in the target's "
+                     "memory stops serving it); the pair is connected again",
                      p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", op->rank,
-                     op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout,
-                     op->rank);
+                     op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout);
         if (k != NULL)
             ofi_cm_conn_abort(k);
         for (size_t j = 0; j < p->nops; j++) {
@@ -703,5 +759,7 @@ void ofi_rma_expire(struct fh_cpath *p)
             o->kind = OFI_OP_LOST;
             c->up.on_complete(p->upcall_arg, o->op_ctx, FH_ERR_TRANSPORT);
         }
+        if (k != NULL && c->connected)
+            ofi_cm_lost(p, k);          /* made again (ofi_cm_redial.c) */
     }
 }

@@ -35,6 +35,35 @@ void ofi_rx_fini(struct ofi_rx *rx)
     rx->nheld = rx->cap = 0;
 }
 
+unsigned ofi_rx_ctl(const struct ofi_rx *rx, const char *buf, size_t len,
+                    struct ofi_ctl_msg *out)
+{
+    struct ofi_amh h;
+    if (len != OFI_AMH + sizeof *out)
+        return 0;
+    memcpy(&h, buf, OFI_AMH);
+    if (h.rsvd < OFI_AMH_REDIAL || h.rsvd > OFI_AMH_ANSWER || (h.token ^ rx->token) != 0)
+        return 0;
+    memcpy(out, buf + OFI_AMH, sizeof *out);
+    return h.rsvd;
+}
+
+void ofi_rx_reset(struct ofi_rx *rx, uint32_t src, const struct ofi_rx_sink *sink)
+{
+    if (src >= rx->nsrc)
+        return;
+    for (size_t i = 0; i < rx->nheld;) {
+        if (rx->held[i].src != src) {
+            i++;
+            continue;
+        }
+        void *rb = rx->held[i].rb;
+        rx->held[i] = rx->held[--rx->nheld];
+        sink->keep(sink->arg, rb, -1);
+    }
+    rx->expect[src] = 0;
+}
+
 /* A second copy of a held message would never be delivered and would keep
  * its receive buffer for good. */
 static int is_held(const struct ofi_rx *rx, uint32_t src, uint32_t seq)

@@ -45,6 +45,27 @@ struct ofi_amh {
 };
 #define OFI_AMH ((size_t)sizeof(struct ofi_amh))
 
+/* A conduit control message (msg mode, between service paths): struct
+ * ofi_amh with rsvd one of the kinds below (seq unused), then struct
+ * ofi_ctl_msg.  Sent on an authenticated connection, never delivered to
+ * the runtime.
+ *   OFI_AMH_REDIAL  a = path: "my thread path a lost its connection to your
+ *                   service path and dials it again with a request carrying
+ *                   nonce" -- what lets the listener accept that request
+ *                   (ofi_cm_redial.c);
+ *   OFI_AMH_PROBE   a = sequence number: "answer when you poll"
+ *                   (ofi_rma_probe.c);
+ *   OFI_AMH_ANSWER  a = the probe's sequence number, b = how many times the
+ *                   answering service path had polled (mod 2^32). */
+#define OFI_AMH_REDIAL 1u
+#define OFI_AMH_PROBE  2u
+#define OFI_AMH_ANSWER 3u
+#define OFI_REDIAL_NONCE 16
+struct ofi_ctl_msg {
+    uint32_t a, b;
+    uint8_t nonce[OFI_REDIAL_NONCE];   /* REDIAL only; else 0 */
+};
+
 /* A message received ahead of its turn. */
 struct ofi_rx_held {
     uint32_t src, seq;
@@ -80,6 +101,14 @@ struct ofi_rx_sink {
 int  ofi_rx_init(struct ofi_rx *rx, uint64_t token, uint32_t nsrc,
                  uint32_t window, size_t max_packet);
 void ofi_rx_fini(struct ofi_rx *rx);
+/* The kind (OFI_AMH_*) when buf (len bytes, our header included) is a
+ * well-formed control message carrying our token (*out: its body, not
+ * range-checked here); else 0: an AM for ofi_rx_message. */
+unsigned ofi_rx_ctl(const struct ofi_rx *rx, const char *buf, size_t len,
+                    struct ofi_ctl_msg *out);
+/* src's connection was made again: the messages held from it are released
+ * undelivered (sink->keep -1) and its sequence starts again at 0. */
+void ofi_rx_reset(struct ofi_rx *rx, uint32_t src, const struct ofi_rx_sink *sink);
 
 /* One received message of len bytes (our header included) at buf, in
  * receive buffer rb, from source address `from` as the provider reported

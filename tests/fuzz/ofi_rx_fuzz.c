@@ -140,9 +140,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(r->buf, &h, OFI_AMH);
         }
         size_t before = rx.nheld;
-        ofi_rx_message(&rx, src < NSRC ? src : UINT64_MAX, r->buf, len, r, &sink);
+        /* As ofi_path.c: a control message first (never delivered), else
+         * an AM. */
+        struct ofi_ctl_msg m;
+        unsigned kind = ofi_rx_ctl(&rx, r->buf, len, &m);
+        if (kind != 0 && (kind < OFI_AMH_REDIAL || kind > OFI_AMH_ANSWER || len != OFI_AMH + sizeof m))
+            abort();
+        if (kind == 0)
+            ofi_rx_message(&rx, src < NSRC ? src : UINT64_MAX, r->buf, len, r, &sink);
         if (rx.nheld > rx.cap || rx.nheld > before + 1)
             abort();
+        if ((fix & 0x80) && src < NSRC) {
+            /* The source's connection made again: nothing of it stays held,
+             * its sequence starts at 0. */
+            ofi_rx_reset(&rx, src, &sink);
+            sent[src] = 0;
+            f.next_seq[src] = 0;
+            for (size_t j = 0; j < rx.nheld; j++)
+                if (rx.held[j].src == src)
+                    abort();
+        }
     }
     /* Every kept buffer is kept by exactly its held messages. */
     for (size_t i = 0; i < f.nrecs; i++) {
