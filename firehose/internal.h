@@ -116,6 +116,7 @@ typedef struct fh_path {
     uint32_t *credits;        /* [nranks] requests we may still send */
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
     uint32_t owed_total;
+    unsigned idle_polls;      /* polls in a row that found nothing (am.c) */
     fh_backlog_t *backlog, **backlog_tail;
     /* Client replies held until the strategy may publish (am.c): sent
      * in order, after the backlog, once may_publish says yes. */
