@@ -24,6 +24,46 @@ typedef _Complex float __attribute__((mode(TC))) c128_t;
             d[i] = (T)(a[i] + b[i]);                        \
     } while (0)
 
+/* The same sum 32 bytes at a time in 16-byte vectors (GCC's vector
+ * extension: SSE2 on x86-64), then element by element: each lane is the
+ * scalar addition, so the bits are those of SUM_LOOP.  The compiler does
+ * not vectorize SUM_LOOP at -O2 (it would need a run-time overlap check);
+ * a 1 MiB co_sum of reals on two images spent a third of its time in it. */
+#define SUM_VEC(T, name)                                                    \
+    static void name(void *dst, const void *x, const void *y, size_t n)    \
+    {                                                                       \
+        typedef T vec_t __attribute__((vector_size(16)));                   \
+        const size_t w = 16 / sizeof(T);                                    \
+        char *d = dst;                                                      \
+        const char *a = x, *b = y;                                          \
+        size_t i = 0;                                                       \
+        for (; i + 2 * w <= n; i += 2 * w) {                                \
+            vec_t u0, u1, v0, v1;                                           \
+            memcpy(&u0, a + i * sizeof(T), 16);                             \
+            memcpy(&u1, a + i * sizeof(T) + 16, 16);                        \
+            memcpy(&v0, b + i * sizeof(T), 16);                             \
+            memcpy(&v1, b + i * sizeof(T) + 16, 16);                        \
+            u0 += v0;                                                       \
+            u1 += v1;                                                       \
+            memcpy(d + i * sizeof(T), &u0, 16);                             \
+            memcpy(d + i * sizeof(T) + 16, &u1, 16);                        \
+        }                                                                   \
+        for (; i < n; i++) {                                                \
+            T u, v;                                                         \
+            memcpy(&u, a + i * sizeof(T), sizeof u);                        \
+            memcpy(&v, b + i * sizeof(T), sizeof v);                        \
+            u = (T)(u + v);                                                 \
+            memcpy(d + i * sizeof(T), &u, sizeof u);                        \
+        }                                                                   \
+    }
+
+SUM_VEC(uint8_t, sum_u8)
+SUM_VEC(uint16_t, sum_u16)
+SUM_VEC(uint32_t, sum_u32)
+SUM_VEC(uint64_t, sum_u64)
+SUM_VEC(float, sum_f32)
+SUM_VEC(double, sum_f64)
+
 /* min/max of integers and reals; a NaN loses against a number. */
 #define MINMAX_LOOP(T)                                              \
     do {                                                            \
@@ -42,16 +82,16 @@ static void op_sum(const coll_t *c, void *dst, const void *x, const void *y, siz
         n *= 2;
     if (c->bt == CAF_BT_INTEGER) {
         switch (c->kind) {
-        case 1: SUM_LOOP(uint8_t); break;
-        case 2: SUM_LOOP(uint16_t); break;
-        case 4: SUM_LOOP(uint32_t); break;
-        case 8: SUM_LOOP(uint64_t); break;
+        case 1: sum_u8(dst, x, y, n); break;
+        case 2: sum_u16(dst, x, y, n); break;
+        case 4: sum_u32(dst, x, y, n); break;
+        case 8: sum_u64(dst, x, y, n); break;
         default: SUM_LOOP(u128_t); break;
         }
     } else {
         switch (c->kind) {
-        case 4: SUM_LOOP(float); break;
-        case 8: SUM_LOOP(double); break;
+        case 4: sum_f32(dst, x, y, n); break;
+        case 8: sum_f64(dst, x, y, n); break;
         default: SUM_LOOP(f128_t); break;
         }
     }
