@@ -190,6 +190,7 @@ static void send_credits(fh_path_t *p, int rank, int rpath)
         return;
     unsigned char hdr[FH_AM_HDR_BYTES];
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    FH_STAT_ADD(p->stats[rank].am_credit_msgs, 1);
     fh_am_send_or_queue(p, rank, rpath, hdr, hl, NULL, 0);
 }
 

@@ -64,7 +64,7 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
             "coalesced=%llu put_in_move=%llu evictions=%llu victims=%llu "
             "registrations=%llu unregistrations=%llu refused=%llu pinned_remote=%llu "
             "pinned_local=%llu invalidations=%llu revokes=%llu revoked=%llu "
-            "revoked_busy=%llu dropped=%llu atomics_refused=%llu\n",
+            "revoked_busy=%llu dropped=%llu atomics_refused=%llu credit_msgs=%llu\n",
             me, who, (unsigned long long)s->puts, (unsigned long long)s->put_bytes,
             (unsigned long long)s->gets, (unsigned long long)s->get_bytes,
             (unsigned long long)s->am_sent, (unsigned long long)s->am_received,
@@ -78,7 +78,8 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
             (unsigned long long)s->bytes_pinned_local,
             (unsigned long long)s->reg_invalidations, (unsigned long long)s->reg_revokes_sent,
             (unsigned long long)s->reg_revoked, (unsigned long long)s->reg_revoked_busy,
-            (unsigned long long)s->am_dropped, (unsigned long long)s->atomics_refused);
+            (unsigned long long)s->am_dropped, (unsigned long long)s->atomics_refused,
+            (unsigned long long)s->am_credit_msgs);
 }
 
 int fh_stats_print(void *file)

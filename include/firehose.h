@@ -838,7 +838,13 @@ int fh_config_size(const char *name, size_t *value);
  *   atomics_refused        the peer's atomic requests we refused with an
  *                          error reply: unknown op or width, a 32-bit
  *                          operand over 32 bits, misaligned, outside our
- *                          segments (a correct initiator never sends them) */
+ *                          segments (a correct initiator never sends them)
+ *   am_credit_msgs         AM flow-control messages of their own we sent the
+ *                          peer: credits for its requests that found no
+ *                          request or reply of ours to ride on (half a
+ *                          window at once, or what is owed after a run of
+ *                          empty polls); a 2-rank barrier loop sends almost
+ *                          none (version 2) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -859,9 +865,10 @@ typedef struct fh_peer_stats {
     uint64_t reg_revoked_busy;
     uint64_t am_dropped;
     uint64_t atomics_refused;
+    uint64_t am_credit_msgs;     /* version 2 */
 } fh_peer_stats_t;
 
-#define FH_PEER_STATS_VERSION 1
+#define FH_PEER_STATS_VERSION 2
 /* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
  *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
 #define FH_PEER_STATS_INIT \
