@@ -137,7 +137,7 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
      * no cost on the 8 B put (7.6 / 7.1 us without / with). */
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,   /* buf of multi-recv completions */
-        .wait_obj = getenv("H28_NOWAIT") ? FI_WAIT_NONE : FI_WAIT_FD,
+        .wait_obj = FI_WAIT_FD,
         .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64 + conn_rx,
     };
     ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
