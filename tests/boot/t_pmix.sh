@@ -38,6 +38,14 @@ LAST=pd; run pd $MPIRUN -np 4 "$PMIX_TEST" die 3
 if mpirun_ended "dead rank under mpirun"; then
     case $RC in
     70|137) pass "dead rank under mpirun: exit $RC" ;;
+    # ORTE may complete the fence without the dead rank (below): the
+    # survivors' boot_test then fails its own check (status 1) and mpirun
+    # ends the job -- the launcher's doing, seen in CI 1 run in ~20.
+    1) if grep -q "barrier after rank 3 left returned 0" "$TMP/pd.err"; then
+           pass "dead rank under mpirun: exit 1, ORTE completed the fence without rank 3 (survivors said so)"
+       else
+           fail "dead rank under mpirun: expected exit 70 or 137, saw 1"; show pd
+       fi ;;
     *) fail "dead rank under mpirun: expected exit 70 or 137, saw $RC"; show pd ;;
     esac
 fi
