@@ -238,35 +238,7 @@ contains
     end do
   end subroutine merge_high
 
-  function now_s() result(tt)
-    real(real64) :: tt
-    integer(int64) :: cnt, rate
-    call system_clock(cnt, rate)
-    tt = real(cnt, real64) / real(rate, real64)
-  end function now_s
-
-  function median(v) result(med)
-    real(real64), intent(in) :: v(:)
-    real(real64) :: med
-    real(real64) :: w(size(v)), x
-    integer :: a, b
-    w = v
-    do a = 2, size(w)
-      x = w(a)
-      b = a - 1
-      do while (b >= 1)
-        if (w(b) <= x) exit
-        w(b + 1) = w(b)
-        b = b - 1
-      end do
-      w(b + 1) = x
-    end do
-    if (mod(size(w), 2) == 1) then
-      med = w(size(w) / 2 + 1)
-    else
-      med = 0.5_real64 * (w(size(w) / 2) + w(size(w) / 2 + 1))
-    end if
-  end function median
+  include 'bench_util.inc'
 
   subroutine emit(nk, images, sec)
     integer(int64), intent(in) :: nk

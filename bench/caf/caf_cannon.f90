@@ -182,47 +182,7 @@ contains
     end do
   end subroutine check
 
-  function now_s() result(tt)
-    real(real64) :: tt
-    integer(int64) :: cnt, rate
-    call system_clock(cnt, rate)
-    tt = real(cnt, real64) / real(rate, real64)
-  end function now_s
-
-  function median(v) result(m)
-    real(real64), intent(in) :: v(:)
-    real(real64) :: m
-    real(real64) :: w(size(v)), x
-    integer :: a, b
-    w = v
-    do a = 2, size(w)
-      x = w(a)
-      b = a - 1
-      do while (b >= 1)
-        if (w(b) <= x) exit
-        w(b + 1) = w(b)
-        b = b - 1
-      end do
-      w(b + 1) = x
-    end do
-    if (mod(size(w), 2) == 1) then
-      m = w(size(w) / 2 + 1)
-    else
-      m = 0.5_real64 * (w(size(w) / 2) + w(size(w) / 2 + 1))
-    end if
-  end function median
-
-  function fmt(v, d) result(str)
-    real(real64), intent(in) :: v
-    integer, intent(in) :: d
-    character(len=:), allocatable :: str
-    character(len=40) :: buf
-    character(len=12) :: f
-    write (f, '(a,i0,a)') '(f0.', d, ')'
-    write (buf, f) v
-    str = trim(adjustl(buf))
-    if (str(1:1) == '.') str = '0'//str
-  end function fmt
+  include 'bench_util.inc'
 
   subroutine emit(nn, images, sec, gf)
     integer, intent(in) :: nn, images

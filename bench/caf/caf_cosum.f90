@@ -84,35 +84,7 @@ contains
     end do
   end subroutine check
 
-  function now_us() result(tt)
-    real(real64) :: tt
-    integer(int64) :: c, rate
-    call system_clock(c, rate)
-    tt = real(c, real64) * (1.0e6_real64 / real(rate, real64))
-  end function now_us
-
-  function median(v) result(m)
-    real(real64), intent(in) :: v(:)
-    real(real64) :: m
-    real(real64) :: w(size(v)), x
-    integer :: a, b
-    w = v
-    do a = 2, size(w)
-      x = w(a)
-      b = a - 1
-      do while (b >= 1)
-        if (w(b) <= x) exit
-        w(b + 1) = w(b)
-        b = b - 1
-      end do
-      w(b + 1) = x
-    end do
-    if (mod(size(w), 2) == 1) then
-      m = w(size(w) / 2 + 1)
-    else
-      m = 0.5_real64 * (w(size(w) / 2) + w(size(w) / 2 + 1))
-    end if
-  end function median
+  include 'bench_util.inc'
 
   subroutine emit(bytes, images, us)
     integer(int64), intent(in) :: bytes
@@ -158,14 +130,6 @@ contains
     end do
     if (reps < 1 .or. elems < 1) call usage('bad value')
   end subroutine parse_args
-
-  function to_int(str) result(v)
-    character(len=*), intent(in) :: str
-    integer(int64) :: v
-    integer :: ios
-    read (str, *, iostat=ios) v
-    if (ios /= 0) call usage('not a number: '//trim(str))
-  end function to_int
 
   subroutine usage(msg)
     character(len=*), intent(in) :: msg

@@ -160,50 +160,7 @@ contains
     b = int(mod(i * 31_int64 + n + 17_int64 * which, 251_int64) - 125_int64, int8)
   end function pattern
 
-  function now_us() result(t)
-    real(real64) :: t
-    integer(int64) :: c, rate
-    call system_clock(c, rate)
-    t = real(c, real64) * (1.0e6_real64 / real(rate, real64))
-  end function now_us
-
-  function median(v) result(m)
-    real(real64), intent(in) :: v(:)
-    real(real64) :: m
-    real(real64) :: s(size(v)), t
-    integer :: a, b
-    s = v
-    do a = 2, size(s)              ! insertion sort: at most 1000 values
-      t = s(a)
-      b = a - 1
-      do while (b >= 1)
-        if (s(b) <= t) exit
-        s(b + 1) = s(b)
-        b = b - 1
-      end do
-      s(b + 1) = t
-    end do
-    if (mod(size(s), 2) == 1) then
-      m = s(size(s) / 2 + 1)
-    else
-      m = 0.5_real64 * (s(size(s) / 2) + s(size(s) / 2 + 1))
-    end if
-  end function median
-
-  function fmt(v, d) result(str)
-    real(real64), intent(in) :: v
-    integer, intent(in) :: d
-    character(len=:), allocatable :: str
-    character(len=40) :: buf
-    character(len=12) :: f
-    write (f, '(a,i0,a)') '(f0.', d, ')'
-    write (buf, f) v
-    str = trim(adjustl(buf))
-    if (str(1:1) == '.') str = '0'//str
-    if (len(str) > 1) then
-      if (str(1:2) == '-.') str = '-0'//str(2:)
-    end if
-  end function fmt
+  include 'bench_util.inc'
 
   subroutine emit(op, n, iters, us, mbs)
     character(len=*), intent(in) :: op
@@ -250,14 +207,6 @@ contains
     if (minb < 1 .or. maxb < minb .or. step < 2 .or. reps < 1 .or. iters_opt < 0) &
       call usage('bad value')
   end subroutine parse_args
-
-  function to_int(s) result(v)
-    character(len=*), intent(in) :: s
-    integer(int64) :: v
-    integer :: ios
-    read (s, *, iostat=ios) v
-    if (ios /= 0) call usage('not a number: '//trim(s))
-  end function to_int
 
   subroutine usage(msg)
     character(len=*), intent(in) :: msg

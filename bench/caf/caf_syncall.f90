@@ -102,47 +102,7 @@ program caf_syncall
 
 contains
 
-  function now_us() result(t)
-    real(real64) :: t
-    integer(int64) :: c, rate
-    call system_clock(c, rate)
-    t = real(c, real64) * (1.0e6_real64 / real(rate, real64))
-  end function now_us
-
-  function median(v) result(m)
-    real(real64), intent(in) :: v(:)
-    real(real64) :: m
-    real(real64) :: s(size(v)), t
-    integer :: a, b
-    s = v
-    do a = 2, size(s)              ! insertion sort: a few thousand values
-      t = s(a)
-      b = a - 1
-      do while (b >= 1)
-        if (s(b) <= t) exit
-        s(b + 1) = s(b)
-        b = b - 1
-      end do
-      s(b + 1) = t
-    end do
-    if (mod(size(s), 2) == 1) then
-      m = s(size(s) / 2 + 1)
-    else
-      m = 0.5_real64 * (s(size(s) / 2) + s(size(s) / 2 + 1))
-    end if
-  end function median
-
-  function fmt(v, d) result(str)
-    real(real64), intent(in) :: v
-    integer, intent(in) :: d
-    character(len=:), allocatable :: str
-    character(len=40) :: buf
-    character(len=12) :: f
-    write (f, '(a,i0,a)') '(f0.', d, ')'
-    write (buf, f) v
-    str = trim(adjustl(buf))
-    if (str(1:1) == '.') str = '0'//str
-  end function fmt
+  include 'bench_util.inc'
 
   subroutine parse_args()
     integer :: ia, na
@@ -159,8 +119,8 @@ contains
         if (ia == na) call usage('missing value for '//trim(arg))
         call get_command_argument(ia + 1, val)
         select case (trim(arg))
-        case ('--reps'); reps = to_int(val)
-        case ('--iters'); iters = to_int(val)
+        case ('--reps'); reps = int(to_int(val))
+        case ('--iters'); iters = int(to_int(val))
         end select
         ia = ia + 1
       case ('-h', '--help')
@@ -172,14 +132,6 @@ contains
     end do
     if (reps < 1 .or. iters < 0) call usage('bad value')
   end subroutine parse_args
-
-  function to_int(s) result(v)
-    character(len=*), intent(in) :: s
-    integer :: v
-    integer :: ios
-    read (s, *, iostat=ios) v
-    if (ios /= 0) call usage('not a number: '//trim(s))
-  end function to_int
 
   subroutine usage(msg)
     character(len=*), intent(in) :: msg

@@ -80,6 +80,7 @@ end module caf_coll_ops
 program caf_coll
   use caf_coll_ops
   implicit none
+  character(*), parameter :: test_name = 'caf_coll'
   integer, parameter :: nbig = 256 * 1024      ! 1 MiB of integer(4)
   integer :: me, n, i, j, k, iter, st, root, tri
   integer(1) :: i1, i1v(3)
@@ -311,13 +312,6 @@ contains
     next_permutation = .true.
   end function next_permutation
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_coll image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
+  include 'caf_check.inc'
 
 end program caf_coll

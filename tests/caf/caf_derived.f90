@@ -25,6 +25,7 @@
 ! "FAIL caf_derived image <i>: ..." and error stop 1.  Any image count.
 program caf_derived
   implicit none
+  character(*), parameter :: test_name = 'caf_derived'
   type :: plain_t
     integer :: i = 0
     real(8) :: r(6) = 0
@@ -156,13 +157,6 @@ program caf_derived
 
 contains
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_derived image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
+  include 'caf_check.inc'
 
 end program caf_derived

@@ -16,6 +16,7 @@
 program caf_event
   use iso_fortran_env, only: event_type
   implicit none
+  character(*), parameter :: test_name = 'caf_event'
   integer, parameter :: nposts = 5, nrounds = 20
   type(event_type) :: ev[*], evs(2)[*], ring[*]
   integer :: token[*], payload(3)[*]
@@ -98,23 +99,6 @@ program caf_event
 
 contains
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_event image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
-
-  subroutine check_i(gotv, expected, what)
-    integer, intent(in) :: gotv, expected
-    character(*), intent(in) :: what
-    character(len=80) :: buf
-    if (gotv /= expected) then
-      write(buf, '(a,i0,a,i0)') ', expected ', expected, ', got ', gotv
-      call check(.false., what // trim(buf))
-    end if
-  end subroutine check_i
+  include 'caf_check.inc'
 
 end program caf_event

@@ -15,6 +15,7 @@
 program caf_failimage
   use iso_fortran_env, only: stat_failed_image
   implicit none
+  character(*), parameter :: test_name = 'caf_failimage'
   integer, allocatable :: list(:)
   integer :: me, n, st
 
@@ -35,13 +36,6 @@ program caf_failimage
 
 contains
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_failimage image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
+  include 'caf_check.inc'
 
 end program caf_failimage

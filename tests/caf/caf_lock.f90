@@ -26,6 +26,7 @@
 program caf_lock
   use iso_fortran_env, only: lock_type, stat_locked, stat_locked_other_image, stat_unlocked
   implicit none
+  character(*), parameter :: test_name = 'caf_lock'
   integer, parameter :: niter = 100, ntries = 50
   type(lock_type) :: lk[*], lks(3)[*], own[*], shared[*]
   integer :: counter[*], counters(3)[*], crit_count[*], try_count[*]
@@ -139,23 +140,6 @@ program caf_lock
 
 contains
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_lock image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
-
-  subroutine check_i(gotv, expected, what)
-    integer, intent(in) :: gotv, expected
-    character(*), intent(in) :: what
-    character(len=80) :: buf
-    if (gotv /= expected) then
-      write(buf, '(a,i0,a,i0)') ', expected ', expected, ', got ', gotv
-      call check(.false., what // trim(buf))
-    end if
-  end subroutine check_i
+  include 'caf_check.inc'
 
 end program caf_lock

@@ -29,6 +29,7 @@
 program caf_stat
   use iso_fortran_env, only: stat_stopped_image, stat_failed_image
   implicit none
+  character(*), parameter :: test_name = 'caf_stat'
   integer, allocatable :: a(:)[:], b(:)[:]
   integer, allocatable :: list(:)
   integer :: box[*]
@@ -113,23 +114,6 @@ program caf_stat
 
 contains
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_stat image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
-
-  subroutine check_i(gotv, expected, what)
-    integer, intent(in) :: gotv, expected
-    character(*), intent(in) :: what
-    character(len=80) :: buf
-    if (gotv /= expected) then
-      write(buf, '(a,i0,a,i0)') ', expected ', expected, ', got ', gotv
-      call check(.false., what // trim(buf))
-    end if
-  end subroutine check_i
+  include 'caf_check.inc'
 
 end program caf_stat

@@ -22,6 +22,7 @@
 program caf_syncimages
   use iso_fortran_env, only: stat_stopped_image
   implicit none
+  character(*), parameter :: test_name = 'caf_syncimages'
   integer, parameter :: m = 4, nsteps = 20
   integer :: a(0:m+1)[*]
   integer :: me, n, left, right, step, st, j
@@ -97,23 +98,6 @@ contains
     end do
   end subroutine spin
 
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(*), intent(in) :: what
-    if (.not. cond) then
-      write(*, '(a,i0,a)') 'FAIL caf_syncimages image ', this_image(), ': ' // what
-      error stop 1
-    end if
-  end subroutine check
-
-  subroutine check_i(gotv, expected, what)
-    integer, intent(in) :: gotv, expected
-    character(*), intent(in) :: what
-    character(len=80) :: buf
-    if (gotv /= expected) then
-      write(buf, '(a,i0,a,i0)') ', expected ', expected, ', got ', gotv
-      call check(.false., what // trim(buf))
-    end if
-  end subroutine check_i
+  include 'caf_check.inc'
 
 end program caf_syncimages

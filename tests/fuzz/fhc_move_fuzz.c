@@ -34,6 +34,7 @@
 
 #include "firehose/cache/fhc.h"
 #include "firehose/cache/fhc_wire.h"
+#include "tests/fuzz/fuzz_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -43,21 +44,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define SEGLEN ((size_t)1 << 20)
 #define NQ     64
 #define NOPS   8
-
-typedef struct in {
-    const uint8_t *p;
-    size_t n, at;
-} in_t;
-
-static uint8_t u8(in_t *in) { return in->at < in->n ? in->p[in->at++] : 0; }
-
-static uint64_t u64(in_t *in)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | u8(in);
-    return v;
-}
 
 typedef struct msg {
     uint32_t src, dst;

@@ -36,17 +36,9 @@
 #include <string.h>
 
 #include "conduits/ibv/ibv_cm_decode.h"
+#include "tests/fuzz/fuzz_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                           \
-    do {                                                                   \
-        if (!(c)) {                                                        \
-            fprintf(stderr, "ibv_cm_fuzz: %s:%d: %s\n", __FILE__,          \
-                    __LINE__, #c);                                         \
-            abort();                                                       \
-        }                                                                  \
-    } while (0)
 
 #define MAX_RANKS 8u
 #define MAX_PATHS 4u
@@ -59,24 +51,6 @@ static void print_stats(void)
     for (int i = 0; i < IBV_CM_NVERDICTS; i++)
         fprintf(stderr, "ibv_cm_fuzz: %-70s %lu\n",
                 ibv_cm_verdict_str((enum ibv_cm_verdict)i), stats[i]);
-}
-
-typedef struct in {
-    const uint8_t *p;
-    size_t n, at;
-} in_t;
-
-static uint8_t u8(in_t *in)
-{
-    return in->at < in->n ? in->p[in->at++] : 0;
-}
-
-static uint32_t u32(in_t *in)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)u8(in) << (8 * i);
-    return v;
 }
 
 /* The sender check, read directly off the rules (not off the header). */

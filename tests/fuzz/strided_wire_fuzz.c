@@ -26,55 +26,9 @@
 
 #include "firehose.h"
 #include "firehose/strided_wire.h"
+#include "tests/fuzz/fuzz_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Input reader: bytes past the end read as 0. */
-typedef struct in {
-    const uint8_t *p;
-    size_t n, at;
-} in_t;
-
-static uint8_t u8(in_t *in)
-{
-    return in->at < in->n ? in->p[in->at++] : 0;
-}
-
-static uint16_t u16(in_t *in)
-{
-    uint16_t hi = u8(in);
-    return (uint16_t)(hi << 8 | u8(in));
-}
-
-static uint64_t u64(in_t *in)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | u8(in);
-    return v;
-}
-
-/* A 64-bit argument: small, small negative, a byte shifted anywhere (the
- * values next to the overflow limits), or any. */
-static uint64_t arg(in_t *in)
-{
-    uint8_t how = u8(in);
-    switch (how % 4) {
-    case 0: return how >> 2;
-    case 1: return (uint64_t)(int64_t)(int8_t)u8(in);
-    case 2: {
-        uint64_t v = u8(in);
-        return v << (u8(in) % 64);
-    }
-    default: return u64(in);
-    }
-}
-
-#define CHECK(c) \
-    do {         \
-        if (!(c)) \
-            abort(); \
-    } while (0)
 
 #define MAX_SEGS 4
 

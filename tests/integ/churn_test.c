@@ -145,21 +145,11 @@ static void churn(churn_buf_t *b, int how)
 
 int main(int argc, char **argv)
 {
-    long cycles = 10000;
-    size_t size = 16384, bucket = 4096;
-    int expect_corruption = 0, monitor = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc)
-            cycles = atol(argv[++i]);
-        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
-            size = (size_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "--bucket") == 0 && i + 1 < argc)
-            bucket = (size_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "--expect-corruption") == 0)
-            expect_corruption = 1;
-        else if (strcmp(argv[i], "--monitor") == 0)
-            monitor = 1;
-    }
+    long cycles = tu_opt(argc, argv, "--cycles", 10000);
+    size_t size = (size_t)tu_opt(argc, argv, "--size", 16384);
+    size_t bucket = (size_t)tu_opt(argc, argv, "--bucket", 4096);
+    int expect_corruption = tu_flag(argc, argv, "--expect-corruption");
+    int monitor = tu_flag(argc, argv, "--monitor");
     CHECK_OK(fh_am_register(H_PUBLISH, h_publish, "churn-publish"));
     CHECK_OK(fh_am_register(H_DONE, h_done, "churn-done"));
     CHECK_OK(fh_init(&argc, &argv));

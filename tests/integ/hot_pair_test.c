@@ -31,14 +31,8 @@ static uint64_t fnv(const uint8_t *p, size_t n)
 
 int main(int argc, char **argv)
 {
-    long ops = 3000;
-    size_t kib = 1024;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
-            ops = atol(argv[++i]);
-        else if (strcmp(argv[i], "--kib") == 0 && i + 1 < argc)
-            kib = (size_t)atol(argv[++i]);
-    }
+    long ops = tu_opt(argc, argv, "--ops", 3000);
+    size_t kib = (size_t)tu_opt(argc, argv, "--kib", 1024);
     CHECK_RC(fh_init(&argc, &argv), FH_OK);
     tu_init_rank("hot_pair_test");
     int me = fh_rank(), N = fh_nranks();

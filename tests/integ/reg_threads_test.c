@@ -349,19 +349,10 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
-    T = 4;
-    iters = 1500;
-    size_t mib = 4;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-            T = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
-            iters = atol(argv[++i]);
-        else if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
-            mib = (size_t)atol(argv[++i]);
-        else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc)
-            bench_n = atol(argv[++i]);
-    }
+    T = (int)tu_opt(argc, argv, "--threads", 4);
+    iters = tu_opt(argc, argv, "--iters", 1500);
+    size_t mib = (size_t)tu_opt(argc, argv, "--mib", 4);
+    bench_n = tu_opt(argc, argv, "--bench", bench_n);
     if (T < 1 || T > MAXT)
         T = 4;
     CHECK_RC(fh_init(&argc, &argv), FH_OK);

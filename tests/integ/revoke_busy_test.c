@@ -145,13 +145,8 @@ static void stream_stop(streamer_t *w)
 
 int main(int argc, char **argv)
 {
-    long cycles = 300, max_cycles = -1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc)
-            cycles = atol(argv[++i]);
-        else if (strcmp(argv[i], "--max-cycles") == 0 && i + 1 < argc)
-            max_cycles = atol(argv[++i]);
-    }
+    long cycles = tu_opt(argc, argv, "--cycles", 300);
+    long max_cycles = tu_opt(argc, argv, "--max-cycles", -1);
     if (max_cycles < cycles)
         max_cycles = 20 * cycles;
     fh_test_hook = hook;                       /* before any runtime thread */

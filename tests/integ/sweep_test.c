@@ -14,14 +14,8 @@
 
 int main(int argc, char **argv)
 {
-    long ops = 4000;
-    size_t mib = 4;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
-            ops = atol(argv[++i]);
-        else if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
-            mib = (size_t)atol(argv[++i]);
-    }
+    long ops = tu_opt(argc, argv, "--ops", 4000);
+    size_t mib = (size_t)tu_opt(argc, argv, "--mib", 4);
     CHECK_RC(fh_init(&argc, &argv), FH_OK);
     tu_init_rank("sweep_test");
     int me = fh_rank(), N = fh_nranks();

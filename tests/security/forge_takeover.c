@@ -27,6 +27,7 @@
  * our uid), as a hostile member would find them.
  */
 #include "forge_takeover.h"
+#include "sec_common.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -48,13 +49,6 @@
 #define SAY(...) do { printf("[2] takeover: "); printf(__VA_ARGS__); \
                       fflush(stdout); } while (0)
 #define MAXP 64
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Listening IPv4 ports of pid, in the order of their file descriptors:
  * the conduit creates its paths in order, each listener when its endpoint
@@ -160,10 +154,10 @@ static int send_wait(struct fid_ep *ep, struct fid_cq *cq, void *buf,
 {
     static struct fi_context2 ctx[8192];
     static unsigned next;
-    double t0 = now_s();
+    double t0 = sec_now_s();
     ssize_t r;
     while ((r = fi_send(ep, buf, len, NULL, to, &ctx[next++ % 8192])) ==
-           -FI_EAGAIN && now_s() - t0 < wait)
+           -FI_EAGAIN && sec_now_s() - t0 < wait)
         drain(cq);
     return r == 0;
 }
@@ -238,7 +232,7 @@ static void attack_rxm(const struct ft_target *t, struct ft_report *r,
                 2 * t->nseq - sent);
         }
     }
-    for (double t0 = now_s(); now_s() - t0 < 0.5;)
+    for (double t0 = sec_now_s(); sec_now_s() - t0 < 0.5;)
         drain(cq);
     for (size_t j = 0; j < n1; j++) {
         if (ep[j]) fi_close(&ep[j]->fid);
@@ -346,7 +340,7 @@ static void attack_msg(const struct ft_target *t, struct ft_report *r,
             }
         }
     static uint8_t proof[2 * MAXP][40];
-    for (double t0 = now_s(); now_s() - t0 < t->seconds;) {
+    for (double t0 = sec_now_s(); sec_now_s() - t0 < t->seconds;) {
         struct fi_eq_cm_entry ent;
         uint32_t ev;
         ssize_t rd = fi_eq_read(eq, &ev, &ent, sizeof ent, 0);

@@ -80,28 +80,6 @@
 
 #include "sec_common.h"
 
-#define say(...) do { printf(__VA_ARGS__); fflush(stdout); } while (0)
-
-static unsigned long breaches;
-static void breach(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("BREACH ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    breaches++;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void hex(char *out, const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -462,10 +440,10 @@ static int attack_takeover(void)
             o->who = (int)j;
             o->buf = arena + (size_t)15 * 4096;
             memset(o->buf, 0, 8);
-            double t0 = now_s();
+            double t0 = sec_now_s();
             ssize_t r;
             while ((r = fi_send(ieps[j].ep, o->buf, 8, desc, ieps[j].r0[k],
-                                &o->ctx)) == -FI_EAGAIN && now_s() - t0 < 2)
+                                &o->ctx)) == -FI_EAGAIN && sec_now_s() - t0 < 2)
                 drain(takeover_done);
             if (r)
                 say("takeover: as rank 1 (port %u) to rank 0's port %u: "
@@ -474,7 +452,7 @@ static int attack_takeover(void)
         }
     say("takeover: connected (or tried) %zu x %zu times; listening %.1f s "
         "for what rank 0 sends rank 1\n", nports1, nports0, listen_s);
-    for (double t0 = now_s(); now_s() - t0 < listen_s;) {
+    for (double t0 = sec_now_s(); sec_now_s() - t0 < listen_s;) {
         drain(takeover_done);
         usleep(1000);
     }
@@ -672,8 +650,8 @@ static int attack_msgconn(void)
         return 2;
     }
     unsigned connected = 0, refused = 0, closed = 0;
-    double t0 = now_s();
-    while (now_s() - t0 < listen_s) {
+    double t0 = sec_now_s();
+    while (sec_now_s() - t0 < listen_s) {
         struct fi_eq_cm_entry ent;
         uint32_t ev;
         ssize_t r = fi_eq_read(eq, &ev, &ent, sizeof ent, 0);
@@ -693,7 +671,7 @@ static int attack_msgconn(void)
             struct mconn *c = ent.fid->context;
             if (c && ev == FI_CONNECTED && c->state == 0) {
                 c->state = 1;
-                c->t_conn = now_s();
+                c->t_conn = sec_now_s();
                 connected++;
                 say("msgconn: %s: CONNECTED (%zd bytes of accept data); "
                     "trying to use it\n", c->what,
@@ -701,7 +679,7 @@ static int attack_msgconn(void)
                 probe(c, ops, &nop);
             } else if (c && ev == FI_SHUTDOWN) {
                 say("msgconn: %s: closed by the job after %.2f s\n", c->what,
-                    c->state == 1 ? now_s() - c->t_conn : 0.0);
+                    c->state == 1 ? sec_now_s() - c->t_conn : 0.0);
                 c->state = 2;
                 closed++;
             }
@@ -714,7 +692,7 @@ static int attack_msgconn(void)
         if (mc[i].state == 1) {
             open_left++;
             say("msgconn: %s: still connected after %.1f s (nothing usable "
-                "seen on it)\n", mc[i].what, now_s() - mc[i].t_conn);
+                "seen on it)\n", mc[i].what, sec_now_s() - mc[i].t_conn);
         }
         if (mc[i].state == 0)
             say("msgconn: %s: no answer within %.1f s\n", mc[i].what,
@@ -822,7 +800,7 @@ static int attack_replay(void)
                     break;
     }
     /* Keep them open and read whatever comes. */
-    for (double t0 = now_s(); now_s() - t0 < listen_s;) {
+    for (double t0 = sec_now_s(); sec_now_s() - t0 < listen_s;) {
         struct pollfd pf[256];
         size_t np = 0, idx[256];
         for (size_t i = 0; i < n && np < 256; i++)
@@ -932,9 +910,9 @@ int main(int argc, char **argv)
         }
     }
     free(dup);
-    say("impostor: done, %lu breach%s seen from here\n", breaches,
-        breaches == 1 ? "" : "es");
+    say("impostor: done, %lu breach%s seen from here\n", sec_breaches,
+        sec_breaches == 1 ? "" : "es");
     if (ret)
         return ret;
-    return breaches ? 1 : 0;
+    return sec_breaches ? 1 : 0;
 }

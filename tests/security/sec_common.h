@@ -20,7 +20,10 @@
 #ifndef FH_SEC_COMMON_H
 #define FH_SEC_COMMON_H
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #define SEC_HANDLER    200u
 #define SEC_ARG0       0x0F0B1DDE4AB1E5ULL    /* "forbidden able" */
@@ -42,6 +45,33 @@ static inline uint64_t sec_mix64(uint64_t z)
 static inline uint8_t sec_pat(uint64_t seed, uint64_t k)
 {
     return (uint8_t)(sec_mix64(seed + (k >> 3)) >> ((k & 7) * 8));
+}
+
+/* Monotonic seconds. */
+static inline double sec_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The attack programs' output: progress lines, and one "BREACH ..." line
+ * per success of an attack (the scripts fail on any; sec_breaches counts
+ * them for the program's exit status). */
+#define say(...) do { printf(__VA_ARGS__); fflush(stdout); } while (0)
+
+static unsigned long sec_breaches __attribute__((unused));
+
+static inline void breach(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("BREACH ");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    sec_breaches++;
 }
 
 #endif /* FH_SEC_COMMON_H */

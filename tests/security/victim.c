@@ -149,13 +149,6 @@ static void die(const char *what, int rc)
     fh_abort(1, "sec_victim: setup failed");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Number of bytes of buf[0..len) (segment offsets off..) that differ from
  * the pattern of seed; *first gets the first differing offset. */
 static size_t pattern_diff(const uint8_t *buf, size_t off, size_t len,
@@ -287,20 +280,20 @@ int main(int argc, char **argv)
      * manual progress serves remote reads/writes only while we poll). */
     char done_path[4096];
     snprintf(done_path, sizeof done_path, "%s/done", dir);
-    const double t0 = now_s();
+    const double t0 = sec_now_s();
     int timed_out = 0, traffic_ok = 1;
     unsigned pings_out = 0, round = 0;
     double next_round = t0;
     for (unsigned it = 0;; it++) {
         fh_poll();
-        if (traffic && traffic_ok && now_s() >= next_round) {
+        if (traffic && traffic_ok && sec_now_s() >= next_round) {
             traffic_ok = traffic_round(round++, &pings_out, peer, peer_base,
                                        seeds[peer]);
             next_round += 0.010;
         }
         if ((it & 7) == 0 && access(done_path, F_OK) == 0)
             break;
-        if (now_s() - t0 > wait_s) {
+        if (sec_now_s() - t0 > wait_s) {
             timed_out = 1;
             break;
         }
@@ -316,7 +309,7 @@ int main(int argc, char **argv)
     /* Judge.  Reaching this barrier means every rank is alive. */
     if ((rc = fh_barrier()) != FH_OK)
         die("fh_barrier (after the attack)", rc);
-    SAY("alive after the attack window (%.1f s)\n", now_s() - t0);
+    SAY("alive after the attack window (%.1f s)\n", sec_now_s() - t0);
 
     size_t first = 0;
     size_t bad = pattern_diff(base, 0, SEC_SEG_BYTES, seed, &first);
@@ -348,7 +341,7 @@ int main(int argc, char **argv)
         if ((rc = fh_allgather(&pings_out, outs, sizeof pings_out)) != FH_OK)
             die("fh_allgather(ping counts)", rc);
         unsigned want_in = outs[traffic_peer];
-        for (double t1 = now_s(); now_s() - t1 < 5.0 &&
+        for (double t1 = sec_now_s(); sec_now_s() - t1 < 5.0 &&
              (atomic_load(&pings_in) < want_in ||
               atomic_load(&pongs_in) < pings_out);)
             fh_poll();
