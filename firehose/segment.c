@@ -67,6 +67,7 @@ typedef struct fh_segment {
         fh_rkey_t rkey;
         char *local;         /* our mapping of it (node group), or NULL */
         size_t local_len;    /* bytes attached (0: ours, or none) */
+        const struct fh_seg_holes *holes;   /* seg_holes.c; NULL: none */
     } *pieces;               /* [nranks] */
 } fh_segment_t;
 
@@ -75,6 +76,28 @@ struct fh_segmap {
     uint32_t *count;              /* [nranks] */
     fh_seg_range_t **ranges;      /* [nranks][count] sorted by base */
 };
+
+/* Hole lists replaced since fh_init (seg_lock held): a snapshot may still
+ * point at them, so they live until fh_finalize, like the snapshots. */
+static struct fh_seg_holes *holes_retired;
+
+static void holes_retire(const struct fh_seg_holes *h)
+{
+    if (h != NULL) {
+        struct fh_seg_holes *old = (struct fh_seg_holes *)h;
+        old->retired_next = holes_retired;
+        holes_retired = old;
+    }
+}
+
+/* Frees a segment's pieces (seg_lock held, or finalize); their hole lists
+ * are retired. */
+static void pieces_free(struct fh_seg_piece *pieces, int nranks)
+{
+    for (int r = 0; pieces != NULL && r < nranks; r++)
+        holes_retire(pieces[r].holes);
+    free(pieces);
+}
 
 static void segmap_free(struct fh_segmap *m, int nranks)
 {
@@ -134,7 +157,8 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
                     .base = (uintptr_t)sg->pieces[r].base,
                     .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
                     .rkey = sg->pieces[r].rkey, .seg = (fh_seg_t)s,
-                    .mr = r == rt->rank ? sg->mr : NULL, .local = sg->pieces[r].local};
+                    .mr = r == rt->rank ? sg->mr : NULL, .local = sg->pieces[r].local,
+                    .holes = sg->pieces[r].holes};
         }
         qsort(m->ranges[r], k, sizeof **m->ranges, cmp_range);
     }
@@ -231,7 +255,7 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
         seg_detach_peers(sg, rt->nranks);
         if (sg->live)
             seg_release_local(rt, sg, keep_mapped, false);
-        free(sg->pieces);
+        pieces_free(sg->pieces, rt->nranks);
     }
     free(rt->segs);
     rt->segs = NULL;
@@ -240,6 +264,11 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
         struct fh_segmap *m = rt->retired;
         rt->retired = m->retired_next;
         segmap_free(m, rt->nranks);
+    }
+    while (holes_retired != NULL) {
+        struct fh_seg_holes *h = holes_retired;
+        holes_retired = h->retired_next;
+        free(h);
     }
 }
 
@@ -288,6 +317,73 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
 }
 
 static void fence_handlers(fh_rt_t *rt);
+
+/* ---- holes (seg_holes.c, seg_protect.c) */
+
+bool fh_seg_meets_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot)
+{
+    struct fh_segmap *m = atomic_load_explicit(&rt->segmap, memory_order_acquire);
+    if (m == NULL)
+        return false;
+    bool reduces = prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE);
+    for (uint32_t i = 0; i < m->count[rt->rank]; i++) {
+        const fh_seg_range_t *r = &m->ranges[rt->rank][i];
+        if (r->base < hi && r->end > lo && (reduces || r->holes != NULL))
+            return true;
+    }
+    return false;
+}
+
+/* Sets [lo, hi) of piece p to prot; whether it changed.  seg_lock held.
+ * The old list stays readable (a snapshot may point at it) until
+ * fh_finalize.  Out of memory: the hole is not recorded (logged). */
+static bool piece_set(struct fh_seg_piece *p, uintptr_t lo, uintptr_t hi, int prot)
+{
+    uintptr_t b = (uintptr_t)p->base, e = b + p->size;
+    if (p->size == 0 || lo >= e || hi <= b)
+        return false;
+    bool changed = false;
+    const struct fh_seg_holes *h =
+        fh_seg_holes_set(p->holes, lo > b ? lo : b, hi < e ? hi : e, prot, &changed);
+    if (!changed) {
+        free((void *)h);
+        return false;
+    }
+    holes_retire(p->holes);
+    p->holes = h;
+    return true;
+}
+
+int fh_seg_protect_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot,
+                       fh_seg_change_t *out, int max)
+{
+    int k = 0;
+    pthread_mutex_lock(&rt->seg_lock);
+    for (long s = 0; s < rt->cfg.max_segments && k < max; s++) {
+        fh_segment_t *sg = &rt->segs[s];
+        if (!seg_published(rt, sg, rt->rank))
+            continue;
+        struct fh_seg_piece *p = &sg->pieces[rt->rank];
+        uintptr_t b = (uintptr_t)p->base, e = b + p->size;
+        if (piece_set(p, lo, hi, prot))
+            out[k++] = (fh_seg_change_t){s, lo > b ? lo : b, hi < e ? hi : e};
+    }
+    if (k > 0 && publish(rt) != FH_OK)
+        fh_fatal("out of memory publishing the segment table");
+    pthread_mutex_unlock(&rt->seg_lock);
+    return k;
+}
+
+void fh_seg_protect_peer(fh_rt_t *rt, int rank, long seg, uintptr_t lo, uintptr_t hi,
+                         int prot)
+{
+    pthread_mutex_lock(&rt->seg_lock);
+    if (seg >= 0 && seg < rt->cfg.max_segments && rank >= 0 && rank < rt->nranks &&
+        seg_published(rt, &rt->segs[seg], rank) &&
+        piece_set(&rt->segs[seg].pieces[rank], lo, hi, prot) && publish(rt) != FH_OK)
+        fh_fatal("out of memory publishing the segment table");
+    pthread_mutex_unlock(&rt->seg_lock);
+}
 
 /* What each rank contributes to the creation exchange. */
 struct seg_wire {
@@ -372,7 +468,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
          * reach our piece at once (an atomic, a rendezvous or bounce put)
          * while this or another thread of ours polls. */
         pieces[rt->rank] = (struct fh_seg_piece){mine.base, mine.size,
-                                                 {mine.key, mine.kbase}, sg->base, 0};
+                                                 {mine.key, mine.kbase}, sg->base, 0, NULL};
         sg->pieces = pieces;
         sg->pending = 1;
         if (publish(rt) != FH_OK) {
@@ -423,12 +519,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     }
     for (int r = 0; r < rt->nranks; r++) {
         if (r == rt->rank) {
+            /* holes: what we protected while the exchange ran */
             pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
-                                              {all[r].key, all[r].kbase}, sg->base, 0};
+                                              {all[r].key, all[r].kbase}, sg->base, 0,
+                                              pieces[r].holes};
             continue;
         }
         pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
-                                          {all[r].key, all[r].kbase}, NULL, 0};
+                                          {all[r].key, all[r].kbase}, NULL, 0, NULL};
         if (rt->node_peer[r] && all[r].fd >= 0 && all[r].size > 0 &&
             all[r].mapped >= all[r].size) {
             void *m = NULL;
@@ -555,7 +653,7 @@ int fh_segment_destroy(fh_seg_t seg)
     assert(sg->dying && !sg->live);
     seg_detach_peers(sg, rt->nranks);
     seg_release_local(rt, sg, undead != 0, true);
-    free(sg->pieces);
+    pieces_free(sg->pieces, rt->nranks);
     sg->pieces = NULL;
     sg->dying = 0;
     pthread_mutex_unlock(&rt->seg_lock);

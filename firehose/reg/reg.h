@@ -96,6 +96,14 @@ typedef struct fh_reg_ops {
      * not in a handler.  Returns the deregistrations that failed (the
      * piece then stays mapped). */
     unsigned (*seg_release)(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
+    /* The application is about to mprotect or munmap [base, +len), inside
+     * a live piece of ours (firehose/seg_protect.c; every peer already
+     * refuses the range where it lost access): lets go of what peers hold
+     * registered there, waiting (polling through t) for their
+     * acknowledgements, so that later requests are checked against the new
+     * protections.  The piece stays exposed.  NO lock held, not in a
+     * handler.  NULL: nothing held there is granted per protection. */
+    void     (*seg_reprotect)(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
 
     /* ---- transfers */
     /* A put/get of n bytes between local (registered as lmr, or NULL) and

@@ -1,0 +1,159 @@
+/*
+ * seg_protect.c -- the application's mprotect/pkey_mprotect/munmap of its
+ * own segment memory (docs/reliability.md, "A peer's protected memory").
+ *
+ * Peers reach a segment piece with keys handed out before (pin-everything:
+ * the whole piece at creation; firehose and rendezvous-cache: regions
+ * granted earlier), and the target's provider touches the memory with no
+ * check of ours: a put into a page the owner made PROT_NONE or read-only
+ * afterwards faulted the *target*, inside its own poll.  Userfaultfd has no
+ * event for mprotect, and an unmap event comes after the fact; but the
+ * application's calls reach libfirehose's wrappers first
+ * (firehose/util/interpose.c).  So before the kernel changes a range that
+ * meets one of our published pieces, the hook here:
+ *   1. records the range as a hole of the piece with what stays allowed
+ *      (PROT_READ, or nothing; seg_holes.c) and publishes the segment
+ *      table: our own transfers into it are refused from now on;
+ *   2. sends every peer FH_H_SEG_PROT (segment, range, protection); the
+ *      peer records the same hole for our piece and publishes before it
+ *      acknowledges, so its transfers that look the range up afterwards
+ *      are refused before anything is sent, with FH_ERR_OUT_OF_SEGMENT
+ *      naming our rank and the address (rma.c, strided.c, atomic.c);
+ *   3. polls until every peer acknowledged;
+ *   4. lets the strategy give up what peers hold registered in the range
+ *      (reg.h seg_reprotect: firehose revokes the firehoses meeting it and
+ *      waits until their holders' RDMA through them completed), then lets
+ *      the call go on.
+ * Making the range readable and writable again removes the hole the same
+ * way.  The check costs the fast path nothing but a pointer test
+ * (fh_seg_range_t.holes is NULL unless the piece has holes).
+ *
+ * What this does not cover (docs/reliability.md, Open): a transfer a peer
+ * looked up *before* it applied the change (in flight, or another thread
+ * of the peer between lookup and post) still reaches the provider; the
+ * pin-everything get then ends by the RMA timeout, a put may still fault.
+ * A call from inside an AM handler, or from a thread with no runtime state
+ * left (exiting), records the hole locally and tells no peer.  An mprotect
+ * the kernel then refuses leaves the hole (transfers are refused that
+ * would have worked).
+ *
+ * Safety of the hook: before fh_init, after fh_finalize, and for a range
+ * that meets no piece of ours it does only lock-free loads (a signal
+ * handler may call mprotect); it never recurses (a per-thread flag: the
+ * round itself may unmap memory); it leaves errno to the wrapper.
+ */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "firehose/util/interpose.h"
+
+#define ARGS 5   /* segment, lo, hi, prot, round */
+
+static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t round_id;     /* the round in progress */
+static _Atomic unsigned round_acks;   /* its acknowledgements so far */
+static _Thread_local int in_hook;
+
+/* A peer changed its piece's holes: apply the same, then acknowledge. */
+static void prot_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf;
+    (void)n;
+    int src = -1;
+    fh_token_source(tok, &src);
+    long page = sysconf(_SC_PAGESIZE);
+    int prot = na == ARGS ? (int)(int64_t)a[3] : 0;
+    if (na != ARGS || src < 0 || a[1] >= a[2] || a[1] % (uint64_t)page != 0 ||
+        a[2] % (uint64_t)page != 0 || (prot != -1 && (prot & ~(PROT_READ | PROT_WRITE)))) {
+        fh_am_drop(fh_token_path(tok), src, "a malformed segment protection change");
+        return;   /* no acknowledgement: the sender is not one of ours */
+    }
+    fh_seg_protect_peer(fh_rt, src, (long)a[0], (uintptr_t)a[1], (uintptr_t)a[2], prot);
+    uint64_t ack = a[4];
+    fh_am_reply_internal(tok, FH_H_SEG_PROT_ACK, &ack, 1);
+}
+
+static void prot_ack(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
+{
+    (void)buf;
+    (void)n;
+    if (na == 1 && a[0] == atomic_load_explicit(&round_id, memory_order_relaxed))
+        atomic_fetch_add_explicit(&round_acks, 1, memory_order_release);
+    else
+        fh_am_drop(fh_token_path(tok), -1, "a stray segment protection acknowledgement");
+}
+
+/* Steps 2-3 of the top: every peer applies the changes before we return. */
+static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int k, int prot)
+{
+    pthread_mutex_lock(&round_lock);
+    uint64_t id = atomic_fetch_add(&round_id, 1) + 1;
+    atomic_store(&round_acks, 0);
+    unsigned want = 0;
+    for (int c = 0; c < k; c++)
+        for (int r = 0; r < rt->nranks; r++) {
+            if (r == rt->rank)
+                continue;
+            uint64_t args[ARGS] = {(uint64_t)ch[c].seg, ch[c].lo, ch[c].hi,
+                                   (uint64_t)(int64_t)prot, id};
+            int rc = fh_am_send_request(t, r, FH_AM_REQ_SHORT, FH_H_SEG_PROT, NULL, 0, 0,
+                                        args, ARGS);
+            if (rc == FH_OK)
+                want++;
+            else
+                fh_log_error("could not tell rank %d that [%p, %p) of segment %ld changed "
+                             "its protection: %s", r, (void *)ch[c].lo, (void *)ch[c].hi,
+                             ch[c].seg, fh_strerror(rc));
+        }
+    unsigned idle = 0;
+    while (atomic_load_explicit(&round_acks, memory_order_acquire) < want)
+        fh_wait_round(t, &idle);
+    pthread_mutex_unlock(&round_lock);
+}
+
+static void hook(void *addr, size_t len, int prot)
+{
+    if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
+        return;
+    fh_rt_t *rt = fh_rt;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len + page - 1;
+    if (len == 0 || lo % page != 0 || hi < lo)
+        return;   /* the kernel refuses it (EINVAL) or changes nothing */
+    hi &= ~(page - 1);
+    if (!fh_seg_meets_own(rt, lo, hi, prot) || in_hook)
+        return;
+    in_hook = 1;
+    int max = (int)rt->cfg.max_segments;
+    fh_seg_change_t *ch = malloc((size_t)max * sizeof *ch);
+    int k = ch != NULL ? fh_seg_protect_own(rt, lo, hi, prot, ch, max) : 0;
+    if (ch == NULL)
+        fh_log_error("out of memory: [%p, +%zu) of a segment changes its protection "
+                     "unseen by peers", addr, len);
+    fh_tls_t *t = k > 0 ? fh_tls() : NULL;
+    if (t != NULL && !t->in_handler) {
+        tell_peers(rt, t, ch, k, prot);
+        if (rt->reg_ops->seg_reprotect != NULL)
+            for (int c = 0; c < k; c++)
+                rt->reg_ops->seg_reprotect(&rt->core, &t->base, (void *)ch[c].lo,
+                                           ch[c].hi - ch[c].lo);
+    } else if (k > 0)
+        fh_log_error("[%p, +%zu) of a segment changes its protection %s: peers are not "
+                     "told", addr, len, t == NULL ? "in an exiting thread" : "in an AM handler");
+    free(ch);
+    in_hook = 0;
+}
+
+void fh_seg_protect_init(void)
+{
+    fh_am_register_internal(FH_H_SEG_PROT, prot_req, "segment protection change");
+    fh_am_register_internal(FH_H_SEG_PROT_ACK, prot_ack, "segment protection ack");
+    fh_interpose_set(hook);
+}
+
+void fh_seg_protect_fini(void)
+{
+    fh_interpose_set(NULL);
+}
