@@ -37,6 +37,9 @@
  * the kernel then refuses leaves the hole (transfers are refused that
  * would have worked).
  *
+ * Any call that takes access away also makes the local buffer check's
+ * remembered mappings stale (fh_lc_stale, reg/local_check.c).
+ *
  * Safety of the hook: before fh_init, after fh_finalize, and for a range
  * that meets no piece of ours it does only lock-free loads (a signal
  * handler may call mprotect); it never recurses (a per-thread flag: the
@@ -123,6 +126,8 @@ static void hook(void *addr, size_t len, int prot)
     if (len == 0 || lo % page != 0 || hi < lo)
         return;   /* the kernel refuses it (EINVAL) or changes nothing */
     hi &= ~(page - 1);
+    if (prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE))
+        fh_lc_stale();   /* the caller's own buffers: local_check.c */
     if (!fh_seg_meets_own(rt, lo, hi, prot) || in_hook)
         return;
     in_hook = 1;

@@ -159,7 +159,7 @@ void fh_reg_register_all_handlers(void);
 
 /* The caller's own buffer, checked before any strategy's transfer is
  * posted (local_check.c: per-thread entries of mappings found mapped,
- * made stale by a memory monitor's events; mprotect is not seen).
+ * made stale by a memory monitor's events and by fh_lc_stale).
  * fh_lc_init at fh_init (never fails: without a monitor every check asks
  * the kernel), fh_lc_fini at fh_finalize.  fh_lc_check: FH_OK when
  * [local, +n) is mapped readable (a put's source) or writable (a get's
@@ -168,6 +168,10 @@ void fh_reg_register_all_handlers(void);
  * Any thread. */
 void fh_lc_init(fh_core_t *rt);
 void fh_lc_fini(void);
+/* Every thread's remembered mappings are stale from now on (the
+ * application takes access away: firehose/seg_protect.c).  Lock-free, one
+ * atomic add: safe in a signal handler. */
+void fh_lc_stale(void);
 int  fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote);
 
 #endif /* FH_REG_H */

@@ -344,6 +344,25 @@ int main(int argc, char **argv)
         CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
         for (size_t i = 0; i < 4 * pg; i++)
             CHECK(own_ro[i] == 0, "own read-only page unchanged", "byte %zu", i);
+        /* A buffer a transfer used (the check remembers its mapping), then
+         * made PROT_NONE: refused again, no fault (local_check.c). */
+        for (size_t si = 0; si < 3; si++) {
+            size_t n = own_sizes[si] < 4 * pg ? own_sizes[si] : 4 * pg;
+            char *remote = (char *)seg1 + 8 * pg;
+            CHECK_OK(fh_put(1, remote, own_ro, n));
+            CHECK_OK(fh_get(own_ro, 1, remote, n));
+            CHECK(mprotect(own_ro, 4 * pg, PROT_NONE) == 0, "mprotect", "%s", strerror(errno));
+            for (int is_put = 0; is_put < 2; is_put++) {
+                int rc = xfer(0, is_put, own_ro, remote, n);
+                if (rc == FH_OK) {
+                    TU_LOG("%s own memory made PROT_NONE after use %p +%zu succeeded\n",
+                           is_put ? "put from" : "get into", (void *)own_ro, n);
+                    nfail++;
+                } else
+                    names("own memory made PROT_NONE after use", 1, own_ro, n);
+            }
+            CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
+        }
         munmap(own + 4 * pg, 16 * pg);
         TU_LOG("%d mistakes were not refused\n", nfail);
         CHECK(nfail == 0, "mistakes refused", "0 accepted, saw %d", nfail);
