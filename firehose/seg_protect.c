@@ -52,9 +52,13 @@
 #include "internal.h"
 #include "firehose/util/interpose.h"
 
-#define ARGS 5   /* segment, lo, hi, prot, round */
+#define ARGS 5   /* segment, lo, hi, prot (PROT_READ/WRITE bits, -1: unmapped), round */
+#define RW (PROT_READ | PROT_WRITE)
 
+/* Held from the local change to the last acknowledgement, so that two
+ * threads' changes reach every peer in the order they were applied here. */
 static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t page;                /* set at init: no sysconf in the hook */
 static _Atomic uint64_t round_id;     /* the round in progress */
 static _Atomic unsigned round_acks;   /* its acknowledgements so far */
 static _Thread_local int in_hook;
@@ -66,7 +70,6 @@ static void prot_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, uns
     (void)n;
     int src = -1;
     fh_token_source(tok, &src);
-    long page = sysconf(_SC_PAGESIZE);
     int prot = na == ARGS ? (int)(int64_t)a[3] : 0;
     if (na != ARGS || src < 0 || a[1] >= a[2] || a[1] % (uint64_t)page != 0 ||
         a[2] % (uint64_t)page != 0 || (prot != -1 && (prot & ~(PROT_READ | PROT_WRITE)))) {
@@ -88,10 +91,10 @@ static void prot_ack(fh_token_t tok, void *buf, size_t n, const uint64_t *a, uns
         fh_am_drop(fh_token_path(tok), -1, "a stray segment protection acknowledgement");
 }
 
-/* Steps 2-3 of the top: every peer applies the changes before we return. */
+/* Steps 2-3 of the top: every peer applies the changes before we return.
+ * round_lock held. */
 static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int k, int prot)
 {
-    pthread_mutex_lock(&round_lock);
     uint64_t id = atomic_fetch_add(&round_id, 1) + 1;
     atomic_store(&round_acks, 0);
     unsigned want = 0;
@@ -100,7 +103,7 @@ static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int 
             if (r == rt->rank)
                 continue;
             uint64_t args[ARGS] = {(uint64_t)ch[c].seg, ch[c].lo, ch[c].hi,
-                                   (uint64_t)(int64_t)prot, id};
+                                   (uint64_t)(int64_t)(prot < 0 ? -1 : prot & RW), id};
             int rc = fh_am_send_request(t, r, FH_AM_REQ_SHORT, FH_H_SEG_PROT, NULL, 0, 0,
                                         args, ARGS);
             if (rc == FH_OK)
@@ -113,7 +116,6 @@ static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int 
     unsigned idle = 0;
     while (atomic_load_explicit(&round_acks, memory_order_acquire) < want)
         fh_wait_round(t, &idle);
-    pthread_mutex_unlock(&round_lock);
 }
 
 static void hook(void *addr, size_t len, int prot)
@@ -121,38 +123,45 @@ static void hook(void *addr, size_t len, int prot)
     if (atomic_load_explicit(&fh_rt_state, memory_order_acquire) != FH_RT_UP)
         return;
     fh_rt_t *rt = fh_rt;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)addr, hi = lo + len + page - 1;
     if (len == 0 || lo % page != 0 || hi < lo)
         return;   /* the kernel refuses it (EINVAL) or changes nothing */
     hi &= ~(page - 1);
-    if (prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE))
+    if (prot < 0 || (prot & RW) != RW)
         fh_lc_stale();   /* the caller's own buffers: local_check.c */
     if (!fh_seg_meets_own(rt, lo, hi, prot) || in_hook)
         return;
     in_hook = 1;
+    /* Not in a handler (it may not wait): then only our own table. */
+    fh_tls_t *t = fh_tls();
+    bool round = t != NULL && !t->in_handler;
+    if (round)
+        pthread_mutex_lock(&round_lock);
     int max = (int)rt->cfg.max_segments;
     fh_seg_change_t *ch = malloc((size_t)max * sizeof *ch);
     int k = ch != NULL ? fh_seg_protect_own(rt, lo, hi, prot, ch, max) : 0;
     if (ch == NULL)
         fh_log_error("out of memory: [%p, +%zu) of a segment changes its protection "
                      "unseen by peers", addr, len);
-    fh_tls_t *t = k > 0 ? fh_tls() : NULL;
-    if (t != NULL && !t->in_handler) {
+    if (round && k > 0) {
         tell_peers(rt, t, ch, k, prot);
         if (rt->reg_ops->seg_reprotect != NULL)
             for (int c = 0; c < k; c++)
                 rt->reg_ops->seg_reprotect(&rt->core, &t->base, (void *)ch[c].lo,
                                            ch[c].hi - ch[c].lo);
-    } else if (k > 0)
+    } else if (k > 0) {
         fh_log_error("[%p, +%zu) of a segment changes its protection %s: peers are not "
                      "told", addr, len, t == NULL ? "in an exiting thread" : "in an AM handler");
+    }
+    if (round)
+        pthread_mutex_unlock(&round_lock);
     free(ch);
     in_hook = 0;
 }
 
 void fh_seg_protect_init(void)
 {
+    page = (uintptr_t)sysconf(_SC_PAGESIZE);
     fh_am_register_internal(FH_H_SEG_PROT, prot_req, "segment protection change");
     fh_am_register_internal(FH_H_SEG_PROT_ACK, prot_ack, "segment protection ack");
     fh_interpose_set(hook);
