@@ -129,6 +129,20 @@ static void stall_case(char *none)
     CHECK_OK(fh_put(1, none + 4096 * 32, b, 8));
 }
 
+/* An address range of 4 pages that is unmapped now.  Taken afresh for
+ * each case: a range unmapped once may be mapped again by the next mmap
+ * of anyone in the process (the runtime's, malloc's), and a put from it
+ * then rightly succeeds. */
+static char *fresh_hole(void)
+{
+    char *u = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(u != MAP_FAILED, "mmap", "%s", strerror(errno));
+    CHECK(munmap(u, 4 * pg) == 0, "munmap", "%s", strerror(errno));
+    unsigned char v;
+    CHECK(mincore(u, pg, &v) != 0 && errno == ENOMEM, "fresh hole", "%p unmapped", (void *)u);
+    return u;
+}
+
 static void stall_flag(char *path, size_t len)
 {
     snprintf(path, len, "/tmp/fault_target_stall.%ld", (long)getppid());
@@ -330,7 +344,8 @@ int main(int argc, char **argv)
             for (size_t si = 0; si < 3; si++)
                 for (int form = 0; form < 3; form++) {
                     size_t n = own_sizes[si] < 4 * pg ? own_sizes[si] : 4 * pg;
-                    char *at = own_cases[ci].at;
+                    char *at = own_cases[ci].at == own_unmapped ? fresh_hole()
+                                                                : own_cases[ci].at;
                     char *remote = (char *)seg1 + 8 * pg;
                     int rc = xfer(form, own_cases[ci].is_put, at, remote, n);
                     if (rc == FH_OK) {
