@@ -673,6 +673,7 @@ int  fh_seg_init(fh_rt_t *rt);
  * keep_mapped (a deregistration failed: the memory must never be reused
  * while a key may still name it). */
 void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
+/* seg_protect.c, on segment.c's table (segment_private.h): */
 /* Whether [lo, hi) meets one of our own published pieces where setting it
  * to prot changes something (prot lacks read or write, or a hole is
  * there).  Lock-free, no write: safe in a signal handler. */

@@ -49,7 +49,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "segment_private.h"
 #include "firehose/util/interpose.h"
 
 #define ARGS 5   /* segment, lo, hi, prot (PROT_READ/WRITE bits, -1: unmapped), round */
@@ -62,6 +62,73 @@ static uintptr_t page;                /* set at init: no sysconf in the hook */
 static _Atomic uint64_t round_id;     /* the round in progress */
 static _Atomic unsigned round_acks;   /* its acknowledgements so far */
 static _Thread_local int in_hook;
+
+/* ---- a piece's holes in the segment table (internal.h, segment.c) */
+
+bool fh_seg_meets_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot)
+{
+    struct fh_segmap *m = atomic_load_explicit(&rt->segmap, memory_order_acquire);
+    if (m == NULL)
+        return false;
+    bool reduces = prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE);
+    for (uint32_t i = 0; i < m->count[rt->rank]; i++) {
+        const fh_seg_range_t *r = &m->ranges[rt->rank][i];
+        if (r->base < hi && r->end > lo && (reduces || r->holes != NULL))
+            return true;
+    }
+    return false;
+}
+
+/* Sets [lo, hi) of piece p to prot; whether it changed.  seg_lock held.
+ * The old list stays readable (a snapshot may point at it) until
+ * fh_finalize.  Out of memory: the hole is not recorded (logged). */
+static bool piece_set(struct fh_seg_piece *p, uintptr_t lo, uintptr_t hi, int prot)
+{
+    uintptr_t b = (uintptr_t)p->base, e = b + p->size;
+    if (p->size == 0 || lo >= e || hi <= b)
+        return false;
+    bool changed = false;
+    const struct fh_seg_holes *h =
+        fh_seg_holes_set(p->holes, lo > b ? lo : b, hi < e ? hi : e, prot, &changed);
+    if (!changed) {
+        free((void *)h);
+        return false;
+    }
+    fh_seg_holes_retire(p->holes);
+    p->holes = h;
+    return true;
+}
+
+int fh_seg_protect_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot,
+                       fh_seg_change_t *out, int max)
+{
+    int k = 0;
+    pthread_mutex_lock(&rt->seg_lock);
+    for (long s = 0; s < rt->cfg.max_segments && k < max; s++) {
+        fh_segment_t *sg = &rt->segs[s];
+        if (!fh_seg_published(rt, sg, rt->rank))
+            continue;
+        struct fh_seg_piece *p = &sg->pieces[rt->rank];
+        uintptr_t b = (uintptr_t)p->base, e = b + p->size;
+        if (piece_set(p, lo, hi, prot))
+            out[k++] = (fh_seg_change_t){s, lo > b ? lo : b, hi < e ? hi : e};
+    }
+    if (k > 0 && fh_seg_publish(rt) != FH_OK)
+        fh_fatal("out of memory publishing the segment table");
+    pthread_mutex_unlock(&rt->seg_lock);
+    return k;
+}
+
+void fh_seg_protect_peer(fh_rt_t *rt, int rank, long seg, uintptr_t lo, uintptr_t hi,
+                         int prot)
+{
+    pthread_mutex_lock(&rt->seg_lock);
+    if (seg >= 0 && seg < rt->cfg.max_segments && rank >= 0 && rank < rt->nranks &&
+        fh_seg_published(rt, &rt->segs[seg], rank) &&
+        piece_set(&rt->segs[seg].pieces[rank], lo, hi, prot) && fh_seg_publish(rt) != FH_OK)
+        fh_fatal("out of memory publishing the segment table");
+    pthread_mutex_unlock(&rt->seg_lock);
+}
 
 /* A peer changed its piece's holes: apply the same, then acknowledge. */
 static void prot_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)

@@ -53,35 +53,13 @@
 #include "internal.h"
 #include "firehose/node/node.h"
 
-typedef struct fh_segment {
-    int live;
-    int dying;               /* unpublished, not yet released: slot not free */
-    int pending;             /* being created: only our own piece published */
-    void *base;              /* our piece (NULL if size 0) */
-    size_t size, mapped;
-    struct fh_mr *mr;
-    int shared;              /* our piece is node memory (np) */
-    fh_node_piece_t np;
-    struct fh_seg_piece {
-        uint64_t base, size;
-        fh_rkey_t rkey;
-        char *local;         /* our mapping of it (node group), or NULL */
-        size_t local_len;    /* bytes attached (0: ours, or none) */
-        const struct fh_seg_holes *holes;   /* seg_holes.c; NULL: none */
-    } *pieces;               /* [nranks] */
-} fh_segment_t;
-
-struct fh_segmap {
-    struct fh_segmap *retired_next;
-    uint32_t *count;              /* [nranks] */
-    fh_seg_range_t **ranges;      /* [nranks][count] sorted by base */
-};
+#include "segment_private.h"
 
 /* Hole lists replaced since fh_init (seg_lock held): a snapshot may still
  * point at them, so they live until fh_finalize, like the snapshots. */
 static struct fh_seg_holes *holes_retired;
 
-static void holes_retire(const struct fh_seg_holes *h)
+void fh_seg_holes_retire(const struct fh_seg_holes *h)
 {
     if (h != NULL) {
         struct fh_seg_holes *old = (struct fh_seg_holes *)h;
@@ -95,7 +73,7 @@ static void holes_retire(const struct fh_seg_holes *h)
 static void pieces_free(struct fh_seg_piece *pieces, int nranks)
 {
     for (int r = 0; pieces != NULL && r < nranks; r++)
-        holes_retire(pieces[r].holes);
+        fh_seg_holes_retire(pieces[r].holes);
     free(pieces);
 }
 
@@ -116,15 +94,6 @@ static int cmp_range(const void *a, const void *b)
     return (x->base > y->base) - (x->base < y->base);
 }
 
-/* Whether rank r's piece of sg belongs in the lookup table: every piece of
- * a live segment; of one being created (pending), our own piece only, so
- * that we serve peers who finished the creation exchange before us. */
-static bool seg_published(const fh_rt_t *rt, const fh_segment_t *sg, int r)
-{
-    return (sg->live || (sg->pending && r == rt->rank)) && sg->pieces != NULL &&
-           sg->pieces[r].size != 0;
-}
-
 /* Builds the snapshot from the live segments; called with seg_lock held. */
 static struct fh_segmap *segmap_build(fh_rt_t *rt)
 {
@@ -139,7 +108,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
     }
     for (long s = 0; s < rt->cfg.max_segments; s++)
         for (int r = 0; r < n; r++)
-            if (seg_published(rt, &rt->segs[s], r))
+            if (fh_seg_published(rt, &rt->segs[s], r))
                 m->count[r]++;
     for (int r = 0; r < n; r++) {
         if (m->count[r] == 0)
@@ -152,7 +121,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
         uint32_t k = 0;
         for (long s = 0; s < rt->cfg.max_segments; s++) {
             const fh_segment_t *sg = &rt->segs[s];
-            if (seg_published(rt, sg, r))
+            if (fh_seg_published(rt, sg, r))
                 m->ranges[r][k++] = (fh_seg_range_t){
                     .base = (uintptr_t)sg->pieces[r].base,
                     .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
@@ -165,7 +134,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
     return m;
 }
 
-static int publish(fh_rt_t *rt)
+int fh_seg_publish(fh_rt_t *rt)
 {
     struct fh_segmap *m = segmap_build(rt);
     if (m == NULL)
@@ -206,7 +175,7 @@ int fh_seg_init(fh_rt_t *rt)
     rt->segs = calloc((size_t)rt->cfg.max_segments, sizeof *rt->segs);
     if (rt->segs == NULL)
         return FH_ERR_NO_MEMORY;
-    return publish(rt);
+    return fh_seg_publish(rt);
 }
 
 /* Releases our piece: its own registration (pin-everything) first, then
@@ -318,73 +287,6 @@ static int map_piece(const fh_rt_t *rt, fh_segment_t *sg, size_t size)
 
 static void fence_handlers(fh_rt_t *rt);
 
-/* ---- holes (seg_holes.c, seg_protect.c) */
-
-bool fh_seg_meets_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot)
-{
-    struct fh_segmap *m = atomic_load_explicit(&rt->segmap, memory_order_acquire);
-    if (m == NULL)
-        return false;
-    bool reduces = prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE);
-    for (uint32_t i = 0; i < m->count[rt->rank]; i++) {
-        const fh_seg_range_t *r = &m->ranges[rt->rank][i];
-        if (r->base < hi && r->end > lo && (reduces || r->holes != NULL))
-            return true;
-    }
-    return false;
-}
-
-/* Sets [lo, hi) of piece p to prot; whether it changed.  seg_lock held.
- * The old list stays readable (a snapshot may point at it) until
- * fh_finalize.  Out of memory: the hole is not recorded (logged). */
-static bool piece_set(struct fh_seg_piece *p, uintptr_t lo, uintptr_t hi, int prot)
-{
-    uintptr_t b = (uintptr_t)p->base, e = b + p->size;
-    if (p->size == 0 || lo >= e || hi <= b)
-        return false;
-    bool changed = false;
-    const struct fh_seg_holes *h =
-        fh_seg_holes_set(p->holes, lo > b ? lo : b, hi < e ? hi : e, prot, &changed);
-    if (!changed) {
-        free((void *)h);
-        return false;
-    }
-    holes_retire(p->holes);
-    p->holes = h;
-    return true;
-}
-
-int fh_seg_protect_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot,
-                       fh_seg_change_t *out, int max)
-{
-    int k = 0;
-    pthread_mutex_lock(&rt->seg_lock);
-    for (long s = 0; s < rt->cfg.max_segments && k < max; s++) {
-        fh_segment_t *sg = &rt->segs[s];
-        if (!seg_published(rt, sg, rt->rank))
-            continue;
-        struct fh_seg_piece *p = &sg->pieces[rt->rank];
-        uintptr_t b = (uintptr_t)p->base, e = b + p->size;
-        if (piece_set(p, lo, hi, prot))
-            out[k++] = (fh_seg_change_t){s, lo > b ? lo : b, hi < e ? hi : e};
-    }
-    if (k > 0 && publish(rt) != FH_OK)
-        fh_fatal("out of memory publishing the segment table");
-    pthread_mutex_unlock(&rt->seg_lock);
-    return k;
-}
-
-void fh_seg_protect_peer(fh_rt_t *rt, int rank, long seg, uintptr_t lo, uintptr_t hi,
-                         int prot)
-{
-    pthread_mutex_lock(&rt->seg_lock);
-    if (seg >= 0 && seg < rt->cfg.max_segments && rank >= 0 && rank < rt->nranks &&
-        seg_published(rt, &rt->segs[seg], rank) &&
-        piece_set(&rt->segs[seg].pieces[rank], lo, hi, prot) && publish(rt) != FH_OK)
-        fh_fatal("out of memory publishing the segment table");
-    pthread_mutex_unlock(&rt->seg_lock);
-}
-
 /* What each rank contributes to the creation exchange. */
 struct seg_wire {
     int64_t status;
@@ -471,7 +373,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
                                                  {mine.key, mine.kbase}, sg->base, 0, NULL};
         sg->pieces = pieces;
         sg->pending = 1;
-        if (publish(rt) != FH_OK) {
+        if (fh_seg_publish(rt) != FH_OK) {
             sg->pending = 0;
             sg->pieces = NULL;
             mine.status = FH_ERR_NO_MEMORY;
@@ -494,7 +396,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         if (sg != NULL && sg->pending) {
             sg->pending = 0;
             sg->pieces = NULL;
-            if (publish(rt) != FH_OK)
+            if (fh_seg_publish(rt) != FH_OK)
                 fh_fatal("fh_segment_create: out of memory publishing the segment table");
             pthread_mutex_unlock(&rt->seg_lock);
             fence_handlers(rt);
@@ -545,7 +447,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     sg->size = size;
     sg->pending = 0;
     sg->live = 1;
-    rc = publish(rt);
+    rc = fh_seg_publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
     fh_coll_leave();
     if (rc != FH_OK)
@@ -632,7 +534,7 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_lock(&rt->seg_lock);
     sg->live = 0;
     sg->dying = 1;
-    rc = publish(rt);
+    rc = fh_seg_publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
     if (rc != FH_OK)   /* lookups would still find memory we are about to unmap */
         fh_fatal("fh_segment_destroy: out of memory publishing the segment table");
