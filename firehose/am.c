@@ -336,6 +336,9 @@ int fh_am_send_request(fh_tls_t *t, int rank, unsigned kind, unsigned handler,
          * is visible. */
         fh_seg_range_t r;
         int rc = fh_seg_find(rt, rank, (uintptr_t)long_dst, len, &r);
+        if (rc == FH_OK && r.holes != NULL)
+            rc = fh_seg_holes_check("fh_am_request_long", rank, true, (void *)long_dst,
+                                    len, &r);
         if (rc != FH_OK ||
             (rc = rt->route[rank]->am_payload(t, rank, payload, len, long_dst, &r)) != FH_OK)
             return rc;
@@ -707,7 +710,8 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     if (fh_am_kind_is_long(m.kind)) {
         fh_seg_range_t r;
         if (m.payload_len &&
-            fh_seg_find(rt, rt->rank, (uintptr_t)m.long_dst, m.payload_len, &r) != FH_OK) {
+            (fh_seg_find(rt, rt->rank, (uintptr_t)m.long_dst, m.payload_len, &r) != FH_OK ||
+             fh_seg_holes_meet(r.holes, (uintptr_t)m.long_dst, m.payload_len, true))) {
             fh_am_drop(p, src, "long destination 0x%llx+%u is outside our segments",
                        (unsigned long long)m.long_dst, m.payload_len);
             if (is_req)

@@ -113,6 +113,8 @@ static void atomic_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
     } else {
         fh_seg_range_t r;
         status = fh_seg_find(fh_rt, fh_rt->rank, (uintptr_t)a[0], (size_t)w, &r);
+        if (status == FH_OK && fh_seg_holes_meet(r.holes, (uintptr_t)a[0], (size_t)w, true))
+            status = FH_ERR_OUT_OF_SEGMENT;   /* protected since (seg_protect.c) */
         if (status == FH_OK)
             old = apply((void *)(uintptr_t)a[0], (unsigned)w, (fh_atomic_op_t)a[1], a[2],
                         a[3]);
@@ -273,6 +275,9 @@ static int atomic_op(const char *fn, int rank, void *target, unsigned width,
     if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &q.r)) != FH_OK)
         return fh_set_error(rc, "%s: %p is not inside a segment of rank %d", fn, target,
                             rank);
+    if (q.r.holes != NULL &&   /* reads and writes (seg_protect.c) */
+        (rc = fh_seg_holes_check(fn, rank, true, target, width, &q.r)) != FH_OK)
+        return rc;
     return fh_rt->route[rank]->atomic(t, &q);
 }
 

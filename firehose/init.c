@@ -355,6 +355,7 @@ int fh_init(int *argc, char ***argv)
     rt->modules_up = true;
     fh_atomic_init();
     fh_strided_init();
+    fh_seg_protect_init();
     fh_coll_init();
 
     if (rt->cfg.verbose >= 1 && rt->rank == 0) {
@@ -437,6 +438,7 @@ int fh_finalize(void)
     if (rt->cfg.stats)
         fh_stats_print(stderr);
     atomic_store(&fh_rt_state, FH_RT_DOWN);
+    fh_seg_protect_fini();    /* the wrappers pass through from here */
     /* Keys die before their memory: every registration for peers is
      * deregistered before any segment is unmapped. */
     const fh_reg_ops_t *reg = rt->reg_ops;

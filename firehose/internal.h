@@ -574,7 +574,9 @@ enum {
     /* 5..11: the strategies' (reg/services.h) */
     FH_H_STRIDED_PUT = 12,    /* strided.c: packed blocks to scatter */
     FH_H_STRIDED_GET = 13,    /* strided.c: blocks to gather and send back */
-    FH_H_STRIDED_REP = 14     /* strided.c: acknowledgement or gathered data */
+    FH_H_STRIDED_REP = 14,    /* strided.c: acknowledgement or gathered data */
+    FH_H_SEG_PROT    = 15,    /* seg_protect.c: a piece's holes changed */
+    FH_H_SEG_PROT_ACK = 16    /* ... applied */
 };
 /* Handlers of the registration strategies' own protocols: their messages
  * count in reg_moves, not in am_sent/am_received. */
@@ -629,6 +631,37 @@ int  fh_wait_quiet(fh_tls_t *t);
  * until the conduit has none again (p->lock held; from fh_path_poll_locked). */
 void fh_rma_drain_locked(fh_path_t *p);
 
+/* ---- seg_holes.c: what a piece's owner protected or unmapped */
+struct fh_seg_hole {
+    uintptr_t lo, hi;          /* [lo, hi), whole pages */
+    int prot;                  /* still allowed: PROT_READ or 0 */
+};
+struct fh_seg_holes {
+    struct fh_seg_holes *retired_next;   /* segment.c's list of old ones */
+    uint32_t n;
+    struct fh_seg_hole h[];    /* sorted, disjoint */
+};
+/* A new list: old with [lo, hi) set to prot (-1: unmapped; PROT_READ |
+ * PROT_WRITE removes the holes there).  *changed says whether it differs
+ * from old.  NULL: no hole left (*changed set), or out of memory
+ * (*changed false).  old stays as it is. */
+const struct fh_seg_holes *fh_seg_holes_set(const struct fh_seg_holes *old, uintptr_t lo,
+                                            uintptr_t hi, int prot, bool *changed);
+/* The first address of [addr, +n) that a put (write) or get may not
+ * touch, or 0. */
+uintptr_t fh_seg_holes_meet(const struct fh_seg_holes *h, uintptr_t addr, size_t n,
+                            bool write);
+/* FH_OK, or FH_ERR_OUT_OF_SEGMENT with fh_last_error() naming rank and the
+ * first address a transfer into range r (r->holes != NULL) may not touch. */
+int fh_seg_holes_check(const char *fn, int rank, bool write, const void *remote, size_t n,
+                       const fh_seg_range_t *r);
+
+/* ---- seg_protect.c: the application's mprotect/munmap of segment memory */
+/* fh_init, after fh_seg_init: registers the handlers and the hook. */
+void fh_seg_protect_init(void);
+/* fh_finalize: the wrappers pass straight through from now on. */
+void fh_seg_protect_fini(void);
+
 /* ---- segment.c */
 /* Looks up [addr, addr+n) of `rank`; returns FH_OK and the range, or
  * FH_ERR_OUT_OF_SEGMENT / FH_ERR_OVERFLOW.  Lock-free. */
@@ -640,6 +673,26 @@ int  fh_seg_init(fh_rt_t *rt);
  * keep_mapped (a deregistration failed: the memory must never be reused
  * while a key may still name it). */
 void fh_seg_fini(fh_rt_t *rt, bool keep_mapped);
+/* seg_protect.c, on segment.c's table (segment_private.h): */
+/* Whether [lo, hi) meets one of our own published pieces where setting it
+ * to prot changes something (prot lacks read or write, or a hole is
+ * there).  Lock-free, no write: safe in a signal handler. */
+bool fh_seg_meets_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot);
+/* A change of a piece's holes: segment id and the part of the range in it. */
+typedef struct fh_seg_change {
+    long seg;
+    uintptr_t lo, hi;
+} fh_seg_change_t;
+/* Sets [lo, hi) of every published piece of ours it meets to prot
+ * (fh_seg_holes_set) and publishes; out[0..ret) says what changed (at most
+ * max).  Takes seg_lock. */
+int  fh_seg_protect_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot,
+                        fh_seg_change_t *out, int max);
+/* The same for rank's piece of segment seg, as rank told us (clipped to
+ * the piece; a segment not published, or a range outside it, changes
+ * nothing).  Takes seg_lock: may run in a handler. */
+void fh_seg_protect_peer(fh_rt_t *rt, int rank, long seg, uintptr_t lo, uintptr_t hi,
+                         int prot);
 
 /* ---- services.c: the table of calls the strategies get (reg/services.h) */
 extern const fh_reg_services_t fh_reg_services;

@@ -268,6 +268,10 @@ rma(const char *fn, bool is_put, int rank, void *local, void *remote, size_t n,
     fh_rma_req_t q;
     if ((rc = validate(fn, rank, local, remote, n, &q.r)) != FH_OK || n == 0)
         return rc;
+    /* Memory the owner protected or unmapped since (seg_protect.c). */
+    if (__builtin_expect(q.r.holes != NULL, 0) &&
+        (rc = fh_seg_holes_check(fn, rank, is_put, remote, n, &q.r)) != FH_OK)
+        return rc;
     q.fn = fn, q.is_put = is_put, q.rank = rank, q.local = local, q.remote = remote;
     q.n = n, q.count = 1, q.lstride = q.rstride = 0, q.mode = mode, q.h = h;
     return fh_rt->route[rank]->rma(t, &q);

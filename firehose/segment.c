@@ -53,28 +53,29 @@
 #include "internal.h"
 #include "firehose/node/node.h"
 
-typedef struct fh_segment {
-    int live;
-    int dying;               /* unpublished, not yet released: slot not free */
-    int pending;             /* being created: only our own piece published */
-    void *base;              /* our piece (NULL if size 0) */
-    size_t size, mapped;
-    struct fh_mr *mr;
-    int shared;              /* our piece is node memory (np) */
-    fh_node_piece_t np;
-    struct fh_seg_piece {
-        uint64_t base, size;
-        fh_rkey_t rkey;
-        char *local;         /* our mapping of it (node group), or NULL */
-        size_t local_len;    /* bytes attached (0: ours, or none) */
-    } *pieces;               /* [nranks] */
-} fh_segment_t;
+#include "segment_private.h"
 
-struct fh_segmap {
-    struct fh_segmap *retired_next;
-    uint32_t *count;              /* [nranks] */
-    fh_seg_range_t **ranges;      /* [nranks][count] sorted by base */
-};
+/* Hole lists replaced since fh_init (seg_lock held): a snapshot may still
+ * point at them, so they live until fh_finalize, like the snapshots. */
+static struct fh_seg_holes *holes_retired;
+
+void fh_seg_holes_retire(const struct fh_seg_holes *h)
+{
+    if (h != NULL) {
+        struct fh_seg_holes *old = (struct fh_seg_holes *)h;
+        old->retired_next = holes_retired;
+        holes_retired = old;
+    }
+}
+
+/* Frees a segment's pieces (seg_lock held, or finalize); their hole lists
+ * are retired. */
+static void pieces_free(struct fh_seg_piece *pieces, int nranks)
+{
+    for (int r = 0; pieces != NULL && r < nranks; r++)
+        fh_seg_holes_retire(pieces[r].holes);
+    free(pieces);
+}
 
 static void segmap_free(struct fh_segmap *m, int nranks)
 {
@@ -93,15 +94,6 @@ static int cmp_range(const void *a, const void *b)
     return (x->base > y->base) - (x->base < y->base);
 }
 
-/* Whether rank r's piece of sg belongs in the lookup table: every piece of
- * a live segment; of one being created (pending), our own piece only, so
- * that we serve peers who finished the creation exchange before us. */
-static bool seg_published(const fh_rt_t *rt, const fh_segment_t *sg, int r)
-{
-    return (sg->live || (sg->pending && r == rt->rank)) && sg->pieces != NULL &&
-           sg->pieces[r].size != 0;
-}
-
 /* Builds the snapshot from the live segments; called with seg_lock held. */
 static struct fh_segmap *segmap_build(fh_rt_t *rt)
 {
@@ -116,7 +108,7 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
     }
     for (long s = 0; s < rt->cfg.max_segments; s++)
         for (int r = 0; r < n; r++)
-            if (seg_published(rt, &rt->segs[s], r))
+            if (fh_seg_published(rt, &rt->segs[s], r))
                 m->count[r]++;
     for (int r = 0; r < n; r++) {
         if (m->count[r] == 0)
@@ -129,19 +121,20 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
         uint32_t k = 0;
         for (long s = 0; s < rt->cfg.max_segments; s++) {
             const fh_segment_t *sg = &rt->segs[s];
-            if (seg_published(rt, sg, r))
+            if (fh_seg_published(rt, sg, r))
                 m->ranges[r][k++] = (fh_seg_range_t){
                     .base = (uintptr_t)sg->pieces[r].base,
                     .end = (uintptr_t)(sg->pieces[r].base + sg->pieces[r].size),
                     .rkey = sg->pieces[r].rkey, .seg = (fh_seg_t)s,
-                    .mr = r == rt->rank ? sg->mr : NULL, .local = sg->pieces[r].local};
+                    .mr = r == rt->rank ? sg->mr : NULL, .local = sg->pieces[r].local,
+                    .holes = sg->pieces[r].holes};
         }
         qsort(m->ranges[r], k, sizeof **m->ranges, cmp_range);
     }
     return m;
 }
 
-static int publish(fh_rt_t *rt)
+int fh_seg_publish(fh_rt_t *rt)
 {
     struct fh_segmap *m = segmap_build(rt);
     if (m == NULL)
@@ -182,7 +175,7 @@ int fh_seg_init(fh_rt_t *rt)
     rt->segs = calloc((size_t)rt->cfg.max_segments, sizeof *rt->segs);
     if (rt->segs == NULL)
         return FH_ERR_NO_MEMORY;
-    return publish(rt);
+    return fh_seg_publish(rt);
 }
 
 /* Releases our piece: its own registration (pin-everything) first, then
@@ -231,7 +224,7 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
         seg_detach_peers(sg, rt->nranks);
         if (sg->live)
             seg_release_local(rt, sg, keep_mapped, false);
-        free(sg->pieces);
+        pieces_free(sg->pieces, rt->nranks);
     }
     free(rt->segs);
     rt->segs = NULL;
@@ -240,6 +233,11 @@ void fh_seg_fini(fh_rt_t *rt, bool keep_mapped)
         struct fh_segmap *m = rt->retired;
         rt->retired = m->retired_next;
         segmap_free(m, rt->nranks);
+    }
+    while (holes_retired != NULL) {
+        struct fh_seg_holes *h = holes_retired;
+        holes_retired = h->retired_next;
+        free(h);
     }
 }
 
@@ -372,10 +370,10 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
          * reach our piece at once (an atomic, a rendezvous or bounce put)
          * while this or another thread of ours polls. */
         pieces[rt->rank] = (struct fh_seg_piece){mine.base, mine.size,
-                                                 {mine.key, mine.kbase}, sg->base, 0};
+                                                 {mine.key, mine.kbase}, sg->base, 0, NULL};
         sg->pieces = pieces;
         sg->pending = 1;
-        if (publish(rt) != FH_OK) {
+        if (fh_seg_publish(rt) != FH_OK) {
             sg->pending = 0;
             sg->pieces = NULL;
             mine.status = FH_ERR_NO_MEMORY;
@@ -398,7 +396,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         if (sg != NULL && sg->pending) {
             sg->pending = 0;
             sg->pieces = NULL;
-            if (publish(rt) != FH_OK)
+            if (fh_seg_publish(rt) != FH_OK)
                 fh_fatal("fh_segment_create: out of memory publishing the segment table");
             pthread_mutex_unlock(&rt->seg_lock);
             fence_handlers(rt);
@@ -423,12 +421,14 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     }
     for (int r = 0; r < rt->nranks; r++) {
         if (r == rt->rank) {
+            /* holes: what we protected while the exchange ran */
             pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
-                                              {all[r].key, all[r].kbase}, sg->base, 0};
+                                              {all[r].key, all[r].kbase}, sg->base, 0,
+                                              pieces[r].holes};
             continue;
         }
         pieces[r] = (struct fh_seg_piece){all[r].base, all[r].size,
-                                          {all[r].key, all[r].kbase}, NULL, 0};
+                                          {all[r].key, all[r].kbase}, NULL, 0, NULL};
         if (rt->node_peer[r] && all[r].fd >= 0 && all[r].size > 0 &&
             all[r].mapped >= all[r].size) {
             void *m = NULL;
@@ -447,7 +447,7 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
     sg->size = size;
     sg->pending = 0;
     sg->live = 1;
-    rc = publish(rt);
+    rc = fh_seg_publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
     fh_coll_leave();
     if (rc != FH_OK)
@@ -534,7 +534,7 @@ int fh_segment_destroy(fh_seg_t seg)
     pthread_mutex_lock(&rt->seg_lock);
     sg->live = 0;
     sg->dying = 1;
-    rc = publish(rt);
+    rc = fh_seg_publish(rt);
     pthread_mutex_unlock(&rt->seg_lock);
     if (rc != FH_OK)   /* lookups would still find memory we are about to unmap */
         fh_fatal("fh_segment_destroy: out of memory publishing the segment table");
@@ -555,7 +555,7 @@ int fh_segment_destroy(fh_seg_t seg)
     assert(sg->dying && !sg->live);
     seg_detach_peers(sg, rt->nranks);
     seg_release_local(rt, sg, undead != 0, true);
-    free(sg->pieces);
+    pieces_free(sg->pieces, rt->nranks);
     sg->pieces = NULL;
     sg->dying = 0;
     pthread_mutex_unlock(&rt->seg_lock);

@@ -65,7 +65,8 @@ static bool inside_our_segments(void *ctx, uintptr_t lo, size_t span)
 {
     fh_rt_t *rt = ctx;
     fh_seg_range_t r;
-    return fh_seg_find(rt, rt->rank, lo, span, &r) == FH_OK;
+    return fh_seg_find(rt, rt->rank, lo, span, &r) == FH_OK &&
+           fh_seg_holes_meet(r.holes, lo, span, true) == 0;
 }
 
 /* The checks of a received request and its hull against our segments
@@ -336,6 +337,9 @@ static int strided(const char *fn, bool is_put, int rank, char *local, ptrdiff_t
         return rc;
     fh_seg_range_t r;
     if ((rc = fh_rma_validate(fn, rank, (void *)llo, (void *)rlo, rspan, &r)) != FH_OK)
+        return rc;
+    if (r.holes != NULL &&   /* the hull, conservatively (seg_protect.c) */
+        (rc = fh_seg_holes_check(fn, rank, is_put, (void *)rlo, rspan, &r)) != FH_OK)
         return rc;
     if ((uintptr_t)llo + lspan < llo)
         return fh_set_error(FH_ERR_OVERFLOW, "%s: local range overflows", fn);

@@ -660,11 +660,29 @@ void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len)
  * the same collective).  A region still pinned locally (an operation of
  * ours from this memory still in flight, against the destroy contract) is
  * deregistered at its last unpin; no peer holds its key any more. */
+static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
+                            bool unexpose);
+
 void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
+{
+    invalidate_wait(rt, t, base, len, true);
+}
+
+/* The owner mprotects or unmaps part of a live piece (reg.h seg_reprotect):
+ * the same round, the span staying allowed -- the regions made again on
+ * demand are checked against the new protections (reach_run). */
+static void fhs_seg_reprotect(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
+{
+    invalidate_wait(rt, t, base, len, false);
+}
+
+static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
+                            bool unexpose)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
-    span_remove(g, (uintptr_t)base);
+    if (unexpose)
+        span_remove(g, (uintptr_t)base);
     unsigned n = fhc_invalidate(g->c, (uintptr_t)base, len);
     reg_check(g, (uint32_t)rt->rank);     /* the global invariants */
     pthread_mutex_unlock(&g->lock);
@@ -797,6 +815,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .seg_expose = fhs_seg_expose,
     .seg_retire = fh_reg_unexpose_and_retire,
     .seg_release = fhs_seg_release,
+    .seg_reprotect = fhs_seg_reprotect,
     .xfer = fhs_xfer,
     .on_entry = fhs_on_entry,
     .may_publish = fh_mm_may_publish,

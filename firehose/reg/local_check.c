@@ -19,9 +19,12 @@
  * userfaultfd, valgrind, kernels without write-protect) every call asks
  * the kernel (~1 us).
  *
- * What is not seen: mprotect (userfaultfd has no event for it).  A buffer
- * checked once and made PROT_NONE or read-only afterwards by the
- * application is not checked again while its entry lives.
+ * mprotect has no userfaultfd event: libfirehose's own mprotect,
+ * pkey_mprotect and munmap (firehose/util/interpose.c) call fh_lc_stale
+ * before the kernel acts when they take access away, which makes every
+ * thread's entries stale.  Not seen: a change made with the raw system
+ * call, and one racing another thread's check (the check between the
+ * bump and the system call remembers the old protections).
  *
  * Threads: any thread; per-thread entries, no lock on the hit path.
  * Declared in reg.h (fh_lc_*): the core calls it for every strategy.
@@ -46,7 +49,7 @@ typedef struct lc_entry {
 static fh_memmon_t *lc_mon;                  /* NULL: ask the kernel every time */
 static bool lc_own;                          /* lc_mon is ours (else firehose's) */
 static const _Atomic uint64_t *lc_word;      /* lc_mon's state word */
-static _Atomic unsigned lc_gen;               /* monitors started so far */
+static _Atomic unsigned lc_gen;               /* monitors started + protections taken */
 static _Thread_local lc_entry_t lc_tab[LC_ENTRIES];
 static _Thread_local unsigned lc_next;
 
@@ -134,6 +137,11 @@ refuse:
                         (unsigned long long)remote, is_put ? "source" : "destination",
                         (const void *)local, n, is_put ? "readable" : "writable",
                         (void *)bad);
+}
+
+void fh_lc_stale(void)
+{
+    atomic_fetch_add_explicit(&lc_gen, 1, memory_order_relaxed);
 }
 
 int fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote)

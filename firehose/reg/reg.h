@@ -96,6 +96,14 @@ typedef struct fh_reg_ops {
      * not in a handler.  Returns the deregistrations that failed (the
      * piece then stays mapped). */
     unsigned (*seg_release)(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
+    /* The application is about to mprotect or munmap [base, +len), inside
+     * a live piece of ours (firehose/seg_protect.c; every peer already
+     * refuses the range where it lost access): lets go of what peers hold
+     * registered there, waiting (polling through t) for their
+     * acknowledgements, so that later requests are checked against the new
+     * protections.  The piece stays exposed.  NO lock held, not in a
+     * handler.  NULL: nothing held there is granted per protection. */
+    void     (*seg_reprotect)(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
 
     /* ---- transfers */
     /* A put/get of n bytes between local (registered as lmr, or NULL) and
@@ -151,7 +159,7 @@ void fh_reg_register_all_handlers(void);
 
 /* The caller's own buffer, checked before any strategy's transfer is
  * posted (local_check.c: per-thread entries of mappings found mapped,
- * made stale by a memory monitor's events; mprotect is not seen).
+ * made stale by a memory monitor's events and by fh_lc_stale).
  * fh_lc_init at fh_init (never fails: without a monitor every check asks
  * the kernel), fh_lc_fini at fh_finalize.  fh_lc_check: FH_OK when
  * [local, +n) is mapped readable (a put's source) or writable (a get's
@@ -160,6 +168,10 @@ void fh_reg_register_all_handlers(void);
  * Any thread. */
 void fh_lc_init(fh_core_t *rt);
 void fh_lc_fini(void);
+/* Every thread's remembered mappings are stale from now on (the
+ * application takes access away: firehose/seg_protect.c).  Lock-free, one
+ * atomic add: safe in a signal handler. */
+void fh_lc_stale(void);
 int  fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote);
 
 #endif /* FH_REG_H */

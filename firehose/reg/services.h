@@ -231,6 +231,9 @@ typedef struct fh_seg_range {
     char *local;              /* where we can load/store the piece at base:
                                  ours, or a node-group peer's mapped here
                                  (core only; NULL: through the network) */
+    const struct fh_seg_holes *holes;  /* parts its owner protected or
+                                 unmapped (core only, seg_holes.c); NULL:
+                                 none, the fast path */
 } fh_seg_range_t;
 
 /* ---------------------------------------------------------- the core's calls */

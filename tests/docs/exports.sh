@@ -1,7 +1,8 @@
 #!/bin/sh
 # exports.sh -- libfirehose.so exports exactly the functions that
 # include/firehose.h declares (the build's firehose.sym, generated from the
-# header): nothing internal leaks, and nothing declared is missing.
+# header, plus the system calls firehose/util/interpose.c wraps): nothing
+# internal leaks, and nothing declared is missing.
 # In-tree programs that need internals link libfhrt.la (Makefile.am).
 #
 # Run by `make check`; standalone from the build directory:

@@ -6,21 +6,31 @@
  *              rank 1 made PROT_NONE;
  *   read_only  a put into a page of rank 1's segment that is PROT_READ
  *              (a get from it must work);
+ *   unmapped   a get from / a put into pages of rank 1's segment that
+ *              rank 1 unmapped (munmap), and PROT_NONE pages protected
+ *              with pkey_mprotect: every strategy, pin-everything too (the
+ *              runtime sees the calls: firehose/seg_protect.c); after rank
+ *              1 made its pages readable and writable again, a put into
+ *              them works;
  *   own        (argv[1] "own", or no argument) a put from the caller's own
  *              unmapped or PROT_NONE memory, a get into its unmapped,
  *              PROT_NONE or read-only memory: refused before anything is
  *              sent, under every strategy (blocking, NB, NBI);
  *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
- *              from PROT_NONE that the tcp provider never answers ends by
+ *              from PROT_NONE -- protected by the raw system call, behind
+ *              the runtime's back, as when a transfer is already under
+ *              way while the owner protects -- that the tcp provider never
+ *              answers ends by
  *              FH_OFI_RMA_TIMEOUT (see stall_case); the pair is connected
  *              again: a round trip, a barrier and fh_finalize complete;
  *   compute    (argv[1] "compute", pin-everything, FH_OFI_RMA_TIMEOUT=1)
  *              a get from a rank that computes 4 s without calling the
  *              runtime succeeds: the timeout probes, and waits on a target
  *              that does not answer.
- * (Not here, docs/reliability.md "Open": a put into a peer's protected
- * memory under pin-everything, which still kills the target, and an
- * fh_get_nb from a segment its owner destroys meanwhile.)
+ * (Not here, docs/reliability.md "Open": a put into a peer's memory that
+ * is protected while the put is under way, which under pin-everything
+ * can still kill the target, and an fh_get_nb from a segment its owner
+ * destroys meanwhile.)
  * argv[1] "remote": the peer's memory only.
  * Each mistake must return an error (here, or from fh_wait) whose
  * fh_last_error() names the rank and the address, and both ranks must
@@ -34,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +53,14 @@
 #define SEG (4u << 20)
 
 static size_t pg;
+static int raw_protect;   /* "stall": mprotect behind the runtime's back */
+
+static int protect(void *addr, size_t len, int prot)
+{
+    if (raw_protect)
+        return (int)syscall(SYS_mprotect, addr, len, prot);
+    return mprotect(addr, len, prot);
+}
 
 /* fh_last_error() names rank and an address of [addr, addr+n). */
 static void names(const char *what, int rank, const void *addr, size_t n)
@@ -110,6 +129,20 @@ static void stall_case(char *none)
     CHECK_OK(fh_put(1, none + 4096 * 32, b, 8));
 }
 
+/* An address range of 4 pages that is unmapped now.  Taken afresh for
+ * each case: a range unmapped once may be mapped again by the next mmap
+ * of anyone in the process (the runtime's, malloc's), and a put from it
+ * then rightly succeeds. */
+static char *fresh_hole(void)
+{
+    char *u = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(u != MAP_FAILED, "mmap", "%s", strerror(errno));
+    CHECK(munmap(u, 4 * pg) == 0, "munmap", "%s", strerror(errno));
+    unsigned char v;
+    CHECK(mincore(u, pg, &v) != 0 && errno == ENOMEM, "fresh hole", "%p unmapped", (void *)u);
+    return u;
+}
+
 static void stall_flag(char *path, size_t len)
 {
     snprintf(path, len, "/tmp/fault_target_stall.%ld", (long)getppid());
@@ -148,15 +181,23 @@ int main(int argc, char **argv)
     CHECK_OK(fh_segment_create(SEG, &seg, (void **)&mine));
     void *seg1;
     CHECK_OK(fh_segment_query(seg, 1, &seg1, NULL));
-    /* Pages 1..16 (64 KiB) of rank 1's segment: PROT_NONE; 32..48 PROT_READ. */
+    /* 64 KiB of rank 1's segment each: PROT_NONE at 64 KiB, PROT_READ at
+     * 2 MiB, unmapped at 3 MiB, PROT_NONE by pkey_mprotect at 3.5 MiB. */
     size_t none_off = 64 * 1024, ro_off = 2 * 1024 * 1024;
+    size_t unmap_off = 3 * 1024 * 1024, pkey_off = unmap_off + 512 * 1024;
     size_t bad_len = 64 * 1024;
+    raw_protect = do_stall;
     if (me == 1) {
         memset(mine, 0x5a, SEG);
-        CHECK(mprotect(mine + none_off, bad_len, PROT_NONE) == 0, "mprotect", "%s",
+        CHECK(protect(mine + none_off, bad_len, PROT_NONE) == 0, "mprotect", "%s",
               strerror(errno));
-        CHECK(mprotect(mine + ro_off, bad_len, PROT_READ) == 0, "mprotect", "%s",
+        CHECK(protect(mine + ro_off, bad_len, PROT_READ) == 0, "mprotect", "%s",
               strerror(errno));
+        if (!do_stall) {
+            CHECK(munmap(mine + unmap_off, bad_len) == 0, "munmap", "%s", strerror(errno));
+            CHECK(pkey_mprotect(mine + pkey_off, bad_len, PROT_NONE, -1) == 0,
+                  "pkey_mprotect", "%s", strerror(errno));
+        }
     }
     CHECK_OK(fh_barrier());
     char *buf = malloc((2u << 20) + 8192);
@@ -211,6 +252,20 @@ int main(int argc, char **argv)
                     CHECK_OK(fh_get(buf, 1, ro, n));
                     CHECK(buf[0] == 0x5a && buf[n - 1] == 0x5a, "get from PROT_READ",
                           "the bytes 0x5a");
+                    /* get from / put into unmapped and pkey_mprotect'ed pages */
+                    char *um[2] = {(char *)seg1 + unmap_off + offs[oi],
+                                   (char *)seg1 + pkey_off + offs[oi]};
+                    for (int u = 0; u < 4; u++) {
+                        rc = xfer(form, u & 1, buf, um[u >> 1], n);
+                        if (rc == FH_OK) {
+                            TU_LOG("%s %s %p +%zu succeeded\n", u & 1 ? "put into" : "get from",
+                                   u >> 1 ? "pkey PROT_NONE" : "unmapped", (void *)um[u >> 1], n);
+                            nfail++;
+                        } else
+                            names(u >> 1 ? "pkey PROT_NONE page" : "unmapped page", 1,
+                                  um[u >> 1], n);
+                        honest(seg1, buf, ++tag);
+                    }
                 }
             }
         }
@@ -289,7 +344,8 @@ int main(int argc, char **argv)
             for (size_t si = 0; si < 3; si++)
                 for (int form = 0; form < 3; form++) {
                     size_t n = own_sizes[si] < 4 * pg ? own_sizes[si] : 4 * pg;
-                    char *at = own_cases[ci].at;
+                    char *at = own_cases[ci].at == own_unmapped ? fresh_hole()
+                                                                : own_cases[ci].at;
                     char *remote = (char *)seg1 + 8 * pg;
                     int rc = xfer(form, own_cases[ci].is_put, at, remote, n);
                     if (rc == FH_OK) {
@@ -303,6 +359,25 @@ int main(int argc, char **argv)
         CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
         for (size_t i = 0; i < 4 * pg; i++)
             CHECK(own_ro[i] == 0, "own read-only page unchanged", "byte %zu", i);
+        /* A buffer a transfer used (the check remembers its mapping), then
+         * made PROT_NONE: refused again, no fault (local_check.c). */
+        for (size_t si = 0; si < 3; si++) {
+            size_t n = own_sizes[si] < 4 * pg ? own_sizes[si] : 4 * pg;
+            char *remote = (char *)seg1 + 8 * pg;
+            CHECK_OK(fh_put(1, remote, own_ro, n));
+            CHECK_OK(fh_get(own_ro, 1, remote, n));
+            CHECK(mprotect(own_ro, 4 * pg, PROT_NONE) == 0, "mprotect", "%s", strerror(errno));
+            for (int is_put = 0; is_put < 2; is_put++) {
+                int rc = xfer(0, is_put, own_ro, remote, n);
+                if (rc == FH_OK) {
+                    TU_LOG("%s own memory made PROT_NONE after use %p +%zu succeeded\n",
+                           is_put ? "put from" : "get into", (void *)own_ro, n);
+                    nfail++;
+                } else
+                    names("own memory made PROT_NONE after use", 1, own_ro, n);
+            }
+            CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
+        }
         munmap(own + 4 * pg, 16 * pg);
         TU_LOG("%d mistakes were not refused\n", nfail);
         CHECK(nfail == 0, "mistakes refused", "0 accepted, saw %d", nfail);
@@ -313,6 +388,16 @@ int main(int argc, char **argv)
         CHECK(mprotect(mine + ro_off, bad_len, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
         for (size_t i = 0; i < bad_len; i++)
             CHECK(mine[ro_off + i] == 0x5a, "read-only page unchanged", "byte %zu", i);
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 0 && do_remote) {
+        /* Readable and writable again: reachable again. */
+        tu_fill(buf, 3000, tu_key(0, 7, 7), 0);
+        CHECK_OK(fh_put(1, (char *)seg1 + none_off + 8, buf, 3000));
+        CHECK_OK(fh_put(1, (char *)seg1 + ro_off + 8, buf, 3000));
+        CHECK_OK(fh_get(buf + 4096, 1, (char *)seg1 + ro_off + 8, 3000));
+        CHECK(memcmp(buf, buf + 4096, 3000) == 0, "put into a page made writable again",
+              "the bytes back");
     }
     CHECK_OK(fh_barrier());
     CHECK_OK(fh_segment_destroy(seg));

@@ -4,19 +4,22 @@
 #                        the runtime's watching never breaks the
 #                        application's mremap/munmap;
 #   failed_put_test      a refused put or get changes nothing (per piece);
-#   fault_target_test    a peer's PROT_NONE / read-only memory, and the
-#                        caller's own unmapped / PROT_NONE / read-only
-#                        buffer, give an error naming rank and address,
-#                        both ranks live on.
+#   fault_target_test    a peer's PROT_NONE / read-only / unmapped memory
+#                        (mprotect, pkey_mprotect, munmap after the
+#                        segment was created), and the caller's own
+#                        unmapped / PROT_NONE / read-only buffer, give an
+#                        error naming rank and address, both ranks live on.
 # 2 ranks each, over tcp; the network route (FH_SHM=off) and, for the
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
-# attach).  fault_target_test runs whole under every FH_REG_STRATEGY that
-# passes it (FH_TEST_FAULT_STRATEGIES); under pin-everything its "own"
-# part, its "stall" part (a get from a peer's PROT_NONE page ends by
-# FH_OFI_RMA_TIMEOUT, the pair is connected again and finishes) and its
-# "compute" part (a computing target is waited for); a put there still
-# kills the target: docs/reliability.md, "Open"; FH_SEGMENT=everything is
-# firehose's only).  FH_TEST_LONG=1: more sizes and offsets.
+# attach).  fault_target_test runs whole under every FH_REG_STRATEGY
+# (FH_TEST_FAULT_STRATEGIES), pin-everything included, and its peer part
+# under pin-everything also over the shm provider and through the node
+# route (FH_SHM=auto: the initiator maps the peer's piece); under
+# pin-everything also its "stall" part (a get from a page protected behind
+# the runtime's back ends by FH_OFI_RMA_TIMEOUT, the pair is connected
+# again and finishes) and its "compute" part (a computing target is waited
+# for); FH_SEGMENT=everything is firehose's only.  FH_TEST_LONG=1: more
+# sizes and offsets.
 . "$(dirname "$0")/../integ/common.sh"
 need_fhrun
 FH_TEST_BINDIR=${FH_TEST_BINDIR:-$(first_exe "${top_builddir:+$top_builddir/tests/robust/everything_map_test}" \
@@ -32,12 +35,20 @@ for shm in off auto; do
 done
 export FH_SHM=off FH_SEGMENT=segments
 echo "---- FH_SEGMENT=segments FH_SHM=off"
-for s in ${FH_TEST_FAULT_STRATEGIES:-firehose rendezvous rendezvous-cache bounce}; do
+for s in ${FH_TEST_FAULT_STRATEGIES:-pin-everything firehose rendezvous rendezvous-cache bounce}; do
     export FH_REG_STRATEGY=$s
     run_np fault_target_test 2
 done
 export FH_REG_STRATEGY=pin-everything
-run_np fault_target_test 2 own
+if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
+    export FH_OFI_PROVIDER=shm
+    run_np fault_target_test 2 remote
+    export FH_OFI_PROVIDER=tcp
+fi
+echo "---- FH_SEGMENT=segments FH_SHM=auto (the node route)"
+export FH_SHM=auto
+run_np fault_target_test 2 remote
+export FH_SHM=off
 # stall: the get ends by FH_OFI_RMA_TIMEOUT (after probing rank 1, which
 # polls), the pair is connected again, and both ranks finish with a barrier
 # and fh_finalize (exit 0).  compute: a get from a rank that computes 4 s

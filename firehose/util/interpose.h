@@ -1,0 +1,33 @@
+/*
+ * interpose.h -- libfirehose's own mprotect, pkey_mprotect and munmap
+ * (interpose.c): the application's calls of them reach us first (the
+ * executable links libfirehose before libc), so the runtime can withdraw a
+ * segment range from peers *before* the kernel changes it -- userfaultfd
+ * has no event for mprotect, and an unmap event arrives after the fact.
+ *
+ * Each wrapper calls the hook (if one is set) and then the system call
+ * itself (syscall(2), never libc's symbol: no dlsym, no recursion), and
+ * returns what the kernel returned with the kernel's errno: the hook
+ * cannot change what the application's call does.  glibc's own callers
+ * (malloc, the loader, thread stacks) use its internal symbols and are not
+ * seen; they never touch segments.
+ */
+#ifndef FH_UTIL_INTERPOSE_H
+#define FH_UTIL_INTERPOSE_H
+
+#include <stddef.h>
+
+/* Called before the kernel changes [addr, +len) to prot (munmap: prot -1).
+ * It may poll and wait for peers; it must tolerate any argument (the
+ * kernel has not checked them yet); the wrapper restores errno after it.
+ * Runs in the application's thread, possibly
+ * in a signal handler: it must do nothing but relaxed loads unless the
+ * range meets memory it cares about. */
+typedef void (*fh_interpose_hook_t)(void *addr, size_t len, int prot);
+
+/* Sets the hook (NULL: pure pass-through, the state before fh_init and
+ * after fh_finalize).  Any thread; the hook in use when a wrapper starts
+ * is the one it calls. */
+void fh_interpose_set(fh_interpose_hook_t hook);
+
+#endif /* FH_UTIL_INTERPOSE_H */
