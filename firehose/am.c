@@ -279,6 +279,8 @@ static void up_on_lost(void *arg, int rank, int rpath)
         fh_log_error("path %d: the link to rank %d was lost with %u atomic%s waiting for "
                      "a reply: failed (each may or may not have been applied)", p->index,
                      rank, n, n == 1 ? "" : "s");
+    if (rt->reg_ops->link_lost != NULL)
+        rt->reg_ops->link_lost(&p->base, rank);
 }
 
 const fh_conduit_upcalls_t fh_upcalls = {

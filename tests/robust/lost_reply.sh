@@ -14,4 +14,12 @@ rc=$?
 expect "a request whose reply was lost fails naming the peer (status $rc)" \
     $([ $rc -eq 0 ] && grep -q '^lost_reply_test: PASS' "$out" &&
       [ "$(grep -c 'returned FH_ERR_PEER_DEAD' "$out")" -eq 2 ]; echo $?)
+# rendezvous: the key request travels on the service paths' connection,
+# which is not made again (docs/reliability.md "Open"): the ranks exit
+# without fh_finalize after the check, and fhrun's status is not ours.
+FH_REG_STRATEGY=rendezvous FH_PATHS=lazy FH_OFI_PROVIDER=tcp FH_SHM=off timeout 60 \
+    "$FHRUN" -n 2 --timeout 40 "$bin" rdv >"$out" 2>&1
+expect "a rendezvous put whose key reply was lost fails naming the peer" \
+    $(grep -q '^lost_reply_test rdv: PASS' "$out" &&
+      grep -q 'rdv: the put .* returned FH_ERR_PEER_DEAD: .*rank 1' "$out"; echo $?)
 finish
