@@ -203,6 +203,13 @@ typedef struct fh_conduit_upcalls {
      * first message of the new link.  May be NULL for conduits that never
      * reconnect. */
     void (*on_reset)(void *upcall_arg, int rank, int rpath);
+    /* The link between this path and (rank, rpath) was lost (ofi msg mode):
+     * what was in flight on it is gone, so a request this path sent over it
+     * may never be answered; the runtime fails the requests waiting for a
+     * reply from rank (docs/reliability.md).  Called once per lost link,
+     * from the path's poll, path lock held, before its RMAs fail through
+     * on_complete and before any on_reset of the pair.  May be NULL. */
+    void (*on_lost)(void *upcall_arg, int rank, int rpath);
 } fh_conduit_upcalls_t;
 
 /* Remote access key: what a peer needs to address registered memory.  The

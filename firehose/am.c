@@ -260,11 +260,35 @@ static void up_on_reset(void *arg, int rank, int rpath)
                    "credits reset", p->index, rank, rpath);
 }
 
+/* The link to (rank, rpath) was lost (conduit.h on_lost).  The link to the
+ * rank's service path carries this path's requests to it and their
+ * replies: a request waiting for a reply fails now (FH_ERR_PEER_DEAD, the
+ * log naming the peer), because it may have been lost before the target
+ * ran it or its reply after: the caller cannot tell which, so nothing is
+ * sent again (an atomic or a move is not idempotent).  Path lock held. */
+static void up_on_lost(void *arg, int rank, int rpath)
+{
+    fh_path_t *p = arg;
+    fh_rt_t *rt = p->rt;
+    assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
+    if (rpath != 0)
+        return;                          /* replies only: nothing waits */
+    p->link_lost[rank]++;
+    uint32_t n = fh_ht_fail_peer(&p->handles, rank, FH_ERR_PEER_DEAD);
+    if (n != 0)
+        fh_log_error("path %d: the link to rank %d was lost with %u atomic%s waiting for "
+                     "a reply: failed (each may or may not have been applied)", p->index,
+                     rank, n, n == 1 ? "" : "s");
+    if (rt->reg_ops->link_lost != NULL)
+        rt->reg_ops->link_lost(&p->base, rank);
+}
+
 const fh_conduit_upcalls_t fh_upcalls = {
     .on_am = up_on_am,
     .on_drop = up_on_drop,
     .on_complete = fh_path_on_complete,
     .on_reset = up_on_reset,
+    .on_lost = up_on_lost,
 };
 
 static int run_self(fh_tls_t *t, unsigned kind, unsigned handler, const void *payload,

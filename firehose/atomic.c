@@ -183,6 +183,27 @@ static void defer_push(fh_path_t *p, atomic_defer_t *first, atomic_defer_t *last
                                                     memory_order_relaxed));
 }
 
+/* The request of handle h left for rank (under no lock): from now on its reply
+ * completes the slot, or the loss of the link (am.c up_on_lost,
+ * fh_ht_fail_peer).  `lost` is p->link_lost[rank] read before the send: if
+ * the link was lost meanwhile, the request may have gone with it, and the
+ * slot fails now. */
+static void sent(fh_path_t *p, fh_handle_t h, int rank, uint32_t lost)
+{
+    pthread_mutex_lock(&p->lock);
+    fh_hslot_t *s = fh_ht_lookup_any(&p->handles, h);
+    if (s != NULL && s->ctr.pending == 1 && s->peer == rank) {
+        if (p->link_lost[rank] == lost) {
+            s->awaits_reply = 1;
+        } else {
+            fh_log_error("path %d: the link to rank %d was lost while an atomic was sent: "
+                         "failed (it may or may not have been applied)", p->index, rank);
+            fh_ctr_complete(&s->ctr, FH_ERR_PEER_DEAD);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* The deferred request could not be sent at all: its operation fails. */
 static void defer_fail(fh_path_t *p, const atomic_defer_t *d, int rc)
 {
@@ -206,6 +227,15 @@ void fh_atomic_progress(fh_tls_t *t)
     while (l != NULL) {
         atomic_defer_t *d = l;
         l = d->next;
+        pthread_mutex_lock(&p->lock);
+        uint32_t lost = p->link_lost[d->rank];
+        const fh_hslot_t *s = fh_ht_lookup_any(&p->handles, d->args[4]);
+        const int waiting = s != NULL && s->ctr.pending == 1 && s->peer == d->rank;
+        pthread_mutex_unlock(&p->lock);
+        if (!waiting) {                 /* (failed meanwhile: never sent) */
+            free(d);
+            continue;
+        }
         int rc = fh_am_try_request(t, p, d->rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0,
                                    d->args, REQ_ARGS);
         if (rc == FH_ERR_AGAIN) {
@@ -217,6 +247,8 @@ void fh_atomic_progress(fh_tls_t *t)
         }
         if (rc != FH_OK)
             defer_fail(p, d, rc);
+        else
+            sent(p, d->args[4], d->rank, lost);
         free(d);
     }
     if (keep != NULL)
@@ -294,6 +326,7 @@ int fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q)
     fh_handle_t hh;
     pthread_mutex_lock(&p->lock);
     fh_hslot_t *s = fh_ht_alloc(&p->handles, t->tid, &hh);
+    uint32_t lost = p->link_lost[rank];
     if (s != NULL) {
         s->peer = rank;
         s->width = (uint8_t)width;
@@ -308,10 +341,12 @@ int fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q)
         return fh_set_error(FH_ERR_LIMIT, "%s: too many outstanding operations", fn);
     uint64_t args[REQ_ARGS] = {(uint64_t)(uintptr_t)q->target, (uint64_t)q->op, q->operand,
                                q->compare, hh, width};
+    const fh_hslot_t *d_sent = s;   /* NB: NULL while deferred (not sent) */
     if (nb) {
         rc = fh_am_try_request(t, p, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, args,
                                REQ_ARGS);
         atomic_defer_t *d = rc == FH_ERR_AGAIN ? malloc(sizeof *d) : NULL;
+        d_sent = rc == FH_OK ? s : NULL;
         if (d != NULL) {
             d->rank = rank;
             memcpy(d->args, args, sizeof args);
@@ -324,6 +359,8 @@ int fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q)
         rc = fh_am_send_request(t, rank, FH_AM_REQ_SHORT, FH_H_ATOMIC_REQ, NULL, 0, 0, args,
                                 REQ_ARGS);
     }
+    if (rc == FH_OK && !(nb && d_sent == NULL))
+        sent(p, hh, rank, lost);
     if (nb && rc == FH_OK) {
         *q->h = hh;
         return FH_OK;

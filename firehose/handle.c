@@ -63,6 +63,7 @@ fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out)
     s->fetched = NULL;
     s->rma_rank = -1;
     s->width = 0;
+    s->awaits_reply = 0;
     t->live++;
     *out = ((fh_handle_t)s->gen << 32) | ((fh_handle_t)idx << 8) | t->path_index;
     return s;
@@ -110,6 +111,20 @@ uint32_t fh_ht_free_owned(fh_htable_t *t, uint32_t owner)
             continue;
         assert(s->ctr.pending == 0);
         fh_ht_free(t, s);
+        n++;
+    }
+    return n;
+}
+
+uint32_t fh_ht_fail_peer(fh_htable_t *t, int peer, int status)
+{
+    uint32_t n = 0;
+    for (uint32_t idx = 0; idx < t->nchunks * FH_HT_CHUNK; idx++) {
+        fh_hslot_t *s = slot_at(t, idx);
+        if (!s->live || !s->awaits_reply || s->peer != peer || s->ctr.pending != 1)
+            continue;
+        s->awaits_reply = 0;
+        fh_ctr_complete(&s->ctr, status);
         n++;
     }
     return n;

@@ -33,6 +33,9 @@ typedef struct fh_hslot {
     uint64_t result;    /* value delivered by a reply (atomics) */
     int      result_ready;
     int      peer;      /* atomics: the only rank whose reply counts */
+    uint8_t  awaits_reply; /* atomics: the request left; its reply is what
+                              completes the slot -- or the loss of the link
+                              to peer (fh_ht_fail_peer) */
     void    *fetched;   /* NB atomics: where the reply's old value goes
                            (NULL: nowhere), written by the reply handler */
     uint8_t  width;     /* NB atomics: 4 or 8 (the size of *fetched) */
@@ -58,6 +61,12 @@ void fh_ht_fini(fh_htable_t *t);
 /* A fresh slot owned by `owner` (ctr idle: FH_CTR_INIT) and its handle, or NULL
  * (FH_ERR_NO_MEMORY / FH_ERR_LIMIT) when the table cannot grow. */
 fh_hslot_t *fh_ht_alloc(fh_htable_t *t, uint32_t owner, fh_handle_t *out);
+
+/* Completes with `status` every live slot that awaits a reply from rank
+ * `peer` (awaits_reply, one operation pending): the link its request and
+ * reply travel on was lost.  Its late reply, if one ever comes, finds the
+ * slot not waiting and is dropped.  Returns how many it failed. */
+uint32_t fh_ht_fail_peer(fh_htable_t *t, int peer, int status);
 
 /* The live slot named by h if it belongs to this table and to `owner`,
  * else NULL (the handle is stale, foreign or corrupt). */

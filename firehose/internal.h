@@ -115,6 +115,10 @@ typedef struct fh_path {
 
     uint32_t *credits;        /* [nranks] requests we may still send */
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
+    uint32_t *link_lost;      /* [nranks] times this path's link to the rank's
+                                 service path was lost (conduit.h on_lost);
+                                 under the path lock.  A request sent while it
+                                 moved may have gone with the old link. */
     uint32_t owed_total;
     fh_backlog_t *backlog, **backlog_tail;
     /* Client replies held until the strategy may publish (am.c): sent

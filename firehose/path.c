@@ -60,9 +60,11 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
     fh_ht_init(&p->handles, (unsigned)index);
     p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
     p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
+    p->link_lost = calloc((size_t)rt->nranks, sizeof *p->link_lost);
     if (index == 0)
         p->owed = calloc((size_t)rt->nranks * (size_t)rt->npaths, sizeof *p->owed);
-    if (p->credits == NULL || p->stats == NULL || (index == 0 && p->owed == NULL))
+    if (p->credits == NULL || p->stats == NULL || p->link_lost == NULL
+        || (index == 0 && p->owed == NULL))
         return FH_ERR_NO_MEMORY;
     for (int r = 0; r < rt->nranks; r++)
         p->credits[r] = (uint32_t)rt->cfg.am_credits;
@@ -135,6 +137,8 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
             rt->pollers[i]->fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
+    free(p->link_lost);
+    p->link_lost = NULL;
     free(p->owed);
     free(p->stats);
     p->credits = NULL;

@@ -411,9 +411,13 @@ int fh_wait(fh_handle_t h)
     int rrank = s->rma_rank;
     bool rput = s->rma_put;
     uint64_t raddr = s->rma_addr;
+    int arank = s->width != 0 ? s->peer : -1;   /* an NB atomic's target */
     pthread_mutex_lock(&t->path->lock);
     fh_ht_free(&t->path->handles, s);
     pthread_mutex_unlock(&t->path->lock);
+    if (rc != FH_OK && arank >= 0)
+        return fh_set_error(rc, "fh_wait: the atomic on rank %d failed: %s", arank,
+                            fh_strerror(rc));
     if (rc != FH_OK && rrank >= 0)
         return fh_set_error(rc, "fh_wait: the %s %s rank %d at 0x%llx failed: %s",
                             rput ? "put" : "get", rput ? "to" : "from", rrank,

@@ -371,7 +371,7 @@ static void ibv_probe_complete(void *a, void *ctx, int st)
 static int ibv_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
 {
     static const fh_conduit_upcalls_t none = {
-        ibv_probe_am, ibv_probe_drop, ibv_probe_complete, NULL};
+        ibv_probe_am, ibv_probe_drop, ibv_probe_complete, NULL, NULL};
     struct fh_conduit *c = NULL;
     fh_conduit_limits_t lim;
     memset(&lim, 0, sizeof lim);

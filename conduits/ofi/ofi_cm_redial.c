@@ -69,8 +69,10 @@ void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k)
     if (k->lost_at == 0)
         k->lost_at = 1e-9;
     ofi_cm_conn_abort(k);               /* closed before its RMAs fail */
-    fail_live(p, k);
     const uint32_t np = (uint32_t)c->cfg.npaths;
+    if (c->up.on_lost != NULL)          /* its unanswered requests fail */
+        c->up.on_lost(p->upcall_arg, (int)(k->src / np), (int)(k->src % np));
+    fail_live(p, k);
     fh_log_verbose(1, "ofi: path %d: the connection with rank %u path %u was lost; %s",
                    p->index, k->src / np, k->src % np,
                    k->initiator ? "connecting again" : "waiting for it to connect again");

@@ -130,7 +130,7 @@ static struct fi_info *ofi_hints(const ofi_settings_t *s,
                                   FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     } else {
         /* FI_SOURCE: every receive completion names the sender's AV entry,
-         * the only sender identity we believe (ofi_path.c). */
+         * the only sender identity we believe (ofi_poll.c). */
         h->caps = FI_MSG | FI_RMA | FI_MULTI_RECV | FI_SOURCE;
         h->ep_attr->type = FI_EP_RDM;
         h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
@@ -644,7 +644,7 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
             goto out;
         }
         /* FI_AV_TABLE hands out 0, 1, 2, ... in insertion order; receive
-         * completions name their source by this index (ofi_path.c). */
+         * completions name their source by this index (ofi_poll.c). */
         if (c->addrs[k] != (fi_addr_t)k) {
             fh_log_error("ofi: provider %s numbered AV entry %zu as %llu "
                          "(FI_AV_TABLE promises %zu)",

@@ -5,8 +5,14 @@
  *   ofi_conduit.c  open / close / connect / limits (fabric, domain, AV)
  *   ofi_path.c     one path = a CQ with its endpoints (RDM: one endpoint
  *                  and multi-recv buffers; MSG: the path's connections),
- *                  AM send pool, poll
- *   ofi_cm.c       MSG mode: listener, connections, handshake, events
+ *                  AM send pool
+ *   ofi_poll.c     a path's poll: completions, received AMs, errors, the
+ *                  RMA timeout's scan
+ *   ofi_cm.c       MSG mode: the design, connection objects, listener
+ *   ofi_cm_handshake.c  MSG mode: the listener's handshake, CM events
+ *   ofi_cm_connect.c    MSG mode: dialling, start-up, lazy thread paths
+ *   ofi_cm_redial.c     MSG mode: a lost pair connected again
+ *   ofi_rma_probe.c     MSG mode: probing a stalled RMA's target
  *   ofi_auth.c     MSG mode: pair secrets and the handshake's messages
  *   ofi_rx.c       the checks and reordering of received AMs (pure logic,
  *                  fuzzed)
@@ -298,6 +304,7 @@ int  ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
 void ofi_path_destroy(struct fh_cpath *p);
 int  ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
                  size_t hdr_len, const void *payload, size_t len);
+/* ofi_poll.c */
 int  ofi_poll(struct fh_cpath *p, int max);
 int  ofi_wait_fds(struct fh_cpath *p, int *fds, int max);
 
@@ -314,7 +321,8 @@ void ofi_shm_release(struct fh_cpath *p);
 
 int  ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb);
 
-/* ofi_cm.c (MSG mode) */
+/* MSG mode: ofi_cm.c (objects, listener), ofi_cm_handshake.c (handshake,
+ * events), ofi_cm_connect.c (dialling, start-up) */
 int  ofi_cm_open(struct fh_conduit *c);
 void ofi_cm_close(struct fh_conduit *c);
 int  ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot);
@@ -326,11 +334,15 @@ void ofi_cm_expire(struct fh_conduit *c);        /* overdue proofs */
 void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len);
 double ofi_now(void);
 
-/* ofi_cm.c, shared with ofi_cm_redial.c */
+/* Shared by the ofi_cm*.c files and ofi_cm_redial.c */
 struct ofi_conn *ofi_cm_conn_new(struct fh_cpath *p, struct fi_info *info,
                                  uint32_t src, int initiator);
 int  ofi_cm_conn_open_ep(struct ofi_conn *k, struct fi_info *info);
+int  ofi_cm_conn_alloc_bufs(struct ofi_conn *k, size_t n);  /* allocated only */
 int  ofi_cm_conn_bufs(struct ofi_conn *k, size_t n);     /* allocated, posted */
+/* Ends a connection that is not (or no longer) wanted: endpoint closed,
+ * buffers freed, operation records kept; why != NULL: counted as a drop. */
+void ofi_cm_conn_kill(struct ofi_conn *k, const char *why);
 int  ofi_cm_dial(struct ofi_conn *k);
 int  ofi_cm_send_proof(struct ofi_conn *k);
 void ofi_cm_backoff(struct ofi_conn *k);
@@ -375,7 +387,7 @@ void ofi_cm_on_redial(struct fh_cpath *p, uint32_t src, const struct ofi_ctl_msg
 int  ofi_cm_redial_expected(struct fh_conduit *c, uint32_t src, const uint8_t *nonce);
 /* The path's first use of a successor: sequences and credits reset. */
 void ofi_cm_reset_pair(struct fh_cpath *p, uint32_t dst);
-/* ofi_path.c: the messages held from src are released, its sequence 0. */
+/* ofi_poll.c: the messages held from src are released, its sequence 0. */
 void ofi_path_rx_reset(struct fh_cpath *p, uint32_t src);
 
 /* Where a message or RMA to (rank, rpath) goes: FH_OK with *ep and *addr,
@@ -437,7 +449,7 @@ static inline void ofi_rma_done(struct fh_cpath *p, struct ofi_op *op)
     op->live = 0;
 }
 /* MSG mode, from the poll: fails the RMAs older than FH_OFI_RMA_TIMEOUT
- * and closes their connections (ofi_path.c). */
+ * and closes their connections (ofi_poll.c). */
 void ofi_rma_expire(struct fh_cpath *p);
 /* Closes connection k after start-up (its endpoint and buffers; the
  * records stay): later sends on it fail with FH_ERR_PEER_DEAD. */

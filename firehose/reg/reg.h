@@ -141,6 +141,11 @@ typedef struct fh_reg_ops {
     /* Whether p still holds strategy work (a path whose threads exited is
      * polled until idle).  p->lock held. */
     bool     (*path_busy)(const fh_path_base_t *p);
+    /* p's link to rank's service path was lost (conduits/conduit.h
+     * on_lost): the strategy fails, with FH_ERR_PEER_DEAD, every request it
+     * sent over that link that waits for a reply.  p->lock held, in a poll;
+     * never polls, takes only the strategy's lock.  NULL: nothing waits. */
+    void     (*link_lost)(fh_path_base_t *p, int rank);
     /* A thread's state is being released at its exit: give back what the
      * strategy keeps per thread.  No lock held. */
     void     (*thread_exit)(fh_thread_t *t);

@@ -182,6 +182,28 @@ void fh_strat_path_fini(fh_path_base_t *p)
     }
 }
 
+void fh_strat_link_lost(fh_path_base_t *p, int rank)
+{
+    struct fh_strat *s = fh_reg_core->strat;
+    if (s == NULL || s->kind == FH_REG_BOUNCE || p != fh_reg_core->svc_path)
+        return;
+    unsigned n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->waits.cap; i++) {
+        strat_wait_t *w = s->waits.slot[i].val;
+        if (w == NULL || s->waits.slot[i].k1 != (uint64_t)rank
+            || atomic_load_explicit(&w->pending, memory_order_relaxed) != 1)
+            continue;
+        w->status = FH_ERR_PEER_DEAD;
+        atomic_store_explicit(&w->pending, 0, memory_order_release);
+        n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (n != 0)
+        fh_log_error("rendezvous: the link to rank %d was lost with %u key request%s "
+                     "waiting for a reply: their transfers fail", rank, n, n == 1 ? "" : "s");
+}
+
 /* Deregisters every registration we made for peers inside [base,
  * base+size) (s->lock held) and counts it released in its peer's row: the
  * cache's frames, and plain rendezvous registrations whose RDV_UNREGISTER
@@ -345,6 +367,7 @@ static unsigned strat_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, siz
         .init = fh_strat_init, .fini_keys = fh_strat_fini,                   \
         .seg_release = strat_seg_release, .xfer = strat_xfer,                \
         .progress = fh_strat_progress, .path_fini = fh_strat_path_fini,      \
+        .link_lost = fh_strat_link_lost,                                     \
         .stats = fh_strat_stats,                                             \
     }
 

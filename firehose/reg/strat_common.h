@@ -226,6 +226,11 @@ int  fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh
 void fh_strat_progress(fh_thread_t *t);
 /* Frees the operation records left on p (teardown). */
 void fh_strat_path_fini(fh_path_base_t *p);
+/* reg.h link_lost: rendezvous key requests (sent on the service path, one
+ * reply each) to rank fail with FH_ERR_PEER_DEAD; their late replies find
+ * no waiting request and are dropped.  Bounce requests are not failed
+ * (docs/reliability.md, "Open"). */
+void fh_strat_link_lost(fh_path_base_t *p, int rank);
 /* Our segment piece [base, base+size) is being destroyed (after the
  * destroy barrier, unpublished, no handler still using it): deregisters
  * everything registered inside it for peers, released or not -- before it

@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(r->buf, &h, OFI_AMH);
         }
         size_t before = rx.nheld;
-        /* As ofi_path.c: a control message first (never delivered), else
+        /* As ofi_poll.c: a control message first (never delivered), else
          * an AM. */
         struct ofi_ctl_msg m;
         unsigned kind = ofi_rx_ctl(&rx, r->buf, len, &m);
