@@ -29,6 +29,7 @@ _Atomic int fh_rt_state;
 
 #ifdef FH_TEST_HOOKS
 void (*fh_test_hook)(enum fh_test_point where);
+size_t fh_test_bulk_bytes;
 #endif
 
 int fh_config_size(const char *name, size_t *value)

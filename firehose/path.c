@@ -150,11 +150,6 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
 void fh_path_on_complete(void *arg, void *op_ctx, int status)
 {
     fh_path_t *p = arg;
-    if ((uintptr_t)op_ctx & FH_BULK_TAG) {     /* a bulk piece (reg/services.h) */
-        assert(p->bulk_inflight > 0);
-        p->bulk_inflight--;
-        op_ctx = (void *)((uintptr_t)op_ctx & ~FH_BULK_TAG);
-    }
     if (status != FH_OK && !atomic_load(&p->rt->finalizing))
         fh_log_verbose(1, "RMA operation on path %d failed: %s", p->index,
                        fh_strerror(status));

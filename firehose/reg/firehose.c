@@ -791,11 +791,12 @@ static void fhs_on_entry(fh_thread_t *t)
 static void fhs_path_init(fh_path_base_t *p)
 {
     p->reg_retry_tail = &p->reg_retry;
+    p->reg_held_tail = &p->reg_held;
 }
 
 static bool fhs_path_busy(const fh_path_base_t *p)
 {
-    return p->reg_retry != NULL ||
+    return p->reg_retry != NULL || p->reg_held != NULL ||
            atomic_load_explicit(&p->reg_ready, memory_order_relaxed) != NULL;
 }
 

@@ -118,7 +118,7 @@ typedef struct reg_ent {
 typedef struct reg_xop {
     fh_ctr_t pc;                   /* first member: the pieces in flight (+1 while
                                       posting); pc.compl is every piece's op_ctx */
-    struct reg_xop *next;          /* ready list / retry list */
+    struct reg_xop *next;          /* ready list / retry list / held list */
     fh_path_base_t *path;
     fh_ctr_t *uctr;                /* the caller's: stack, handle or NBI */
     reg_ent_t *ent;                /* hit-layer reference, or NULL: fhc op */
@@ -128,6 +128,9 @@ typedef struct reg_xop {
     int rank;
     bool is_put;
     bool noxfer;                   /* fh_reg_hit_warm: acquire, no RDMA */
+    size_t bulk;                   /* bytes of the path's bulk budget this
+                                      chunk holds (FH_BULK_*): its length from
+                                      its first post to its last completion */
     int status;                    /* from ready(): FHC_HIT, DONE_IN_MOVE, <0 */
     unsigned nposted;              /* pieces posted completely so far */
     size_t poff;                   /* bytes of piece[nposted] posted */

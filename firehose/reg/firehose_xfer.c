@@ -26,7 +26,11 @@
  * chunk releases its reference -- the hit-layer entry, or fhc_release under
  * g->lock (path lock -> g->lock) -- and completes the caller's counter.
  * If the conduit runs out of send resources, the record waits at the head
- * of the path's retry list for the next poll.
+ * of the path's retry list for the next poll.  A bulk chunk (FH_BULK_* in
+ * services.h) that finds the path's bulk budget spent moves to the path's
+ * held list, in order; each drain tries the held list's head first and
+ * stops there while it does not fit (one check per poll, whatever the
+ * number held).
  *
  * Memory monitor and local pins (docs/firehose-cache.md, "Memory that is
  * freed or reused", "Local pins"):
@@ -53,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "firehose/util/test_point.h"
 #include "firehose_internal.h"
 
 static size_t post_limit(const fh_core_t *rt)
@@ -125,6 +130,11 @@ static void chunk_done(fh_path_base_t *p, reg_xop_t *x, int status)
 /* Every piece of a HIT chunk completed: release, then finish. */
 static void pieces_done(fh_path_base_t *p, reg_xop_t *x)
 {
+    if (x->bulk != 0) {       /* the path's bulk budget back (services.h) */
+        assert(p->bulk_bytes >= x->bulk);
+        p->bulk_bytes -= x->bulk;
+        x->bulk = 0;
+    }
     /* Local before remote (the reverse of acquisition). */
     if (x->lpinned) {
         fh_reg_local_release(fh_reg_core, &x->lp);
@@ -153,14 +163,22 @@ static void piece_done(fh_compl_t *c, fh_path_base_t *p, int status)
         pieces_done(p, x);
 }
 
-/* post_pieces: x waits for the path's bulk budget (FH_BULK_AHEAD in
+/* post_pieces: x waits for the path's bulk budget (FH_BULK_* in
  * reg/services.h); smaller records behind it may go first. */
 #define POST_HELD 1
 
+/* A chunk x to post is bulk (FH_BULK_MIN in reg/services.h). */
+static bool is_bulk(const reg_xop_t *x)
+{
+    return x->status == FHC_HIT && !x->noxfer && x->op.len >= FH_BULK_MIN;
+}
+
 /* Posts the pieces of x not posted yet.  p->lock held.  Returns FH_OK (all
  * posted, or a hard error recorded in x->pc.status), FH_ERR_AGAIN (out of
- * transmit resources) or POST_HELD (bulk budget spent: posted as earlier
- * bulk pieces of the path complete). */
+ * transmit resources) or POST_HELD (bulk budget spent: nothing of x
+ * posted; it goes out as earlier bulk chunks of the path complete).  A
+ * bulk chunk takes its whole length of the budget at its first post and
+ * gives it back in pieces_done: one check per chunk, whatever its pieces. */
 static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
 {
     fh_core_t *rt = fh_reg_core;
@@ -168,11 +186,19 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
     const bool bulk = x->op.len >= FH_BULK_MIN;
     if (bulk && lim > FH_BULK_PIECE)
         lim = FH_BULK_PIECE;
-    assert(((uintptr_t)&x->pc.compl & FH_BULK_TAG) == 0);
-    void *ctx = (void *)((uintptr_t)&x->pc.compl | (bulk ? FH_BULK_TAG : 0));
-    while (x->nposted < x->op.npieces) {
-        if (bulk && p->bulk_inflight >= FH_BULK_AHEAD)
+    if (bulk && x->bulk == 0) {
+        assert(x->nposted == 0 && x->poff == 0);
+        if (p->bulk_bytes != 0 && p->bulk_bytes + x->op.len > FH_BULK_BYTES)
             return POST_HELD;
+        x->bulk = x->op.len;
+        p->bulk_bytes += x->bulk;
+#ifdef FH_TEST_HOOKS
+        fh_test_bulk_bytes = p->bulk_bytes;
+        FH_TEST_POINT(FH_TP_BULK_POSTED);
+#endif
+    }
+    void *ctx = &x->pc.compl;
+    while (x->nposted < x->op.npieces) {
         const fhc_piece_t *pc = &x->op.piece[x->nposted];
         fh_rkey_t rk = {pc->key[0], pc->key[1]};
         size_t len = pc->len - x->poff < lim ? pc->len - x->poff : lim;
@@ -203,7 +229,6 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
         }
         x->pc.pending++;
         p->inflight++;
-        p->bulk_inflight += bulk;
         x->poff += len;
         if (x->poff == pc->len) {
             x->poff = 0;
@@ -228,6 +253,50 @@ static void local_pin(reg_xop_t *x)
     }
 }
 
+/* x left the retry or held list with everything of it posted (or
+ * nothing to post): drop the posting reference, or finish a chunk that
+ * moves no data.  p->lock held. */
+static void posted(fh_path_base_t *p, reg_xop_t *x)
+{
+    x->next = NULL;
+    if (x->status == FHC_HIT) {
+        assert(x->pc.pending > 0);    /* the posting reference */
+        if (--x->pc.pending == 0)
+            pieces_done(p, x);
+    } else {
+        x->pc.pending = 0;
+        chunk_done(p, x, x->status == FHC_DONE_IN_MOVE ? FH_OK : x->status);
+    }
+}
+
+/* Appends x to p's held list (bulk waiting for the budget, in order). */
+static void hold(fh_path_base_t *p, reg_xop_t *x)
+{
+    x->next = NULL;
+    *p->reg_held_tail = x;
+    p->reg_held_tail = &x->next;
+}
+
+/* Posts the held bulk chunks, oldest first, while the budget lasts.
+ * Returns FH_ERR_AGAIN when the conduit is out of transmit resources (the
+ * head stays; the next poll goes on), else FH_OK.  p->lock held. */
+static int drain_held(fh_path_base_t *p)
+{
+    reg_xop_t *x;
+    while ((x = p->reg_held) != NULL) {
+        int rc = post_pieces(p, x);
+        if (rc == POST_HELD)
+            return FH_OK;
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+        p->reg_held = x->next;
+        if (p->reg_held == NULL)
+            p->reg_held_tail = &p->reg_held;
+        posted(p, x);
+    }
+    return FH_OK;
+}
+
 void fh_reg_drain_locked(fh_path_base_t *p)
 {
     if (p->reg_draining)
@@ -248,29 +317,29 @@ void fh_reg_drain_locked(fh_path_base_t *p)
             fifo = fifo->next;
         p->reg_retry_tail = &fifo->next;
     }
-    reg_xop_t *x, **at = &p->reg_retry;
-    while ((x = *at) != NULL) {
+    /* Held bulk first (older than any bulk on the retry list); a poll with
+     * the budget spent then costs one check, not one per held chunk. */
+    if (drain_held(p) == FH_ERR_AGAIN) {
+        p->reg_draining = 0;
+        return;
+    }
+    reg_xop_t *x;
+    while ((x = p->reg_retry) != NULL) {
         if (x->status == FHC_HIT && !x->noxfer && !x->lpinned && x->lmr == NULL)
             local_pin(x);
-        int rc = x->status == FHC_HIT && !x->noxfer ? post_pieces(p, x) : FH_OK;
+        /* Bulk keeps its order behind held bulk; the rest passes it. */
+        int rc = is_bulk(x) && x->bulk == 0 && p->reg_held != NULL ? POST_HELD
+                 : x->status == FHC_HIT && !x->noxfer              ? post_pieces(p, x)
+                                                                    : FH_OK;
         if (rc == FH_ERR_AGAIN)
             break;     /* the next poll retries, in order */
-        if (rc == POST_HELD) {
-            at = &x->next;    /* bulk waits for its budget; the rest passes */
-            continue;
-        }
-        *at = x->next;
-        if (*at == NULL)
-            p->reg_retry_tail = at;
-        x->next = NULL;
-        if (x->status == FHC_HIT) {
-            assert(x->pc.pending > 0);    /* the posting reference */
-            if (--x->pc.pending == 0)
-                pieces_done(p, x);
-        } else {
-            x->pc.pending = 0;
-            chunk_done(p, x, x->status == FHC_DONE_IN_MOVE ? FH_OK : x->status);
-        }
+        p->reg_retry = x->next;
+        if (p->reg_retry == NULL)
+            p->reg_retry_tail = &p->reg_retry;
+        if (rc == POST_HELD)
+            hold(p, x);
+        else
+            posted(p, x);
     }
     p->reg_draining = 0;
 }
@@ -296,6 +365,7 @@ static reg_xop_t *xop_new(fh_thread_t *t, bool is_put, int rank, char *local,
     x->rank = rank;
     x->is_put = is_put;
     x->noxfer = false;
+    x->bulk = 0;
     x->status = FHC_PENDING;
     x->nposted = 0;
     x->poff = 0;
@@ -382,7 +452,7 @@ int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr
         }
         len = x->op.len;        /* fhc cut it after a resident run: rest next */
         fh_reg_drain_locked(p);
-        if (p->reg_retry != NULL)
+        if (p->reg_retry != NULL || p->reg_held != NULL)
             svc_progress_locked(p);      /* out of send resources: reap some */
         off += len;
     }

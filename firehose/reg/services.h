@@ -143,13 +143,14 @@ typedef struct fh_core {
     int index;                                                               \
     struct fh_cpath *cp;                                                     \
     uint64_t inflight;        /* RMA ops posted here and not completed */    \
-    unsigned bulk_inflight;   /* of those, bulk pieces (FH_BULK_*, below) */ \
+    size_t bulk_bytes;        /* bytes of bulk chunks in flight (FH_BULK_*) */ \
     fh_peer_stats_t *stats;   /* [nranks], under the path lock (node-path puts/gets: atomic adds) */ \
     /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses    \
      * became ready, pushed by any thread under the cache lock (lock-free    \
      * stack); drained, and their RDMA posted, by whoever polls the path. */ \
     _Atomic(struct reg_xop *) reg_ready;                                     \
     struct reg_xop *reg_retry, **reg_retry_tail;  /* drained, not posted */  \
+    struct reg_xop *reg_held, **reg_held_tail;  /* bulk waiting for budget */ \
     int reg_draining;                                                        \
     struct reg_xop *reg_free;  /* finished chunk records kept for reuse */   \
     unsigned reg_nfree;        /* (~2 KiB each: malloc'd per chunk, they */  \
@@ -159,20 +160,22 @@ typedef struct fh_core {
     _Atomic(struct strat_xop *) strat_ops;
 
 /* The bound on a small operation's wait behind bulk transfers of another
- * thread of its path (docs/reliability.md, "Threads").  A piece of an RMA
+ * thread of its path (docs/reliability.md, "Threads").  A chunk of an RMA
  * of at least FH_BULK_MIN bytes is bulk: it is posted in pieces of at most
- * FH_BULK_PIECE bytes, and at most FH_BULK_AHEAD such pieces are in flight
- * on a path (p->bulk_inflight); the rest waits on the path, in order, and
- * is posted as earlier pieces complete (the path's polls), while smaller
- * operations pass it.  So a small operation finds at most FH_BULK_AHEAD *
- * FH_BULK_PIECE bytes of bulk queued ahead of it in the conduit, whatever
- * the size of the neighbour's transfers.  A bulk piece's op_ctx carries
- * FH_BULK_TAG in its low bit (completion records are aligned), which
- * fh_path_on_complete strips and counts. */
+ * FH_BULK_PIECE bytes, and at most FH_BULK_AHEAD * FH_BULK_PIECE bytes of
+ * bulk chunks are in flight on a path (p->bulk_bytes: a chunk holds its
+ * length of it from its first post until its last piece completed; a
+ * chunk larger than the whole budget goes out alone); the rest waits on
+ * the path's held list, in order, and is posted by the path's polls as
+ * earlier chunks complete, while smaller operations pass it.  So a small
+ * operation finds at most FH_BULK_AHEAD * FH_BULK_PIECE bytes of bulk
+ * queued ahead of it in the conduit, whatever the size of the neighbour's
+ * transfers -- and a stream of 64 KiB chunks is not held to FH_BULK_AHEAD
+ * of them (the budget is bytes, not pieces). */
 #define FH_BULK_MIN ((size_t)64 << 10)
 #define FH_BULK_PIECE ((size_t)1 << 20)
 #define FH_BULK_AHEAD 8u
-#define FH_BULK_TAG ((uintptr_t)1)
+#define FH_BULK_BYTES (FH_BULK_AHEAD * FH_BULK_PIECE)
 
 typedef struct fh_path_base {
     FH_PATH_FIELDS

@@ -355,7 +355,7 @@ static void *streamer(void *arg)
  * bytes land in the order they were posted, so rank 1, polling, counts the
  * pieces of A that had landed when the marker did: B's put must not have
  * waited for most of A's stream (docs/reliability.md, "A small operation
- * waits for a bounded amount of bulk": at most FH_BULK_AHEAD pieces, and
+ * waits for a bounded amount of bulk": at most FH_BULK_BYTES, and
  * then a few A posts as those complete; before, all 64).  Round 1 warms
  * both (moves, connections). */
 static int case_neighbour(void)
@@ -390,7 +390,7 @@ static int case_neighbour(void)
         int landed = 0;
         for (int i = 0; i < NB_PIECES; i++)
             landed += ((volatile char *)base)[(size_t)(i + 1) * NB_PIECE - 1] == 2;
-        /* Ahead of B: at most FH_BULK_AHEAD pieces in the runtime and the
+        /* Ahead of B: at most FH_BULK_BYTES (8 pieces) in the runtime and the
          * provider, plus what the kernel's socket buffers took (several
          * MiB each way on loopback) and what A posted while B waited for
          * a core: 32-34 of 64 seen in 5 of 22 runs on a loaded 2-core
