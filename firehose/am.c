@@ -190,6 +190,7 @@ static void send_credits(fh_path_t *p, int rank, int rpath)
         return;
     unsigned char hdr[FH_AM_HDR_BYTES];
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    FH_STAT_ADD(p->stats[rank].am_credit_msgs, 1);
     fh_am_send_or_queue(p, rank, rpath, hdr, hl, NULL, 0);
 }
 
@@ -203,9 +204,19 @@ void fh_am_flush_credits(fh_path_t *p, bool all)
                 send_credits(p, r, q);
 }
 
+/* Polls in a row that found nothing before the service path returns every
+ * credit it owes in credit messages of their own.  Until then an owed
+ * credit rides on our next request or reply to its owner (take_owed), and
+ * owe_credit returns half a window at once: a requester out of credits is
+ * never left waiting for this.  Flushing at the first empty poll (as
+ * before) cost a 2-rank barrier over tcp one credit message per rank per
+ * barrier: 4 messages instead of 2. */
+#define FH_CREDIT_IDLE_POLLS 64
+
 /* Every poll of the service path sends the replies that waited for
  * transmit resources and the credits owed: half a window's worth, or all
- * of them when the poll found nothing (we are going idle). */
+ * of them once FH_CREDIT_IDLE_POLLS polls in a row found nothing (we are
+ * going idle). */
 static int am_poll_send(fh_path_t *p, int found)
 {
     if (p->index != 0)
@@ -214,8 +225,12 @@ static int am_poll_send(fh_path_t *p, int found)
         fh_am_flush_backlog(p);
     if (p->held != NULL)
         release_held(p);
+    if (found != 0)
+        p->idle_polls = 0;
+    else if (p->idle_polls < FH_CREDIT_IDLE_POLLS)
+        p->idle_polls++;
     if (p->owed_total != 0)
-        fh_am_flush_credits(p, found == 0);
+        fh_am_flush_credits(p, p->idle_polls >= FH_CREDIT_IDLE_POLLS);
     return 0;
 }
 

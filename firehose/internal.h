@@ -42,8 +42,10 @@
  * Flow control.  A path holds `credits[r]` for requests towards rank r's
  * service path (FH_AM_CREDITS each).  A request spends one.  The target
  * returns it in the header of the reply, or, for requests without a reply,
- * accumulates it in owed[] and sends an FH_AM_CREDIT packet once half the
- * window is owed or when it goes idle.  Hence at most FH_AM_CREDITS requests
+ * accumulates it in owed[]; what the service path owes a requester's
+ * service path rides on its next request there, and an FH_AM_CREDIT packet
+ * goes once half the window is owed or after FH_CREDIT_IDLE_POLLS empty
+ * polls (am.c).  Hence at most FH_AM_CREDITS requests
  * per (path, target) are ever in flight, and each path can size its receive
  * space exactly (see fh_path_rx_msgs()).
  */
@@ -116,6 +118,7 @@ typedef struct fh_path {
     uint32_t *credits;        /* [nranks] requests we may still send */
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
     uint32_t owed_total;
+    unsigned idle_polls;      /* polls in a row that found nothing (am.c) */
     fh_backlog_t *backlog, **backlog_tail;
     /* Client replies held until the strategy may publish (am.c): sent
      * in order, after the backlog, once may_publish says yes. */
