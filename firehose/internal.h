@@ -625,8 +625,8 @@ int  fh_rma_validate(const char *fn, int rank, const void *local, const void *re
                      size_t n, fh_seg_range_t *r);
 /* Polls until ctr->pending == 0 (fh_wait_round); returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
-/* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0):
- * fh_quiet, and the thread-exit hook. */
+/* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0;
+ * no poll when it already is): fh_quiet, and the thread-exit hook. */
 int  fh_wait_quiet(fh_tls_t *t);
 /* Posts the transfers queued on p for lack of transmit resources, in order,
  * until the conduit has none again (p->lock held; from fh_path_poll_locked). */
