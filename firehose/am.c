@@ -169,13 +169,24 @@ void fh_am_flush_backlog(fh_path_t *p)
 }
 
 /* Credits owed to (rank, rpath), taken off the books (they ride on a packet
- * being built now). */
+ * being built now).
+ *
+ * Each credit is returned exactly once: a request we accept adds one to
+ * owed[] (owe_credit) or rides in its reply, and it leaves owed[] only
+ * here, under the path lock, into the one packet that carries it (a
+ * request, a reply or a credit message), or back into owed[] if that
+ * packet was not sent (send_on_path).  owe_credit sends at half a window,
+ * so what one (rank, path) is owed stays within a window: asserted.  A
+ * peer that sends requests without credits (burst_test) is still owed
+ * their credits, so it sees "returned more AM credits than it was given":
+ * its own doing, and logged rate-limited (fh_am_on_packet). */
 static uint16_t take_owed(fh_path_t *p, int rank, int rpath)
 {
     if (p->owed == NULL)
         return 0;
     uint32_t *o = &p->owed[(size_t)rank * (size_t)p->rt->npaths + (size_t)rpath];
     uint32_t v = *o;
+    assert(v <= (uint32_t)p->rt->cfg.am_credits && v <= p->owed_total);
     *o = 0;
     p->owed_total -= v;
     return (uint16_t)v;
@@ -646,7 +657,7 @@ static void owe_credit(fh_path_t *p, int rank, int rpath)
 /* Dropped packets logged per path: the first FH_DROP_LOG_FIRST, then every
  * FH_DROP_LOG_EVERY-th. */
 #define FH_DROP_LOG_FIRST 10
-#define FH_DROP_LOG_EVERY 1000
+#define FH_DROP_LOG_EVERY 1000   /* the "every 1000th" of the log lines */
 
 void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 {
@@ -698,7 +709,15 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     if (m.credits) {
         p->credits[src] += m.credits;
         if (p->credits[src] > (uint32_t)rt->cfg.am_credits) {
-            fh_log_error("rank %d returned more AM credits than it was given; ignored", src);
+            /* Credits for requests it says we sent without one (we never
+             * do): a peer's error, or the answer to our own flood. */
+            uint64_t n = ++p->nexcess;
+            if (n <= FH_DROP_LOG_FIRST || n % FH_DROP_LOG_EVERY == 0)
+                fh_log_error("rank %d returned more AM credits than it was given; "
+                             "ignored (%llu times on path %d%s)", src,
+                             (unsigned long long)n, p->index,
+                             n == FH_DROP_LOG_FIRST ? "; logging every 1000th from now on"
+                                                    : "");
             p->credits[src] = (uint32_t)rt->cfg.am_credits;
         }
     }

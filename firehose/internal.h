@@ -130,6 +130,8 @@ typedef struct fh_path {
     int polling;              /* re-entrancy guard for poll on this path */
     unsigned quiet_polls;     /* polls that skipped an idle conduit (path.c) */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
+    uint64_t nexcess;         /* credits beyond the window received here
+                                 (log rate limit, am.c) */
     _Atomic int orphaned;     /* no thread bound any more and maybe work of
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */

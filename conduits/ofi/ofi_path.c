@@ -25,6 +25,18 @@
  * We do not use fi_inject: an injected send has no context, so a failure
  * could not name the peer.  No slot or -FI_EAGAIN -> FH_ERR_AGAIN; the
  * runtime then polls this path, which drives the provider's progress.
+ *
+ * Drain (RDM).  A peer that ignores our credits can fill the provider's
+ * receive entries with unexpected messages while both multi-recv buffers
+ * are out (released, not yet reposted).  The shm provider then refuses the
+ * multi-recv repost with -FI_ENOMEM on every retry -- and nothing else
+ * would ever take those messages, so the path stopped receiving for good
+ * (burst_test over shm under load: the honest peers' barrier hung).  A plain
+ * one-message fi_recv is still accepted then and takes the oldest
+ * unexpected message, freeing an entry: while a multi-recv buffer waits to
+ * be reposted, every poll posts that one-packet "drain" receive again
+ * (ofi_retry_reposts) until the buffer is back.  Its messages go through
+ * ofi_rx_message like the others (sequence order holds).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -44,6 +56,21 @@
 
 int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 {
+    if (rb->single) {
+        ssize_t r = fi_recv(p->ep, rb->buf, rb->buf_len, ofi_path_desc(p, p->rbuf_mr),
+                            FI_ADDR_UNSPEC, &rb->fctx);
+        if (r == -FI_EAGAIN || r == -FI_ENOMEM) {
+            p->repost_pending = 1;
+            return 0;
+        }
+        if (r != 0) {
+            fh_log_error("ofi: path %d: fi_recv (drain, %zu bytes): %s", p->index,
+                         rb->buf_len, fi_strerror((int)-r));
+            return FH_ERR_TRANSPORT;
+        }
+        rb->repost = 0;
+        return 0;
+    }
     if (rb->conn != NULL) {
         struct ofi_conn *k = rb->conn;
         ssize_t r = fi_recv(k->ep, rb->buf, rb->buf_len, ofi_path_desc(p, k->rmr),
@@ -211,7 +238,7 @@ pools:
     p->slot_mem = cu_alloc_pages(p->nslots * P);
     /* Receive buffers. */
     p->rbufs = calloc(p->nrbufs ? p->nrbufs : 1, sizeof *p->rbufs);
-    p->rbuf_mem = p->nrbufs ? cu_alloc_pages(p->nrbufs * p->rbuf_size) : NULL;
+    p->rbuf_mem = p->nrbufs ? cu_alloc_pages(p->nrbufs * p->rbuf_size + P) : NULL;
     if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs ||
         (p->nrbufs && !p->rbuf_mem) || !p->tx_seq || !rx_ok) {
         ret = FH_ERR_NO_MEMORY;
@@ -236,7 +263,7 @@ pools:
         if (ret)
             goto fail_fh;
         if (p->nrbufs)
-            ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size,
+            ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size + P,
                                   FI_RECV, &p->rbuf_mr);
         if (ret)
             goto fail_fh;
@@ -249,6 +276,14 @@ pools:
         ret = ofi_post_rbuf(p, rb);
         if (ret)
             goto fail_fh;
+    }
+    if (p->nrbufs) {
+        /* The drain receive: not posted (repost = 1) until needed. */
+        p->drain.kind = OFI_OP_RECV;
+        p->drain.single = 1;
+        p->drain.repost = 1;
+        p->drain.buf = p->rbuf_mem + p->nrbufs * p->rbuf_size;
+        p->drain.buf_len = P;
     }
 
     if (c->msg && c->connected)
@@ -375,8 +410,8 @@ int ofi_ctl_send(struct fh_cpath *p, uint32_t dst, unsigned kind, const struct o
 
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
-    if (!rb->repost || rb->busy != 0)
-        return;
+    if (!rb->repost || rb->busy != 0 || rb->single)
+        return;      /* the drain is posted by ofi_retry_reposts only */
     if (rb->conn != NULL) {
         /* A connection that is not up takes no more messages. */
         if (atomic_load_explicit(&rb->conn->state, memory_order_relaxed) != OFI_CONN_UP)
@@ -484,8 +519,12 @@ static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
         return;
     }
     int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
-    if (e->flags & FI_MULTI_RECV)
-        rb->repost = 1;
+    if ((e->flags & FI_MULTI_RECV) || rb->single)
+        rb->repost = 1;      /* released (the drain: by its one message) */
+    if (rb->single && is_msg && p->ndrained++ == 0)
+        fh_log_verbose(1, "ofi: path %d: the provider refused a multi-recv buffer "
+                       "(unexpected messages hold its receive entries): draining them "
+                       "one by one", p->index);
     if (is_msg) {
         const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
         const char *buf = e->buf ? (const char *)e->buf : rb->buf;
@@ -501,6 +540,13 @@ static void ofi_retry_reposts(struct fh_cpath *p)
         struct ofi_op *rb = &p->rbufs[i];
         ofi_maybe_repost(p, rb);
     }
+    /* A multi-recv buffer the provider still refuses: take one unexpected
+     * message with the drain receive ("Drain" above). */
+    bool refused = false;
+    for (size_t i = 0; i < p->nrbufs; i++)
+        refused |= p->rbufs[i].repost && p->rbufs[i].busy == 0;
+    if (refused && p->drain.repost && p->drain.busy == 0 && ofi_post_rbuf(p, &p->drain))
+        fh_fatal("ofi: path %d: cannot post the drain receive", p->index);
     /* MSG mode: the list only grows while paths poll (ofi_cm.c conn_new). */
     for (struct ofi_conn *k = atomic_load_explicit(&p->c->conns, memory_order_acquire);
          k != NULL; k = k->next)
@@ -606,7 +652,10 @@ static void ofi_handle_error(struct fh_cpath *p)
         else
             fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
                          fi_strerror(e.err), detail);
-        if (e.flags & FI_MULTI_RECV) {
+        if (op->single) {
+            op->repost = 1;     /* the drain is free again (ofi_retry_reposts) */
+            p->repost_pending = 1;
+        } else if (e.flags & FI_MULTI_RECV) {
             op->repost = 1;
             if (op->busy == 0 && ofi_post_rbuf(p, op))
                 fh_fatal("ofi: path %d: cannot repost receive buffer",
