@@ -45,6 +45,10 @@ typedef struct coll {
 /* acc[i] = acc[i] op in[i] for n elements (c->tmp holds one element for
  * CO_REDUCE).  acc and in may not overlap. */
 void caf_coll_combine(const coll_t *c, void *acc, const void *in, size_t n);
+/* dst[i] = x[i] op y[i] for n elements, in one pass: dst may be x or y
+ * (exactly: same address), else it overlaps neither. */
+void caf_coll_combine3(const coll_t *c, void *dst, const void *x, const void *y,
+                       size_t n);
 /* Whether CO_REDUCE can call c->opr for c's type (checked before any
  * communication, so every image refuses alike). */
 bool caf_coll_opr_supported(const coll_t *c);

@@ -248,41 +248,63 @@ static size_t part_lo(size_t m, int k, int n)
     return (size_t)((unsigned __int128)m * (unsigned)k / (unsigned)n);
 }
 
+/* acc = s_0 op s_1 op ... op s_{n-1} over elements [lo, lo + cnt) of the
+ * members' slots at par, in image order, in one pass per member after the
+ * first: acc may be our own slot's part when we are image 0 (the fold
+ * starts on it), else it overlaps no slot. */
+static void fold_slots(const coll_t *c, char *acc, size_t par, size_t lo, size_t cnt)
+{
+    size_t off = par + lo * c->esz;
+    caf_coll_combine3(c, acc, slots[c->ranks[0]] + off, slots[c->ranks[1]] + off, cnt);
+    for (int j = 2; j < c->n; j++)
+        caf_coll_combine(c, acc, slots[c->ranks[j]] + off, cnt);
+}
+
 /* Reduction of chunk t: cnt elements, ours at p (NULL: no buffer). */
 static bool reduce_chunk(coll_t *c, char *p, size_t cnt, uint64_t t,
                          int root, bool all, char *tmp)
 {
-    size_t esz = c->esz, bytes = cnt * esz;
+    size_t esz = c->esz;
     int n = c->n;
+    assert(n >= 2);
     size_t par = (size_t)(t & 1) * NODE_SLOT;
     bool want = all || c->me == root;
-    if (bytes <= NODE_SMALL || cnt < (size_t)n) {
+    /* Each image that wants the result folds every slot straight into its
+     * own buffer: one wait, and per image one pass over n slots.  With two
+     * images that is also the least memory traffic (the reduce-scatter
+     * below adds a wait and a copy of every part); from three on the
+     * reduce-scatter spreads the work. */
+    if (cnt * esz <= NODE_SMALL || cnt < (size_t)n || n == 2) {
         if (!want)
             return true;
         if (!wait_all(c, F_ARR, t))
             return false;
-        memcpy(tmp, slots[c->ranks[0]] + par, bytes);
-        for (int j = 1; j < n; j++)
-            caf_coll_combine(c, tmp, slots[c->ranks[j]] + par, cnt);
-        memcpy(p, tmp, bytes);
+        fold_slots(c, p, par, 0, cnt);
         return true;
     }
     if (!wait_all(c, F_ARR, t))
         return false;
     size_t lo = part_lo(cnt, c->me, n), hi = part_lo(cnt, c->me + 1, n);
     char *mine = slots[caf.rank] + par;
-    if (hi > lo) {
-        memcpy(tmp, slots[c->ranks[0]] + par + lo * esz, (hi - lo) * esz);
-        for (int j = 1; j < n; j++)
-            caf_coll_combine(c, tmp, slots[c->ranks[j]] + par + lo * esz,
-                             hi - lo);
-        memcpy(mine + lo * esz, tmp, (hi - lo) * esz);
+    /* Our part: image 0 folds it in place in its slot; another into its
+     * buffer (when it wants the result: then its own part needs no copy
+     * back) or tmp, then into its slot for the others. */
+    bool in_p = false;
+    if (hi > lo && c->me == 0) {
+        fold_slots(c, mine + lo * esz, par, lo, hi - lo);
+    } else if (hi > lo) {
+        in_p = want;
+        char *acc = in_p ? p + lo * esz : tmp;
+        fold_slots(c, acc, par, lo, hi - lo);
+        memcpy(mine + lo * esz, acc, (hi - lo) * esz);
     }
     atomic_store_explicit(&ctl[caf.rank]->red, t, memory_order_release);
     if (!want)
         return true;
     for (int j = 0; j < n; j++) {
         size_t jl = part_lo(cnt, j, n), jh = part_lo(cnt, j + 1, n);
+        if (j == c->me && in_p)
+            continue;
         if (j != c->me && !wait_flag(c, j, F_RED, t))
             return false;
         memcpy(p + jl * esz, slots[c->ranks[j]] + par + jl * esz,
@@ -309,7 +331,7 @@ bool caf_coll_node_run(coll_t *c, char *buf, size_t nelem, int root, bool all)
     uint64_t nch = nelem ? (nelem + per - 1) / per : 1;
     bool skip = false;     /* a receiver whose A cannot take the data */
     char *tmp = NULL;
-    if (!bcast) {
+    if (!bcast && c->n > 2 && len > NODE_SMALL) {
         tmp = malloc(len < NODE_SLOT ? len : NODE_SLOT);
         if (tmp == NULL)
             caf_fatal(c->stmt, "out of memory");

@@ -13,42 +13,85 @@ typedef unsigned __int128 u128_t;
 typedef __float128 f128_t;
 typedef _Complex float __attribute__((mode(TC))) c128_t;
 
+/* The loops below run element by element, reading both operands of
+ * element i before writing its result: dst may be x or y (exactly), which
+ * is what lets the callers reduce in place without a copy. */
 #define SUM_LOOP(T)                                         \
     do {                                                    \
-        T *x = acc;                                         \
-        const T *y = in;                                    \
+        T *d = dst;                                         \
+        const T *a = x, *b = y;                             \
         for (size_t i = 0; i < n; i++)                      \
-            x[i] = (T)(x[i] + y[i]);                        \
+            d[i] = (T)(a[i] + b[i]);                        \
     } while (0)
+
+/* The same sum 32 bytes at a time in 16-byte vectors (GCC's vector
+ * extension: SSE2 on x86-64), then element by element: each lane is the
+ * scalar addition, so the bits are those of SUM_LOOP.  The compiler does
+ * not vectorize SUM_LOOP at -O2 (it would need a run-time overlap check);
+ * a 1 MiB co_sum of reals on two images spent a third of its time in it. */
+#define SUM_VEC(T, name)                                                    \
+    static void name(void *dst, const void *x, const void *y, size_t n)    \
+    {                                                                       \
+        typedef T vec_t __attribute__((vector_size(16)));                   \
+        const size_t w = 16 / sizeof(T);                                    \
+        char *d = dst;                                                      \
+        const char *a = x, *b = y;                                          \
+        size_t i = 0;                                                       \
+        for (; i + 2 * w <= n; i += 2 * w) {                                \
+            vec_t u0, u1, v0, v1;                                           \
+            memcpy(&u0, a + i * sizeof(T), 16);                             \
+            memcpy(&u1, a + i * sizeof(T) + 16, 16);                        \
+            memcpy(&v0, b + i * sizeof(T), 16);                             \
+            memcpy(&v1, b + i * sizeof(T) + 16, 16);                        \
+            u0 += v0;                                                       \
+            u1 += v1;                                                       \
+            memcpy(d + i * sizeof(T), &u0, 16);                             \
+            memcpy(d + i * sizeof(T) + 16, &u1, 16);                        \
+        }                                                                   \
+        for (; i < n; i++) {                                                \
+            T u, v;                                                         \
+            memcpy(&u, a + i * sizeof(T), sizeof u);                        \
+            memcpy(&v, b + i * sizeof(T), sizeof v);                        \
+            u = (T)(u + v);                                                 \
+            memcpy(d + i * sizeof(T), &u, sizeof u);                        \
+        }                                                                   \
+    }
+
+SUM_VEC(uint8_t, sum_u8)
+SUM_VEC(uint16_t, sum_u16)
+SUM_VEC(uint32_t, sum_u32)
+SUM_VEC(uint64_t, sum_u64)
+SUM_VEC(float, sum_f32)
+SUM_VEC(double, sum_f64)
 
 /* min/max of integers and reals; a NaN loses against a number. */
 #define MINMAX_LOOP(T)                                              \
     do {                                                            \
-        T *x = acc;                                                 \
-        const T *y = in;                                            \
+        T *d = dst;                                                 \
+        const T *a = x, *b = y;                                     \
         for (size_t i = 0; i < n; i++) {                            \
-            bool take = is_min ? y[i] < x[i] : y[i] > x[i];         \
-            if (take || (x[i] != x[i] && y[i] == y[i]))             \
-                x[i] = y[i];                                        \
+            T u = a[i], v = b[i];                                   \
+            bool take = is_min ? v < u : v > u;                     \
+            d[i] = take || (u != u && v == v) ? v : u;              \
         }                                                           \
     } while (0)
 
-static void op_sum(const coll_t *c, void *acc, const void *in, size_t n)
+static void op_sum(const coll_t *c, void *dst, const void *x, const void *y, size_t n)
 {
     if (c->bt == CAF_BT_COMPLEX)
         n *= 2;
     if (c->bt == CAF_BT_INTEGER) {
         switch (c->kind) {
-        case 1: SUM_LOOP(uint8_t); break;
-        case 2: SUM_LOOP(uint16_t); break;
-        case 4: SUM_LOOP(uint32_t); break;
-        case 8: SUM_LOOP(uint64_t); break;
+        case 1: sum_u8(dst, x, y, n); break;
+        case 2: sum_u16(dst, x, y, n); break;
+        case 4: sum_u32(dst, x, y, n); break;
+        case 8: sum_u64(dst, x, y, n); break;
         default: SUM_LOOP(u128_t); break;
         }
     } else {
         switch (c->kind) {
-        case 4: SUM_LOOP(float); break;
-        case 8: SUM_LOOP(double); break;
+        case 4: sum_f32(dst, x, y, n); break;
+        case 8: sum_f64(dst, x, y, n); break;
         default: SUM_LOOP(f128_t); break;
         }
     }
@@ -65,16 +108,18 @@ static int char_cmp(const coll_t *c, const void *x, const void *y)
     return 0;
 }
 
-static void op_minmax(const coll_t *c, void *acc, const void *in, size_t n)
+static void op_minmax(const coll_t *c, void *dst, const void *x, const void *y, size_t n)
 {
     bool is_min = c->op == OP_MIN;
     if (c->bt == CAF_BT_CHARACTER) {
         for (size_t i = 0; i < n; i++) {
-            char *x = (char *)acc + i * c->esz;
-            const char *y = (const char *)in + i * c->esz;
-            int r = char_cmp(c, y, x);
-            if (is_min ? r < 0 : r > 0)
-                memcpy(x, y, c->esz);
+            char *d = (char *)dst + i * c->esz;
+            const char *a = (const char *)x + i * c->esz;
+            const char *b = (const char *)y + i * c->esz;
+            int r = char_cmp(c, b, a);
+            const char *w = (is_min ? r < 0 : r > 0) ? b : a;
+            if (w != d)
+                memmove(d, w, c->esz);   /* d may be a or b */
         }
     } else if (c->bt == CAF_BT_INTEGER) {
         switch (c->kind) {
@@ -220,23 +265,25 @@ bool caf_coll_opr_supported(const coll_t *c)
     }
 }
 
-static void op_reduce(const coll_t *c, void *acc, const void *in, size_t n)
+static void op_reduce(const coll_t *c, void *dst, const void *x, const void *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        char *x = (char *)acc + i * c->esz;
-        const char *y = (const char *)in + i * c->esz;
-        call_opr(c, c->tmp, x, y);
-        memcpy(x, c->tmp, c->esz);
+        call_opr(c, c->tmp, (const char *)x + i * c->esz, (const char *)y + i * c->esz);
+        memcpy((char *)dst + i * c->esz, c->tmp, c->esz);
+    }
+}
+
+void caf_coll_combine3(const coll_t *c, void *dst, const void *x, const void *y, size_t n)
+{
+    switch (c->op) {
+    case OP_SUM: op_sum(c, dst, x, y, n); break;
+    case OP_MIN:
+    case OP_MAX: op_minmax(c, dst, x, y, n); break;
+    default: op_reduce(c, dst, x, y, n); break;
     }
 }
 
 void caf_coll_combine(const coll_t *c, void *acc, const void *in, size_t n)
 {
-    switch (c->op) {
-    case OP_SUM: op_sum(c, acc, in, n); break;
-    case OP_MIN:
-    case OP_MAX: op_minmax(c, acc, in, n); break;
-    default: op_reduce(c, acc, in, n); break;
-    }
+    caf_coll_combine3(c, acc, acc, in, n);
 }
-

@@ -211,27 +211,18 @@ bool caf_coll_allreduce_rd(coll_t *c, char *buf, size_t nelem)
         caf_coll_combine(c, buf, caf_coll_msg_data(m), nelem);
         caf_coll_msg_free(m);
     }
-    char *tmp = malloc(len);
-    if (tmp == NULL)
-        caf_fatal(c->stmt, "out of memory");
     for (int k = 0; (1 << k) < p2; k++) {
         int pv = v ^ (1 << k);
         int partner = c->ranks[rd_image(pv, r)];
         if (!caf_coll_send(c, partner, 0, PHASE_RD | (uint64_t)k, buf, len) ||
-            (m = caf_coll_recv(c, partner, PHASE_RD | (uint64_t)k, len, 0)) == NULL) {
-            free(tmp);
+            (m = caf_coll_recv(c, partner, PHASE_RD | (uint64_t)k, len, 0)) == NULL)
             goto fail;
-        }
-        if (pv > v) {
+        if (pv > v)
             caf_coll_combine(c, buf, caf_coll_msg_data(m), nelem);
-        } else {
-            memcpy(tmp, caf_coll_msg_data(m), len);
-            caf_coll_combine(c, tmp, buf, nelem);
-            memcpy(buf, tmp, len);
-        }
+        else
+            caf_coll_combine3(c, buf, caf_coll_msg_data(m), buf, nelem);
         caf_coll_msg_free(m);
     }
-    free(tmp);
     if (me < 2 * r &&
         !caf_coll_send(c, c->ranks[me + 1], 0, PHASE_UNFOLD, buf, len))
         goto fail;
@@ -256,7 +247,7 @@ enum { X_COPY, X_ACC, X_ACC_REV };
  * one).  to or from may be -1.  false after a stopped/failed member. */
 static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
                  char *rp, size_t rcnt, int level, uint64_t base, size_t per,
-                 int mode, char *tmp)
+                 int mode)
 {
     size_t esz = c->esz;
     uint64_t sn = to < 0 ? 0 : (scnt + per - 1) / per;
@@ -280,9 +271,7 @@ static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
         } else if (mode == X_ACC) {
             caf_coll_combine(c, p, caf_coll_msg_data(m), cnt);
         } else {
-            memcpy(tmp, caf_coll_msg_data(m), cnt * esz);
-            caf_coll_combine(c, tmp, p, cnt);
-            memcpy(p, tmp, cnt * esz);
+            caf_coll_combine3(c, p, caf_coll_msg_data(m), p, cnt);
         }
         caf_coll_msg_free(m);
         if (ch + 2 < rn)
@@ -310,21 +299,18 @@ bool caf_coll_allreduce_rsag(coll_t *c, char *buf, size_t nelem, size_t per)
     }
     int r = n - p2;
     size_t esz = c->esz;
-    char *tmp = malloc(per * esz);
-    if (tmp == NULL)
-        caf_fatal(c->stmt, "out of memory");
     bool ok = true;
     if (me < 2 * r && (me & 1)) {
         int to = c->ranks[me - 1];
         ok = xchg(c, to, buf, nelem, -1, NULL, 0, caf_coll_levels(), PHASE_FOLD,
-                  per, X_COPY, tmp) &&
+                  per, X_COPY) &&
              xchg(c, -1, NULL, 0, to, buf, nelem, caf_coll_levels(), PHASE_UNFOLD,
-                  per, X_COPY, tmp);
+                  per, X_COPY);
         goto out;
     }
     if (me < 2 * r &&
         !(ok = xchg(c, -1, NULL, 0, c->ranks[me + 1], buf, nelem, caf_coll_levels(),
-                    PHASE_FOLD, per, X_ACC, tmp)))
+                    PHASE_FOLD, per, X_ACC)))
         goto out;
     int v = me < 2 * r ? me / 2 : me - r;
     size_t lo[64], hi[64];
@@ -340,7 +326,7 @@ bool caf_coll_allreduce_rsag(coll_t *c, char *buf, size_t nelem, size_t per)
         hi[k] = h;
         ok = xchg(c, partner, buf + sl * esz, sh - sl, partner, buf + kl * esz,
                   kh - kl, k, PHASE_RS | (uint64_t)k << CAF_COLL_ROUND_SHIFT,
-                  per, pv < v ? X_ACC_REV : X_ACC, tmp);
+                  per, pv < v ? X_ACC_REV : X_ACC);
         l = kl;
         h = kh;
     }
@@ -352,15 +338,14 @@ bool caf_coll_allreduce_rsag(coll_t *c, char *buf, size_t nelem, size_t per)
         size_t ol = upper ? lo[k] : h, oh = upper ? l : hi[k];
         ok = xchg(c, partner, buf + l * esz, h - l, partner, buf + ol * esz,
                   oh - ol, k, PHASE_AG | (uint64_t)k << CAF_COLL_ROUND_SHIFT,
-                  per, X_COPY, tmp);
+                  per, X_COPY);
         l = lo[k];
         h = hi[k];
     }
     if (ok && me < 2 * r)
         ok = xchg(c, c->ranks[me + 1], buf, nelem, -1, NULL, 0, caf_coll_levels(),
-                  PHASE_UNFOLD, per, X_COPY, tmp);
+                  PHASE_UNFOLD, per, X_COPY);
 out:
-    free(tmp);
     if (!ok)
         caf_coll_poison_all(c);
     return ok;

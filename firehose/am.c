@@ -169,13 +169,24 @@ void fh_am_flush_backlog(fh_path_t *p)
 }
 
 /* Credits owed to (rank, rpath), taken off the books (they ride on a packet
- * being built now). */
+ * being built now).
+ *
+ * Each credit is returned exactly once: a request we accept adds one to
+ * owed[] (owe_credit) or rides in its reply, and it leaves owed[] only
+ * here, under the path lock, into the one packet that carries it (a
+ * request, a reply or a credit message), or back into owed[] if that
+ * packet was not sent (send_on_path).  owe_credit sends at half a window,
+ * so what one (rank, path) is owed stays within a window: asserted.  A
+ * peer that sends requests without credits (burst_test) is still owed
+ * their credits, so it sees "returned more AM credits than it was given":
+ * its own doing, and logged rate-limited (fh_am_on_packet). */
 static uint16_t take_owed(fh_path_t *p, int rank, int rpath)
 {
     if (p->owed == NULL)
         return 0;
     uint32_t *o = &p->owed[(size_t)rank * (size_t)p->rt->npaths + (size_t)rpath];
     uint32_t v = *o;
+    assert(v <= (uint32_t)p->rt->cfg.am_credits && v <= p->owed_total);
     *o = 0;
     p->owed_total -= v;
     return (uint16_t)v;
@@ -190,6 +201,7 @@ static void send_credits(fh_path_t *p, int rank, int rpath)
         return;
     unsigned char hdr[FH_AM_HDR_BYTES];
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+    FH_STAT_ADD(p->stats[rank].am_credit_msgs, 1);
     fh_am_send_or_queue(p, rank, rpath, hdr, hl, NULL, 0);
 }
 
@@ -203,9 +215,19 @@ void fh_am_flush_credits(fh_path_t *p, bool all)
                 send_credits(p, r, q);
 }
 
+/* Polls in a row that found nothing before the service path returns every
+ * credit it owes in credit messages of their own.  Until then an owed
+ * credit rides on our next request or reply to its owner (take_owed), and
+ * owe_credit returns half a window at once: a requester out of credits is
+ * never left waiting for this.  Flushing at the first empty poll (as
+ * before) cost a 2-rank barrier over tcp one credit message per rank per
+ * barrier: 4 messages instead of 2. */
+#define FH_CREDIT_IDLE_POLLS 64
+
 /* Every poll of the service path sends the replies that waited for
  * transmit resources and the credits owed: half a window's worth, or all
- * of them when the poll found nothing (we are going idle). */
+ * of them once FH_CREDIT_IDLE_POLLS polls in a row found nothing (we are
+ * going idle). */
 static int am_poll_send(fh_path_t *p, int found)
 {
     if (p->index != 0)
@@ -214,8 +236,12 @@ static int am_poll_send(fh_path_t *p, int found)
         fh_am_flush_backlog(p);
     if (p->held != NULL)
         release_held(p);
+    if (found != 0)
+        p->idle_polls = 0;
+    else if (p->idle_polls < FH_CREDIT_IDLE_POLLS)
+        p->idle_polls++;
     if (p->owed_total != 0)
-        fh_am_flush_credits(p, found == 0);
+        fh_am_flush_credits(p, p->idle_polls >= FH_CREDIT_IDLE_POLLS);
     return 0;
 }
 
@@ -658,7 +684,7 @@ static void owe_credit(fh_path_t *p, int rank, int rpath)
 /* Dropped packets logged per path: the first FH_DROP_LOG_FIRST, then every
  * FH_DROP_LOG_EVERY-th. */
 #define FH_DROP_LOG_FIRST 10
-#define FH_DROP_LOG_EVERY 1000
+#define FH_DROP_LOG_EVERY 1000   /* the "every 1000th" of the log lines */
 
 void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
 {
@@ -710,7 +736,15 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     if (m.credits) {
         p->credits[src] += m.credits;
         if (p->credits[src] > (uint32_t)rt->cfg.am_credits) {
-            fh_log_error("rank %d returned more AM credits than it was given; ignored", src);
+            /* Credits for requests it says we sent without one (we never
+             * do): a peer's error, or the answer to our own flood. */
+            uint64_t n = ++p->nexcess;
+            if (n <= FH_DROP_LOG_FIRST || n % FH_DROP_LOG_EVERY == 0)
+                fh_log_error("rank %d returned more AM credits than it was given; "
+                             "ignored (%llu times on path %d%s)", src,
+                             (unsigned long long)n, p->index,
+                             n == FH_DROP_LOG_FIRST ? "; logging every 1000th from now on"
+                                                    : "");
             p->credits[src] = (uint32_t)rt->cfg.am_credits;
         }
     }

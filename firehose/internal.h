@@ -42,8 +42,10 @@
  * Flow control.  A path holds `credits[r]` for requests towards rank r's
  * service path (FH_AM_CREDITS each).  A request spends one.  The target
  * returns it in the header of the reply, or, for requests without a reply,
- * accumulates it in owed[] and sends an FH_AM_CREDIT packet once half the
- * window is owed or when it goes idle.  Hence at most FH_AM_CREDITS requests
+ * accumulates it in owed[]; what the service path owes a requester's
+ * service path rides on its next request there, and an FH_AM_CREDIT packet
+ * goes once half the window is owed or after FH_CREDIT_IDLE_POLLS empty
+ * polls (am.c).  Hence at most FH_AM_CREDITS requests
  * per (path, target) are ever in flight, and each path can size its receive
  * space exactly (see fh_path_rx_msgs()).
  */
@@ -120,6 +122,7 @@ typedef struct fh_path {
                                  under the path lock.  A request sent while it
                                  moved may have gone with the old link. */
     uint32_t owed_total;
+    unsigned idle_polls;      /* polls in a row that found nothing (am.c) */
     fh_backlog_t *backlog, **backlog_tail;
     /* Client replies held until the strategy may publish (am.c): sent
      * in order, after the backlog, once may_publish says yes. */
@@ -131,6 +134,8 @@ typedef struct fh_path {
     int polling;              /* re-entrancy guard for poll on this path */
     unsigned quiet_polls;     /* polls that skipped an idle conduit (path.c) */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
+    uint64_t nexcess;         /* credits beyond the window received here
+                                 (log rate limit, am.c) */
     _Atomic int orphaned;     /* no thread bound any more and maybe work of
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */
@@ -628,8 +633,8 @@ int  fh_rma_validate(const char *fn, int rank, const void *local, const void *re
                      size_t n, fh_seg_range_t *r);
 /* Polls until ctr->pending == 0 (fh_wait_round); returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
-/* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0):
- * fh_quiet, and the thread-exit hook. */
+/* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0;
+ * no poll when it already is): fh_quiet, and the thread-exit hook. */
 int  fh_wait_quiet(fh_tls_t *t);
 /* Posts the transfers queued on p for lack of transmit resources, in order,
  * until the conduit has none again (p->lock held; from fh_path_poll_locked). */

@@ -69,8 +69,8 @@ void fh_tls_release(void *arg)
     /* Completions of this thread's NB and NBI operations point at t (the
      * NBI counter, t->quiet_ops): they must land before t is freed.  Any
      * thread polling our path may be completing them, so the counts are
-     * read under the path lock only (fh_wait_quiet; it returns after one
-     * poll if none is pending).  Then the handles nobody will wait for are
+     * read under the path lock only (fh_wait_quiet; it returns at once
+     * if none is pending).  Then the handles nobody will wait for are
      * freed: their slots would leak. */
     if (rt != NULL) {
         fh_wait_quiet(t);

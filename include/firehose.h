@@ -853,7 +853,13 @@ int fh_config_size(const char *name, size_t *value);
  *                          sent the peer, plus those of the peer we obeyed
  *   reg_deferred           firehose, adaptive: the peer's moves we deferred
  *                          until other peers gave bytes back
- * (reg_maxvictim_now .. reg_deferred: version 2) */
+ *   am_credit_msgs         AM flow-control messages of their own we sent the
+ *                          peer: credits for its requests that found no
+ *                          request or reply of ours to ride on (half a
+ *                          window at once, or what is owed after a run of
+ *                          empty polls); a 2-rank barrier loop sends almost
+ *                          none
+ * (reg_maxvictim_now .. am_credit_msgs: version 2) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -882,6 +888,7 @@ typedef struct fh_peer_stats {
                                     victims (they would have hit with a
                                     larger victim FIFO) */
     uint64_t reg_budget, reg_grants, reg_reclaims, reg_deferred;
+    uint64_t am_credit_msgs;
 } fh_peer_stats_t;
 
 #define FH_PEER_STATS_VERSION 2

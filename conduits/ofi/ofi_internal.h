@@ -68,6 +68,8 @@ struct ofi_op {
     size_t buf_len;            /* RECV: buffer size */
     int busy;                  /* RECV: upcalls running on this buffer */
     int repost;                /* RECV: released by the provider, repost */
+    int single;                /* RECV: the drain receive (one message,
+                                  fi_recv; ofi_path.c, "Drain") */
     struct ofi_conn *conn;     /* MSG mode: RECV: the connection it is posted
                                   on (its sender); SEND: the handshake proof
                                   of this connection; PUT/GET: the one it
@@ -196,6 +198,10 @@ struct fh_cpath {
     char *rbuf_mem;
     struct fh_mr *rbuf_mr;
     int repost_pending;        /* a repost failed with -FI_EAGAIN */
+    /* RDM: a one-packet receive posted while a multi-recv buffer cannot
+     * be (ofi_path.c, "Drain"); drain.buf follows the rbufs in rbuf_mem. */
+    struct ofi_op drain;
+    unsigned long ndrained;    /* messages taken by it (tests, logs) */
     unsigned long ctxless_errors;  /* error completions without context */
 
     /* Aligned copies for messages a provider packed at an odd offset, one

@@ -26,6 +26,18 @@
  * We do not use fi_inject: an injected send has no context, so a failure
  * could not name the peer.  No slot or -FI_EAGAIN -> FH_ERR_AGAIN; the
  * runtime then polls this path, which drives the provider's progress.
+ *
+ * Drain (RDM).  A peer that ignores our credits can fill the provider's
+ * receive entries with unexpected messages while both multi-recv buffers
+ * are out (released, not yet reposted).  The shm provider then refuses the
+ * multi-recv repost with -FI_ENOMEM on every retry -- and nothing else
+ * would ever take those messages, so the path stopped receiving for good
+ * (burst_test over shm under load: the honest peers' barrier hung).  A plain
+ * one-message fi_recv is still accepted then and takes the oldest
+ * unexpected message, freeing an entry: while a multi-recv buffer waits to
+ * be reposted, every poll posts that one-packet "drain" receive again
+ * (ofi_retry_reposts) until the buffer is back.  Its messages go through
+ * ofi_rx_message like the others (sequence order holds).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -43,6 +55,21 @@
 
 int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
 {
+    if (rb->single) {
+        ssize_t r = fi_recv(p->ep, rb->buf, rb->buf_len, ofi_path_desc(p, p->rbuf_mr),
+                            FI_ADDR_UNSPEC, &rb->fctx);
+        if (r == -FI_EAGAIN || r == -FI_ENOMEM) {
+            p->repost_pending = 1;
+            return 0;
+        }
+        if (r != 0) {
+            fh_log_error("ofi: path %d: fi_recv (drain, %zu bytes): %s", p->index,
+                         rb->buf_len, fi_strerror((int)-r));
+            return FH_ERR_TRANSPORT;
+        }
+        rb->repost = 0;
+        return 0;
+    }
     if (rb->conn != NULL) {
         struct ofi_conn *k = rb->conn;
         ssize_t r = fi_recv(k->ep, rb->buf, rb->buf_len, ofi_path_desc(p, k->rmr),
@@ -210,7 +237,7 @@ pools:
     p->slot_mem = cu_alloc_pages(p->nslots * P);
     /* Receive buffers. */
     p->rbufs = calloc(p->nrbufs ? p->nrbufs : 1, sizeof *p->rbufs);
-    p->rbuf_mem = p->nrbufs ? cu_alloc_pages(p->nrbufs * p->rbuf_size) : NULL;
+    p->rbuf_mem = p->nrbufs ? cu_alloc_pages(p->nrbufs * p->rbuf_size + P) : NULL;
     if (!p->ops || !p->slots || !p->slot_mem || !p->rbufs ||
         (p->nrbufs && !p->rbuf_mem) || !p->tx_seq || !rx_ok) {
         ret = FH_ERR_NO_MEMORY;
@@ -235,7 +262,7 @@ pools:
         if (ret)
             goto fail_fh;
         if (p->nrbufs)
-            ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size,
+            ret = ofi_mr_reg_path(p, p->rbuf_mem, p->nrbufs * p->rbuf_size + P,
                                   FI_RECV, &p->rbuf_mr);
         if (ret)
             goto fail_fh;
@@ -248,6 +275,14 @@ pools:
         ret = ofi_post_rbuf(p, rb);
         if (ret)
             goto fail_fh;
+    }
+    if (p->nrbufs) {
+        /* The drain receive: not posted (repost = 1) until needed. */
+        p->drain.kind = OFI_OP_RECV;
+        p->drain.single = 1;
+        p->drain.repost = 1;
+        p->drain.buf = p->rbuf_mem + p->nrbufs * p->rbuf_size;
+        p->drain.buf_len = P;
     }
 
     if (c->msg && c->connected)

@@ -23,8 +23,8 @@
 
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
-    if (!rb->repost || rb->busy != 0)
-        return;
+    if (!rb->repost || rb->busy != 0 || rb->single)
+        return;      /* the drain is posted by ofi_retry_reposts only */
     if (rb->conn != NULL) {
         /* A connection that is not up takes no more messages. */
         if (atomic_load_explicit(&rb->conn->state, memory_order_relaxed) != OFI_CONN_UP)
@@ -132,8 +132,12 @@ static void ofi_deliver(struct fh_cpath *p, struct ofi_op *rb,
         return;
     }
     int is_msg = (e->flags & FI_RECV) && !(e->len == 0 && e->buf == NULL);
-    if (e->flags & FI_MULTI_RECV)
-        rb->repost = 1;
+    if ((e->flags & FI_MULTI_RECV) || rb->single)
+        rb->repost = 1;      /* released (the drain: by its one message) */
+    if (rb->single && is_msg && p->ndrained++ == 0)
+        fh_log_verbose(1, "ofi: path %d: the provider refused a multi-recv buffer "
+                       "(unexpected messages hold its receive entries): draining them "
+                       "one by one", p->index);
     if (is_msg) {
         const struct ofi_rx_sink sink = {ofi_upcall, ofi_drop, ofi_keep, p};
         const char *buf = e->buf ? (const char *)e->buf : rb->buf;
@@ -149,6 +153,13 @@ static void ofi_retry_reposts(struct fh_cpath *p)
         struct ofi_op *rb = &p->rbufs[i];
         ofi_maybe_repost(p, rb);
     }
+    /* A multi-recv buffer the provider still refuses: take one unexpected
+     * message with the drain receive ("Drain", ofi_path.c). */
+    bool refused = false;
+    for (size_t i = 0; i < p->nrbufs; i++)
+        refused |= p->rbufs[i].repost && p->rbufs[i].busy == 0;
+    if (refused && p->drain.repost && p->drain.busy == 0 && ofi_post_rbuf(p, &p->drain))
+        fh_fatal("ofi: path %d: cannot post the drain receive", p->index);
     /* MSG mode: the list only grows while paths poll (ofi_cm.c conn_new). */
     for (struct ofi_conn *k = atomic_load_explicit(&p->c->conns, memory_order_acquire);
          k != NULL; k = k->next)
@@ -254,7 +265,10 @@ static void ofi_handle_error(struct fh_cpath *p)
         else
             fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
                          fi_strerror(e.err), detail);
-        if (e.flags & FI_MULTI_RECV) {
+        if (op->single) {
+            op->repost = 1;     /* the drain is free again (ofi_retry_reposts) */
+            p->repost_pending = 1;
+        } else if (e.flags & FI_MULTI_RECV) {
             op->repost = 1;
             if (op->busy == 0 && ofi_post_rbuf(p, op))
                 fh_fatal("ofi: path %d: cannot repost receive buffer",
