@@ -3,15 +3,16 @@
  * (caf_coll.h), over the chunks of caf_coll_msg.c.
  *
  *   reduce_up / bcast_down: one binomial tree.  Images are renumbered
- *     relative to the root (v = image - root mod n); the parent of v is v
- *     with its lowest set bit cleared and its children are v + 2^k for
- *     every 2^k below that bit.  A reduction goes up the tree to
- *     RESULT_IMAGE; CO_BROADCAST goes down from SOURCE_IMAGE.  A node
- *     combines acc = op(acc, child) over its children in increasing k; acc
- *     then covers images v..v+2^k-1 and the child the next ones, so the
- *     result is the reduction in image order relative to the root.  The
- *     array is cut into chunks (caf_coll_chunk_size, whole elements);
- *     chunk c moves up (or down) while chunk c+1 is being combined below.
+ *     relative to the tree's root (v = image - root mod n); the parent of
+ *     v is v with its lowest set bit cleared and its children are v + 2^k
+ *     for every 2^k below that bit.  A reduction goes up the tree rooted
+ *     at image 1 (then to RESULT_IMAGE, when that is another image);
+ *     CO_BROADCAST goes down from SOURCE_IMAGE.  A node combines acc =
+ *     op(acc, child) over its children in increasing k; acc then covers
+ *     images v..v+2^k-1 and the child the next ones, so the result is the
+ *     reduction in image order.  The array is cut into chunks
+ *     (caf_coll_chunk_size, whole elements); chunk c moves up (or down)
+ *     while chunk c+1 is being combined below.
  *   allreduce_rd: every image wants a result that fits one eager message:
  *     recursive doubling, log2(n) exchanges.
  *   allreduce_rsag: every image wants a larger result: reduce-scatter by
@@ -30,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { X_COPY, X_ACC, X_ACC_REV }; /* what xchg does with a received chunk */
+
 typedef struct kid {
     int rank, level;
 } kid_t;
@@ -42,6 +45,9 @@ static int vrank_rank(const coll_t *c, int v)
 /* ------------------------------------------------------- tree phases */
 
 #define PHASE_UP ((uint64_t)CAF_COLL_UP << CAF_COLL_PHASE_SHIFT)
+/* A reduction's result from image 1 to RESULT_IMAGE (reduce_up): the
+ * UNFOLD phase, which a reduction to one image does not otherwise use. */
+#define PHASE_RESULT ((uint64_t)CAF_COLL_UNFOLD << CAF_COLL_PHASE_SHIFT)
 #define PHASE_DOWN ((uint64_t)CAF_COLL_DOWN << CAF_COLL_PHASE_SHIFT)
 
 /* Parent rank (-1 for the root) and children (increasing level) of us;
@@ -92,9 +98,9 @@ static size_t chunk_len(size_t nelem, size_t per, uint64_t ch)
     return (nelem - first < per ? nelem - first : per);
 }
 
-/* Reduction of buf (nelem elements) to c->root. */
-bool caf_coll_reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
-                      uint64_t nch)
+/* Reduction of buf (nelem elements) up the tree rooted at c->root. */
+static bool reduce_tree(coll_t *c, char *buf, size_t nelem, size_t per,
+                        uint64_t nch)
 {
     kid_t kids[64];
     int nk, level;
@@ -162,6 +168,35 @@ bool caf_coll_bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
             }
     }
     return true;
+}
+
+static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
+                 char *rp, size_t rcnt, int level, uint64_t base, size_t per,
+                 int mode);
+
+/* Reduction of buf (nelem elements) to c->root, in image order: up the
+ * tree rooted at image 1 of the team (a tree rooted at c->root would
+ * reduce in the order of images relative to it, "A_r op ... op A_n op A_1
+ * op ... op A_r-1", wrong for an operation that does not commute), then,
+ * when c->root is another image, image 1 sends it the result. */
+bool caf_coll_reduce_up(coll_t *c, char *buf, size_t nelem, size_t per,
+                        uint64_t nch)
+{
+    int root = c->root;
+    c->root = 0;
+    bool ok = reduce_tree(c, buf, nelem, per, nch);
+    c->root = root;
+    if (!ok || root == 0 || (c->me != 0 && c->me != root))
+        return ok;
+    if (c->me == 0)
+        ok = xchg(c, c->ranks[root], buf, nelem, -1, NULL, 0,
+                  caf_coll_levels(), PHASE_RESULT, per, X_COPY);
+    else
+        ok = xchg(c, -1, NULL, 0, c->ranks[0], buf, nelem, caf_coll_levels(),
+                  PHASE_RESULT, per, X_COPY);
+    if (!ok)
+        caf_coll_poison_all(c);
+    return ok;
 }
 
 /* ----------------------------------------------- small all-reduce */
@@ -236,8 +271,6 @@ fail:
 
 #define PHASE_RS ((uint64_t)CAF_COLL_RS << CAF_COLL_PHASE_SHIFT)
 #define PHASE_AG ((uint64_t)CAF_COLL_AG << CAF_COLL_PHASE_SHIFT)
-
-enum { X_COPY, X_ACC, X_ACC_REV };
 
 /* Sends scnt elements from sp to rank `to` and receives rcnt elements from
  * rank `from` into rp, in chunks of per elements with ids base | chunk,

@@ -128,7 +128,8 @@ bool caf_wire_sync_images(const caf_job_t *job, const caf_am_in_t *m,
  *                         | image (0..nranks) << 32.
  * chunk = phase << CAF_COLL_PHASE_SHIFT | index; the phases are
  * CAF_COLL_UP/DOWN (tree; index = chunk number), RD (recursive doubling;
- * index = round < 64), FOLD and UNFOLD (index = chunk number), RS and AG
+ * index = round < 64), FOLD and UNFOLD (index = chunk number; UNFOLD also
+ * carries a reduction's result from image 1 to RESULT_IMAGE), RS and AG
  * (reduce-scatter and allgather; index = round < 64 << CAF_COLL_ROUND_SHIFT
  * | chunk number); every phase but RD may use slots (RD fits one eager
  * message). */

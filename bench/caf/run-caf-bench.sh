@@ -23,6 +23,10 @@
 #   --app-np P      images for caf_cannon and caf_bitonic (default 4: a 2x2
 #                   grid and a power of two; 2 runs Cannon's 1-D ring variant)
 #   --transports L  "tcp shm" (default) or one of them
+#   --benches LIST  only these programs (default "caf_putget caf_cosum
+#                   caf_syncall caf_cannon caf_bitonic"; e.g. "caf_cosum" for
+#                   the co_sum rows alone); the fh_put row and the Open MPI
+#                   tcp check run only with caf_putget
 #
 # Transports.  tcp: ours FH_OFI_PROVIDER=tcp FI_TCP_IFACE=lo FH_SHM=off (the
 #   images do not share memory); theirs
@@ -71,6 +75,8 @@ rounds=3
 nplist="2 4 8"
 appnp=4
 transports="tcp shm"
+allbenches="caf_putget caf_cosum caf_syncall caf_cannon caf_bitonic"
+benches=$allbenches
 
 usage() {
     sed -n '2,/^set -u/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
@@ -87,6 +93,7 @@ while [ $# -gt 0 ]; do
         --np) [ $# -ge 2 ] || die "--np needs a value"; nplist=$2; shift ;;
         --app-np) [ $# -ge 2 ] || die "--app-np needs a value"; appnp=$2; shift ;;
         --transports) [ $# -ge 2 ] || die "--transports needs a value"; transports=$2; shift ;;
+        --benches) [ $# -ge 2 ] || die "--benches needs a value"; benches=$2; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
     esac
@@ -100,6 +107,11 @@ done
 for t in $transports; do
     case $t in tcp|shm) ;; *) die "unknown transport $t (tcp or shm)" ;; esac
 done
+[ -n "$benches" ] || die "--benches needs at least one program"
+for b in $benches; do
+    case " $allbenches " in *" $b "*) ;; *) die "unknown bench $b (one of: $allbenches)" ;; esac
+done
+has_bench() { case " $benches " in *" $1 "*) true ;; *) false ;; esac; }
 if [ $smoke = 1 ]; then
     rounds=1; nplist=2; appnp=2
 fi
@@ -143,10 +155,9 @@ export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 
 if [ $smoke = 1 ]; then TO=120; elif [ $quick = 1 ]; then TO=300; else TO=900; fi
 
-benches="caf_putget caf_cosum caf_syncall caf_cannon caf_bitonic"
 
 # ---- which sides exist --------------------------------------------------
-say "run-caf-bench: $(date -u +%Y-%m-%dT%H:%M:%SZ) git $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown) quick=$quick smoke=$smoke rounds=$rounds np=\"$nplist\" app-np=$appnp transports=\"$transports\""
+say "run-caf-bench: $(date -u +%Y-%m-%dT%H:%M:%SZ) git $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown) quick=$quick smoke=$smoke rounds=$rounds np=\"$nplist\" app-np=$appnp transports=\"$transports\" benches=\"$benches\""
 say "machine: $(uname -srm), $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 have_ours=1
 have_theirs=1
@@ -159,7 +170,7 @@ if ! command -v "$OC_CAF" >/dev/null 2>&1 || ! command -v "$OC_CAFRUN" >/dev/nul
     skip "theirs: $OC_CAF / $OC_CAFRUN not found (apt-get install libcoarrays-openmpi-dev): firehose half only"
 fi
 have_fh=1
-if [ $smoke = 1 ]; then
+if [ $smoke = 1 ] || ! has_bench caf_putget; then
     have_fh=0
 elif [ ! -x "$FHRUN" ] || [ ! -x "$FHBENCH" ]; then
     have_fh=0
@@ -383,11 +394,15 @@ for round in $(seq 1 "$rounds"); do
     say "---- round $round of $rounds"
     for tr in $transports; do
         if [ $have_fh = 1 ]; then run_fh "$round" "$tr"; fi
-        pair "$round" "$tr" caf_putget 2
-        for np in $nplist; do pair "$round" "$tr" caf_cosum "$np"; done
-        for np in $nplist; do pair "$round" "$tr" caf_syncall "$np"; done
-        pair "$round" "$tr" caf_cannon "$appnp"
-        pair "$round" "$tr" caf_bitonic "$appnp"
+        if has_bench caf_putget; then pair "$round" "$tr" caf_putget 2; fi
+        if has_bench caf_cosum; then
+            for np in $nplist; do pair "$round" "$tr" caf_cosum "$np"; done
+        fi
+        if has_bench caf_syncall; then
+            for np in $nplist; do pair "$round" "$tr" caf_syncall "$np"; done
+        fi
+        if has_bench caf_cannon; then pair "$round" "$tr" caf_cannon "$appnp"; fi
+        if has_bench caf_bitonic; then pair "$round" "$tr" caf_bitonic "$appnp"; fi
     done
 done
 
@@ -518,7 +533,7 @@ if [ $smoke = 1 ]; then
         if [ "$side" = ours ] && [ $have_ours = 0 ]; then continue; fi
         if [ "$side" = theirs ] && [ $have_theirs = 0 ]; then continue; fi
         for tr in $transports; do
-            for b in caf_put caf_get caf_cosum caf_syncall caf_cannon caf_bitonic; do
+            for b in $(echo " $benches " | sed 's/ caf_putget / caf_put caf_get /'); do
                 grep -q "^1,$side,$tr,$b," "$results" || missing="$missing $side/$tr/$b"
             done
         done

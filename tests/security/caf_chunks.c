@@ -14,8 +14,10 @@
  *
  *   short    before a CO_SUM of 1024 int32 (4 KiB: a rendezvous chunk) to
  *            image 2, image 1 sends image 2 an 8-byte eager chunk with the
- *            key of its contribution, then contributes for real: image 2
- *            must drop the short chunk and sum the real one.
+ *            key of the result it sends image 2 (the tree is rooted at
+ *            image 1, which then sends RESULT_IMAGE the result), then sends
+ *            the real one: image 2 must drop the short chunk and take the
+ *            real one.
  *   long     the same with a long AM of 8 bytes written to the last 8
  *            bytes of image 2's segment (claiming to be the chunk): image 2
  *            must not read past them.
@@ -146,15 +148,17 @@ static void coll_args(uint64_t *a, uint64_t seq, uint64_t chunk, uint64_t last)
     a[3] = last;
 }
 
-/* The first CO_SUM of the program is collective number 1 of team 0 and
- * its first upward chunk is chunk 0. */
+/* The first CO_SUM of the program is collective number 1 of team 0; to
+ * image 2 it goes up the tree rooted at image 1, which sends the result to
+ * image 2 as chunk 0 of the UNFOLD phase. */
+#define RESULT_CHUNK0 ((uint64_t)CAF_COLL_UNFOLD << CAF_COLL_PHASE_SHIFT)
 static void run_short(void)
 {
     int32_t a[N];
     fill(a);
     if (me == 1) {
         uint64_t args[4];
-        coll_args(args, 1, 0, 0);
+        coll_args(args, 1, RESULT_CHUNK0, 0);
         int32_t bogus[2] = {0x41414141, 0x42424242};
         am(fh_am_request_medium(1, CAF_H_COLL, bogus, sizeof bogus, args, 4),
            "short chunk");
@@ -174,7 +178,7 @@ static void run_long(void)
         size_t size;
         victim_segment(1, &base, &size);
         uint64_t args[4];
-        coll_args(args, 1, 0, 1);
+        coll_args(args, 1, RESULT_CHUNK0, 1);
         int32_t bogus[2] = {0x41414141, 0x42424242};
         am(fh_am_request_long(1, CAF_H_COLL, bogus, sizeof bogus,
                               base + size - sizeof bogus, args, 4),
