@@ -3,8 +3,8 @@
  * coalescing, the victim FIFO (order, lazy deregistration, MAXVICTIM), the
  * unused FIFO's victim choice, F at both ends, pending coalescing,
  * put-in-move, refused and malformed requests, the budget queue woken by a
- * release, holds that stay exact when replies are reordered, the
- * configuration and wire checks.  Freed or reused memory and a hostile
+ * release, a refused merge not asked again, holds that stay exact when
+ * replies are reordered, the configuration and wire checks.  Freed or reused memory and a hostile
  * target: test_fhc_revoke.c.
  *
  * Two or three caches talk through a hand-driven message queue
@@ -280,6 +280,39 @@ START_TEST(target_enforces_F_and_initiator_stays_within_it)
 }
 END_TEST
 
+START_TEST(a_merge_the_target_refused_is_not_asked_again)
+{
+    setup_n(3, 8 * RMAX, 2 * RMAX);
+    top_t t;
+    /* Rank 0 gets buckets 0 and 1 of rank 1 by two moves: two firehoses. */
+    for (unsigned b = 0; b < 2; b++) {
+        ck_assert_int_eq(acquire(0, &t, 1, SEG + b * B, 8, NULL), FHC_PENDING);
+        deliver_all();
+        ck_assert(t.calls == 1 && t.status == FHC_HIT);
+        fhc_release(ranks[0].c, &t.op);
+    }
+    /* Rank 2 holds bucket 1's region too: rank 1 cannot merge it. */
+    ck_assert_int_eq(acquire(2, &t, 1, SEG + B, 8, NULL), FHC_PENDING);
+    deliver_all();
+    fhc_release(ranks[2].c, &t.op);
+    /* An op over both firehoses asks once to merge them; kept apart. */
+    ck_assert_int_eq(acquire(0, &t, 1, SEG + 100, B, NULL), FHC_PENDING);
+    ck_assert_uint_eq(nq, 1);
+    deliver_all();
+    ck_assert(t.calls == 1 && t.status == FHC_HIT);
+    ck_assert_uint_eq(t.op.npieces, 2);
+    fhc_release(ranks[0].c, &t.op);
+    ck_assert_uint_eq(pstats(0, 1).merges, 1);
+    /* The next op over them hits at once: no second merge move. */
+    ck_assert_int_eq(acquire(0, &t, 1, SEG + 200, B, NULL), FHC_HIT);
+    ck_assert_uint_eq(nq, 0);
+    ck_assert_uint_eq(t.op.npieces, 2);
+    fhc_release(ranks[0].c, &t.op);
+    ck_assert_uint_eq(pstats(0, 1).merges, 1);
+    teardown_n(3);
+}
+END_TEST
+
 START_TEST(two_ops_on_one_missing_bucket_share_one_move)
 {
     setup_n(2, 4 * RMAX, 2 * RMAX);
@@ -502,6 +535,7 @@ int main(void)
     tcase_add_test(tc, unused_fifo_gives_the_least_recently_used_victim);
     tcase_add_test(tc, release_to_zero_wakes_an_op_waiting_for_budget);
     tcase_add_test(tc, target_enforces_F_and_initiator_stays_within_it);
+    tcase_add_test(tc, a_merge_the_target_refused_is_not_asked_again);
     tcase_add_test(tc, two_ops_on_one_missing_bucket_share_one_move);
     tcase_add_test(tc, small_put_rides_in_the_move);
     tcase_add_test(tc, requests_outside_the_segment_are_refused);
