@@ -194,6 +194,8 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
         }
         if (fhc_fh_install(c, P, peer, &rep.reg[i]) < 0)
             fhc_logf(c, "fhc: out of memory installing a firehose on rank %u", peer);
+        else if (m->merge && rep.nreg > 1)
+            fhc_fh_at(c, peer, (uintptr_t)rep.reg[i].base)->merge_refused = 1;
     }
 
     /* Wake the waiters: first all take their references (so one waiter's

@@ -65,13 +65,19 @@ static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op)
 }
 
 /* Non-zero iff every firehose op holds is used by op alone (absorb would
- * drop them all). */
+ * drop them all) and one of them at least is new since the target last
+ * refused to merge them: asked again, a merge the target refused (another
+ * peer holds one of the regions) costs a round trip per op for nothing --
+ * in fhsim's neighbors pattern 94 % of the merge moves, one in four moves. */
 static int all_absorbable(const fhc_op_t *op)
 {
-    for (unsigned i = 0; i < op->priv.nref; i++)
+    int fresh = 0;
+    for (unsigned i = 0; i < op->priv.nref; i++) {
         if (op->priv.ref[i]->inuse != 1 || op->priv.ref[i]->revoked)
             return 0;
-    return 1;
+        fresh |= !op->priv.ref[i]->merge_refused;
+    }
+    return fresh;
 }
 
 /* Sends the move for [mlo, mhi) (the op's span when it absorbs firehoses:
@@ -97,6 +103,7 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
         q.lo = mlo = alo;
         q.hi = mhi = ahi;
         P->st.merges++;
+        m->merge = 1;
         op->priv.absorbed = 1;      /* if the target keeps them apart, so be it */
     }
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;

@@ -80,6 +80,10 @@ typedef struct fhc_fh {
      * the held list; dropped and acked (rv_id) when inuse reaches 0. */
     int revoked;
     uint64_t rv_id;
+    /* Granted by a merge move that the target answered with several
+     * regions (it kept them apart: another peer holds one of them): a hit
+     * over firehoses all so marked asks no merge again (fhc_step). */
+    int merge_refused;
     fhc_link_t u_link;          /* peer's unused FIFO (u_list) */
     fhc_link_t h_link;          /* peer's held list (h_list) */
 } fhc_fh_t;
@@ -93,6 +97,7 @@ typedef struct fhc_move {
     size_t reserved;            /* worst-case bytes the target may grant */
     fhc_op_t *owner;            /* the op that sent it */
     int put;                    /* owner's data rides in it */
+    int merge;                  /* it absorbed firehoses to merge them */
     fhc_op_t *w_head, *w_tail;  /* waiting ops (owner first) */
     /* Regions the target revoked while this move was pending: a grant of
      * exactly one of them was made before the invalidation and must not be

@@ -36,6 +36,26 @@ static int fail(char *why, size_t whylen, const char *what)
     return FHC_ERR_INVALID;
 }
 
+/* The fixed-size control messages (REVOKE, REVOKE_ACK, RECLAIM) share one
+ * head: magic, kind, 6 reserved zero bytes, the 64-bit id at offset 8. */
+static void put_ctl_head(uint8_t *p, size_t n, unsigned kind, uint64_t id)
+{
+    memset(p, 0, n);
+    p[0] = FHC_WIRE_MAGIC;
+    p[1] = (uint8_t)kind;
+    put64(p + 8, id);
+}
+
+/* 0 and the id of a control message whose reserved bytes are zero, else
+ * FHC_ERR_INVALID (why says so). */
+static int get_ctl_head(const uint8_t *p, uint64_t *id, char *why, size_t whylen)
+{
+    if (p[2] || p[3] || get32(p + 4))
+        return fail(why, whylen, "reserved bytes not zero");
+    *id = get64(p + 8);
+    return 0;
+}
+
 size_t fhc_req_size(const fhc_req_t *r)
 {
     return FHC_REQ_HDR + 8u * r->nrel + r->data_len;
@@ -195,10 +215,7 @@ size_t fhc_revoke_encode(const fhc_revoke_t *r, void *buf, size_t cap)
     if (!n || n > cap || (r->kind == FHC_WIRE_REVOKE && r->lo >= r->hi))
         return 0;
     uint8_t *p = buf;
-    memset(p, 0, n);
-    p[0] = FHC_WIRE_MAGIC;
-    p[1] = (uint8_t)r->kind;
-    put64(p + 8, r->id);
+    put_ctl_head(p, n, r->kind, r->id);
     if (r->kind == FHC_WIRE_REVOKE) {
         put64(p + 16, r->lo);
         put64(p + 24, r->hi);
@@ -215,10 +232,9 @@ int fhc_revoke_decode(const void *buf, size_t len, fhc_revoke_t *r, char *why,
              : kind == FHC_WIRE_REVOKE_ACK ? FHC_REVOKE_ACK_LEN : 0;
     if (!n || len != n)
         return fail(why, whylen, "not a revoke or revoke ack of the right size");
-    if (p[2] || p[3] || get32(p + 4))
-        return fail(why, whylen, "reserved bytes not zero");
+    if (get_ctl_head(p, &r->id, why, whylen) < 0)
+        return FHC_ERR_INVALID;
     r->kind = kind;
-    r->id = get64(p + 8);
     r->lo = r->hi = 0;
     if (kind == FHC_WIRE_REVOKE) {
         r->lo = get64(p + 16);
@@ -234,10 +250,7 @@ size_t fhc_reclaim_encode(const fhc_reclaim_t *r, void *buf, size_t cap)
     if (cap < FHC_RECLAIM_LEN || !r->id || !r->budget)
         return 0;
     uint8_t *p = buf;
-    memset(p, 0, FHC_RECLAIM_LEN);
-    p[0] = FHC_WIRE_MAGIC;
-    p[1] = FHC_WIRE_RECLAIM;
-    put64(p + 8, r->id);
+    put_ctl_head(p, FHC_RECLAIM_LEN, FHC_WIRE_RECLAIM, r->id);
     put64(p + 16, r->budget);
     return FHC_RECLAIM_LEN;
 }
@@ -248,9 +261,8 @@ int fhc_reclaim_decode(const void *buf, size_t len, fhc_reclaim_t *r, char *why,
     const uint8_t *p = buf;
     if (fhc_wire_kind(buf, len) != FHC_WIRE_RECLAIM || len != FHC_RECLAIM_LEN)
         return fail(why, whylen, "not a reclaim of the right size");
-    if (p[2] || p[3] || get32(p + 4))
-        return fail(why, whylen, "reserved bytes not zero");
-    r->id = get64(p + 8);
+    if (get_ctl_head(p, &r->id, why, whylen) < 0)
+        return FHC_ERR_INVALID;
     r->budget = get64(p + 16);
     if (!r->id || !r->budget || r->budget % 8)
         return fail(why, whylen, "reclaim without id or budget");

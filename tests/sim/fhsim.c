@@ -1024,7 +1024,7 @@ int main(int argc, char **argv)
     fhc_peer_stats_t ps;
     uint64_t hits = 0, misses = 0, moves = 0, coal = 0, pim = 0, waits = 0, errs = 0;
     uint64_t evictions = 0, regs = 0, refused = 0, grants = 0, reclaims = 0, deferred = 0;
-    uint64_t repins = 0, grows = 0, shrinks = 0;
+    uint64_t repins = 0, grows = 0, shrinks = 0, merges = 0, splits = 0;
     size_t mv_top = 0;
     for (uint32_t i = 0; i < opt.nodes; i++) {
         fhc_stats(nodes[i].c, &cs);
@@ -1038,6 +1038,8 @@ int main(int argc, char **argv)
         for (uint32_t j = 0; j < opt.nodes; j++) {
             fhc_peer_stats(nodes[i].c, j, &ps);
             hits += ps.hits;
+            merges += ps.merges;
+            splits += ps.splits;
             misses += ps.misses;
             moves += ps.moves;
             coal += ps.coalesced;
@@ -1069,11 +1071,12 @@ int main(int argc, char **argv)
            moves, coal, pim, waits, evictions, regs, refused, errs,
            o_ops ? 100.0 * (double)o_hits / (double)o_ops : 0.0,
            st.completed ? (double)moves / (double)st.completed : 0.0);
-    printf("fhsim: local_pins=%" PRIu64 " local_again=%" PRIu64 " rdma_checks=%" PRIu64
+    printf("fhsim: merges=%" PRIu64 " splits=%" PRIu64 " local_pins=%" PRIu64
+           " local_again=%" PRIu64 " rdma_checks=%" PRIu64
            " peer_checks=%" PRIu64 " sample_checks=%" PRIu64 " full_checks=%" PRIu64
            " msgs=%" PRIu64
            " max_latency=%" PRIu64 " steps=%" PRIu64 " time=%.1fs\n",
-           st.local_pins, st.local_again, st.rdma_checks, st.peer_checks,
+           merges, splits, st.local_pins, st.local_again, st.rdma_checks, st.peer_checks,
            st.sample_checks, st.full_checks, st.msgs, st.max_latency, now, secs);
     if (opt.victim_adaptive)
         printf("fhsim: victim=adaptive maxvictim=%zu maxvictim_max=%zu "

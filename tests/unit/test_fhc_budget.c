@@ -6,8 +6,8 @@
  * and the wire checks of the new fields.
  *
  * Four caches (rank 0 the target, ranks 1-3 initiators) talk through a
- * hand-driven queue; some tests speak for an initiator with hand-made
- * requests to steer the target exactly.
+ * hand-driven queue (fhc_fake_env.h); some tests speak for an initiator
+ * with hand-made requests to steer the target exactly.
  */
 #include <check.h>
 #include <stdint.h>
@@ -15,8 +15,6 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "firehose/cache/fhc.h"
-#include "firehose/cache/fhc_wire.h"
 
 #define B     4096u
 #define R     (16u * B)             /* frame */
@@ -25,117 +23,22 @@
 #define SEG   ((uintptr_t)1 << 40)
 #define SEGLEN ((size_t)1 << 22)
 #define N     4u
+#define RMAX  R
 
-typedef struct msg {
-    uint32_t src, dst;
-    int is_reply;
-    size_t len;
-    uint8_t data[1024];
-} msg_t;
-
-static msg_t queue[256];
-static unsigned nq;
-static fhc_t *cache[N];
-static uint64_t next_mr;
-
-static int t_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
-                 void **mr, uint64_t key[2], uint64_t *reach)
-{
-    (void)arg, (void)addr, (void)len, (void)remote, (void)want;
-    *reach = 0;
-    *mr = (void *)(uintptr_t)++next_mr;
-    key[0] = next_mr;
-    key[1] = 0;
-    return 0;
-}
-
-static void t_unpin(void *arg, void *mr)
-{
-    (void)arg, (void)mr;
-}
-
-static int t_allowed(void *arg, uintptr_t addr, size_t len)
-{
-    (void)arg;
-    return addr >= SEG && len <= SEGLEN && addr - SEG <= SEGLEN - len;
-}
-
-static void t_send(void *arg, uint32_t peer, int is_reply, const void *m, size_t len)
-{
-    ck_assert_uint_lt(nq, 256);
-    ck_assert_uint_le(len, sizeof queue[0].data);
-    msg_t *q = &queue[nq++];
-    q->src = (uint32_t)(uintptr_t)arg;
-    q->dst = peer;
-    q->is_reply = is_reply;
-    q->len = len;
-    memcpy(q->data, m, len);
-}
-
-static void t_put(void *arg, uintptr_t dst, const void *data, size_t len)
-{
-    (void)arg, (void)dst, (void)data, (void)len;
-}
+#include "fhc_fake_env.h"
 
 static void setup(void)
 {
-    nq = 0;
-    next_mr = 0;
-    for (uint32_t i = 0; i < N; i++) {
-        fhc_params_t p = { .nranks = N, .rank = i, .bucket = B, .region_max = R,
-                           .M = POOL, .maxvictim = 4 * R, .put_in_move = 0,
-                           .budget = FHC_BUDGET_ADAPTIVE };
-        fhc_env_t env = { .arg = (void *)(uintptr_t)i, .pin = t_pin, .unpin = t_unpin,
-                          .allowed = t_allowed, .send = t_send, .put_in_move = t_put };
-        char why[128];
-        ck_assert_int_eq(fhc_create(&p, &env, &cache[i], why, sizeof why), 0);
-    }
-    ck_assert_uint_eq(fhc_F(cache[0]), F);
-    ck_assert_uint_eq(fhc_region_max(cache[0]), R);
+    fhc_params_t p = { .bucket = B, .region_max = R, .M = POOL, .maxvictim = 4 * R,
+                       .put_in_move = 0, .budget = FHC_BUDGET_ADAPTIVE };
+    fake_setup(N, &p);
+    ck_assert_uint_eq(fhc_F(ranks[0].c), F);
+    ck_assert_uint_eq(fhc_region_max(ranks[0].c), R);
 }
 
 static void teardown(void)
 {
-    char why[256];
-    for (uint32_t i = 0; i < N; i++) {
-        int rc = fhc_check_invariants(cache[i], why, sizeof why);
-        ck_assert_msg(rc == 0, "rank %u: %s", i, why);
-        fhc_destroy(cache[i]);
-    }
-}
-
-static void deliver(unsigned i)
-{
-    ck_assert_uint_lt(i, nq);
-    msg_t m = queue[i];
-    memmove(&queue[i], &queue[i + 1], (nq - i - 1) * sizeof queue[0]);
-    nq--;
-    fhc_on_message(cache[m.dst], m.src, m.is_reply, m.data, m.len);
-}
-
-static void deliver_all(void)
-{
-    while (nq)
-        deliver(0);
-}
-
-static fhc_peer_stats_t ps(uint32_t r, uint32_t peer)
-{
-    fhc_peer_stats_t s;
-    fhc_peer_stats(cache[r], peer, &s);
-    return s;
-}
-
-typedef struct top {
-    fhc_op_t op;
-    int calls, status;
-} top_t;
-
-static void t_ready(fhc_op_t *op, int status)
-{
-    top_t *t = op->user;
-    t->calls++;
-    t->status = status;
+    teardown_n(N);
 }
 
 /* Acquires frame `frame` (whole) of rank 0 from rank `from`. */
@@ -148,7 +51,7 @@ static int acquire_frame(uint32_t from, top_t *t, unsigned frame)
     t->op.len = R;
     t->op.ready = t_ready;
     t->op.user = t;
-    return fhc_acquire(cache[from], &t->op);
+    return fhc_acquire(ranks[from].c, &t->op);
 }
 
 /* Rank `from` uses frame `frame` once: acquire, everything delivered,
@@ -159,7 +62,7 @@ static void use_frame(uint32_t from, unsigned frame)
     int rc = acquire_frame(from, &t, frame);
     deliver_all();
     ck_assert(rc == FHC_HIT || (t.calls == 1 && t.status == FHC_HIT));
-    fhc_release(cache[from], &t.op);
+    fhc_release(ranks[from].c, &t.op);
     deliver_all();
 }
 
@@ -176,7 +79,7 @@ static fhc_rep_t raw_move(uint32_t from, unsigned frame, uint32_t want,
     uint8_t buf[512];
     size_t n = fhc_req_encode(&q, buf, sizeof buf);
     ck_assert_uint_gt(n, 0);
-    fhc_on_message(cache[0], from, 0, buf, n);
+    fhc_on_message(ranks[0].c, from, 0, buf, n);
     fhc_rep_t rep = { .status = 1 };
     for (unsigned i = 0; i < nq; i++)
         if (queue[i].is_reply && queue[i].dst == from) {
@@ -204,7 +107,7 @@ START_TEST(demand_raises_the_budget_past_the_floor)
     setup();
     use_frame(1, 0);
     use_frame(1, 1);                    /* holds F */
-    ck_assert_uint_eq(ps(1, 0).budget, F);
+    ck_assert_uint_eq(pstats(1, 0).budget, F);
     top_t t;
     ck_assert_int_eq(acquire_frame(1, &t, 2), FHC_PENDING);
     ck_assert_uint_eq(nq, 1);
@@ -214,18 +117,18 @@ START_TEST(demand_raises_the_budget_past_the_floor)
     ck_assert_uint_eq(q.want, R / B);   /* ... and says it would have grown */
     deliver_all();
     ck_assert(t.calls == 1 && t.status == FHC_HIT);
-    fhc_release(cache[1], &t.op);
-    ck_assert_uint_eq(ps(0, 1).grants, 1);
-    ck_assert_uint_gt(ps(0, 1).t_budget, F);
-    ck_assert_uint_eq(ps(1, 0).budget, ps(0, 1).t_budget);   /* told in the reply */
+    fhc_release(ranks[1].c, &t.op);
+    ck_assert_uint_eq(pstats(0, 1).grants, 1);
+    ck_assert_uint_gt(pstats(0, 1).t_budget, F);
+    ck_assert_uint_eq(pstats(1, 0).budget, pstats(0, 1).t_budget);   /* told in the reply */
     /* Frame 0 again: the grant leaves room, nothing is evicted. */
     ck_assert_int_eq(acquire_frame(1, &t, 0), FHC_PENDING);
     ck_assert_int_eq(fhc_req_decode(queue[0].data, queue[0].len, &q, NULL, 0), 0);
     ck_assert_uint_eq(q.nrel, 0);
     ck_assert_uint_eq(q.want, 0);
     deliver_all();
-    fhc_release(cache[1], &t.op);
-    ck_assert_uint_eq(ps(1, 0).held_bytes, 3 * R);
+    fhc_release(ranks[1].c, &t.op);
+    ck_assert_uint_eq(pstats(1, 0).held_bytes, 3 * R);
     teardown();
 }
 END_TEST
@@ -237,8 +140,8 @@ static void grow_rank1(void)
 {
     for (unsigned f = 0; f < 9; f++)
         use_frame(1, f);
-    ck_assert_uint_eq(ps(0, 1).t_budget, POOL);
-    ck_assert_uint_eq(ps(1, 0).held_bytes, POOL);
+    ck_assert_uint_eq(pstats(0, 1).t_budget, POOL);
+    ck_assert_uint_eq(pstats(1, 0).held_bytes, POOL);
 }
 
 START_TEST(a_floor_move_is_deferred_and_served_by_a_reclaim)
@@ -253,7 +156,7 @@ START_TEST(a_floor_move_is_deferred_and_served_by_a_reclaim)
     }
     for (unsigned i = 0; i < 4; i++)
         deliver(0);                     /* the four moves */
-    ck_assert_uint_eq(ps(0, 2).deferred + ps(0, 3).deferred, 4);
+    ck_assert_uint_eq(pstats(0, 2).deferred + pstats(0, 3).deferred, 4);
     ck_assert_uint_ge(count_kind(1, FHC_WIRE_RECLAIM), 1);
     deliver_all();
     for (unsigned i = 0; i < 2; i++) {
@@ -262,14 +165,14 @@ START_TEST(a_floor_move_is_deferred_and_served_by_a_reclaim)
     }
     /* The floor holds: rank 1 is reclaimed down to F exactly, never below,
      * and keeps F. */
-    ck_assert_uint_eq(ps(0, 1).t_budget, F);
-    ck_assert_uint_eq(ps(1, 0).budget, F);
-    ck_assert_uint_eq(ps(1, 0).held_bytes, F);
-    ck_assert_uint_eq(ps(0, 1).target_held_bytes, F);
-    ck_assert_uint_ge(ps(1, 0).reclaimed, 1);
+    ck_assert_uint_eq(pstats(0, 1).t_budget, F);
+    ck_assert_uint_eq(pstats(1, 0).budget, F);
+    ck_assert_uint_eq(pstats(1, 0).held_bytes, F);
+    ck_assert_uint_eq(pstats(0, 1).target_held_bytes, F);
+    ck_assert_uint_ge(pstats(1, 0).reclaimed, 1);
     for (unsigned i = 0; i < 2; i++) {
-        fhc_release(cache[2], &a[i].op);
-        fhc_release(cache[3], &b[i].op);
+        fhc_release(ranks[2].c, &a[i].op);
+        fhc_release(ranks[3].c, &b[i].op);
     }
     deliver_all();
     teardown();
@@ -291,25 +194,25 @@ START_TEST(a_busy_firehose_is_given_back_only_when_its_rdma_completed)
             ck_abort_msg("frame %u not held", f);
     }
     ck_assert_uint_eq(nb, 6);
-    ck_assert_uint_eq(ps(1, 0).unused_bytes, 0);
+    ck_assert_uint_eq(pstats(1, 0).unused_bytes, 0);
     top_t a;
     ck_assert_int_eq(acquire_frame(2, &a, 10), FHC_PENDING);
     deliver_all();
     /* RECLAIM answered, but nothing unused could go: still deferred. */
-    ck_assert_uint_eq(ps(0, 2).deferred, 1);
+    ck_assert_uint_eq(pstats(0, 2).deferred, 1);
     ck_assert_int_eq(a.calls, 0);
-    ck_assert_uint_ge(ps(1, 0).reclaimed, 1);
-    ck_assert(fhc_budget_waiting(cache[1], 0));     /* hit layer: give back */
+    ck_assert_uint_ge(pstats(1, 0).reclaimed, 1);
+    ck_assert(fhc_budget_waiting(ranks[1].c, 0));     /* hit layer: give back */
     for (unsigned i = 0; i < nb && a.calls == 0; i++) {
-        fhc_release(cache[1], &busy[i].op);
+        fhc_release(ranks[1].c, &busy[i].op);
         busy[i].calls = -1;
         deliver_all();
     }
     ck_assert(a.calls == 1 && a.status == FHC_HIT);
     for (unsigned i = 0; i < nb; i++)
         if (busy[i].calls != -1)
-            fhc_release(cache[1], &busy[i].op);
-    fhc_release(cache[2], &a.op);
+            fhc_release(ranks[1].c, &busy[i].op);
+    fhc_release(ranks[2].c, &a.op);
     deliver_all();
     teardown();
 }
@@ -324,8 +227,8 @@ START_TEST(deferred_moves_are_served_in_arrival_order)
     ck_assert_int_eq(acquire_frame(2, &a, 10), FHC_PENDING);
     deliver(0);                         /* rank 3 first */
     deliver(0);
-    ck_assert_uint_eq(ps(0, 3).deferred, 1);
-    ck_assert_uint_eq(ps(0, 2).deferred, 1);
+    ck_assert_uint_eq(pstats(0, 3).deferred, 1);
+    ck_assert_uint_eq(pstats(0, 2).deferred, 1);
     /* Deliver only what rank 1 exchanges with rank 0 until replies show. */
     int first = -1;
     while (nq && first < 0) {
@@ -343,8 +246,8 @@ START_TEST(deferred_moves_are_served_in_arrival_order)
     deliver_all();
     ck_assert(a.calls == 1 && a.status == FHC_HIT);
     ck_assert(b.calls == 1 && b.status == FHC_HIT);
-    fhc_release(cache[2], &a.op);
-    fhc_release(cache[3], &b.op);
+    fhc_release(ranks[2].c, &a.op);
+    fhc_release(ranks[3].c, &b.op);
     deliver_all();
     teardown();
 }
@@ -371,23 +274,23 @@ START_TEST(an_idle_budget_decays_to_what_is_held)
     ck_assert_int_eq(lowered, 1);
     ck_assert_uint_eq(rep.budget, F);   /* max(floor, held = one frame) */
     ck_assert_uint_eq(count_kind(1, FHC_WIRE_RECLAIM), 1);
-    ck_assert_uint_eq(ps(0, 1).reclaims, 1);
+    ck_assert_uint_eq(pstats(0, 1).reclaims, 1);
     nq = 0;                             /* rank 1 is played by hand */
     /* Its answer (a release-only request with the RECLAIM's id) makes the
      * lower budget the enforced one. */
     fhc_req_t q = { .token = rep.bver };
     uint8_t buf[128];
     size_t n = fhc_req_encode(&q, buf, sizeof buf);
-    fhc_on_message(cache[0], 1, 0, buf, n);
+    fhc_on_message(ranks[0].c, 1, 0, buf, n);
     ck_assert_uint_eq(nq, 0);           /* no reply to an answer */
-    ck_assert_uint_eq(ps(0, 1).t_budget, F);
+    ck_assert_uint_eq(pstats(0, 1).t_budget, F);
     /* Drop the last hold so the invariants see a quiet rank 1. */
     fhc_req_t last = { .token = 99, .lo = SEG + 30 * R, .hi = SEG + 30 * R + B,
                        .nrel = 1, .rel = { prev } };
     n = fhc_req_encode(&last, buf, sizeof buf);
-    fhc_on_message(cache[0], 1, 0, buf, n);
+    fhc_on_message(ranks[0].c, 1, 0, buf, n);
     nq = 0;
-    fhc_peer_dead(cache[0], 1);
+    fhc_peer_dead(ranks[0].c, 1);
     teardown();
 }
 END_TEST
@@ -396,27 +299,27 @@ START_TEST(a_dead_holder_frees_the_bytes_deferred_moves_wait_for)
 {
     setup();
     grow_rank1();
-    size_t held = ps(0, 1).target_held_bytes;
+    size_t held = pstats(0, 1).target_held_bytes;
     ck_assert_uint_gt(held, F);
     top_t a;
     ck_assert_int_eq(acquire_frame(2, &a, 10), FHC_PENDING);
     deliver(0);
-    ck_assert_uint_eq(ps(0, 2).deferred, 1);
+    ck_assert_uint_eq(pstats(0, 2).deferred, 1);
     nq = 0;                             /* rank 1 never answers: it died */
-    fhc_peer_dead(cache[0], 1);
-    ck_assert_uint_eq(ps(0, 1).target_held_bytes, 0);
-    ck_assert_uint_eq(ps(0, 1).t_budget, F);
+    fhc_peer_dead(ranks[0].c, 1);
+    ck_assert_uint_eq(pstats(0, 1).target_held_bytes, 0);
+    ck_assert_uint_eq(pstats(0, 1).t_budget, F);
     ck_assert_uint_eq(nq, 1);           /* the deferred move's reply */
     deliver_all();
     ck_assert(a.calls == 1 && a.status == FHC_HIT);
-    fhc_release(cache[2], &a.op);
+    fhc_release(ranks[2].c, &a.op);
     deliver_all();
     /* Rank 1's own table still lists firehoses the dead target side
      * forgot: destroy it before the cross-rank check would matter. */
     char why[256];
     for (uint32_t i = 0; i < N; i++) {
-        ck_assert_msg(fhc_check_invariants(cache[i], why, sizeof why) == 0, "%s", why);
-        fhc_destroy(cache[i]);
+        ck_assert_msg(fhc_check_invariants(ranks[i].c, why, sizeof why) == 0, "%s", why);
+        fhc_destroy(ranks[i].c);
     }
 }
 END_TEST
@@ -446,41 +349,34 @@ START_TEST(budget_fields_are_range_checked)
     fhc_reclaim_t rc = { .id = 7, .budget = F - B };
     n = fhc_reclaim_encode(&rc, buf, sizeof buf);
     ck_assert_uint_eq(n, FHC_RECLAIM_LEN);
-    fhc_on_message(cache[1], 0, 0, buf, n);
+    fhc_on_message(ranks[1].c, 0, 0, buf, n);
     rc.budget = F + 8;
     n = fhc_reclaim_encode(&rc, buf, sizeof buf);
-    fhc_on_message(cache[1], 0, 0, buf, n);
+    fhc_on_message(ranks[1].c, 0, 0, buf, n);
     ck_assert_uint_eq(nq, 0);
-    ck_assert_uint_eq(ps(1, 0).budget, F);
-    ck_assert_uint_eq(ps(1, 0).refused, 2);
+    ck_assert_uint_eq(pstats(1, 0).budget, F);
+    ck_assert_uint_eq(pstats(1, 0).refused, 2);
     /* an answer to no RECLAIM is refused */
     fhc_req_t ans = { .token = 3 };
     n = fhc_req_encode(&ans, buf, sizeof buf);
-    fhc_on_message(cache[0], 1, 0, buf, n);
+    fhc_on_message(ranks[0].c, 1, 0, buf, n);
     ck_assert_uint_eq(nq, 0);
-    ck_assert_uint_eq(ps(0, 1).refused, 1);
+    ck_assert_uint_eq(pstats(0, 1).refused, 1);
     teardown();
 }
 END_TEST
 
 START_TEST(static_budgets_ignore_demand)
 {
-    nq = 0;
-    for (uint32_t i = 0; i < N; i++) {
-        fhc_params_t p = { .nranks = N, .rank = i, .bucket = B, .region_max = R,
-                           .M = POOL, .maxvictim = 4 * R };
-        fhc_env_t env = { .arg = (void *)(uintptr_t)i, .pin = t_pin, .unpin = t_unpin,
-                          .allowed = t_allowed, .send = t_send, .put_in_move = t_put };
-        char why[128];
-        ck_assert_int_eq(fhc_create(&p, &env, &cache[i], why, sizeof why), 0);
-    }
+    fhc_params_t p = { .bucket = B, .region_max = R, .M = POOL, .maxvictim = 4 * R };
+    fake_setup(N, &p);
     fhc_rep_t rep = raw_move(1, 0, R / B, NULL, 0, 1);
     ck_assert_int_eq(rep.status, 0);
     ck_assert_uint_eq(rep.budget, 0);   /* no budget on the wire */
-    ck_assert_uint_eq(ps(0, 1).grants, 0);
-    ck_assert_uint_eq(ps(0, 1).t_budget, F);
+    ck_assert_uint_eq(pstats(0, 1).grants, 0);
+    ck_assert_uint_eq(pstats(0, 1).t_budget, F);
     nq = 0;
-    fhc_peer_dead(cache[0], 1);
+    fhc_peer_dead(ranks[0].c, 1);
     teardown();
 }
 END_TEST
