@@ -81,8 +81,8 @@ void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k)
      * every pair of a job with one path) is not: its traffic fails now. */
     if (k->src % np == 0 && p->index == 0) {
         k->gave_up = 1;
-        fh_log_error("ofi: the service paths' connection with rank %u was lost and is not "
-                     "made again: traffic with it fails", k->src / np);
+        fh_log_error("ofi: the service paths' connection with %s was lost and is not "
+                     "made again: traffic with it fails", FH_RANK_NAME((int)(k->src / np)));
     } else if (k->initiator) {
         p->lost++;
         k->retry_at = k->lost_at;
@@ -136,10 +136,16 @@ static void announce(struct fh_cpath *p)
                 atomic_store(&p->cm_work, 1);        /* again at the next poll */
             continue;
         }
-        if (rc != FH_OK)
-            fh_log_error("ofi: cannot announce path %u's new connection to rank %u "
+        /* Without the service paths' connection (lost, said once by
+         * ofi_cm_lost) no announcement can travel: not said again. */
+        if (rc == FH_ERR_PEER_DEAD)
+            fh_log_verbose(1, "ofi: cannot announce path %u's new connection to %s: "
+                           "the service paths' connection is lost", (unsigned)(x % np),
+                           FH_RANK_NAME((int)(x / np)));
+        else if (rc != FH_OK)
+            fh_log_error("ofi: cannot announce path %u's new connection to %s "
                          "(error %d): it is not made again", (unsigned)(x % np),
-                         (unsigned)(x / np), rc);
+                         FH_RANK_NAME((int)(x / np)), rc);
         else
             atomic_store(&s->announced, 1);
         atomic_store(&s->p->cm_work, 1);
