@@ -666,8 +666,9 @@ int fh_seg_holes_check(const char *fn, int rank, bool write, const void *remote,
                        const fh_seg_range_t *r);
 
 /* ---- seg_protect.c: the application's mprotect/munmap of segment memory */
-/* fh_init, after fh_seg_init: registers the handlers and the hook. */
-void fh_seg_protect_init(void);
+/* fh_init, after fh_seg_init: registers the handlers and the hook;
+ * FH_ERR_NO_MEMORY (nothing registered). */
+int  fh_seg_protect_init(fh_rt_t *rt);
 /* fh_finalize: the wrappers pass straight through from now on. */
 void fh_seg_protect_fini(void);
 

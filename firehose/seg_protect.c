@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "segment_private.h"
+#include "firehose/util/clock.h"
 #include "firehose/util/interpose.h"
 
 #define ARGS 5   /* segment, lo, hi, prot (PROT_READ/WRITE bits, -1: unmapped), round */
@@ -60,7 +61,13 @@
 static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t page;                /* set at init: no sysconf in the hook */
 static _Atomic uint64_t round_id;     /* the round in progress */
-static _Atomic unsigned round_acks;   /* its acknowledgements so far */
+/* Per peer: the round its acknowledgements are counted for (the bits above
+ * ACK_BITS) and how many of that round came.  Allocated once per process
+ * (handlers may read it until the process ends). */
+#define ACK_BITS 24
+#define ACK_MASK ((UINT64_C(1) << ACK_BITS) - 1)
+static _Atomic uint64_t *peer_acks;
+static int peer_acks_n;
 static _Thread_local int in_hook;
 
 /* ---- a piece's holes in the segment table (internal.h, segment.c) */
@@ -152,37 +159,130 @@ static void prot_ack(fh_token_t tok, void *buf, size_t n, const uint64_t *a, uns
 {
     (void)buf;
     (void)n;
-    if (na == 1 && a[0] == atomic_load_explicit(&round_id, memory_order_relaxed))
-        atomic_fetch_add_explicit(&round_acks, 1, memory_order_release);
-    else
-        fh_am_drop(fh_token_path(tok), -1, "a stray segment protection acknowledgement");
+    int src = -1;
+    fh_token_source(tok, &src);
+    uint64_t cur = atomic_load_explicit(&round_id, memory_order_relaxed);
+    if (na != 1 || src < 0 || src >= peer_acks_n || a[0] == 0 || a[0] > cur) {
+        fh_am_drop(fh_token_path(tok), src, "a stray segment protection acknowledgement");
+        return;
+    }
+    if (a[0] != cur) {
+        /* A round that stopped waiting for this peer (tell_peers). */
+        fh_log_verbose(1, "%s acknowledged protection round %llu late",
+                       FH_RANK_NAME(src), (unsigned long long)a[0]);
+        return;
+    }
+    _Atomic uint64_t *w = &peer_acks[src];
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed), nv;
+    do
+        nv = (v >> ACK_BITS) == a[0] ? v + 1 : (a[0] << ACK_BITS) | 1;
+    while (!atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_release,
+                                                  memory_order_relaxed));
 }
 
-/* Steps 2-3 of the top: every peer applies the changes before we return.
- * round_lock held. */
-static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int k, int prot)
+/* Peer r's acknowledgements of round id so far. */
+static unsigned acks_of(int r, uint64_t id)
+{
+    uint64_t v = atomic_load_explicit(&peer_acks[r], memory_order_acquire);
+    return (v >> ACK_BITS) == id ? (unsigned)(v & ACK_MASK) : 0;
+}
+
+/* Times p's link to rank r's service path was lost (am.c up_on_lost). */
+static uint32_t link_lost(fh_path_t *p, int r)
+{
+    pthread_mutex_lock(&p->lock);
+    uint32_t n = p->link_lost[r];
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+/* A peer of the round: how many of its k requests went out, its link's
+ * loss count when the round began, whether it is still waited for. */
+typedef struct round_peer {
+    int sent;
+    uint32_t lost;
+    bool waiting;
+} round_peer_t;
+
+/* Sends peer r what it has not been sent yet, without waiting for a credit
+ * (a silent peer returns none); false when r is given up (logged). */
+static bool send_more(fh_tls_t *t, round_peer_t *pr, int r, const fh_seg_change_t *ch,
+                      int k, int prot, uint64_t id)
+{
+    while (pr->sent < k) {
+        const fh_seg_change_t *c = &ch[pr->sent];
+        uint64_t args[ARGS] = {(uint64_t)c->seg, c->lo, c->hi,
+                               (uint64_t)(int64_t)(prot < 0 ? -1 : prot & RW), id};
+        int rc = fh_am_try_request(t, t->path, r, FH_AM_REQ_SHORT, FH_H_SEG_PROT, NULL, 0,
+                                   args, ARGS);
+        if (rc == FH_ERR_AGAIN)
+            return true;           /* the next round tries again */
+        if (rc != FH_OK) {
+            fh_log_error("could not tell %s that [%p, %p) of segment %ld changed its "
+                         "protection: %s; not waited for", FH_RANK_NAME(r), (void *)c->lo,
+                         (void *)c->hi, c->seg, fh_strerror(rc));
+            return false;
+        }
+        pr->sent++;
+    }
+    return true;
+}
+
+/* Steps 2-3 of the top: every peer applies the changes before we return,
+ * except a peer given up: one whose link to us was lost during the round
+ * (it cannot answer: dead, or its requests are failed, am.c up_on_lost),
+ * and one that has not answered by *deadline (FH_SEG_PROT_WAIT seconds
+ * after the start; 0: no deadline), each named in a log line.  Returns the
+ * deadline for the rest of the round (step 4).  round_lock held. */
+static double tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int k,
+                         int prot)
 {
     uint64_t id = atomic_fetch_add(&round_id, 1) + 1;
-    atomic_store(&round_acks, 0);
-    unsigned want = 0;
-    for (int c = 0; c < k; c++)
+    double deadline = rt->cfg.seg_prot_wait > 0 ? fh_now() + (double)rt->cfg.seg_prot_wait : 0;
+    round_peer_t *st = calloc((size_t)rt->nranks, sizeof *st);
+    if (st == NULL) {
+        fh_log_error("out of memory: peers are not told that segment memory changes its "
+                     "protection");
+        return deadline;
+    }
+    for (int r = 0; r < rt->nranks; r++)
+        if (r != rt->rank)
+            st[r] = (round_peer_t){0, link_lost(t->path, r), true};
+    for (unsigned idle = 0;;) {
+        int waiting = 0;
         for (int r = 0; r < rt->nranks; r++) {
-            if (r == rt->rank)
+            round_peer_t *pr = &st[r];
+            if (!pr->waiting)
                 continue;
-            uint64_t args[ARGS] = {(uint64_t)ch[c].seg, ch[c].lo, ch[c].hi,
-                                   (uint64_t)(int64_t)(prot < 0 ? -1 : prot & RW), id};
-            int rc = fh_am_send_request(t, r, FH_AM_REQ_SHORT, FH_H_SEG_PROT, NULL, 0, 0,
-                                        args, ARGS);
-            if (rc == FH_OK)
-                want++;
-            else
-                fh_log_error("could not tell rank %d that [%p, %p) of segment %ld changed "
-                             "its protection: %s", r, (void *)ch[c].lo, (void *)ch[c].hi,
-                             ch[c].seg, fh_strerror(rc));
+            if (!send_more(t, pr, r, ch, k, prot, id)) {
+                pr->waiting = false;
+            } else if (pr->sent == k && acks_of(r, id) >= (unsigned)k) {
+                pr->waiting = false;                       /* applied */
+            } else if (link_lost(t->path, r) != pr->lost) {
+                fh_log_error("%s lost its link with us during a segment protection "
+                             "change at %p: not waited for", FH_RANK_NAME(r),
+                             (void *)ch[0].lo);
+                pr->waiting = false;
+            } else {
+                waiting++;
+            }
         }
-    unsigned idle = 0;
-    while (atomic_load_explicit(&round_acks, memory_order_acquire) < want)
+        if (waiting == 0)
+            break;
+        if (deadline > 0 && fh_now() > deadline) {
+            for (int r = 0; r < rt->nranks; r++)
+                if (st[r].waiting)
+                    fh_log_error("%s did not acknowledge within FH_SEG_PROT_WAIT=%ld s "
+                                 "that [%p, %p) of our segment changed its protection; "
+                                 "going on without it (docs/reliability.md)",
+                                 FH_RANK_NAME(r), rt->cfg.seg_prot_wait, (void *)ch[0].lo,
+                                 (void *)ch[0].hi);
+            break;
+        }
         fh_wait_round(t, &idle);
+    }
+    free(st);
+    return deadline;
 }
 
 static void hook(void *addr, size_t len, int prot)
@@ -211,11 +311,11 @@ static void hook(void *addr, size_t len, int prot)
         fh_log_error("out of memory: [%p, +%zu) of a segment changes its protection "
                      "unseen by peers", addr, len);
     if (round && k > 0) {
-        tell_peers(rt, t, ch, k, prot);
+        double deadline = tell_peers(rt, t, ch, k, prot);
         if (rt->reg_ops->seg_reprotect != NULL)
             for (int c = 0; c < k; c++)
                 rt->reg_ops->seg_reprotect(&rt->core, &t->base, (void *)ch[c].lo,
-                                           ch[c].hi - ch[c].lo);
+                                           ch[c].hi - ch[c].lo, deadline);
     } else if (k > 0) {
         fh_log_error("[%p, +%zu) of a segment changes its protection %s: peers are not "
                      "told", addr, len, t == NULL ? "in an exiting thread" : "in an AM handler");
@@ -226,12 +326,22 @@ static void hook(void *addr, size_t len, int prot)
     in_hook = 0;
 }
 
-void fh_seg_protect_init(void)
+int fh_seg_protect_init(fh_rt_t *rt)
 {
     page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (peer_acks_n < rt->nranks) {
+        /* Kept to the end of the process (a handler may read it). */
+        _Atomic uint64_t *a = calloc((size_t)rt->nranks, sizeof *a);
+        if (a == NULL)
+            return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory (segment "
+                                                  "protection)");
+        peer_acks = a;
+        peer_acks_n = rt->nranks;
+    }
     fh_am_register_internal(FH_H_SEG_PROT, prot_req, "segment protection change");
     fh_am_register_internal(FH_H_SEG_PROT_ACK, prot_ack, "segment protection ack");
     fh_interpose_set(hook);
+    return FH_OK;
 }
 
 void fh_seg_protect_fini(void)

@@ -1,0 +1,144 @@
+/*
+ * prot_round_test.c -- issue 29, class 3: no call waits for ever on a
+ * peer.  A protection change of segment memory (libfirehose's mprotect,
+ * firehose/seg_protect.c) tells every peer first and waits for their
+ * acknowledgements; a peer that does not poll is waited for at most
+ * FH_SEG_PROT_WAIT seconds, then named in a log line and not waited for
+ * (docs/reliability.md, "A silent peer").  Two ranks, FH_SEG_PROT_WAIT=1:
+ *   1. rank 1 puts into a page of rank 0's piece (under firehose it then
+ *      holds a firehose there, whose revocation is waited for too);
+ *   2. rank 0 stops rank 1 (SIGSTOP) and, once it is stopped, makes the
+ *      page PROT_NONE: the call must return (on main it waited until
+ *      fhrun's --timeout), and what it logged names rank 1;
+ *   3. rank 0 lets rank 1 go on (SIGCONT); after a barrier rank 1 has
+ *      applied the late change: its get from the page fails naming rank 0
+ *      and the address;
+ *   4. rank 0 makes the page writable again (a full round: rank 1 polls),
+ *      and rank 1's put into it and get back work; both end with
+ *      fh_finalize.
+ * The duration is not asserted (no timed assertions): a round that did
+ * not end would be ended by fhrun's --timeout.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../integ/testutil.h"
+
+#define SEG (1u << 20)
+
+/* The state letter of process pid ('T': stopped), '?' if unknown. */
+static char proc_state(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Runs mprotect with this process's stderr going to a file, then copies
+ * what was written there back to stderr and into text. */
+static int mprotect_logged(void *addr, size_t len, int prot, char *text, size_t tlen)
+{
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    CHECK(tmp != NULL, "tmpfile", "%s", strerror(errno));
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(tmp), 2) >= 0, "dup2", "%s", strerror(errno));
+    int rc = mprotect(addr, len, prot);
+    int err = errno;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(text, 1, tlen - 1, tmp);
+    text[n] = '\0';
+    fclose(tmp);
+    fputs(text, stderr);
+    errno = err;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    CHECK_OK(fh_init(&argc, &argv));
+    tu_init_rank("prot_round_test");
+    CHECK(fh_nranks() == 2, "ranks", "expected 2, saw %d", fh_nranks());
+    int me = fh_rank();
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char *mine;
+    fh_seg_t seg;
+    CHECK_OK(fh_segment_create(SEG, &seg, (void **)&mine));
+    memset(mine, 0x5a, SEG);
+    char *seg0;
+    CHECK_OK(fh_segment_query(seg, 0, (void **)&seg0, NULL));
+    long pids[2], mypid = (long)getpid();
+    CHECK_OK(fh_allgather(&mypid, pids, sizeof mypid));
+    char *page0 = seg0 + 16 * pg;       /* the page rank 0 protects */
+    char buf[64];
+    memset(buf, 0x11, sizeof buf);
+    if (me == 1)
+        CHECK_OK(fh_put(0, page0, buf, sizeof buf));   /* 1. */
+    CHECK_OK(fh_barrier());
+    if (me == 0) {
+        /* 2. */
+        CHECK(kill((pid_t)pids[1], SIGSTOP) == 0, "SIGSTOP", "%s", strerror(errno));
+        for (int i = 0; i < 5000 && proc_state(pids[1]) != 'T'; i++)
+            usleep(1000);
+        CHECK(proc_state(pids[1]) == 'T', "rank 1 stopped", "state %c", proc_state(pids[1]));
+        char text[4096];
+        int rc = mprotect_logged(mine + 16 * pg, pg, PROT_NONE, text, sizeof text);
+        CHECK(rc == 0, "mprotect with a stopped peer", "returned 0, saw %d (%s)", rc,
+              strerror(errno));
+        CHECK(strstr(text, "rank 1 did not acknowledge") != NULL, "the stopped peer named",
+              "a line 'rank 1 did not acknowledge ...', saw '%.300s'", text);
+        TU_LOG("mprotect returned with rank 1 stopped\n");
+        CHECK(kill((pid_t)pids[1], SIGCONT) == 0, "SIGCONT", "%s", strerror(errno));
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        /* 3.  The change was queued before rank 0's barrier arrival; a few
+         * polls certainly drained it. */
+        for (int i = 0; i < 100; i++)
+            fh_poll();
+        int rc = fh_get(buf, 0, page0, sizeof buf);
+        CHECK(rc == FH_ERR_OUT_OF_SEGMENT, "get from the page protected while stopped",
+              "FH_ERR_OUT_OF_SEGMENT, saw %d", rc);
+        const char *e = fh_last_error();
+        int found = 0;
+        for (const char *p = strstr(e, "0x"); p != NULL && !found; p = strstr(p + 2, "0x")) {
+            uintptr_t v = (uintptr_t)strtoull(p, NULL, 16);
+            found = v >= (uintptr_t)page0 && v < (uintptr_t)page0 + sizeof buf;
+        }
+        CHECK(strstr(e, "rank 0") != NULL && found, "the refusal names",
+              "rank 0 and an address of [%p, +%zu): '%s'", (void *)page0, sizeof buf, e);
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 0)   /* 4. */
+        CHECK(mprotect(mine + 16 * pg, pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "%s",
+              strerror(errno));
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        memset(buf, 0x22, sizeof buf);
+        CHECK_OK(fh_put(0, page0, buf, sizeof buf));
+        memset(buf, 0, sizeof buf);
+        CHECK_OK(fh_get(buf, 0, page0, sizeof buf));
+        CHECK(buf[0] == 0x22 && buf[63] == 0x22, "put into the page made writable again",
+              "the bytes back");
+    }
+    CHECK_OK(fh_barrier());
+    CHECK_OK(fh_segment_destroy(seg));
+    TU_SAY("PASS prot_round_test\n");
+    return fh_finalize() == FH_OK ? 0 : 1;
+}
