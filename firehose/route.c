@@ -80,8 +80,7 @@ static inline int local_ok(fh_tls_t *t, bool is_put, int rank, const char *local
     return fh_lc_check(&t->base, is_put, rank, local, n, (uint64_t)(uintptr_t)remote);
 }
 
-/* Every block of a strided request's local side. */
-static int local_ok_strided(fh_tls_t *t, const fh_rma_req_t *q)
+int fh_rma_local_ok_strided(fh_tls_t *t, const fh_rma_req_t *q)
 {
     for (size_t i = 0; i < q->count; i++) {
         int rc = local_ok(t, q->is_put, q->rank, q->local + (ptrdiff_t)i * q->lstride, q->n,
@@ -116,7 +115,7 @@ static int self_rma(fh_tls_t *t, const fh_rma_req_t *q)
 
 static int self_strided(fh_tls_t *t, const fh_rma_req_t *q)
 {
-    int rc = local_ok_strided(t, q);
+    int rc = fh_rma_local_ok_strided(t, q);
     if (rc != FH_OK)
         return rc;
     for (size_t i = 0; i < q->count; i++)
@@ -200,7 +199,7 @@ static int node_unmapped(fh_tls_t *t, const fh_rma_req_t *q, bool strided)
     int64_t pid = atomic_load_explicit(&fh_rt->cma_pid[q->rank], memory_order_relaxed);
     if (pid > 0) {
         /* The kernel's copy would say EFAULT for either side: ours first. */
-        int rc = strided ? local_ok_strided(t, q)
+        int rc = strided ? fh_rma_local_ok_strided(t, q)
                          : local_ok(t, q->is_put, q->rank, q->local, q->n, q->remote);
         if (rc != FH_OK)
             return rc;
@@ -238,7 +237,7 @@ static int node_strided(fh_tls_t *t, const fh_rma_req_t *q)
 {
     if (q->r.local == NULL)
         return node_unmapped(t, q, true);
-    int rc = local_ok_strided(t, q);
+    int rc = fh_rma_local_ok_strided(t, q);
     if (rc != FH_OK)
         return rc;
     for (size_t i = 0; i < q->count; i++)
