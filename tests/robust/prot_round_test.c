@@ -16,16 +16,30 @@
  *   4. rank 0 makes the page writable again (a full round: rank 1 polls),
  *      and rank 1's put into it and get back work; both end with
  *      fh_finalize.
+ * argv[1] "lost" (FH_PATHS=lazy, FH_SHM=off, tcp, FH_SEG_PROT_WAIT=0:
+ * wait for ever): a peer whose link is lost is not waited for.  A worker
+ * thread of rank 0 connects its own path (a put), stops rank 1, and
+ * mprotects the page while a third thread shuts its path's TCP sockets
+ * down (rank 1 holds no firehose there: firehose's revocation wait is
+ * bounded by FH_SEG_PROT_WAIT only, and the REVOKE travels on another
+ * connection) (found by comparing /proc/self/fd before and after the put); the
+ * call must return, its log naming rank 1 as having lost its link.  After
+ * SIGCONT the worker's put waits for the link to be made again and
+ * succeeds, and the job finishes as above (rank 1's view of the change is
+ * not asserted: the request may have reached it before the loss).
  * The duration is not asserted (no timed assertions): a round that did
  * not end would be ended by fhrun's --timeout.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../integ/testutil.h"
@@ -70,6 +84,79 @@ static int mprotect_logged(void *addr, size_t len, int prot, char *text, size_t 
     return rc;
 }
 
+/* ---- "lost" */
+#define MAXFD 64
+static int fresh[MAXFD], nfresh;
+
+/* The connected TCP sockets of this process: fds into out, their count. */
+static int tcp_fds(int *out)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL, "/proc/self/fd", "%s", strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name), type = 0;
+        struct sockaddr_storage a;
+        socklen_t al = sizeof a, tl = sizeof type;
+        if (fd <= 2 || fd == dirfd(d) ||
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+            getsockname(fd, (struct sockaddr *)&a, &al) != 0 ||
+            (a.ss_family != AF_INET && a.ss_family != AF_INET6))
+            continue;
+        al = sizeof a;
+        if (getpeername(fd, (struct sockaddr *)&a, &al) == 0 && n < MAXFD)
+            out[n++] = fd;              /* not a listener */
+    }
+    closedir(d);
+    return n;
+}
+
+static void *killer(void *arg)
+{
+    (void)arg;
+    usleep(300 * 1000);                 /* the round's request went out */
+    for (int i = 0; i < nfresh; i++)
+        shutdown(fresh[i], SHUT_RDWR);
+    return NULL;
+}
+
+struct lost_args { char *seg1, *mine; long pid1; size_t pg; };
+
+static void *lost_worker(void *arg)
+{
+    struct lost_args *a = arg;
+    int before[MAXFD], after[MAXFD];
+    int nb = tcp_fds(before);
+    char buf[64];
+    memset(buf, 0x33, sizeof buf);
+    CHECK_OK(fh_put(1, a->seg1 + 8 * a->pg, buf, sizeof buf));   /* connects */
+    int na = tcp_fds(after);
+    for (int i = 0; i < na; i++) {
+        int seen = 0;
+        for (int j = 0; j < nb; j++)
+            seen |= after[i] == before[j];
+        if (!seen)
+            fresh[nfresh++] = after[i];
+    }
+    CHECK(nfresh > 0, "the worker's connection", "a new TCP socket after its first put "
+          "(run with FH_PATHS=lazy, FH_SHM=off over tcp)");
+    CHECK(kill((pid_t)a->pid1, SIGSTOP) == 0, "SIGSTOP", "%s", strerror(errno));
+    for (int i = 0; i < 5000 && proc_state(a->pid1) != 'T'; i++)
+        usleep(1000);
+    pthread_t k;
+    CHECK(pthread_create(&k, NULL, killer, NULL) == 0, "pthread_create", "killer");
+    char text[4096];
+    int rc = mprotect_logged(a->mine + 16 * a->pg, a->pg, PROT_NONE, text, sizeof text);
+    pthread_join(k, NULL);
+    CHECK(rc == 0, "mprotect with a lost link", "returned 0, saw %d", rc);
+    CHECK(strstr(text, "rank 1 lost its link") != NULL, "the peer of the lost link named",
+          "a line 'rank 1 lost its link ...', saw '%.300s'", text);
+    TU_LOG("mprotect returned after the link to stopped rank 1 was lost\n");
+    CHECK(kill((pid_t)a->pid1, SIGCONT) == 0, "SIGCONT", "%s", strerror(errno));
+    CHECK_OK(fh_put(1, a->seg1 + 8 * a->pg, buf, sizeof buf));   /* made again */
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     CHECK_OK(fh_init(&argc, &argv));
@@ -86,12 +173,19 @@ int main(int argc, char **argv)
     long pids[2], mypid = (long)getpid();
     CHECK_OK(fh_allgather(&mypid, pids, sizeof mypid));
     char *page0 = seg0 + 16 * pg;       /* the page rank 0 protects */
+    int lost = argc > 1 && strcmp(argv[1], "lost") == 0;
     char buf[64];
     memset(buf, 0x11, sizeof buf);
-    if (me == 1)
+    if (me == 1 && !lost)
         CHECK_OK(fh_put(0, page0, buf, sizeof buf));   /* 1. */
     CHECK_OK(fh_barrier());
-    if (me == 0) {
+    if (me == 0 && lost) {
+        struct lost_args la = {NULL, mine, pids[1], pg};
+        CHECK_OK(fh_segment_query(seg, 1, (void **)&la.seg1, NULL));
+        pthread_t w;
+        CHECK(pthread_create(&w, NULL, lost_worker, &la) == 0, "pthread_create", "worker");
+        pthread_join(w, NULL);
+    } else if (me == 0) {
         /* 2. */
         CHECK(kill((pid_t)pids[1], SIGSTOP) == 0, "SIGSTOP", "%s", strerror(errno));
         for (int i = 0; i < 5000 && proc_state(pids[1]) != 'T'; i++)
@@ -107,7 +201,7 @@ int main(int argc, char **argv)
         CHECK(kill((pid_t)pids[1], SIGCONT) == 0, "SIGCONT", "%s", strerror(errno));
     }
     CHECK_OK(fh_barrier());
-    if (me == 1) {
+    if (me == 1 && !lost) {
         /* 3.  The change was queued before rank 0's barrier arrival; a few
          * polls certainly drained it. */
         for (int i = 0; i < 100; i++)

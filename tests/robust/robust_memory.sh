@@ -12,7 +12,8 @@
 #                        rank), give an error naming rank and address, both
 #                        ranks live on;
 #   prot_round_test      an mprotect of segment memory with a stopped peer
-#                        returns after FH_SEG_PROT_WAIT, naming the peer.
+#                        returns after FH_SEG_PROT_WAIT, naming the peer,
+#                        and at once when the peer's link is lost.
 # 2 ranks each, over tcp; the network route (FH_SHM=off) and, for the
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
 # attach).  fault_target_test runs whole under every FH_REG_STRATEGY
@@ -82,5 +83,10 @@ done
 export FH_SHM=auto
 run_np prot_round_test 2
 export FH_SHM=off
-unset FH_SEG_PROT_WAIT
+# lost: no deadline (FH_SEG_PROT_WAIT=0), the stopped peer's link is shut
+# down under the round, which must then stop waiting for it (without the
+# rule it waited until fhrun's --timeout).  A lazy thread path of its own.
+export FH_SEG_PROT_WAIT=0 FH_PATHS=lazy
+run_np prot_round_test 2 lost
+unset FH_SEG_PROT_WAIT FH_PATHS
 finish
