@@ -19,11 +19,13 @@
  *      acknowledges, so its transfers that look the range up afterwards
  *      are refused before anything is sent, with FH_ERR_OUT_OF_SEGMENT
  *      naming our rank and the address (rma.c, strided.c, atomic.c);
- *   3. polls until every peer acknowledged;
+ *   3. polls until every peer acknowledged -- at most FH_SEG_PROT_WAIT
+ *      seconds, and not for a peer whose link to us is lost meanwhile
+ *      (tell_peers; each peer given up is named in a log line);
  *   4. lets the strategy give up what peers hold registered in the range
  *      (reg.h seg_reprotect: firehose revokes the firehoses meeting it and
- *      waits until their holders' RDMA through them completed), then lets
- *      the call go on.
+ *      waits until their holders' RDMA through them completed, within the
+ *      same deadline), then lets the call go on.
  * Making the range readable and writable again removes the hole the same
  * way.  The check costs the fast path nothing but a pointer test
  * (fh_seg_range_t.holes is NULL unless the piece has holes).
@@ -32,6 +34,10 @@
  * looked up *before* it applied the change (in flight, or another thread
  * of the peer between lookup and post) still reaches the provider; the
  * pin-everything get then ends by the RMA timeout, a put may still fault.
+ * A peer given up in step 3 (stopped, computing, link lost) applies the
+ * change when it next polls; until then what it was granted before still
+ * reaches the memory (docs/reliability.md, "A protection change waits a
+ * bounded time").
  * A call from inside an AM handler, or from a thread with no runtime state
  * left (exiting), records the hole locally and tells no peer.  An mprotect
  * the kernel then refuses leaves the hole (transfers are refused that
