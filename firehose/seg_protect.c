@@ -14,7 +14,9 @@
  *   1. records the range as a hole of the piece with what stays allowed
  *      (PROT_READ, or nothing; seg_holes.c) and publishes the segment
  *      table: our own transfers into it are refused from now on;
- *   2. sends every peer FH_H_SEG_PROT (segment, range, protection); the
+ *   2. sends every peer FH_H_SEG_PROT (segment, range, protection; on the
+ *      service paths' connection, in round order, queued while the peer
+ *      has no credit for it: "sending" below); the
  *      peer records the same hole for our piece and publishes before it
  *      acknowledges, so its transfers that look the range up afterwards
  *      are refused before anything is sent, with FH_ERR_OUT_OF_SEGMENT
@@ -202,69 +204,129 @@ static uint32_t link_lost(fh_path_t *p, int r)
     return n;
 }
 
-/* A peer of the round: how many of its k requests went out, its link's
- * loss count when the round began, whether it is still waited for. */
+/* ---- sending: every change goes to a peer on the service paths'
+ * connection, in the order of the rounds (one connection per peer: a
+ * later round's request never overtakes an earlier one that a silent peer
+ * has not read yet), through a FIFO per peer: what the peer has no credit
+ * for (it does not poll, so it returns none) waits there and is sent by
+ * any thread's progress (seg_prot_progress) once the peer answers. */
+typedef struct prot_msg {
+    struct prot_msg *next;
+    uint64_t args[ARGS];
+} prot_msg_t;
+typedef struct prot_fifo {
+    prot_msg_t *head, **tail;
+} prot_fifo_t;
+static pthread_mutex_t fifo_lock = PTHREAD_MUTEX_INITIALIZER;
+static prot_fifo_t *fifos;            /* [peer_acks_n], with peer_acks */
+static _Atomic unsigned fifo_msgs;    /* messages queued in all FIFOs */
+
+/* Queues change c of round id for peer r (fifo_lock held); false when out
+ * of memory (logged: that peer does not learn the change). */
+static bool fifo_push(int r, const fh_seg_change_t *c, int prot, uint64_t id)
+{
+    prot_msg_t *m = malloc(sizeof *m);
+    if (m == NULL) {
+        fh_log_error("out of memory: %s is not told that [%p, %p) of segment %ld changed "
+                     "its protection", FH_RANK_NAME(r), (void *)c->lo, (void *)c->hi, c->seg);
+        return false;
+    }
+    *m = (prot_msg_t){NULL, {(uint64_t)c->seg, c->lo, c->hi,
+                             (uint64_t)(int64_t)(prot < 0 ? -1 : prot & RW), id}};
+    prot_fifo_t *f = &fifos[r];
+    if (f->head == NULL)
+        f->tail = &f->head;
+    *f->tail = m;
+    f->tail = &m->next;
+    atomic_fetch_add_explicit(&fifo_msgs, 1, memory_order_relaxed);
+    return true;
+}
+
+/* Sends what peer r's FIFO holds, in order, until the peer has no credit
+ * left (fifo_lock held, no path lock). */
+static void fifo_flush(fh_tls_t *t, int r)
+{
+    prot_fifo_t *f = &fifos[r];
+    while (f->head != NULL) {
+        prot_msg_t *m = f->head;
+        int rc = fh_am_try_request(t, &fh_rt->paths[0], r, FH_AM_REQ_SHORT, FH_H_SEG_PROT,
+                                   NULL, 0, m->args, ARGS);
+        if (rc == FH_ERR_AGAIN)
+            return;
+        if (rc != FH_OK)
+            fh_log_error("could not tell %s that [%p, %p) of segment %lld changed its "
+                         "protection: %s", FH_RANK_NAME(r), (void *)(uintptr_t)m->args[1],
+                         (void *)(uintptr_t)m->args[2], (long long)m->args[0],
+                         fh_strerror(rc));
+        f->head = m->next;
+        free(m);
+        atomic_fetch_sub_explicit(&fifo_msgs, 1, memory_order_relaxed);
+    }
+}
+
+/* Every thread's progress (path.c fh_progress_add_thread): one relaxed
+ * load while nothing waits. */
+static void seg_prot_progress(fh_tls_t *t)
+{
+    if (atomic_load_explicit(&fifo_msgs, memory_order_relaxed) == 0 || t->in_handler != 0 ||
+        pthread_mutex_trylock(&fifo_lock) != 0)
+        return;
+    for (int r = 0; r < peer_acks_n; r++)
+        if (fifos[r].head != NULL)
+            fifo_flush(t, r);
+    pthread_mutex_unlock(&fifo_lock);
+}
+
+/* A peer of the round: its link's loss count when the round began,
+ * whether it is still waited for. */
 typedef struct round_peer {
-    int sent;
     uint32_t lost;
     bool waiting;
 } round_peer_t;
 
-/* Sends peer r what it has not been sent yet, without waiting for a credit
- * (a silent peer returns none); false when r is given up (logged). */
-static bool send_more(fh_tls_t *t, round_peer_t *pr, int r, const fh_seg_change_t *ch,
-                      int k, int prot, uint64_t id)
-{
-    while (pr->sent < k) {
-        const fh_seg_change_t *c = &ch[pr->sent];
-        uint64_t args[ARGS] = {(uint64_t)c->seg, c->lo, c->hi,
-                               (uint64_t)(int64_t)(prot < 0 ? -1 : prot & RW), id};
-        int rc = fh_am_try_request(t, t->path, r, FH_AM_REQ_SHORT, FH_H_SEG_PROT, NULL, 0,
-                                   args, ARGS);
-        if (rc == FH_ERR_AGAIN)
-            return true;           /* the next round tries again */
-        if (rc != FH_OK) {
-            fh_log_error("could not tell %s that [%p, %p) of segment %ld changed its "
-                         "protection: %s; not waited for", FH_RANK_NAME(r), (void *)c->lo,
-                         (void *)c->hi, c->seg, fh_strerror(rc));
-            return false;
-        }
-        pr->sent++;
-    }
-    return true;
-}
-
 /* Steps 2-3 of the top: every peer applies the changes before we return,
- * except a peer given up: one whose link to us was lost during the round
- * (it cannot answer: dead, or its requests are failed, am.c up_on_lost),
- * and one that has not answered by *deadline (FH_SEG_PROT_WAIT seconds
- * after the start; 0: no deadline), each named in a log line.  Returns the
- * deadline for the rest of the round (step 4).  round_lock held. */
+ * except a peer given up: one whose service link to us is lost during the
+ * round (it cannot answer: dead, or the request or its answer went with
+ * the connection; am.c up_on_lost), and one that has not answered by the
+ * deadline (FH_SEG_PROT_WAIT seconds after the start; none when 0), each
+ * named in a log line; what it was not sent yet stays queued for it.
+ * Returns the deadline for the rest of the round (step 4).  round_lock
+ * held. */
 static double tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int k,
                          int prot)
 {
     uint64_t id = atomic_fetch_add(&round_id, 1) + 1;
     double deadline = rt->cfg.seg_prot_wait > 0 ? fh_now() + (double)rt->cfg.seg_prot_wait : 0;
+    fh_path_t *svc = &rt->paths[0];
     round_peer_t *st = calloc((size_t)rt->nranks, sizeof *st);
     if (st == NULL) {
         fh_log_error("out of memory: peers are not told that segment memory changes its "
                      "protection");
         return deadline;
     }
-    for (int r = 0; r < rt->nranks; r++)
-        if (r != rt->rank)
-            st[r] = (round_peer_t){0, link_lost(t->path, r), true};
+    pthread_mutex_lock(&fifo_lock);
+    for (int r = 0; r < rt->nranks; r++) {
+        if (r == rt->rank)
+            continue;
+        st[r] = (round_peer_t){link_lost(svc, r), true};
+        for (int c = 0; c < k && st[r].waiting; c++)
+            st[r].waiting = fifo_push(r, &ch[c], prot, id);
+    }
+    pthread_mutex_unlock(&fifo_lock);
     for (unsigned idle = 0;;) {
         int waiting = 0;
+        pthread_mutex_lock(&fifo_lock);
+        for (int r = 0; r < rt->nranks; r++)
+            if (st[r].waiting && fifos[r].head != NULL)
+                fifo_flush(t, r);
+        pthread_mutex_unlock(&fifo_lock);
         for (int r = 0; r < rt->nranks; r++) {
             round_peer_t *pr = &st[r];
             if (!pr->waiting)
                 continue;
-            if (!send_more(t, pr, r, ch, k, prot, id)) {
-                pr->waiting = false;
-            } else if (pr->sent == k && acks_of(r, id) >= (unsigned)k) {
+            if (acks_of(r, id) >= (unsigned)k) {
                 pr->waiting = false;                       /* applied */
-            } else if (link_lost(t->path, r) != pr->lost) {
+            } else if (link_lost(svc, r) != pr->lost) {
                 fh_log_error("%s lost its link with us during a segment protection "
                              "change at %p: not waited for", FH_RANK_NAME(r),
                              (void *)ch[0].lo);
@@ -338,12 +400,18 @@ int fh_seg_protect_init(fh_rt_t *rt)
     if (peer_acks_n < rt->nranks) {
         /* Kept to the end of the process (a handler may read it). */
         _Atomic uint64_t *a = calloc((size_t)rt->nranks, sizeof *a);
-        if (a == NULL)
+        prot_fifo_t *f = calloc((size_t)rt->nranks, sizeof *f);
+        if (a == NULL || f == NULL) {
+            free(a);
+            free(f);
             return fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory (segment "
                                                   "protection)");
+        }
         peer_acks = a;
+        fifos = f;
         peer_acks_n = rt->nranks;
     }
+    fh_progress_add_thread(rt, seg_prot_progress);
     fh_am_register_internal(FH_H_SEG_PROT, prot_req, "segment protection change");
     fh_am_register_internal(FH_H_SEG_PROT_ACK, prot_ack, "segment protection ack");
     fh_interpose_set(hook);
@@ -353,4 +421,19 @@ int fh_seg_protect_init(fh_rt_t *rt)
 void fh_seg_protect_fini(void)
 {
     fh_interpose_set(NULL);
+    /* What a peer never took (it stopped for good): dropped. */
+    pthread_mutex_lock(&fifo_lock);
+    unsigned dropped = 0;
+    for (int r = 0; r < peer_acks_n; r++)
+        while (fifos[r].head != NULL) {
+            prot_msg_t *m = fifos[r].head;
+            fifos[r].head = m->next;
+            free(m);
+            dropped++;
+        }
+    atomic_store_explicit(&fifo_msgs, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&fifo_lock);
+    if (dropped != 0)
+        fh_log_verbose(1, "fh_finalize: %u segment protection change%s never sent (the "
+                       "peer took no more requests)", dropped, dropped == 1 ? "" : "s");
 }
