@@ -16,7 +16,8 @@
  * way at fh_wait; then, once rank 1 polls again, an atomic on the new
  * connection succeeds, seeing the counter at 1..4 (each lost one may or may
  * not have been applied: docs/reliability.md), and both ranks finish with
- * fh_barrier and fh_finalize.
+ * fh_barrier and fh_finalize.  Modes "rdv" and "peer": rdv_worker and
+ * peer_lost below say what each asserts.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -131,6 +132,60 @@ static void *rdv_worker(void *arg)
     return NULL;
 }
 
+/* "peer" (FH_REG_STRATEGY=firehose): rank 1 puts into PEER_PUTS frames of
+ * rank 0's segment, so it holds firehoses there (rank 0's bytes_pinned_remote
+ * for rank 1 > 0); then rank 0 shuts down every TCP connection it has, the
+ * service paths' one included, which is never made again.  Asserted: rank
+ * 0's cache releases what rank 1 held (bytes_pinned_remote for rank 1
+ * drops to 0: fhc_peer_dead, called by the runtime through reg.h
+ * peer_lost).  Without that call it stays where it was. */
+#define PEER_PUTS 4
+#define PEER_STRIDE (RDV_BYTES / PEER_PUTS)
+#define PEER_LEN (16u << 10)
+
+static uint64_t pinned_for(int rank)
+{
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
+    CHECK_OK(fh_stats_peer(rank, &st));
+    return st.bytes_pinned_remote;
+}
+
+static void peer_lost(char *seg0)
+{
+    if (fh_rank() == 1) {
+        char *buf = calloc(1, PEER_LEN);
+        CHECK(buf != NULL, "calloc", "%u bytes", PEER_LEN);
+        for (int i = 0; i < PEER_PUTS; i++)
+            CHECK_OK(fh_put(0, seg0 + (size_t)i * PEER_STRIDE, buf, PEER_LEN));
+        free(buf);
+        tu_oob_store(&oob[0], 1);
+        tu_oob_wait(&oob[2], 1, 60);           /* quiet: rank 0 loses us */
+        return;
+    }
+    double t0 = tu_now();
+    while (tu_oob_load(&oob[0]) != 1) {       /* serving rank 1's moves */
+        CHECK(tu_now() - t0 < 60, "rank 1's puts", "its signal");
+        fh_poll();
+    }
+    uint64_t held = pinned_for(1);
+    TU_LOG("peer: rank 1 holds %llu bytes of our memory\n", (unsigned long long)held);
+    CHECK(held > 0, "rank 1's firehoses", "bytes_pinned_remote > 0 for rank 1");
+    nfresh = tcp_fds(fresh);
+    CHECK(nfresh > 0, "our connections", "a TCP socket (run over tcp)");
+    for (int i = 0; i < nfresh; i++)
+        shutdown(fresh[i], SHUT_RDWR);
+    uint64_t left = held;
+    for (t0 = tu_now(); left != 0 && tu_now() - t0 < 10;) {
+        fh_poll();
+        left = pinned_for(1);
+    }
+    TU_LOG("peer: after the loss rank 1 holds %llu bytes of our memory\n",
+           (unsigned long long)left);
+    CHECK(left == 0, "a lost peer's firehoses released", "bytes_pinned_remote 0 for "
+          "rank 1 within 10 s of the loss, saw %llu", (unsigned long long)left);
+    tu_oob_store(&oob[2], 1);
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
@@ -185,8 +240,13 @@ int main(int argc, char **argv)
     CHECK_OK(fh_segment_query(seg, 1, &s1, NULL));
     counter1 = s1;
     oob = tu_oob_open();
-    if (argc > 1 && strcmp(argv[1], "rdv") == 0) {
-        if (fh_rank() == 0) {
+    int peer = argc > 1 && strcmp(argv[1], "peer") == 0;
+    if (peer || (argc > 1 && strcmp(argv[1], "rdv") == 0)) {
+        if (peer) {
+            void *s0;
+            CHECK_OK(fh_segment_query(seg, 0, &s0, NULL));
+            peer_lost(s0);
+        } else if (fh_rank() == 0) {
             char *buf = calloc(1, RDV_BYTES);
             pthread_t w;
             CHECK(buf != NULL && pthread_create(&w, NULL, rdv_worker, buf) == 0,
@@ -207,7 +267,7 @@ int main(int argc, char **argv)
          * so the ranks end here (fhrun reports an exit before fh_finalize;
          * lost_reply.sh checks the lines above). */
         if (fh_rank() == 0)
-            printf("lost_reply_test rdv: PASS\n");
+            printf("lost_reply_test %s: PASS\n", peer ? "peer" : "rdv");
         fflush(stdout);
         _exit(0);
     }
