@@ -33,4 +33,16 @@ expect "a peer whose service connection is lost has its firehoses released" \
     $(grep -q '^lost_reply_test peer: PASS' "$out" &&
       grep -q 'firehose cache: rank 1 is lost for good: its [1-9][0-9]* firehoses' "$out"
       echo $?)
+# 3 ranks, adaptive budgets, FH_FIREHOSE_M = 2 F: rank 1 holds its floor F on
+# rank 0, then shuts down its connections; rank 2's budget on rank 0, held
+# at F beside rank 1, grows past F once rank 0 released rank 1 (its
+# assertion; rank 0's line says rank 1's bytes went).
+FH_REG_STRATEGY=firehose FH_REG_CHECK=1 FH_VERBOSE=1 FH_FIREHOSE_BUDGET=adaptive \
+    FH_BUCKET_SIZE=4k FH_REGION_MAX=64k FH_FIREHOSE_M=512k FH_PATHS=lazy \
+    FH_OFI_PROVIDER=tcp FH_SHM=off timeout 60 "$FHRUN" -n 3 --timeout 40 "$bin" budget \
+    >"$out" 2>&1
+expect "a lost peer's budget goes back to the others" \
+    $(grep -q '^lost_reply_test budget: PASS' "$out" &&
+      grep -q 'budget: rank 1 holds 0 bytes of our memory after its loss' "$out"
+      echo $?)
 finish
