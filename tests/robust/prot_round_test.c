@@ -29,7 +29,6 @@
  * The duration is not asserted (no timed assertions): a round that did
  * not end would be ended by fhrun's --timeout.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,10 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../integ/testutil.h"
+#include "tcp_fds.h"
 
 #define SEG (1u << 20)
 
@@ -84,31 +83,7 @@ static int mprotect_logged(void *addr, size_t len, int prot, char *text, size_t 
 }
 
 /* ---- "lost" */
-#define MAXFD 64
 static int fresh[MAXFD], nfresh;
-
-/* The connected TCP sockets of this process: fds into out, their count. */
-static int tcp_fds(int *out)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    CHECK(d != NULL, "/proc/self/fd", "%s", strerror(errno));
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        int fd = atoi(e->d_name), type = 0;
-        struct sockaddr_storage a;
-        socklen_t al = sizeof a, tl = sizeof type;
-        if (fd <= 2 || fd == dirfd(d) ||
-            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
-            getsockname(fd, (struct sockaddr *)&a, &al) != 0 ||
-            (a.ss_family != AF_INET && a.ss_family != AF_INET6))
-            continue;
-        al = sizeof a;
-        if (getpeername(fd, (struct sockaddr *)&a, &al) == 0 && n < MAXFD)
-            out[n++] = fd;              /* not a listener */
-    }
-    closedir(d);
-    return n;
-}
 
 static void *killer(void *arg)
 {
