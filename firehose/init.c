@@ -356,7 +356,8 @@ int fh_init(int *argc, char ***argv)
     rt->modules_up = true;
     fh_atomic_init();
     fh_strided_init();
-    fh_seg_protect_init();
+    if ((rc = fh_seg_protect_init(rt)) != FH_OK)
+        return init_fail(rt, rc);
     fh_coll_init();
 
     if (rt->cfg.verbose >= 1 && rt->rank == 0) {

@@ -411,6 +411,10 @@ typedef struct fh_route {
                       uint64_t dst, const fh_seg_range_t *r);
 } fh_route_t;
 extern const fh_route_t fh_route_self, fh_route_node, fh_route_net;
+/* Every local block of strided request q mapped as its direction needs
+ * (reg.h fh_lc_check): FH_OK, or FH_ERR_INVALID naming the first bad
+ * address (route.c; strided.c for the packed AMs). */
+int fh_rma_local_ok_strided(fh_tls_t *t, const fh_rma_req_t *q);
 /* Where remote address `remote` of range r is in our address space (the
  * member's piece as we mapped it), or NULL: not a node group member's. */
 static inline char *fh_node_addr(const fh_seg_range_t *r, const void *remote)
@@ -666,8 +670,9 @@ int fh_seg_holes_check(const char *fn, int rank, bool write, const void *remote,
                        const fh_seg_range_t *r);
 
 /* ---- seg_protect.c: the application's mprotect/munmap of segment memory */
-/* fh_init, after fh_seg_init: registers the handlers and the hook. */
-void fh_seg_protect_init(void);
+/* fh_init, after fh_seg_init: registers the handlers and the hook;
+ * FH_ERR_NO_MEMORY (nothing registered). */
+int  fh_seg_protect_init(fh_rt_t *rt);
 /* fh_finalize: the wrappers pass straight through from now on. */
 void fh_seg_protect_fini(void);
 

@@ -74,7 +74,7 @@ int fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
     /* Every strategy hands the caller's buffer to a copy (put-in-move,
      * bounce) or to the conduit (an inject copy, a socket call): an
      * unmapped one must be refused here, not fault there. */
-    int rc = fh_lc_check(is_put, rank, local, n, remote);
+    int rc = fh_lc_check(&t->base, is_put, rank, local, n, remote);
     if (rc != FH_OK) {
         if (own_lmr)
             fh_rma_local_mr_release(lmr);

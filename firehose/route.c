@@ -39,6 +39,13 @@
  * mapped at the target fails, having written the bytes before the first
  * unmapped page (include/firehose.h, FH_SEGMENT=everything).
  *
+ * The caller's own buffer.  Before a copy of either route, the local
+ * buffer (a put's source, a get's destination, a long AM's payload) is
+ * checked as the net route checks it (fh_lc_check, inline in reg/reg.h:
+ * the same per-thread entries, in t; a hit is two loads and at most four
+ * entries' compares, no call): an unmapped or protected buffer is FH_ERR_INVALID naming
+ * the address, nothing copied, instead of a fault in memcpy.
+ *
  * Progress.  Copies need no progress, but a thread that spins on a peer's
  * memory (a flag, a lock) must still answer its peers' messages: every
  * FH_NODE_PROGRESS-th node operation of a thread makes progress, and
@@ -65,6 +72,25 @@
 #define NODE_FENCE(order) atomic_thread_fence(order)
 #endif
 
+/* The caller's buffer [local, +n) of a transfer to rank (remote: for the
+ * error text): see the top. */
+static inline int local_ok(fh_tls_t *t, bool is_put, int rank, const char *local, size_t n,
+                           const void *remote)
+{
+    return fh_lc_check(&t->base, is_put, rank, local, n, (uint64_t)(uintptr_t)remote);
+}
+
+int fh_rma_local_ok_strided(fh_tls_t *t, const fh_rma_req_t *q)
+{
+    for (size_t i = 0; i < q->count; i++) {
+        int rc = local_ok(t, q->is_put, q->rank, q->local + (ptrdiff_t)i * q->lstride, q->n,
+                          q->remote + (ptrdiff_t)i * q->rstride);
+        if (rc != FH_OK)
+            return rc;
+    }
+    return FH_OK;
+}
+
 /* ------------------------------------------------------------------ self */
 
 static void copy_self(bool is_put, char *mine, char *theirs, size_t n)
@@ -77,6 +103,9 @@ static void copy_self(bool is_put, char *mine, char *theirs, size_t n)
 
 static int self_rma(fh_tls_t *t, const fh_rma_req_t *q)
 {
+    int rc = local_ok(t, q->is_put, q->rank, q->local, q->n, q->remote);
+    if (rc != FH_OK)
+        return rc;
     copy_self(q->is_put, q->local, q->remote, q->n);
     /* Still a call into the runtime: peers waiting on us progress even if
      * this thread only ever talks to itself. */
@@ -86,6 +115,9 @@ static int self_rma(fh_tls_t *t, const fh_rma_req_t *q)
 
 static int self_strided(fh_tls_t *t, const fh_rma_req_t *q)
 {
+    int rc = fh_rma_local_ok_strided(t, q);
+    if (rc != FH_OK)
+        return rc;
     for (size_t i = 0; i < q->count; i++)
         copy_self(q->is_put, q->local + (ptrdiff_t)i * q->lstride,
                   q->remote + (ptrdiff_t)i * q->rstride, q->n);
@@ -105,7 +137,10 @@ static int self_atomic(fh_tls_t *t, const fh_atomic_req_t *q)
 static int self_am_payload(fh_tls_t *t, int rank, const void *payload, size_t len,
                            uint64_t dst, const fh_seg_range_t *r)
 {
-    (void)t, (void)rank, (void)r;
+    (void)t, (void)r;
+    int rc = local_ok(t, true, rank, payload, len, (void *)(uintptr_t)dst);
+    if (rc != FH_OK)
+        return rc;
     memmove((void *)(uintptr_t)dst, payload, len);
     return FH_OK;
 }
@@ -163,7 +198,12 @@ static int node_unmapped(fh_tls_t *t, const fh_rma_req_t *q, bool strided)
 {
     int64_t pid = atomic_load_explicit(&fh_rt->cma_pid[q->rank], memory_order_relaxed);
     if (pid > 0) {
-        int rc = strided ? fh_node_cma_strided(pid, q->is_put, q->local, q->lstride,
+        /* The kernel's copy would say EFAULT for either side: ours first. */
+        int rc = strided ? fh_rma_local_ok_strided(t, q)
+                         : local_ok(t, q->is_put, q->rank, q->local, q->n, q->remote);
+        if (rc != FH_OK)
+            return rc;
+        rc = strided ? fh_node_cma_strided(pid, q->is_put, q->local, q->lstride,
                                                (uint64_t)(uintptr_t)q->remote, q->rstride,
                                                q->n, q->count)
                          : fh_node_cma_copy(pid, q->is_put, q->local,
@@ -184,6 +224,9 @@ static int node_rma(fh_tls_t *t, const fh_rma_req_t *q)
     char *mapped = fh_node_addr(&q->r, q->remote);
     if (mapped == NULL)
         return node_unmapped(t, q, false);
+    int rc = local_ok(t, q->is_put, q->rank, q->local, q->n, q->remote);
+    if (__builtin_expect(rc != FH_OK, 0))
+        return rc;             /* NB: no handle, *h is FH_HANDLE_DONE */
     node_copy(q->is_put, q->local, mapped, q->n);
     node_stat(t, q->rank, q->is_put, q->n);
     node_progress(t);
@@ -194,6 +237,9 @@ static int node_strided(fh_tls_t *t, const fh_rma_req_t *q)
 {
     if (q->r.local == NULL)
         return node_unmapped(t, q, true);
+    int rc = fh_rma_local_ok_strided(t, q);
+    if (rc != FH_OK)
+        return rc;
     for (size_t i = 0; i < q->count; i++)
         node_copy(q->is_put, q->local + (ptrdiff_t)i * q->lstride,
                   fh_node_addr(&q->r, q->remote + (ptrdiff_t)i * q->rstride), q->n);
@@ -223,6 +269,9 @@ static int node_am_payload(fh_tls_t *t, int rank, const void *payload, size_t le
     char *mapped = fh_node_addr(r, (void *)(uintptr_t)dst);
     if (mapped == NULL)
         return fh_am_payload_net(t, rank, payload, len, dst, r);
+    int rc = local_ok(t, true, rank, payload, len, (void *)(uintptr_t)dst);
+    if (rc != FH_OK)
+        return rc;
     node_copy(true, (char *)payload, mapped, len);
     return FH_OK;
 }

@@ -285,8 +285,12 @@ int fh_strided_net(fh_tls_t *t, const fh_rma_req_t *q)
         am_max = fh_rt->am_max_medium;
     /* q->r is zeroed for a hull outside segments (FH_SEGMENT=everything). */
     bool in_segment = q->r.end > q->r.base;
-    if (q->count > 1 && q->n <= am_max && in_segment)
-        return strided_am(t, q);
+    if (q->count > 1 && q->n <= am_max && in_segment) {
+        /* Packed from / unpacked into the caller's blocks by memcpy: they
+         * are checked here (strided_rma's, block by block in fh_xfer). */
+        int rc = fh_rma_local_ok_strided(t, q);
+        return rc != FH_OK ? rc : strided_am(t, q);
+    }
     return strided_rma(t, q);
 }
 

@@ -450,6 +450,10 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * FH_ERR_OUT_OF_SEGMENT naming the rank and address, never a fault at the
  * target (docs/reliability.md: FH_REG_STRATEGY=pin-everything, and
  * memory protected after a peer was granted it, are not checked yet).
+ * The owner's own mprotect, pkey_mprotect or munmap of segment memory
+ * (libfirehose's, before libc's) tells every peer first and waits for
+ * each at most FH_SEG_PROT_WAIT seconds (10; not for one whose link was
+ * lost), naming a peer it stopped waiting for.
  *
  * A failed put or get changes nothing -- per piece: a transfer is checked
  * piece by piece before any byte of the piece moves, each piece the part
@@ -481,9 +485,9 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
  * queue of waiting transfers could not be made); FH_ERR_INVALID also when
  * the caller's own buffer is not mapped readable (put) or writable (get),
  * fh_last_error() naming its first bad address, the rank and the remote
- * address (checked once per mapping and thread; a buffer the application
- * mprotects after a transfer used it is not checked again:
- * docs/reliability.md).  A failure after the
+ * address, on every route (network, node group, own rank; checked once
+ * per mapping and thread, again after libfirehose's mprotect or munmap
+ * took access away: docs/reliability.md).  A failure after the
  * transfer started -- FH_ERR_TRANSPORT from the network, or the target
  * refusing a registration the strategy asked for -- is the blocking call's
  * return value, and the NB/NBI operation's status (fh_wait/fh_test,

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "firehose/cache/fhc_wire.h"
+#include "firehose/util/clock.h"
 #include "firehose/util/vma.h"
 #include "firehose_internal.h"
 #include "reg.h"
@@ -661,23 +662,28 @@ void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len)
  * ours from this memory still in flight, against the destroy contract) is
  * deregistered at its last unpin; no peer holds its key any more. */
 static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
-                            bool unexpose);
+                            bool unexpose, double deadline);
 
 void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
 {
-    invalidate_wait(rt, t, base, len, true);
+    invalidate_wait(rt, t, base, len, true, 0);
 }
 
 /* The owner mprotects or unmaps part of a live piece (reg.h seg_reprotect):
  * the same round, the span staying allowed -- the regions made again on
- * demand are checked against the new protections (reach_run). */
-static void fhs_seg_reprotect(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
+ * demand are checked against the new protections (reach_run).  Past the
+ * deadline (a holder that does not poll: stopped, computing) we go on: the
+ * REVOKEs stay pending, each region is deregistered at its last ack as
+ * always, and until then its holder's RDMA through it can still reach the
+ * pages (docs/reliability.md, "A silent peer"). */
+static void fhs_seg_reprotect(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
+                              double deadline)
 {
-    invalidate_wait(rt, t, base, len, false);
+    invalidate_wait(rt, t, base, len, false, deadline);
 }
 
 static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
-                            bool unexpose)
+                            bool unexpose, double deadline)
 {
     struct fh_reg *g = rt->reg;
     pthread_mutex_lock(&g->lock);
@@ -695,6 +701,13 @@ static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t le
         pthread_mutex_unlock(&g->lock);
         if (pending == 0)
             return;
+        if (deadline > 0 && fh_now() > deadline) {
+            fh_log_error("firehose cache: %u revocation%s (of %p +%zu or earlier) not "
+                         "acknowledged within FH_SEG_PROT_WAIT: going on; those holders "
+                         "keep their firehoses until they answer", pending,
+                         pending == 1 ? "" : "s", base, len);
+            return;
+        }
         svc_wait_round(t, &idle);
     }
 }

@@ -12,8 +12,9 @@
  * the firehose strategy's, shared because a mapping can be registered
  * with one userfaultfd only, or one of its own under the other strategies
  * (firehose/memmon, write-protect mode only: watching never changes the
- * application's system calls) and remembered per thread.  A
- * later check inside it is two compares and one load of the monitor's
+ * application's system calls) and remembered per thread (the thread
+ * state's lc_tab, services.h).  A later check inside it (fh_lc_check,
+ * inline in reg.h) is two compares and one load of the monitor's
  * state word: any unmap, move or discard of watched memory anywhere makes
  * every thread's entry stale.  Without the monitor (FH_MEMMON=off, no
  * userfaultfd, valgrind, kernels without write-protect) every call asks
@@ -27,7 +28,8 @@
  * bump and the system call remembers the old protections).
  *
  * Threads: any thread; per-thread entries, no lock on the hit path.
- * Declared in reg.h (fh_lc_*): the core calls it for every strategy.
+ * Declared in reg.h (fh_lc_*): the core calls it for every strategy, and
+ * for the node and self routes' copies (route.c).
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -37,21 +39,10 @@
 #include "firehose/memmon/memmon.h"
 #include "firehose/util/vma.h"
 
-#define LC_ENTRIES 4
-
-typedef struct lc_entry {
-    uintptr_t lo, hi;         /* [lo, hi) found mapped with prot */
-    int prot;                 /* FH_VMA_READ | FH_VMA_WRITE */
-    uint64_t state;           /* the monitor's state word when checked */
-    unsigned gen;             /* lc_gen when made (a monitor of an earlier fh_init) */
-} lc_entry_t;
-
 static fh_memmon_t *lc_mon;                  /* NULL: ask the kernel every time */
 static bool lc_own;                          /* lc_mon is ours (else firehose's) */
-static const _Atomic uint64_t *lc_word;      /* lc_mon's state word */
-static _Atomic unsigned lc_gen;               /* monitors started + protections taken */
-static _Thread_local lc_entry_t lc_tab[LC_ENTRIES];
-static _Thread_local unsigned lc_next;
+const _Atomic uint64_t *fh_lc_word;          /* lc_mon's state word */
+_Atomic unsigned fh_lc_gen;                  /* monitors started + protections taken */
 
 void fh_lc_init(fh_core_t *rt)
 {
@@ -67,8 +58,8 @@ void fh_lc_init(fh_core_t *rt)
         if (m != NULL && strcmp(fh_memmon_mode(m), "wp") == 0) {
             lc_mon = m;
             lc_own = false;
-            atomic_fetch_add(&lc_gen, 1);
-            lc_word = fh_memmon_state_word(m);
+            atomic_fetch_add(&fh_lc_gen, 1);
+            fh_lc_word = fh_memmon_state_word(m);
         }
         return;
     }
@@ -87,14 +78,14 @@ void fh_lc_init(fh_core_t *rt)
     }
     lc_mon = m;
     lc_own = true;
-    atomic_fetch_add(&lc_gen, 1);
-    lc_word = fh_memmon_state_word(m);
+    atomic_fetch_add(&fh_lc_gen, 1);
+    fh_lc_word = fh_memmon_state_word(m);
 }
 
 void fh_lc_fini(void)
 {
     fh_memmon_t *m = lc_mon;
-    lc_word = NULL;
+    fh_lc_word = NULL;
     lc_mon = NULL;
     if (lc_own)
         fh_memmon_destroy(m);
@@ -102,20 +93,22 @@ void fh_lc_fini(void)
 }
 
 /* The slow path: ask the kernel, remember the mapping when it is watched. */
-static int lc_slow(bool is_put, int rank, const char *local, size_t n, uint64_t remote,
-                   int prot)
+int fh_lc_slow(fh_thread_t *t, bool is_put, int rank, const char *local, size_t n,
+               uint64_t remote)
 {
+    const int prot = is_put ? FH_VMA_READ : FH_VMA_WRITE;
     uintptr_t a = (uintptr_t)local, bad = a;
     /* The state before the kernel is asked: an unmap after this load
      * changes the word, so the entry made below is stale at once. */
-    uint64_t s0 = lc_word != NULL ? atomic_load_explicit(lc_word, memory_order_acquire) : 0;
+    uint64_t s0 = fh_lc_word != NULL ? atomic_load_explicit(fh_lc_word, memory_order_acquire)
+                                     : 0;
     if (!fh_vma_check(a, n, prot, &bad))
         goto refuse;
     fh_vma_t v;
     if (lc_mon == NULL || fh_vma_at(a, &v) != 0)
         return FH_OK;
-    lc_entry_t e = {.lo = a, .hi = a + n, .prot = prot, .state = s0,
-                     .gen = atomic_load_explicit(&lc_gen, memory_order_relaxed)};
+    fh_lc_entry_t e = {.lo = a, .hi = a + n, .prot = prot, .state = s0,
+                       .gen = atomic_load_explicit(&fh_lc_gen, memory_order_relaxed)};
     if (a + n <= v.end) {          /* the whole mapping, as watched */
         e.lo = v.start;
         e.hi = v.end;
@@ -127,7 +120,7 @@ static int lc_slow(bool is_put, int rank, const char *local, size_t n, uint64_t 
      * sent no event.  Ask once more, after the watch. */
     if (!fh_vma_check(a, n, prot, &bad))
         goto refuse;
-    lc_tab[lc_next++ % LC_ENTRIES] = e;
+    t->lc_tab[t->lc_next++ % FH_LC_ENTRIES] = e;
     return FH_OK;
 refuse:
     return fh_set_error(FH_ERR_INVALID,
@@ -141,24 +134,5 @@ refuse:
 
 void fh_lc_stale(void)
 {
-    atomic_fetch_add_explicit(&lc_gen, 1, memory_order_relaxed);
-}
-
-int fh_lc_check(bool is_put, int rank, const char *local, size_t n, uint64_t remote)
-{
-    if (n == 0)
-        return FH_OK;
-    const int prot = is_put ? FH_VMA_READ : FH_VMA_WRITE;
-    uintptr_t a = (uintptr_t)local;
-    if (lc_word != NULL) {
-        uint64_t s = atomic_load_explicit(lc_word, memory_order_acquire);
-        unsigned g = atomic_load_explicit(&lc_gen, memory_order_relaxed);
-        for (unsigned i = 0; i < LC_ENTRIES; i++) {
-            const lc_entry_t *e = &lc_tab[i];
-            if (a >= e->lo && a < e->hi && n <= e->hi - a && e->state == s &&
-                e->gen == g && (e->prot & prot) == prot)
-                return FH_OK;
-        }
-    }
-    return lc_slow(is_put, rank, local, n, remote, prot);
+    atomic_fetch_add_explicit(&fh_lc_gen, 1, memory_order_relaxed);
 }

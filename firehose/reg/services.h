@@ -181,6 +181,17 @@ typedef struct fh_path_base {
     FH_PATH_FIELDS
 } fh_path_base_t;
 
+/* One mapping the local buffer check found mapped (reg/local_check.c):
+ * [lo, hi) with prot (FH_VMA_READ | FH_VMA_WRITE), valid while the
+ * monitor's state word is still `state` and fh_lc_gen still `gen`. */
+#define FH_LC_ENTRIES 4
+typedef struct fh_lc_entry {
+    uintptr_t lo, hi;
+    int prot;
+    uint64_t state;
+    unsigned gen;
+} fh_lc_entry_t;
+
 /* A thread (fh_tls_t's head).  path_t: the type of its path as the reader
  * sees it (the core: struct fh_path; a strategy: struct fh_path_base --
  * the same object, whose first member is the view).  The pointer is
@@ -189,7 +200,9 @@ typedef struct fh_path_base {
 #define FH_THREAD_FIELDS(path_t)                                             \
     path_t *path;                                                            \
     int in_handler;           /* depth of handler nesting */                 \
-    struct reg_tc *reg_tc;    /* firehose hit layer (firehose_hit.c), or NULL */
+    struct reg_tc *reg_tc;    /* firehose hit layer (firehose_hit.c), or NULL */ \
+    unsigned lc_next;         /* local_check.c: the entry replaced next */   \
+    fh_lc_entry_t lc_tab[FH_LC_ENTRIES];  /* zeroed: no hit until filled */
 
 typedef struct fh_thread {
     FH_THREAD_FIELDS(struct fh_path_base)

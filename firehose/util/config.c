@@ -100,6 +100,11 @@ const fh_cfg_entry_t fh_config_table[] = {
      "Print per-peer statistics at fh_finalize.", 0},
     {"FH_BOOT_TIMEOUT", FH_CFG_INT, FH_CFG_STR(FH_BOOT_TIMEOUT_DEFAULT), NULL, F(boot_timeout), 0,
      "Seconds to wait for the launcher and peers during fh_init.", 0},
+    {"FH_SEG_PROT_WAIT", FH_CFG_INT, "10", NULL, F(seg_prot_wait), 0,
+     "Longest wait, in seconds, of an mprotect/pkey_mprotect/munmap of segment "
+     "memory for the peers to acknowledge the change (and, under firehose, to "
+     "give back their firehoses there); a peer that has not answered by then is "
+     "named and not waited for (docs/reliability.md); 0 = wait for ever.", 0},
     {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
      "Idle polls in a row a blocking call (fh_wait, fh_barrier, fh_poll_idle, ...) "
      "makes before it yields the core between polls (sched_yield); a poll that "

@@ -59,6 +59,7 @@ typedef struct fh_config {
     long        verbose;          /* FH_VERBOSE */
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
+    long        seg_prot_wait;    /* FH_SEG_PROT_WAIT (seconds, 0 = for ever) */
     long        wait_spin;        /* FH_WAIT_SPIN: -1 (never yield) .. FH_WAIT_SPIN_MAX */
     int         bind;             /* FH_BIND: index into "auto|off" */
     int         node_barrier;     /* FH_NODE_BARRIER: "auto|dissemination|count" */

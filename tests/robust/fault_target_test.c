@@ -15,7 +15,10 @@
  *   own        (argv[1] "own", or no argument) a put from the caller's own
  *              unmapped or PROT_NONE memory, a get into its unmapped,
  *              PROT_NONE or read-only memory: refused before anything is
- *              sent, under every strategy (blocking, NB, NBI);
+ *              sent, under every strategy (blocking, NB, NBI), also
+ *              through the node route (FH_SHM=auto: a copy through the
+ *              peer's mapped piece) and to our own rank (blocking), and
+ *              strided (8 B blocks: packed AMs over the network);
  *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
  *              from PROT_NONE -- protected by the raw system call, behind
  *              the runtime's back, as when a transfer is already under
@@ -356,6 +359,34 @@ int main(int argc, char **argv)
                         names(own_cases[ci].what, 1, at, n);
                     honest(seg1, buf, ++tag);
                 }
+        /* The same to our own rank (the self route's memmove). */
+        for (size_t ci = 0; ci < sizeof own_cases / sizeof *own_cases; ci++) {
+            char *at = own_cases[ci].at == own_unmapped ? fresh_hole() : own_cases[ci].at;
+            char *remote = mine + 8 * pg;
+            int rc = own_cases[ci].is_put ? fh_put(0, remote, at, 3000)
+                                          : fh_get(at, 0, remote, 3000);
+            if (rc == FH_OK) {
+                TU_LOG("%s %p to our own rank succeeded\n", own_cases[ci].what, (void *)at);
+                nfail++;
+            } else
+                names(own_cases[ci].what, 0, at, 3000);
+        }
+        /* Strided, 16 blocks of 8 B at stride 64 (packed into AMs over the
+         * network, copied block by block on the node and self routes), to
+         * rank 1 and to our own rank. */
+        for (int to = 1; to >= 0; to--)
+            for (size_t ci = 0; ci < sizeof own_cases / sizeof *own_cases; ci++) {
+                char *at = own_cases[ci].at == own_unmapped ? fresh_hole() : own_cases[ci].at;
+                char *remote = to ? (char *)seg1 + 8 * pg : mine + 8 * pg;
+                int rc = own_cases[ci].is_put ? fh_put_strided(to, remote, 64, at, 64, 8, 16)
+                                              : fh_get_strided(at, 64, to, remote, 64, 8, 16);
+                if (rc == FH_OK) {
+                    TU_LOG("strided %s %p (rank %d) succeeded\n", own_cases[ci].what,
+                           (void *)at, to);
+                    nfail++;
+                } else
+                    names(own_cases[ci].what, to, at, 1024);
+            }
         CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
         for (size_t i = 0; i < 4 * pg; i++)
             CHECK(own_ro[i] == 0, "own read-only page unchanged", "byte %zu", i);

@@ -7,8 +7,13 @@
 #   fault_target_test    a peer's PROT_NONE / read-only / unmapped memory
 #                        (mprotect, pkey_mprotect, munmap after the
 #                        segment was created), and the caller's own
-#                        unmapped / PROT_NONE / read-only buffer, give an
-#                        error naming rank and address, both ranks live on.
+#                        unmapped / PROT_NONE / read-only buffer (over the
+#                        network and the node route, and to one's own
+#                        rank), give an error naming rank and address, both
+#                        ranks live on;
+#   prot_round_test      an mprotect of segment memory with a stopped peer
+#                        returns after FH_SEG_PROT_WAIT, naming the peer,
+#                        and at once when the peer's link is lost.
 # 2 ranks each, over tcp; the network route (FH_SHM=off) and, for the
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
 # attach).  fault_target_test runs whole under every FH_REG_STRATEGY
@@ -48,6 +53,10 @@ fi
 echo "---- FH_SEGMENT=segments FH_SHM=auto (the node route)"
 export FH_SHM=auto
 run_np fault_target_test 2 remote
+# The caller's own unmapped / PROT_NONE / read-only buffer on the node
+# route: refused naming the address (on main rank 0 died of SIGSEGV in
+# fh_put's memcpy).  The strategy plays no part there.
+run_np fault_target_test 2 own
 export FH_SHM=off
 # stall: the get ends by FH_OFI_RMA_TIMEOUT (after probing rank 1, which
 # polls), the pair is connected again, and both ranks finish with a barrier
@@ -60,4 +69,29 @@ unset FH_OFI_RMA_TIMEOUT
 echo "---- FH_SEGMENT=everything FH_SHM=off"
 export FH_SEGMENT=everything FH_REG_STRATEGY=firehose
 run_np fault_target_test 2
+# prot_round_test: an mprotect of segment memory while the peer is stopped
+# (SIGSTOP) returns after FH_SEG_PROT_WAIT naming it (on main it waited for
+# ever); the peer applies the change once it runs again.  firehose (the
+# peer holds a firehose there: its revocation is not waited for either)
+# and pin-everything over tcp, and the node route.
+echo "---- prot_round_test (a stopped peer)"
+export FH_SEGMENT=segments FH_SEG_PROT_WAIT=1 FH_AM_CREDITS=1
+for s in firehose pin-everything; do
+    export FH_REG_STRATEGY=$s
+    run_np prot_round_test 2
+done
+export FH_SHM=auto
+run_np prot_round_test 2
+export FH_SHM=off
+# lost: no deadline (FH_SEG_PROT_WAIT=0), the stopped peer's service link
+# is shut down under the round, which must then stop waiting for it
+# (without the rule it waited until fhrun's --timeout).  That link is not
+# made again, so rank 0 ends without fh_finalize and rank 1 is ended as
+# its peer died: only rank 0's PASS line counts, not fhrun's status.
+export FH_SEG_PROT_WAIT=0 FH_PATHS=lazy
+if bin=$(fh_bin prot_round_test); then
+    run_case "prot_round_test -n 2 FH_PATHS=lazy FH_SEG_PROT_WAIT=0 lost" prot_round_test \
+        sh -c '"$1" -n 2 --timeout "$2" "$3" lost; exit 0' sh "$FHRUN" "$TIMEOUT" "$bin"
+fi
+unset FH_SEG_PROT_WAIT FH_PATHS FH_AM_CREDITS
 finish
