@@ -221,9 +221,14 @@ static void lost_round(int form)
 /* "rdv" (FH_REG_STRATEGY=rendezvous): a put whose key request travels on
  * the service paths' connection; every connection of rank 0 is shut down
  * while rank 1 is quiet.  Asserted: the put returns FH_ERR_PEER_DEAD
- * naming rank 1 (on main it waited for ever).  The service paths'
- * connection is not made again (docs/reliability.md, "Open"), so the
- * ranks then exit without fh_finalize. */
+ * naming rank 1 (on main it waited for ever).  "move" (the default
+ * strategy, firehose): the same with a put into a segment never touched,
+ * whose firehose move (on the service paths' connection) waits for its
+ * reply.  The service paths' connection is not made again (docs/
+ * reliability.md), so the ranks then exit without fh_finalize. */
+static const char *far_case;         /* "rdv" or "move" */
+static char *far_dst;                /* where its put goes at rank 1 */
+
 static void *rdv_worker(void *arg)
 {
     char *buf = arg;
@@ -233,12 +238,12 @@ static void *rdv_worker(void *arg)
     tu_oob_wait(&oob[1], 1, 30);
     pthread_t k;
     CHECK(pthread_create(&k, NULL, killer, NULL) == 0, "pthread_create", "killer");
-    int rc = fh_put(1, counter1, buf, RDV_BYTES);
+    int rc = fh_put(1, far_dst, buf, RDV_BYTES);
     pthread_join(k, NULL);
     const char *e = fh_last_error();
-    TU_LOG("rdv: the put whose key request lost its connection returned %s: %s\n",
-           tu_errname(rc), e ? e : "(null)");
-    CHECK(rc == FH_ERR_PEER_DEAD, "put with its key reply lost", "FH_ERR_PEER_DEAD, saw %s",
+    TU_LOG("%s: the put whose %s lost its connection returned %s: %s\n", far_case,
+           *far_case == 'r' ? "key request" : "move", tu_errname(rc), e ? e : "(null)");
+    CHECK(rc == FH_ERR_PEER_DEAD, "put with its reply lost", "FH_ERR_PEER_DEAD, saw %s",
           tu_errname(rc));
     CHECK(e != NULL && strstr(e, "rank 1") != NULL, "error names the peer",
           "'rank 1' in '%s'", e ? e : "(null)");
@@ -336,7 +341,16 @@ int main(int argc, char **argv)
     CHECK(putbuf != NULL, "calloc", "%u bytes", BOUNCE_BYTES);
     if (strcmp(arg, "barrier") == 0)
         barrier_case();
-    if (strcmp(arg, "rdv") == 0) {
+    if (strcmp(arg, "rdv") == 0 || strcmp(arg, "move") == 0) {
+        far_case = arg;
+        far_dst = (char *)counter1;
+        if (*arg == 'm') {                   /* a segment no put touched yet */
+            fh_seg_t seg2;
+            void *m2, *s2;
+            CHECK_OK(fh_segment_create(RDV_BYTES, &seg2, &m2));
+            CHECK_OK(fh_segment_query(seg2, 1, &s2, NULL));
+            far_dst = s2;
+        }
         if (fh_rank() == 0) {
             char *buf = calloc(1, RDV_BYTES);
             pthread_t w;
@@ -358,7 +372,7 @@ int main(int argc, char **argv)
          * so the ranks end here (fhrun reports an exit before fh_finalize;
          * lost_reply.sh checks the lines above). */
         if (fh_rank() == 0)
-            printf("lost_reply_test rdv: PASS\n");
+            printf("lost_reply_test %s: PASS\n", arg);
         fflush(stdout);
         _exit(0);
     }
