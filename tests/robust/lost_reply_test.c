@@ -56,7 +56,8 @@ static char *putbuf;                 /* bounce's source */
 static _Atomic uint64_t answered;    /* the last client reply's sequence number */
 
 static uint64_t *counter1;           /* rank 1's counter (in its segment) */
-static volatile uint64_t *oob;       /* [0] round asked, [1] round quiet, [2] done */
+static volatile uint64_t *oob;       /* [0] round asked, [1] round quiet, [2] done,
+                                        [3] rdv, move, barrier: rank 0's result said */
 
 /* The connected TCP sockets of this process: fds into out, their count. */
 static int tcp_fds(int *out)
@@ -299,6 +300,8 @@ static void barrier_case(void)
         tu_oob_wait(&oob[2], 1, 30);          /* rank 1's barrier returned */
         int rc = fh_barrier();
         TU_LOG("barrier: rank 0's barrier after the loss returned %s\n", tu_errname(rc));
+        fflush(stdout);
+        tu_oob_store(&oob[3], 1);             /* rank 1 may exit now */
     } else {
         double t0 = tu_now();
         while (tu_oob_load(&oob[0]) != 1) {
@@ -315,6 +318,8 @@ static void barrier_case(void)
               "'rank 0' in '%s'", e ? e : "(null)");
         tu_oob_store(&oob[2], 1);
         printf("lost_reply_test barrier: PASS\n");
+        fflush(stdout);
+        tu_oob_wait(&oob[3], 1, 30);          /* not before rank 0 said its result */
     }
     fflush(stdout);
     _exit(0);
@@ -371,8 +376,13 @@ int main(int argc, char **argv)
          * reliability.md, "Open"): no barrier or fh_finalize can complete,
          * so the ranks end here (fhrun reports an exit before fh_finalize;
          * lost_reply.sh checks the lines above). */
-        if (fh_rank() == 0)
+        if (fh_rank() == 0) {
             printf("lost_reply_test %s: PASS\n", arg);
+            fflush(stdout);
+            tu_oob_store(&oob[3], 1);
+        } else {
+            tu_oob_wait(&oob[3], 1, 30);      /* fhrun ends the job at our exit */
+        }
         fflush(stdout);
         _exit(0);
     }
