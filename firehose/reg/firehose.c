@@ -848,6 +848,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .poll_end = fhs_poll_end,
     .path_busy = fhs_path_busy,
     .link_lost = fhs_link_lost,
+    .peer_lost = fh_reg_peer_lost,
     .thread_exit = fh_reg_thread_exit,
     .stats = fh_reg_stats,
 };

@@ -30,8 +30,6 @@
  *           fh_barrier afterwards returns (its result is printed).
  * Then, except for barrier, the pair works again as above.
  */
-#include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -43,8 +41,8 @@
 #include <unistd.h>
 
 #include "../integ/oob.h"
+#include "tcp_fds.h"
 
-#define MAXFD 64
 #define RDV_BYTES (256u << 10)
 #define BOUNCE_BYTES (128u << 10)
 #define H_ASK 200
@@ -58,35 +56,6 @@ static _Atomic uint64_t answered;    /* the last client reply's sequence number 
 static uint64_t *counter1;           /* rank 1's counter (in its segment) */
 static volatile uint64_t *oob;       /* [0] round asked, [1] round quiet, [2] done,
                                         [3] rdv, move, barrier: rank 0's result said */
-
-/* The connected TCP sockets of this process: fds into out, their count. */
-static int tcp_fds(int *out)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    CHECK(d != NULL, "/proc/self/fd", "%s", strerror(errno));
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        int fd = atoi(e->d_name);
-        if (fd <= 2 || fd == dirfd(d))
-            continue;
-        struct sockaddr_storage a;
-        socklen_t al = sizeof a;
-        int type = 0;
-        socklen_t tl = sizeof type;
-        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM)
-            continue;
-        if (getsockname(fd, (struct sockaddr *)&a, &al) != 0
-            || (a.ss_family != AF_INET && a.ss_family != AF_INET6))
-            continue;
-        al = sizeof a;
-        if (getpeername(fd, (struct sockaddr *)&a, &al) != 0)
-            continue;                   /* a listener */
-        if (n < MAXFD)
-            out[n++] = fd;
-    }
-    closedir(d);
-    return n;
-}
 
 static int fresh[MAXFD], nfresh;
 static ino_t old_ino[MAXFD];         /* the sockets before a connection was made */
