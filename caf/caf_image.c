@@ -107,11 +107,28 @@ void caf_error_all(const char *stmt, const char *fmt, ...)
     abort(); /* not reached */
 }
 
+/* Ends the image when a connection with another was lost since the last
+ * look (caf_internal.h, caf_poll). */
+static void check_lost(void)
+{
+    uint64_t all;
+    if (fh_am_lost(-1, &all) != FH_OK || all == caf.lost_seen)
+        return;
+    for (int r = 0; r < caf.nranks; r++) {
+        uint64_t m;
+        if (r != caf.rank && fh_am_lost(r, &m) == FH_OK && m > caf.lost_seen)
+            caf_fatal("progress", "the connection with image %d was lost: what this "
+                      "image waits for from it may never come", r + 1);
+    }
+    caf.lost_seen = all;
+}
+
 void caf_poll(void)
 {
     int rc = fh_poll();
     if (rc != FH_OK)
         caf_fatal("progress", "fh_poll: %s", fh_strerror(rc));
+    check_lost();
 }
 
 void caf_idle(unsigned *spins)
@@ -119,6 +136,7 @@ void caf_idle(unsigned *spins)
     int rc = fh_poll_idle(spins);
     if (rc != FH_OK)
         caf_fatal("progress", "fh_poll_idle: %s", fh_strerror(rc));
+    check_lost();
 }
 
 int caf_target(int image, int *stat, char *errmsg, size_t errmsg_len,

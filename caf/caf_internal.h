@@ -60,6 +60,7 @@ typedef struct caf_state {
     bool stopping;          /* this image is in normal termination */
     unsigned idle_spins;    /* see caf_idle */
     uint64_t ndropped;      /* AMs dropped by our handlers (caf_drop) */
+    uint64_t lost_seen;     /* fh_am_lost(-1) at the last look (caf_poll) */
 } caf_state_t;
 
 extern caf_state_t caf;
@@ -123,7 +124,11 @@ static inline caf_job_t caf_job(void)
     return (caf_job_t){.nranks = caf.nranks, .self = caf.rank};
 }
 
-/* Polls firehose once; a firehose error is fatal. */
+/* Polls firehose once; a firehose error is fatal, and so is a lost
+ * connection with an image (fh_am_lost): what this image waits for from
+ * it -- a message, a reply -- may never come (caf's messages travel on the
+ * service paths' connections, which are not made again), so the image
+ * ends naming it rather than waiting.  caf_idle likewise. */
 void caf_poll(void);
 /* One turn of a wait loop (spins starts at 0): fh_poll_idle, the
  * runtime's wait policy (docs/caf.md, "Waiting"): a turn that served a

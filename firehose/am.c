@@ -297,6 +297,12 @@ static void up_on_lost(void *arg, int rank, int rpath)
     fh_path_t *p = arg;
     fh_rt_t *rt = p->rt;
     assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
+    if (rpath == 0 || p->index == 0) {
+        /* An AM between us and rank may be gone (ours to its service path,
+         * or its to ours): waits for one fail (coll.c, fh_am_lost). */
+        uint64_t seq = atomic_fetch_add(&rt->am_lost_seq, 1) + 1;
+        atomic_store(rpath == 0 ? &rt->am_lost_req[rank] : &rt->am_lost_in[rank], seq);
+    }
     if (rpath != 0)
         return;                          /* replies only: nothing waits */
     p->link_lost[rank]++;

@@ -58,6 +58,18 @@
  * notify to the try that completes (bar_split_owner names the thread, so
  * its other collectives are refused rather than deadlocking on the lock).
  *
+ * Lost connections: a round whose arrival has not come fails with
+ * FH_ERR_PEER_DEAD naming the leader once a link carrying our requests to
+ * its service path was lost since the barrier began (am.c up_on_lost
+ * marks am_lost_req): for the leader it waits for (that link's loss also
+ * ends the link from its service path to ours, which its notification
+ * takes when it calls from its service path) and for the leaders it
+ * notified in this barrier (its notification may be gone).  A
+ * notification lost on the link from another rank's thread path is seen
+ * by that rank (we are the leader it notified).  The leaders that wait
+ * for a failed one then wait until it calls again or dies
+ * (docs/reliability.md).
+ *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
  * used for rare metadata (segment creation), not for data.
@@ -146,7 +158,7 @@ void fh_coll_leave(void)
 /* The network stage, among the leaders: dissemination over AMs, combining
  * the signature range [b->lo, b->hi] and the bits b->or; FH_ERR_AGAIN
  * while a round's arrival has not come. */
-static int leaders_step(fh_tls_t *t, fh_bar_run_t *b)
+static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
 {
     fh_rt_t *rt = fh_rt;
     const unsigned L = (unsigned)rt->bar_nleaders, me = (unsigned)rt->bar_lidx[rt->rank];
@@ -162,8 +174,25 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b)
             b->sent = true;
         }
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][b->epoch & 1];
-        if (atomic_load_explicit(slot, memory_order_acquire) == 0)
+        if (atomic_load_explicit(slot, memory_order_acquire) == 0) {
+            /* A notification may have been lost with a connection since
+             * the barrier began (am.c up_on_lost): the one we wait for, or
+             * one we sent (its leader then waits for ever). */
+            int from = rt->bar_leader[(me + L - dist) % L];
+            if (atomic_load(&rt->am_lost_req[from]) > b->lost)
+                return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s was "
+                                    "lost before its barrier message (round %u) came: "
+                                    "it may never come", fn, FH_RANK_NAME(from), k);
+            for (unsigned j = 0; j <= k; j++) {
+                int to = rt->bar_leader[(me + (1u << j)) % L];
+                if (atomic_load(&rt->am_lost_req[to]) > b->lost)
+                    return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s "
+                                        "was lost after this rank's barrier message "
+                                        "(round %u) left: it may never arrive", fn,
+                                        FH_RANK_NAME(to), j);
+            }
             return FH_ERR_AGAIN;
+        }
         _Atomic uint64_t *in = rt->barrier_sig[k][b->epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
         uint64_t ihi = atomic_load_explicit(&in[1], memory_order_relaxed);
@@ -181,7 +210,8 @@ static void barrier_begin(fh_bar_run_t *b, uint64_t sig, uint64_t or)
     fh_rt_t *rt = fh_rt;
     assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
     *b = (fh_bar_run_t){.epoch = rt->nranks > 1 ? ++rt->barrier_epoch : 0, .lo = sig,
-                        .hi = sig, .or = or, .node = FH_NODE_BAR_START};
+                        .hi = sig, .or = or, .node = FH_NODE_BAR_START,
+                        .lost = atomic_load(&rt->am_lost_seq)};
 }
 
 /* Takes barrier b as far as it goes without waiting: FH_ERR_AGAIN while
@@ -202,7 +232,7 @@ static int barrier_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
         }
     }
     if (b->in_net) {
-        rc = leaders_step(t, b);
+        rc = leaders_step(t, b, fn);
         if (rc == FH_ERR_AGAIN)
             return rc;
         fh_node_coll_release(t, b->epoch, b->lo, b->hi, b->or, rc);

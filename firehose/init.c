@@ -156,6 +156,8 @@ static int init_fail(fh_rt_t *rt, int err)
         pthread_mutex_destroy(&rt->seg_lock);
         pthread_mutex_destroy(&rt->coll_lock);
     }
+    free(rt->am_lost_req);
+    free(rt->am_lost_in);
     free(rt);
     if (late)
         snprintf(init_failed_late, sizeof init_failed_late, "%s", why);
@@ -172,6 +174,8 @@ static int init_fail_early(fh_rt_t *rt, int err, const char *why)
     fh_boot_t *b = NULL;
     if (fh_boot_open(&b) == FH_OK)
         b->ops->fail(b, why);
+    free(rt->am_lost_req);
+    free(rt->am_lost_in);
     free(rt);
     atomic_store(&fh_rt_state, FH_RT_NONE);
     return fh_set_error(err, "fh_init: %s", why);
@@ -281,6 +285,10 @@ int fh_init(int *argc, char ***argv)
                                           "failed (too many thread-specific keys)"));
     }
     rt->locks_made = true;
+    rt->am_lost_req = calloc((size_t)rt->nranks, sizeof *rt->am_lost_req);
+    rt->am_lost_in = calloc((size_t)rt->nranks, sizeof *rt->am_lost_in);
+    if (rt->am_lost_req == NULL || rt->am_lost_in == NULL)
+        return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory"));
 
     rt->am_max_packet = FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + rt->cfg.am_max_medium;
     fh_conduit_config_t ccfg = {
@@ -463,6 +471,8 @@ int fh_finalize(void)
     pthread_setspecific(rt->tls_key, NULL);
     pthread_key_delete(rt->tls_key);
     free(rt->paths);
+    free(rt->am_lost_req);
+    free(rt->am_lost_in);
     free(rt);
     return FH_OK;
 }

@@ -83,6 +83,7 @@ enum fh_node_bar_state {
 };
 typedef struct fh_bar_run {
     uint64_t epoch;
+    uint64_t lost;                /* rt->am_lost_seq when it began */
     uint64_t lo, hi, or;          /* the signature range and bits known so far */
     enum fh_node_bar_state node;  /* the shared-memory stage's state */
     bool lead;                    /* this rank leads its group (network stage) */
@@ -202,6 +203,16 @@ typedef struct fh_rt {
     /* What arrived per round and epoch parity: the signature range and the
      * OR of the ranks' bits (fh_barrier_or). */
     _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][3];
+    /* Lost connections (am.c up_on_lost, fh_am_lost): am_lost_seq counts
+     * every loss of a link that carries AMs between us and a rank;
+     * am_lost_req[r] is the count just after the last loss of a link
+     * carrying our requests to r's service path (and their replies),
+     * am_lost_in[r] of one carrying r's thread paths' requests to ours (0:
+     * none).  A wait for an AM from r that read the count before it began
+     * fails once r's mark exceeds that (coll.c: am_lost_req; clients:
+     * both).  Both [nranks], from before the conduit opens. */
+    _Atomic uint64_t am_lost_seq;
+    _Atomic uint64_t *am_lost_req, *am_lost_in;
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     /* Thread-exit hooks against fh_finalize (thread.c's exit gate guards

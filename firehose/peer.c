@@ -247,3 +247,23 @@ void fh_peer_check(fh_rt_t *rt)
         }
     }
 }
+
+/* fh_am_lost (firehose.h): the marks am.c's up_on_lost leaves.  Atomic
+ * loads only: thread- and handler-safe, never waits. */
+int fh_am_lost(int rank, uint64_t *mark)
+{
+    fh_rt_t *rt = fh_rt;
+    if (rt == NULL || fh_rank() < 0)
+        return fh_set_error(FH_ERR_NOT_INIT, "fh_am_lost: firehose is not initialized");
+    if (mark == NULL || rank < -1 || rank >= rt->nranks)
+        return fh_set_error(FH_ERR_INVALID, "fh_am_lost: rank %d out of [-1, %d) or NULL "
+                            "mark", rank, rt->nranks);
+    if (rank < 0) {
+        *mark = atomic_load(&rt->am_lost_seq);
+    } else {
+        uint64_t req = atomic_load(&rt->am_lost_req[rank]);
+        uint64_t in = atomic_load(&rt->am_lost_in[rank]);
+        *mark = req > in ? req : in;
+    }
+    return FH_OK;
+}

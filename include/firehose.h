@@ -433,6 +433,32 @@ int fh_am_reply_long(fh_token_t token, unsigned handler, const void *src,
                      size_t nbytes, void *dst, const uint64_t *args,
                      unsigned nargs);
 
+/* Lost messages (docs/reliability.md, "A request whose connection is
+ * lost fails").  Over a conduit that connects pairs of ranks (ofi message
+ * endpoints: tcp, verbs), a connection that breaks takes the messages in
+ * flight on it along, and nothing is sent again: a request may or may not
+ * have run at its target, its reply may never come.  *mark receives a
+ * number that grows each time a connection carrying active messages
+ * between this rank and `rank` was lost -- this rank's requests to it and
+ * their replies, its requests to this rank and their replies -- and 0 while
+ * none was; rank -1: the same over every rank.  Marks of all ranks come
+ * from one sequence: a rank's mark is larger than a mark read before (its
+ * own or -1's) iff one of its connections was lost since.
+ * How a client waits for an AM without waiting for ever: read the mark of
+ * the rank it waits for before it sends its request (or starts waiting for
+ * the rank's message), and after each fh_poll of its wait loop compare:
+ * a larger mark means what it waits for may never come; stop waiting and
+ * report the rank as lost (FH_ERR_PEER_DEAD).  A lost connection of a
+ * thread path is made again (later messages travel), the service paths'
+ * one is not (later sends to the rank fail with FH_ERR_PEER_DEAD).  Where
+ * no connection can be lost the mark stays 0: rdm endpoints (the shm
+ * provider), the ibv conduit, the node route; a peer that dies there is
+ * reported by the launcher, which ends the job.
+ * Blocking: no (never polls).  Thread-safe: yes.  Handler-safe: yes.
+ * Errors: FH_ERR_NOT_INIT; FH_ERR_INVALID (rank out of [-1, fh_nranks()),
+ * NULL mark). */
+int fh_am_lost(int rank, uint64_t *mark);
+
 /* ------------------------------------------------------------------- RMA */
 
 /* Sizes: 1 byte up to FH_MAX_XFER (64 GiB; larger is FH_ERR_TOO_BIG; size 0

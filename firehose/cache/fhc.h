@@ -354,6 +354,12 @@ void fhc_stats(const fhc_t *c, fhc_stats_t *s);
  * message that comes from peer later is handled as from any peer.
  * Idempotent; no-op for ourselves or a rank out of range. */
 void fhc_peer_dead(fhc_t *c, uint32_t peer);
+/* Initiator side: our link to peer was lost, so the replies to the moves we
+ * sent it will never come: each is answered here as if peer had refused it
+ * with status (< 0): its owner's ready(op, status), its other waiters step
+ * again (a move they then send fails when sent, or a firehose they find
+ * serves them).  Returns the number of moves failed. */
+unsigned fhc_peer_lost(fhc_t *c, uint32_t peer, int status);
 
 /* Consistency check.  Returns 0, or -1 with a sentence in why.
  * fhc_check_invariants: everything (O(size of the tables)).

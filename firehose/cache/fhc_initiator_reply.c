@@ -6,6 +6,7 @@
  */
 #include "fhc_initiator.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 
@@ -148,6 +149,8 @@ static int grant_ok(const fhc_t *c, const fhc_move_t *m,
     return 1;
 }
 
+static void on_rep(fhc_t *c, uint32_t peer, const fhc_rep_t *r);
+
 void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len)
 {
     fhc_rep_t rep;
@@ -156,6 +159,37 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
         fhc_logf(c, "fhc: malformed reply from rank %u dropped: %s", peer, why);
         return;
     }
+    on_rep(c, peer, &rep);
+}
+
+unsigned fhc_peer_lost(fhc_t *c, uint32_t peer, int status)
+{
+    assert(status < 0 && status != FHC_ERR_AGAIN);
+    fhc_peer_t *P = peer < c->p.nranks ? c->peer[peer] : NULL;
+    if (P == NULL || P->npending == 0)
+        return 0;
+    /* The moves in flight now, first: their waiters step again, and a move
+     * that sends (to the lost peer: it fails when sent) is not one of them. */
+    uint64_t *tok = malloc(P->npending * sizeof *tok);
+    unsigned n = 0;
+    if (tok == NULL)
+        return 0;
+    for (size_t i = 0; i < c->moves.cap && n < P->npending; i++) {
+        const fhc_move_t *m = c->moves.slot[i].val;
+        if (m != NULL && m->peer == peer)
+            tok[n++] = m->token;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        fhc_rep_t rep = {.token = tok[i], .status = status, .nreg = 0};
+        on_rep(c, peer, &rep);
+    }
+    free(tok);
+    return n;
+}
+
+static void on_rep(fhc_t *c, uint32_t peer, const fhc_rep_t *r)
+{
+    fhc_rep_t rep = *r;
     fhc_move_t *m = fhc_map_get(&c->moves, peer, rep.token);
     fhc_peer_t *P = c->peer[peer];
     if (!m || !P) {

@@ -16,7 +16,10 @@
  * "Completion"), never by a call that waits for them.  The operation completes
  * when every chunk was answered: for a put, the data is then in the
  * target's memory.  A refusal is logged at the target; the error reaches
- * the requester in the reply.
+ * the requester in the reply.  When the link of the path to the target's
+ * service path is lost, the operation fails at once with FH_ERR_PEER_DEAD
+ * (fh_strat_link_lost): its unanswered chunks may or may not have been
+ * copied, its unsent ones are never sent.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +170,10 @@ bool strat_bounce_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
 {
     size_t C = s->chunk, sent = x->sent;
     int rc = FH_OK;
+    /* While chunks are unsent, pending counts them: 0 means the link was
+     * lost (fh_strat_link_lost failed the operation): send no more. */
+    if (x->sent < x->nchunks && atomic_load_explicit(&x->w.pending, memory_order_acquire) == 0)
+        x->sent = sent = x->nchunks;
     while (x->sent < x->nchunks) {
         size_t off = x->sent * C;
         size_t len = x->n - off < C ? x->n - off : C;
@@ -183,9 +190,11 @@ bool strat_bounce_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
         pthread_mutex_lock(&s->lock);
         s->peer[x->rank].requests += x->sent - sent;
         if (rc != FH_OK && rc != FH_ERR_AGAIN) {
-            /* Never sent: no reply will count them down. */
-            atomic_fetch_sub_explicit(&x->w.pending, (uint32_t)(x->nchunks - x->sent),
-                                      memory_order_relaxed);
+            /* Never sent: no reply will count them down (unless the link's
+             * loss failed the whole operation meanwhile: pending is 0). */
+            if (atomic_load_explicit(&x->w.pending, memory_order_relaxed) != 0)
+                atomic_fetch_sub_explicit(&x->w.pending, (uint32_t)(x->nchunks - x->sent),
+                                          memory_order_relaxed);
             x->status = rc;
             x->sent = x->nchunks;
         }

@@ -819,6 +819,28 @@ static void fhs_poll_end(fh_path_base_t *p)
         fh_reg_drain_locked(p);
 }
 
+/* reg.h link_lost: moves travel on the service path, to the peer's; when
+ * that link is lost their replies never come: each move in flight fails as
+ * if refused (fhc_peer_lost), its transfers with FH_ERR_PEER_DEAD.  The
+ * link is not made again: later moves fail when sent (fh_reg_flush). */
+static void fhs_link_lost(fh_path_base_t *p, int rank)
+{
+    struct fh_reg *g = fh_reg_core->reg;
+    if (g == NULL || p != fh_reg_core->svc_path)
+        return;
+    unsigned n = 0;
+    pthread_mutex_lock(&g->lock);
+    if (g->c != NULL) {
+        n = fhc_peer_lost(g->c, (uint32_t)rank, FH_ERR_PEER_DEAD);
+        reg_hit_budget(g, (uint32_t)rank);
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (n != 0)
+        fh_log_error("firehose cache: the link to rank %d was lost with %u move%s waiting "
+                     "for a reply: %s transfers fail", rank, n, n == 1 ? "" : "s",
+                     n == 1 ? "its" : "their");
+}
+
 const fh_reg_ops_t fh_reg_firehose = {
     .name = "firehose",
     .caps = FH_REG_CAP_ANY_ADDRESS | FH_REG_CAP_SEG_REVOKE,
@@ -838,6 +860,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .path_fini = fh_reg_path_fini,
     .poll_end = fhs_poll_end,
     .path_busy = fhs_path_busy,
+    .link_lost = fhs_link_lost,
     .peer_lost = fh_reg_peer_lost,
     .thread_exit = fh_reg_thread_exit,
     .stats = fh_reg_stats,

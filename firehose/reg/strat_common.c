@@ -100,6 +100,7 @@ int fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_
         *x = (strat_xop_t){.uctr = ctr, .is_put = is_put, .rank = rank, .local = local,
                            .lmr = lmr, .own_lmr = own_lmr, .remote = remote, .n = n,
                            .status = FH_OK};
+        x->w.path = t->path;     /* bounce: its chunks leave on it (link_lost) */
         rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
     } else {
         fh_set_error(rc, "%s to rank %d: out of memory", is_put ? "put" : "get", rank);
@@ -185,14 +186,17 @@ void fh_strat_path_fini(fh_path_base_t *p)
 void fh_strat_link_lost(fh_path_base_t *p, int rank)
 {
     struct fh_strat *s = fh_reg_core->strat;
-    if (s == NULL || s->kind == FH_REG_BOUNCE || p != fh_reg_core->svc_path)
+    const bool bounce = s != NULL && s->kind == FH_REG_BOUNCE;
+    if (s == NULL || (!bounce && p != fh_reg_core->svc_path))
         return;
     unsigned n = 0;
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->waits.cap; i++) {
         strat_wait_t *w = s->waits.slot[i].val;
         if (w == NULL || s->waits.slot[i].k1 != (uint64_t)rank
-            || atomic_load_explicit(&w->pending, memory_order_relaxed) != 1)
+            || atomic_load_explicit(&w->pending, memory_order_relaxed) == 0
+            || (bounce ? w->path != p
+                       : atomic_load_explicit(&w->pending, memory_order_relaxed) != 1))
             continue;
         w->status = FH_ERR_PEER_DEAD;
         atomic_store_explicit(&w->pending, 0, memory_order_release);
@@ -200,8 +204,12 @@ void fh_strat_link_lost(fh_path_base_t *p, int rank)
     }
     pthread_mutex_unlock(&s->lock);
     if (n != 0)
-        fh_log_error("rendezvous: the link to rank %d was lost with %u key request%s "
-                     "waiting for a reply: their transfers fail", rank, n, n == 1 ? "" : "s");
+        fh_log_error("%s: the link to rank %d was lost with %u %s waiting for a reply: "
+                     "failed (%s)", bounce ? "bounce" : "rendezvous", rank, n,
+                     bounce ? (n == 1 ? "transfer" : "transfers")
+                            : (n == 1 ? "key request" : "key requests"),
+                     bounce ? "the chunks sent may or may not have been copied"
+                            : "their transfers fail");
 }
 
 /* Deregisters every registration we made for peers inside [base,

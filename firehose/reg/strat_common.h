@@ -118,6 +118,9 @@ typedef struct strat_wait {
     /* bounce get: where the data goes */
     char *local;
     size_t n;
+    /* bounce: the path its requests leave on (their replies come back to
+     * it); NULL for rendezvous key requests (the service path's) */
+    const fh_path_base_t *path;
 } strat_wait_t;
 
 typedef struct strat_list {
@@ -227,9 +230,10 @@ void fh_strat_progress(fh_thread_t *t);
 /* Frees the operation records left on p (teardown). */
 void fh_strat_path_fini(fh_path_base_t *p);
 /* reg.h link_lost: rendezvous key requests (sent on the service path, one
- * reply each) to rank fail with FH_ERR_PEER_DEAD; their late replies find
- * no waiting request and are dropped.  Bounce requests are not failed
- * (docs/reliability.md, "Open"). */
+ * reply each) to rank fail with FH_ERR_PEER_DEAD, and so do bounce
+ * operations to rank whose chunks leave on p: pending drops to 0 at once
+ * (strat_bounce_step then sends no more chunks); late replies find no
+ * waiting request and are dropped. */
 void fh_strat_link_lost(fh_path_base_t *p, int rank);
 /* Our segment piece [base, base+size) is being destroyed (after the
  * destroy barrier, unpublished, no handler still using it): deregisters

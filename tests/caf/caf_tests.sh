@@ -32,6 +32,8 @@
 #                 line and exit with status n (a STOP code);
 #   a program whose source says "MIN-IMAGES: <n>" is not run on fewer
 #                 images ("skip <name> np=<N>").
+# A program whose source says "ONLY-ENV: VAR=value ..." runs with those
+# variables only (e.g. FH_SHM=off FH_OFI_PROVIDER=tcp: connections exist).
 # A program whose source says "ALSO-ENV: VAR=value ..." runs twice per
 # image count: as is, and with those variables (e.g. FH_SHM=off, so that
 # the collectives' message path is tested as well as the node path).
@@ -123,13 +125,16 @@ for name in "${tests[@]}"; do
     # "ALSO-ENV: VAR=value" in a source: each run is repeated with it.
     also=$(sed -n 's/.*ALSO-ENV: *//p' "$src" | head -n 1 |
            grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' | sed 's/ $//')
+    # "ONLY-ENV: VAR=value": every run has it (none runs as is).
+    only=$(sed -n 's/.*ONLY-ENV: *//p' "$src" | head -n 1 |
+           grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' | sed 's/ $//')
     runs=()
     for np in "${nps[@]}"; do
         if [ "$np" -lt "${min_images:-1}" ]; then
             echo "skip $name np=$np (needs ${min_images} images)"
             continue
         fi
-        runs+=("$np")
+        runs+=("$np${only:+ $only}")
         if [ -n "$also" ]; then runs+=("$np $also"); fi
     done
     for run in "${runs[@]}"; do

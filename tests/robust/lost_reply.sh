@@ -1,25 +1,55 @@
 #!/bin/sh
-# lost_reply.sh -- issue 29 class 3, reconnection: an AM request whose
+# lost_reply.sh -- issue 29 class 3, reconnection: a request whose
 # connection is lost before its reply fails with FH_ERR_PEER_DEAD naming
-# the peer (blocking and NB atomics), the pair is connected again and the
-# job finishes (lost_reply_test.c).  2 ranks over tcp, FH_SHM=off (the
-# network route), the default FH_PATHS (the worker thread has a thread
-# path of its own, whose connection the test shuts down).  On main the
-# atomic waited for ever: fhrun --timeout ended the run.
+# the peer, the pair is connected again and the job finishes
+# (lost_reply_test.c): blocking and NB atomics, bounce transfers
+# (FH_REG_STRATEGY=bounce), a client's request waited for with fh_am_lost.
+# Over the service paths' connection, which is not made again (the ranks
+# then exit without fh_finalize, so fhrun's status is not ours and the
+# output is checked): a rendezvous key request, a firehose move, and
+# fh_barrier's round.  2 ranks over tcp, FH_SHM=off (the network route),
+# FH_PATHS=lazy (the worker thread has a thread path of its own, whose
+# connection the test shuts down).  On main each waited for ever: fhrun
+# --timeout ended the run.
 . "$(dirname "$0")/errors_lib.sh"
 bin=$(prog lost_reply_test) || { echo "SKIP: lost_reply_test not built"; exit 77; }
 [ -x "$FHRUN" ] || { echo "SKIP: fhrun not built"; exit 77; }
-FH_PATHS=lazy FH_OFI_PROVIDER=tcp FH_SHM=off timeout 60 "$FHRUN" -n 2 --timeout 40 "$bin" >"$out" 2>&1
-rc=$?
-expect "a request whose reply was lost fails naming the peer (status $rc)" \
-    $([ $rc -eq 0 ] && grep -q '^lost_reply_test: PASS' "$out" &&
-      [ "$(grep -c 'returned FH_ERR_PEER_DEAD' "$out")" -eq 2 ]; echo $?)
-# rendezvous: the key request travels on the service paths' connection,
-# which is not made again (docs/reliability.md "Open"): the ranks exit
-# without fh_finalize after the check, and fhrun's status is not ours.
-FH_REG_STRATEGY=rendezvous FH_PATHS=lazy FH_OFI_PROVIDER=tcp FH_SHM=off timeout 60 \
-    "$FHRUN" -n 2 --timeout 40 "$bin" rdv >"$out" 2>&1
+export FH_PATHS=lazy FH_OFI_PROVIDER=tcp FH_SHM=off
+# run CASE [VAR=value ...]: the test's case (atomic: no argument) under
+# fhrun, into $out; its status in $rc
+run() {
+    c=$1
+    shift
+    [ "$c" = atomic ] && c=
+    env "$@" timeout 60 "$FHRUN" -n 2 --timeout 30 "$bin" $c >"$out" 2>&1
+    rc=$?
+}
+# reconnected: the case passed and finished (fh_barrier, fh_finalize), its
+# two lost requests each FH_ERR_PEER_DEAD
+reconnected() {
+    [ $rc -eq 0 ] && grep -q "^lost_reply_test$1: PASS" "$out" &&
+        [ "$(grep -c 'returned FH_ERR_PEER_DEAD' "$out")" -eq 2 ]
+}
+run atomic
+expect "atomics whose reply was lost fail naming the peer (status $rc)" \
+    $(reconnected ""; echo $?)
+run bounce FH_REG_STRATEGY=bounce
+expect "bounce puts whose chunks' replies were lost fail naming the peer (status $rc)" \
+    $(reconnected " bounce"; echo $?)
+run client
+expect "a client's wait for a lost reply ends, fh_am_lost naming the peer (status $rc)" \
+    $(reconnected " client"; echo $?)
+run rdv FH_REG_STRATEGY=rendezvous
 expect "a rendezvous put whose key reply was lost fails naming the peer" \
     $(grep -q '^lost_reply_test rdv: PASS' "$out" &&
       grep -q 'rdv: the put .* returned FH_ERR_PEER_DEAD: .*rank 1' "$out"; echo $?)
+run move
+expect "a put whose firehose move was lost fails naming the peer" \
+    $(grep -q '^lost_reply_test move: PASS' "$out" &&
+      grep -q 'move: the put .* returned FH_ERR_PEER_DEAD: .*rank 1' "$out"; echo $?)
+run barrier
+expect "a barrier whose peer's connection was lost fails naming it; the peer's returns" \
+    $(grep -q '^lost_reply_test barrier: PASS' "$out" &&
+      grep -q 'barrier: the barrier .* returned FH_ERR_PEER_DEAD: .*rank 0' "$out" &&
+      grep -q "rank 0's barrier after the loss returned" "$out"; echo $?)
 finish

@@ -335,6 +335,35 @@ START_TEST(two_ops_on_one_missing_bucket_share_one_move)
 }
 END_TEST
 
+/* The link to the target was lost (fhc_peer_lost): the move's owner fails
+ * with the status, the op that shared the move steps again and sends a
+ * move of its own; a second loss fails that one too.  The invariants hold
+ * throughout, and a late message of the lost link changes nothing. */
+START_TEST(a_lost_link_fails_the_moves_in_flight)
+{
+    enum { LOST = -14 };
+    setup_n(2, 4 * RMAX, 2 * RMAX);
+    top_t a, b;
+    char why[256];
+    ck_assert_int_eq(acquire(0, &a, 1, SEG + 10, 10, NULL), FHC_PENDING);
+    ck_assert_int_eq(acquire(0, &b, 1, SEG + 100, 10, NULL), FHC_PENDING);
+    ck_assert_uint_eq(nq, 1);                  /* one move, shared */
+    ck_assert_uint_eq(fhc_peer_lost(ranks[0].c, 1, LOST), 1);
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(a.status, LOST);
+    ck_assert_int_eq(b.calls, 0);              /* stepped again: a new move */
+    ck_assert_uint_eq(nq, 2);
+    ck_assert_msg(fhc_check_peer(ranks[0].c, 1, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(fhc_peer_lost(ranks[0].c, 1, LOST), 1);
+    ck_assert_int_eq(b.calls, 1);
+    ck_assert_int_eq(b.status, LOST);
+    ck_assert_uint_eq(fhc_peer_lost(ranks[0].c, 1, LOST), 0);   /* nothing left */
+    ck_assert_msg(fhc_check_peer(ranks[0].c, 1, why, sizeof why) == 0, "%s", why);
+    nq = 0;                                    /* the lost link's messages */
+    teardown_n(2);
+}
+END_TEST
+
 START_TEST(small_put_rides_in_the_move)
 {
     setup_n(2, 4 * RMAX, 2 * RMAX);
@@ -537,6 +566,7 @@ int main(void)
     tcase_add_test(tc, target_enforces_F_and_initiator_stays_within_it);
     tcase_add_test(tc, a_merge_the_target_refused_is_not_asked_again);
     tcase_add_test(tc, two_ops_on_one_missing_bucket_share_one_move);
+    tcase_add_test(tc, a_lost_link_fails_the_moves_in_flight);
     tcase_add_test(tc, small_put_rides_in_the_move);
     tcase_add_test(tc, requests_outside_the_segment_are_refused);
     tcase_add_test(tc, malformed_requests_change_nothing);
