@@ -140,8 +140,10 @@ typedef struct fh_path {
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */
 
-    /* Transfers waiting for transmit resources (rma.c, p->lock). */
+    /* Transfers waiting for transmit resources (rma_post.c, p->lock). */
     struct fh_rma_pend *rma_pend, **rma_pend_tail;
+    /* Bulk waiting for the path's bulk budget (rma_post.c, p->lock). */
+    struct fh_rma_pend *rma_held, **rma_held_tail;
     /* NB atomic requests waiting for a credit (atomic.c): a lock-free
      * stack, pushed by the path's threads, taken whole by whoever moves
      * them on. */
