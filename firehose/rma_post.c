@@ -170,7 +170,10 @@ static bool drain_held(fh_path_t *p)
     return true;
 }
 
-void fh_rma_drain_locked(fh_path_t *p)
+/* Posts the transfers queued on p, in order: the held bulk while the
+ * budget lasts, then those that waited for transmit resources until the
+ * conduit has none again (p->lock held; the path's poll, rma_poll_after). */
+static void drain_locked(fh_path_t *p)
 {
     if (!drain_held(p))
         return;
@@ -195,7 +198,7 @@ static int rma_poll_after(fh_path_t *p, int found)
 {
     (void)found;
     if (p->rma_pend != NULL || p->rma_held != NULL)
-        fh_rma_drain_locked(p);
+        drain_locked(p);
     return 0;
 }
 

@@ -15,7 +15,7 @@
 #   neighbour  a thread's blocking 8 B put, on the path where another
 #           thread streams 64 MiB of NBI puts (FH_SHM=off, FH_MAX_THREADS=1),
 #           lands before three quarters of that stream (bounded bulk
-#           ahead of it).  Only with FH_TEST_LONG=1: where B lands also
+#           ahead of it), under firehose and pin-everything (rma_post.c).  Only with FH_TEST_LONG=1: where B lands also
 #           depends on when the scheduler runs B (a loaded CI machine saw
 #           64 of 64 once with the bound in place), so it is not a
 #           make-check verdict; bench/fhneighbour measures the same.
@@ -59,9 +59,11 @@ done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
 if [ -n "${FH_TEST_LONG:-}" ]; then
-    FH_SHM=off FH_MAX_THREADS=1 run \
-        "neighbour: a small put on a path another thread streams 64 MiB on lands before most of the stream" \
-        2 --case neighbour
+    for s in firehose pin-everything; do
+        FH_SHM=off FH_MAX_THREADS=1 FH_REG_STRATEGY=$s run \
+            "neighbour: $s, a small put on a path another thread streams 64 MiB on lands before most of the stream" \
+            2 --case neighbour
+    done
 fi
 if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
     rm -f "$tmpd/flag"
