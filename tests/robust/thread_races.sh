@@ -22,6 +22,7 @@
 #   txwait  a request waiting for transmit room (shm provider, a receiver
 #           that does not poll) does not keep its path's lock from the
 #           other threads of the path
+long=${FH_TEST_LONG:-}           # errors_lib.sh unsets every FH_*
 . "$(dirname "$0")/errors_lib.sh"
 bin=$(prog thread_races_test) || { echo "SKIP: thread_races_test not built"; exit 77; }
 [ -x "$FHRUN" ] || { echo "SKIP: fhrun not built"; exit 77; }
@@ -58,7 +59,7 @@ for s in firehose rendezvous bounce; do
 done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
-if [ -n "${FH_TEST_LONG:-}" ]; then
+if [ -n "$long" ]; then
     for s in firehose pin-everything; do
         FH_SHM=off FH_MAX_THREADS=1 FH_REG_STRATEGY=$s run \
             "neighbour: $s, a small put on a path another thread streams 64 MiB on lands before most of the stream" \
