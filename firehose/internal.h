@@ -141,8 +141,10 @@ typedef struct fh_path {
                                  an exited one in flight: fh_progress polls
                                  it until idle (path.c) */
 
-    /* Transfers waiting for transmit resources (rma.c, p->lock). */
+    /* Transfers waiting for transmit resources (rma_post.c, p->lock). */
     struct fh_rma_pend *rma_pend, **rma_pend_tail;
+    /* Bulk waiting for the path's bulk budget (rma_post.c, p->lock). */
+    struct fh_rma_pend *rma_held, **rma_held_tail;
     /* NB atomic requests waiting for a credit (atomic.c): a lock-free
      * stack, pushed by the path's threads, taken whole by whoever moves
      * them on. */
@@ -651,9 +653,6 @@ int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
 /* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0;
  * no poll when it already is): fh_quiet, and the thread-exit hook. */
 int  fh_wait_quiet(fh_tls_t *t);
-/* Posts the transfers queued on p for lack of transmit resources, in order,
- * until the conduit has none again (p->lock held; from fh_path_poll_locked). */
-void fh_rma_drain_locked(fh_path_t *p);
 
 /* ---- seg_holes.c: what a piece's owner protected or unmapped */
 struct fh_seg_hole {

@@ -9,13 +9,11 @@
  *   1. choose the completion counter: a stack counter (blocking), a handle
  *      slot (NB) or the path's NBI counter;
  *   2. fh_xfer(): the active registration strategy's transfer (reg/reg.h),
- *      which reaches the network through fh_post(): split into
- *      FH_XFER_CHUNK / conduit max_msg pieces and post each on the calling
- *      thread's path, counting into the counter.
- *      What the conduit cannot take now (FH_ERR_AGAIN: a full transmit
- *      queue, or a first contact the peer has not accepted yet) is queued
- *      on the path and posted by its next poll, so no form waits for the
- *      target here; the blocking forms wait on the counter afterwards.
+ *      which reaches the network through fh_post() (rma_post.c: pieces on
+ *      the calling thread's path, what the conduit cannot take now queued
+ *      there and posted by its next poll, bulk bounded on a shared path),
+ *      so no form waits for the target here; the blocking forms wait on
+ *      the counter afterwards.
  * The self and node routes (route.c) copy and are complete at once.
  */
 #include <assert.h>
@@ -23,14 +21,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-static size_t chunk_limit(const fh_rt_t *rt)
-{
-    size_t c = rt->cfg.xfer_chunk;
-    if (rt->limits.max_msg && rt->limits.max_msg < c)
-        c = rt->limits.max_msg;
-    return c;
-}
 
 int fh_rma_local_mr(const char *fn, bool is_put, const void *local, size_t n,
                     struct fh_mr **lmr, bool *temp)
@@ -82,134 +72,6 @@ int fh_xfer(fh_tls_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
     }
     return fh_rt->reg_ops->xfer(&t->base, is_put, rank, local, lmr, remote, n, rkey, ctr,
                                  own_lmr);
-}
-
-/* The rest of a transfer the conduit had no transmit resources for
- * (FH_ERR_AGAIN; on libfabric tcp and shm also the first operation to a
- * peer, whose connection needs that peer to progress).  Queued on its path
- * in order and posted by whoever polls the path next (fh_rma_drain_locked),
- * so no call waits for it.  Counted once in ctr and p->inflight until the
- * last byte is posted, so fh_wait/fh_wait_nbi/fh_quiet wait for it. */
-typedef struct fh_rma_pend {
-    struct fh_rma_pend *next;
-    bool is_put;
-    int rank;
-    char *local;
-    struct fh_mr *lmr;
-    uint64_t remote;
-    size_t off, n;             /* [off, n) not posted yet */
-    fh_rkey_t rkey;
-    fh_ctr_t *ctr;
-} fh_rma_pend_t;
-
-/* Posts bytes [*off, n) of a transfer on p (lock held), advancing *off.
- * Returns FH_OK (all posted), FH_ERR_AGAIN (out of transmit resources) or
- * the conduit's error. */
-static int post_from(fh_path_t *p, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                     uint64_t remote, size_t n, size_t *off, const fh_rkey_t *rkey,
-                     fh_ctr_t *ctr)
-{
-    const fh_rt_t *rt = p->rt;
-    size_t chunk = chunk_limit(rt);
-    while (*off < n) {
-        size_t len = n - *off < chunk ? n - *off : chunk;
-        unsigned flags = (*off + len < n) ? FH_POST_MORE : 0;
-        char *l = local + *off;
-        int rc = is_put
-                     ? rt->cops->put(p->cp, rank, 0, l, len, lmr, remote + *off, rkey,
-                                     &ctr->compl, flags)
-                     : rt->cops->get(p->cp, rank, 0, l, len, lmr, remote + *off, rkey,
-                                     &ctr->compl, flags);
-        if (rc != FH_OK)
-            return rc;
-        fh_ctr_add(ctr);
-        p->inflight++;
-        *off += len;
-    }
-    return FH_OK;
-}
-
-void fh_rma_drain_locked(fh_path_t *p)
-{
-    fh_rma_pend_t *q;
-    while ((q = p->rma_pend) != NULL) {
-        int rc = post_from(p, q->is_put, q->rank, q->local, q->lmr, q->remote, q->n, &q->off,
-                           &q->rkey, q->ctr);
-        if (rc == FH_ERR_AGAIN)
-            return;                 /* the next poll goes on, in order */
-        if (rc != FH_OK)
-            fh_log_verbose(1, "queued %s to rank %d failed at post: %s",
-                           q->is_put ? "put" : "get", q->rank, fh_strerror(rc));
-        p->rma_pend = q->next;
-        fh_ctr_complete(q->ctr, rc);
-        assert(p->inflight > 0);
-        p->inflight--;
-        free(q);
-    }
-}
-
-static int rma_poll_after(fh_path_t *p, int found)
-{
-    (void)found;
-    if (p->rma_pend != NULL)
-        fh_rma_drain_locked(p);
-    return 0;
-}
-
-/* Frees what is still queued on p (teardown). */
-static void rma_path_fini(fh_path_t *p)
-{
-    while (p->rma_pend != NULL) {
-        fh_rma_pend_t *q = p->rma_pend;
-        p->rma_pend = q->next;
-        free(q);
-    }
-}
-
-const fh_poller_t fh_rma_poller = {"rma", FH_POLL_AFTER, rma_poll_after, rma_path_fini};
-
-/* Queues [off, n) behind p's other queued transfers (p->lock held).
- * Returns false when out of memory. */
-static bool queue_rest(fh_path_t *p, bool is_put, int rank, char *local, struct fh_mr *lmr,
-                       uint64_t remote, size_t off, size_t n, const fh_rkey_t *rkey,
-                       fh_ctr_t *ctr)
-{
-    fh_rma_pend_t *q = malloc(sizeof *q);
-    if (q == NULL)
-        return false;
-    *q = (fh_rma_pend_t){.is_put = is_put, .rank = rank, .local = local, .lmr = lmr,
-                         .remote = remote, .off = off, .n = n, .rkey = *rkey, .ctr = ctr};
-    if (p->rma_pend == NULL)
-        p->rma_pend_tail = &p->rma_pend;
-    *p->rma_pend_tail = q;
-    p->rma_pend_tail = &q->next;
-    fh_ctr_add(ctr);
-    p->inflight++;
-    return true;
-}
-
-int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
-            uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr, bool count)
-{
-    fh_path_t *p = t->path;
-    int rc = FH_ERR_AGAIN;
-    size_t off = 0;
-    pthread_mutex_lock(&p->lock);
-    /* Behind transfers already queued: they wait for the same transmit
-     * resources. */
-    if (p->rma_pend == NULL)
-        rc = post_from(p, is_put, rank, local, lmr, remote, n, &off, rkey, ctr);
-    if (rc == FH_ERR_AGAIN)
-        rc = queue_rest(p, is_put, rank, local, lmr, remote, off, n, rkey, ctr)
-                 ? FH_OK : FH_ERR_NO_MEMORY;
-    if (rc == FH_OK && count)
-        fh_stat_rma(&p->base, rank, is_put, n);
-    pthread_mutex_unlock(&p->lock);
-    if (rc != FH_OK)
-        return fh_set_error(rc, "%s %s rank %d at 0x%llx (+%zu) failed: %s",
-                            is_put ? "put" : "get", is_put ? "to" : "from", rank,
-                            (unsigned long long)remote, n, fh_strerror(rc));
-    return FH_OK;
 }
 
 static inline __attribute__((always_inline)) int

@@ -88,6 +88,8 @@ void fh_tls_release(void *arg)
         /* Replies to us may still come, and the threads still bound to
          * the path (if any) may never poll again: polled by all until idle. */
         --t->path->nbound;
+        atomic_store_explicit(&t->path->bulk_shared, t->path->nbound > 1,
+                              memory_order_relaxed);
         if (t->path->index != 0)
             fh_path_orphan(t->path);
         pthread_mutex_unlock(&rt->bind_lock);
@@ -196,6 +198,7 @@ fh_tls_t *fh_tls(void)
     tls_self = t;
     t->path = choose_path(rt);
     t->path->nbound++;
+    atomic_store_explicit(&t->path->bulk_shared, t->path->nbound > 1, memory_order_relaxed);
     if (t->path->index != 0)
         fh_path_adopt(t->path);      /* polled by its owner from now on */
     t->bound = 1;

@@ -173,6 +173,13 @@ static bool is_bulk(const reg_xop_t *x)
     return x->status == FHC_HIT && !x->noxfer && x->op.len >= FH_BULK_MIN;
 }
 
+/* The path's bulk budget applies (FH_BULK_* in reg/services.h): the
+ * service path, or a thread path another thread is bound to as well. */
+static bool bulk_bounded(const fh_path_base_t *p)
+{
+    return p->index == 0 || atomic_load_explicit(&p->bulk_shared, memory_order_relaxed);
+}
+
 /* Posts the pieces of x not posted yet.  p->lock held.  Returns FH_OK (all
  * posted, or a hard error recorded in x->pc.status), FH_ERR_AGAIN (out of
  * transmit resources) or POST_HELD (bulk budget spent: nothing of x
@@ -188,7 +195,8 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
         lim = FH_BULK_PIECE;
     if (bulk && x->bulk == 0) {
         assert(x->nposted == 0 && x->poff == 0);
-        if (p->bulk_bytes != 0 && p->bulk_bytes + x->op.len > FH_BULK_BYTES)
+        if (bulk_bounded(p) && p->bulk_bytes != 0 &&
+            p->bulk_bytes + x->op.len > FH_BULK_BYTES)
             return POST_HELD;
         x->bulk = x->op.len;
         p->bulk_bytes += x->bulk;

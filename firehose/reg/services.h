@@ -144,6 +144,8 @@ typedef struct fh_core {
     struct fh_cpath *cp;                                                     \
     uint64_t inflight;        /* RMA ops posted here and not completed */    \
     size_t bulk_bytes;        /* bytes of bulk chunks in flight (FH_BULK_*) */ \
+    _Atomic int bulk_shared;  /* more than one thread bound here (thread.c, */ \
+                              /* under its bind lock; read relaxed) */       \
     fh_peer_stats_t *stats;   /* [nranks], under the path lock (node-path puts/gets: atomic adds) */ \
     /* FH_REG_STRATEGY=firehose (firehose_xfer.c): chunks whose firehoses    \
      * became ready, pushed by any thread under the cache lock (lock-free    \
@@ -162,16 +164,23 @@ typedef struct fh_core {
 /* The bound on a small operation's wait behind bulk transfers of another
  * thread of its path (docs/reliability.md, "Threads").  A chunk of an RMA
  * of at least FH_BULK_MIN bytes is bulk: it is posted in pieces of at most
- * FH_BULK_PIECE bytes, and at most FH_BULK_AHEAD * FH_BULK_PIECE bytes of
- * bulk chunks are in flight on a path (p->bulk_bytes: a chunk holds its
- * length of it from its first post until its last piece completed; a
- * chunk larger than the whole budget goes out alone); the rest waits on
- * the path's held list, in order, and is posted by the path's polls as
- * earlier chunks complete, while smaller operations pass it.  So a small
- * operation finds at most FH_BULK_AHEAD * FH_BULK_PIECE bytes of bulk
- * queued ahead of it in the conduit, whatever the size of the neighbour's
- * transfers -- and a stream of 64 KiB chunks is not held to FH_BULK_AHEAD
- * of them (the budget is bytes, not pieces). */
+ * FH_BULK_PIECE bytes, and it holds its length of the path's p->bulk_bytes
+ * from its first post until its last piece completed.  On a path that
+ * needs the bound -- the service path (it also carries the replies its
+ * handlers send to other ranks) and a thread path while more than one
+ * thread is bound to it (p->bulk_shared) -- at most FH_BULK_AHEAD *
+ * FH_BULK_PIECE bytes of bulk chunks are in flight (a chunk larger than
+ * the whole budget goes out alone); the rest waits on the path's held
+ * list, in order, and is posted by the path's polls as earlier chunks
+ * complete, while smaller operations pass it.  So a small operation finds
+ * at most FH_BULK_AHEAD * FH_BULK_PIECE bytes of bulk queued ahead of it
+ * in the conduit, whatever the size of the neighbour's transfers -- and a
+ * stream of 64 KiB chunks is not held to FH_BULK_AHEAD of them (the budget
+ * is bytes, not pieces).  A thread alone on its path has no neighbour to
+ * protect: its bulk all goes out at once, as under pin-everything (a
+ * window of 4 MiB transfers was held to two in flight; issue 30).  The
+ * bytes in flight are counted on every path, so when a second thread
+ * binds, new bulk waits until the path is back under the budget. */
 #define FH_BULK_MIN ((size_t)64 << 10)
 #define FH_BULK_PIECE ((size_t)1 << 20)
 #define FH_BULK_AHEAD 8u

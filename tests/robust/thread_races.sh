@@ -15,13 +15,14 @@
 #   neighbour  a thread's blocking 8 B put, on the path where another
 #           thread streams 64 MiB of NBI puts (FH_SHM=off, FH_MAX_THREADS=1),
 #           lands before three quarters of that stream (bounded bulk
-#           ahead of it).  Only with FH_TEST_LONG=1: where B lands also
+#           ahead of it), under firehose and pin-everything (rma_post.c).  Only with FH_TEST_LONG=1: where B lands also
 #           depends on when the scheduler runs B (a loaded CI machine saw
 #           64 of 64 once with the bound in place), so it is not a
 #           make-check verdict; bench/fhneighbour measures the same.
 #   txwait  a request waiting for transmit room (shm provider, a receiver
 #           that does not poll) does not keep its path's lock from the
 #           other threads of the path
+long=${FH_TEST_LONG:-}           # errors_lib.sh unsets every FH_*
 . "$(dirname "$0")/errors_lib.sh"
 bin=$(prog thread_races_test) || { echo "SKIP: thread_races_test not built"; exit 77; }
 [ -x "$FHRUN" ] || { echo "SKIP: fhrun not built"; exit 77; }
@@ -58,10 +59,12 @@ for s in firehose rendezvous bounce; do
 done
 FH_PATHS=independent FH_MAX_THREADS=2 run \
     "orphan: replies to an exited thread sharing a path with an idle one" 2 --case orphan
-if [ -n "${FH_TEST_LONG:-}" ]; then
-    FH_SHM=off FH_MAX_THREADS=1 run \
-        "neighbour: a small put on a path another thread streams 64 MiB on lands before most of the stream" \
-        2 --case neighbour
+if [ -n "$long" ]; then
+    for s in firehose pin-everything; do
+        FH_SHM=off FH_MAX_THREADS=1 FH_REG_STRATEGY=$s run \
+            "neighbour: $s, a small put on a path another thread streams 64 MiB on lands before most of the stream" \
+            2 --case neighbour
+    done
 fi
 if ! command -v fi_info >/dev/null 2>&1 || fi_info -p shm >/dev/null 2>&1; then
     rm -f "$tmpd/flag"
