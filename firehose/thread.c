@@ -236,8 +236,8 @@ fh_tls_t *fh_enter(const char *fn, int *err)
 int fh_check_rank(const char *fn, int rank)
 {
     if (rank < 0 || rank >= fh_rt->nranks)
-        return fh_set_error(FH_ERR_RANK, "%s: rank %d is out of range [0, %d)", fn,
-                            rank, fh_rt->nranks);
+        return fh_set_error(FH_ERR_RANK, "%s: %s is out of range [0, %d)", fn,
+                            FH_RANK_NAME(rank), fh_rt->nranks);
     return FH_OK;
 }
 

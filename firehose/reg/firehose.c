@@ -194,8 +194,8 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
         is_reply = 0;
     if (is_reply) {
         if (!g->capturing || g->cap_len != 0 || len > sizeof g->cap) {
-            fh_log_error("firehose cache: unexpected move reply to rank %u (%zu bytes) "
-                         "dropped", peer, len);
+            fh_log_error("firehose cache: unexpected move reply to %s (%zu bytes) "
+                         "dropped", FH_RANK_NAME((int)peer), len);
             return;
         }
         memcpy(g->cap, msg, len);
@@ -312,8 +312,8 @@ void fh_reg_flush(fh_thread_t *t)
             }
             if (rc != FH_OK) {
                 if (!atomic_load(&fh_reg_core->finalizing))
-                    fh_log_error("firehose cache: cannot send a cache message to rank "
-                                 "%u: %s; its operations fail", m->peer, fh_strerror(rc));
+                    fh_log_error("firehose cache: cannot send a cache message to "
+                                 "%s: %s; its operations fail", FH_RANK_NAME((int)m->peer), fh_strerror(rc));
                 fail_move(g, m, rc);
             }
             free(m);
@@ -337,7 +337,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     int src;
     svc_token_source(tok, &src);
     if (g == NULL) {
-        fh_log_error("dropped a firehose move from rank %d: FH_REG_STRATEGY differs", src);
+        fh_log_error("dropped a firehose move from %s: FH_REG_STRATEGY differs", FH_RANK_NAME(src));
         return;
     }
     unsigned char rep[REG_REPLY_MAX];

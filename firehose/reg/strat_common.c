@@ -102,7 +102,7 @@ int fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_
                            .status = FH_OK};
         rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
     } else {
-        fh_set_error(rc, "%s to rank %d: out of memory", is_put ? "put" : "get", rank);
+        fh_set_error(rc, "%s to %s: out of memory", is_put ? "put" : "get", FH_RANK_NAME(rank));
     }
     if (rc != FH_OK) {
         free(x);
@@ -166,8 +166,8 @@ void fh_strat_progress(fh_thread_t *t)
         strat_xop_t *x = done;
         done = x->next;
         if (x->status != FH_OK)
-            fh_log_verbose(1, "%s to rank %d failed: %s", x->is_put ? "put" : "get",
-                           x->rank, fh_strerror(x->status));
+            fh_log_verbose(1, "%s to %s failed: %s", x->is_put ? "put" : "get",
+                           FH_RANK_NAME(x->rank), fh_strerror(x->status));
         free(x);
     }
 }
@@ -200,8 +200,8 @@ void fh_strat_link_lost(fh_path_base_t *p, int rank)
     }
     pthread_mutex_unlock(&s->lock);
     if (n != 0)
-        fh_log_error("rendezvous: the link to rank %d was lost with %u key request%s "
-                     "waiting for a reply: their transfers fail", rank, n, n == 1 ? "" : "s");
+        fh_log_error("rendezvous: the link to %s was lost with %u key request%s "
+                     "waiting for a reply: their transfers fail", FH_RANK_NAME(rank), n, n == 1 ? "" : "s");
 }
 
 /* Deregisters every registration we made for peers inside [base,
@@ -261,8 +261,8 @@ unsigned fh_strat_seg_destroy(fh_core_t *rt, uintptr_t base, size_t size)
     for (int r = 0; r < rt->nranks; r++)
         if (revoked[r] != 0)
             fh_log_verbose(1, "rendezvous: segment at %p destroyed: revoked %u "
-                           "registration(s) rank %d had not released", (void *)base,
-                           revoked[r], r);
+                           "registration(s) %s had not released", (void *)base,
+                           revoked[r], FH_RANK_NAME(r));
     free(revoked);
     if (failed != 0)
         fh_log_error("rendezvous: segment at %p destroyed: %u registration(s) for peers "
