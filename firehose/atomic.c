@@ -197,7 +197,8 @@ static void sent(fh_path_t *p, fh_handle_t h, int rank, uint32_t lost)
             s->awaits_reply = 1;
         } else {
             fh_log_error("path %d: the link to %s was lost while an atomic was sent: "
-                         "failed (it may or may not have been applied)", p->index, FH_RANK_NAME(rank));
+                         "failed (it may or may not have been applied)", p->index,
+                         FH_RANK_NAME(rank));
             fh_ctr_complete(&s->ctr, FH_ERR_PEER_DEAD);
         }
     }

@@ -177,7 +177,8 @@ static void tell_peers(fh_rt_t *rt, fh_tls_t *t, const fh_seg_change_t *ch, int 
                 want++;
             else
                 fh_log_error("could not tell %s that [%p, %p) of segment %ld changed "
-                             "its protection: %s", FH_RANK_NAME(r), (void *)ch[c].lo, (void *)ch[c].hi,
+                             "its protection: %s", FH_RANK_NAME(r), (void *)ch[c].lo,
+                             (void *)ch[c].hi,
                              ch[c].seg, fh_strerror(rc));
         }
     unsigned idle = 0;

@@ -576,12 +576,14 @@ void *fh_addr_local(int rank, const void *addr)
     fh_seg_range_t r;
     int rc = fh_seg_find(rt, rank, (uintptr_t)addr, 1, &r);
     if (rc != FH_OK) {
-        fh_set_error(rc, "fh_addr_local: %p is not inside a segment of %s", addr, FH_RANK_NAME(rank));
+        fh_set_error(rc, "fh_addr_local: %p is not inside a segment of %s", addr,
+                     FH_RANK_NAME(rank));
         return NULL;
     }
     char *p = fh_node_addr(&r, addr);
     if (p == NULL)
         fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_addr_local: %s does not share its "
-                     "segments with this rank (another node group, or FH_SHM=off)", FH_RANK_NAME(rank));
+                     "segments with this rank (another node group, or FH_SHM=off)",
+                     FH_RANK_NAME(rank));
     return p;
 }

@@ -97,14 +97,16 @@ static void report_missing(const struct fh_conduit *c)
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
                          "to %s after %.0f s (%u requests refused)", k->p->index,
-                         FH_RANK_NAME((int)(k->src / (uint32_t)np)), OFI_CM_SETUP_TIMEOUT, k->tries);
+                         FH_RANK_NAME((int)(k->src / (uint32_t)np)), OFI_CM_SETUP_TIMEOUT,
+                         k->tries);
             return;
         }
     for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
         if (!c->accepted[s] && s % (uint32_t)np <= (uint32_t)c->nthread_eager
             && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: %s path %u did not connect "
-                         "(with a valid proof) within %.0f s", FH_RANK_NAME((int)(s / (uint32_t)np)),
+                         "(with a valid proof) within %.0f s",
+                         FH_RANK_NAME((int)(s / (uint32_t)np)),
                          s % (uint32_t)np, OFI_CM_SETUP_TIMEOUT);
             return;
         }
@@ -252,7 +254,8 @@ int ofi_cm_path_connect(struct fh_cpath *p)
             if (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)
                 return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated "
                                     "connection to %s after %.0f s (%u requests "
-                                    "refused)", p->index, FH_RANK_NAME(r), OFI_CM_SETUP_TIMEOUT, k->tries);
+                                    "refused)", p->index, FH_RANK_NAME(r), OFI_CM_SETUP_TIMEOUT,
+                                    k->tries);
         }
     return FH_ERR_AGAIN;
 }

@@ -63,7 +63,8 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
             fi_reject(c->pep, e->info->handle, NULL, 0);
             c->cm_refused++;
             fh_log_verbose(2, "ofi: refused a request of %s path %u: %u unproven "
-                           "connections", FH_RANK_NAME((int)(le32toh(req.src_rank))), le32toh(req.src_path),
+                           "connections", FH_RANK_NAME((int)(le32toh(req.src_rank))),
+                           le32toh(req.src_path),
                            c->npending);
             fi_freeinfo(e->info);
             return;
@@ -191,7 +192,8 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
     if (p->conn[k->src] == NULL)
         p->conn[k->src] = k;     /* the self loop keeps its connector for sends */
     atomic_store(&k->state, OFI_CONN_UP);
-    fh_log_verbose(3, "ofi: accepted %s path %u", FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
+    fh_log_verbose(3, "ofi: accepted %s path %u",
+                   FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
                    k->src % (uint32_t)c->cfg.npaths);
 }
 
@@ -206,7 +208,8 @@ static void retry_later(struct ofi_conn *k)
     k->ep = NULL;
     ofi_cm_backoff(k);
     fh_log_verbose(2, "ofi: path %d: %s refused or closed our connection (%u times); again "
-                   "in %.0f ms", k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)k->p->c->cfg.npaths)),
+                   "in %.0f ms", k->p->index,
+                   FH_RANK_NAME((int)(k->src / (uint32_t)k->p->c->cfg.npaths)),
                    k->tries, (k->retry_at - ofi_now()) * 1e3);
 }
 
@@ -268,7 +271,8 @@ int ofi_cm_events(struct fh_conduit *c)
                 /* Its own path makes a new one after a backoff (state is
                  * all that path 0 writes of another path's connection). */
                 fh_log_verbose(2, "ofi: path %d: %s refused our new connection: %s",
-                               k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)np)), fi_strerror(err.err));
+                               k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)np)),
+                               fi_strerror(err.err));
                 ofi_cm_conn_kill(k, NULL);
                 continue;
             }

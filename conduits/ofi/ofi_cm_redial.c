@@ -187,7 +187,8 @@ void ofi_cm_replace_accepted(struct ofi_conn *k)
     if (p->conn[k->src] == NULL || p->conn[k->src] == old)
         p->conn[k->src] = k;
     ofi_cm_reset_pair(p, k->src);
-    fh_log_verbose(1, "ofi: %s path %u connected again", FH_RANK_NAME((int)(k->src / np)), k->src % np);
+    fh_log_verbose(1, "ofi: %s path %u connected again", FH_RANK_NAME((int)(k->src / np)),
+                   k->src % np);
 }
 
 /* Successor of lost connection k at dst, accepted and checked: its buffers,
@@ -222,7 +223,8 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
     struct ofi_conn *s = k->succ;
     if (t > k->lost_at + OFI_CM_REDIAL_WAIT) {
         fh_log_error("ofi: path %d: %s path %u not connected again within %.0f s: "
-                     "traffic with it fails", p->index, FH_RANK_NAME((int)(k->src / np)), k->src % np,
+                     "traffic with it fails", p->index, FH_RANK_NAME((int)(k->src / np)),
+                     k->src % np,
                      OFI_CM_REDIAL_WAIT);
         if (s != NULL)
             ofi_cm_conn_abort(s);

@@ -234,6 +234,12 @@ static void env_log(void *arg, const char *line)
     fh_log_error("firehose cache: %s", line);
 }
 
+static void env_name(void *arg, uint32_t peer, char *buf, size_t len)
+{
+    (void)arg;
+    fh_rank_name((int)peer, buf, len);
+}
+
 /* ------------------------------------------------------------ messages */
 
 /* A move request to peer could not be sent: answer it ourselves with an
@@ -313,7 +319,8 @@ void fh_reg_flush(fh_thread_t *t)
             if (rc != FH_OK) {
                 if (!atomic_load(&fh_reg_core->finalizing))
                     fh_log_error("firehose cache: cannot send a cache message to "
-                                 "%s: %s; its operations fail", FH_RANK_NAME((int)m->peer), fh_strerror(rc));
+                                 "%s: %s; its operations fail", FH_RANK_NAME((int)m->peer),
+                                 fh_strerror(rc));
                 fail_move(g, m, rc);
             }
             free(m);
@@ -511,7 +518,8 @@ int fh_reg_init(fh_core_t *rt)
                                     ? FHC_BUDGET_ADAPTIVE : FHC_BUDGET_STATIC};
     fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
                      .allowed = env_allowed, .send = env_send,
-                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log};
+                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log,
+                     .name = env_name};
     char why[200] = "";
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {

@@ -110,7 +110,8 @@ static void unregister(struct fh_strat *s, int src, uint64_t handle)
     pthread_mutex_unlock(&s->lock);
     if (e == NULL) {
         fh_log_error("rendezvous: refused a deregistration request from %s: handle "
-                     "%llu is not one of its registrations", FH_RANK_NAME(src), (unsigned long long)handle);
+                     "%llu is not one of its registrations", FH_RANK_NAME(src),
+                     (unsigned long long)handle);
         return;
     }
     if (e->mr != NULL)

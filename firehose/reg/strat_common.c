@@ -201,7 +201,8 @@ void fh_strat_link_lost(fh_path_base_t *p, int rank)
     pthread_mutex_unlock(&s->lock);
     if (n != 0)
         fh_log_error("rendezvous: the link to %s was lost with %u key request%s "
-                     "waiting for a reply: their transfers fail", FH_RANK_NAME(rank), n, n == 1 ? "" : "s");
+                     "waiting for a reply: their transfers fail", FH_RANK_NAME(rank), n,
+                     n == 1 ? "" : "s");
 }
 
 /* Deregisters every registration we made for peers inside [base,
