@@ -233,11 +233,13 @@ fh_tls_t *fh_enter(const char *fn, int *err)
     return t;
 }
 
+/* The caller's argument, in the API's numbering (include/firehose.h's
+ * example), not a peer's name: "rank 7 is out of range [0, 4)". */
 int fh_check_rank(const char *fn, int rank)
 {
     if (rank < 0 || rank >= fh_rt->nranks)
-        return fh_set_error(FH_ERR_RANK, "%s: %s is out of range [0, %d)", fn,
-                            FH_RANK_NAME(rank), fh_rt->nranks);
+        return fh_set_error(FH_ERR_RANK, "%s: rank %d is out of range [0, %d)", fn,
+                            rank, fh_rt->nranks);
     return FH_OK;
 }
 

@@ -409,7 +409,8 @@ void ofi_rma_expire(struct fh_cpath *p)
                      "in %.0f s (FH_OFI_RMA_TIMEOUT) while we polled: failed, and the "
                      "connection is closed (a provider that met a fault in the target's "
                      "memory stops serving it); the pair is connected again",
-                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", FH_RANK_NAME(op->rank),
+                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
+                     FH_RANK_NAME(op->rank),
                      op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout);
         if (k != NULL)
             ofi_cm_conn_abort(k);

@@ -21,7 +21,8 @@
  * default, "image 1" for rank 0 of a coarray program -- set by
  * fh_set_rank_names (include/firehose.h) or FH_RANK_NAMES, which fhrun
  * reads too.  With the default names the prefix stays "firehose[<rank>]";
- * with others it is "firehose[<name>]".
+ * with others it is "firehose[<name>]".  tests/docs/rank_names.sh fails on
+ * a message that prints "rank %d" itself.
  */
 #ifndef FH_LOG_H
 #define FH_LOG_H

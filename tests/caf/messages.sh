@@ -3,7 +3,10 @@
 #
 #  * Images, not ranks: under cafrun every message names images numbered
 #    from 1 -- a killed image (fhrun's and the survivors' messages), an
-#    out-of-range coindex, ERROR STOP -- and never "rank".
+#    out-of-range coindex, ERROR STOP -- and never "rank"; the same three
+#    failures on image 2 while the other images put to and get from it,
+#    over tcp (FH_SHM=off) and by default, where the conduit's messages
+#    (a failed transfer, a lost connection) may come first.
 #  * FH_CAF_HEAP: every bad value (0, too small for the job, garbage, too
 #    large, overflowing) is refused naming the variable, the value and the
 #    accepted range.

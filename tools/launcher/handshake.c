@@ -164,8 +164,8 @@ static int check_proof(pend_t *p)
     if (st == FH_BOOT_REFUSED_KEY) {
         refuse(p, FH_BOOT_REFUSED_KEY, "bad job key");
     } else if (st == FH_BOOT_REFUSED_RANK) {
-        snprintf(text, sizeof text, "%s out of range (job has %d ranks)",
-                 FH_RANK_NAME((int)rn), fr.opts.nranks);
+        snprintf(text, sizeof text, "rank %u out of range (job has %d ranks)",
+                 rn, fr.opts.nranks);
         refuse(p, FH_BOOT_REFUSED_RANK, text);
     } else if (fr.job.ranks[rn].ever_connected) {
         snprintf(text, sizeof text, "%s is already connected (duplicate "
