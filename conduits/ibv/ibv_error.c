@@ -96,7 +96,8 @@ void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v)
         struct ibv_conn *k = ibv_conn_by_qpn(p, v->qp_num);
         if (ws != IBV_WC_WR_FLUSH_ERR)
             fh_log_error("ibv: %s: receive on path %d failed: %s "
-                         "(vendor_err 0x%x)%s", FH_RANK_NAME(k ? k->rank : -1), p->index,
+                         "(vendor_err 0x%x)%s", k ? FH_RANK_NAME(k->rank) : "unknown peer",
+                         p->index,
                          ibv_wc_status_str(ws), v->vendor_err,
                          ws == IBV_WC_LOC_LEN_ERR
                              ? " (message over am_max_packet?)" : "");
