@@ -307,6 +307,10 @@ static void up_on_lost(void *arg, int rank, int rpath)
                      FH_RANK_NAME(rank), n, n == 1 ? "" : "s");
     if (rt->reg_ops->link_lost != NULL)
         rt->reg_ops->link_lost(&p->base, rank);
+    /* The service paths' own connection is not made again: what the peer
+     * keeps on our memory through the strategy goes (reg.h peer_lost). */
+    if (p == &rt->paths[0] && rt->reg_ops->peer_lost != NULL)
+        rt->reg_ops->peer_lost(&rt->core, rank);
 }
 
 const fh_conduit_upcalls_t fh_upcalls = {

@@ -344,10 +344,18 @@ typedef struct fhc_stats {
 void fhc_peer_stats(const fhc_t *c, uint32_t peer, fhc_peer_stats_t *s);
 void fhc_stats(const fhc_t *c, fhc_stats_t *s);
 
-/* Target side: peer is dead (the runtime declared it so).  Its holds on
- * us are dropped (their regions become victims), its deferred moves are
- * forgotten (no reply), its budget goes back to the floor, and the moves
- * other peers had deferred are retried with the bytes freed. */
+/* Target side: peer is dead (the runtime declared it so: firehose/reg
+ * calls it when the service paths' connection with peer is lost, which is
+ * never made again).  Its holds on us are dropped (their regions become
+ * victims, trimmed to MAXVICTIM), the REVOKEs it has not acked count as
+ * acked (their regions are deregistered once nothing else keeps them, and
+ * fhc_revokes_pending stops counting them), its deferred moves are
+ * forgotten (no reply), its budget goes back to the floor with nothing
+ * committed to it, and the moves other peers had deferred are retried with
+ * the bytes freed.  Our own firehoses on peer (initiator side) are kept:
+ * ops using them end with their RDMA's error and release as usual.  A
+ * message that comes from peer later is handled as from any peer.
+ * Idempotent; no-op for ourselves or a rank out of range. */
 void fhc_peer_dead(fhc_t *c, uint32_t peer);
 
 /* Consistency check.  Returns 0, or -1 with a sentence in why.

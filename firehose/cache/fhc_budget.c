@@ -305,9 +305,13 @@ void fhc_peer_dead(fhc_t *c, uint32_t peer)
     P->t_defneed = 0;
     while (P->t_list.head)
         fhc_hold_remove(c, P, fhc_entry(P->t_list.head, fhc_hold_t, link));
+    fhc_target_forget_revokes(c, P);
     fhc_trim_victims(c);
     P->t_announced = c->floor;
+    P->t_over = 0;
+    P->t_idle = 0;
     set_enforced(c, P, c->floor);
+    assert(P->t_held == 0 && P->t_nheld == 0 && !P->rv_list.head);
     fhc_budget_retry(c);
 }
 

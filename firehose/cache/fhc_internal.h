@@ -218,6 +218,7 @@ const char *fhc_peer_name(const fhc_t *c, uint32_t peer, char *buf, size_t len);
 /* fhc_target_move.c, fhc_target_revoke.c, fhc_target.c */
 void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len);
 void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len);
+void fhc_target_forget_revokes(fhc_t *c, fhc_peer_t *P);   /* dead peer: acked */
 void fhc_target_destroy(fhc_t *c);
 /* fhc_initiator_reply.c, fhc_initiator.c */
 void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len);

@@ -84,6 +84,26 @@ unsigned fhc_invalidate(fhc_t *c, uintptr_t addr, size_t len)
     return n;
 }
 
+/* The peer is dead (fhc_peer_dead): it will ack none of our REVOKEs, and
+ * can no longer write through the firehoses they revoke, so each counts as
+ * acked -- the region is deregistered once its other acks and local pins
+ * are gone, and fhc_revokes_pending (which the runtime waits on before it
+ * publishes memory) no longer counts them.  A late ack finds no record and
+ * is dropped. */
+void fhc_target_forget_revokes(fhc_t *c, fhc_peer_t *P)
+{
+    while (P->rv_list.head) {
+        fhc_hold_t *h = fhc_entry(P->rv_list.head, fhc_hold_t, link);
+        fhc_list_unlink(&P->rv_list, &h->link);
+        fhc_region_t *r = h->reg;
+        free(h);
+        assert(r->revoking > 0 && c->revokes_pending > 0);
+        r->revoking--;
+        c->revokes_pending--;
+        fhc_region_settle(c, r);
+    }
+}
+
 void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len)
 {
     fhc_revoke_t a;

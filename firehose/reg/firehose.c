@@ -833,6 +833,7 @@ const fh_reg_ops_t fh_reg_firehose = {
     .path_fini = fh_reg_path_fini,
     .poll_end = fhs_poll_end,
     .path_busy = fhs_path_busy,
+    .peer_lost = fh_reg_peer_lost,
     .thread_exit = fh_reg_thread_exit,
     .stats = fh_reg_stats,
 };

@@ -284,6 +284,10 @@ void fh_mm_entry(fh_thread_t *t);
 /* may_publish (reg.h): sync, then whether no REVOKE we sent is still
  * unacknowledged.  Handler-safe; takes the cache lock briefly. */
 bool fh_mm_may_publish(fh_core_t *rt);
+/* reg.h peer_lost: fhc_peer_dead(rank) under the cache lock (the REVOKEs
+ * it counts as acked no longer hold up runtime entry), logged at
+ * FH_VERBOSE=1 with what was released. */
+void fh_reg_peer_lost(fh_core_t *rt, int rank);
 /* For the hit layer's inline check: the monitor's state word (NULL: no
  * monitor) and the value last processed; they differ while events wait. */
 void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,

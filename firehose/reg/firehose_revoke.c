@@ -31,6 +31,11 @@
  * handled in firehose.c's move handler: fhc drops the firehose from its map and
  * the hit layer drops its cached references on it (reg_hit_revoke), so the
  * ack leaves only after the RDMA through it completed.
+ *
+ * A peer lost for good (fh_reg_peer_lost, reg.h peer_lost: the service
+ * paths' connection with it is gone and never made again) will ack none of
+ * our REVOKEs: fhc_peer_dead counts them as acked, with its holds on our
+ * memory, so runtime entry does not wait for it for ever.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -206,4 +211,31 @@ void fh_mm_hit_words(const fh_core_t *rt, const _Atomic uint64_t **state,
     struct fh_mm *mm = rt->mm;
     *state = mm != NULL && mm->mon != NULL ? fh_memmon_state_word(mm->mon) : NULL;
     *seen = mm != NULL ? &mm->seen : NULL;
+}
+
+void fh_reg_peer_lost(fh_core_t *rt, int rank)
+{
+    struct fh_reg *g = rt->reg;
+    if (g == NULL || rank < 0 || rank >= rt->nranks || rank == rt->rank)
+        return;
+    pthread_mutex_lock(&g->lock);
+    if (g->c == NULL) {
+        pthread_mutex_unlock(&g->lock);
+        return;
+    }
+    fhc_peer_stats_t before;
+    fhc_peer_stats(g->c, (uint32_t)rank, &before);
+    uint32_t revoking = fhc_revokes_pending(g->c);
+    fhc_peer_dead(g->c, (uint32_t)rank);
+    uint32_t left = fhc_revokes_pending(g->c);
+    if (rt->mm != NULL)     /* stored under the cache lock, as every store */
+        atomic_store_explicit(&rt->mm->revoking, left, memory_order_relaxed);
+    reg_check(g, (uint32_t)rank);
+    pthread_mutex_unlock(&g->lock);
+    fh_log_verbose(1, "firehose cache: %s is lost for good: its %u firehose%s on our "
+                   "memory (%zu bytes) and %u unacknowledged revoke%s released, its "
+                   "budget back to the floor", FH_RANK_NAME(rank),
+                   before.target_held_regions, before.target_held_regions == 1 ? "" : "s",
+                   before.target_held_bytes, revoking - left,
+                   revoking - left == 1 ? "" : "s");
 }

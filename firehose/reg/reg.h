@@ -146,6 +146,15 @@ typedef struct fh_reg_ops {
      * sent over that link that waits for a reply.  p->lock held, in a poll;
      * never polls, takes only the strategy's lock.  NULL: nothing waits. */
     void     (*link_lost)(fh_path_base_t *p, int rank);
+    /* The link between our service path and rank's was lost (conduits/
+     * conduit.h on_lost of path 0 towards rpath 0), and that connection is
+     * never made again (conduits/ofi/ofi_cm_redial.c; docs/reliability.md):
+     * the pair's strategy messages have no way left, so the strategy drops
+     * what rank keeps on our memory (firehose: fhc_peer_dead: its holds,
+     * its unacknowledged REVOKEs, its budget back to the other peers).
+     * After link_lost of the same loss.  Path 0's lock held, in a poll;
+     * never polls, takes only the strategy's lock.  NULL: nothing kept. */
+    void     (*peer_lost)(fh_core_t *rt, int rank);
     /* A thread's state is being released at its exit: give back what the
      * strategy keeps per thread.  No lock held. */
     void     (*thread_exit)(fh_thread_t *t);

@@ -73,7 +73,7 @@ for p in random stencil hotspot neighbors master-worker skewed phase; do
         --window 16 --rate 3 --reorder-replies --pin-fail 20 --free-rate 50 --k 3
     run 0 --budget adaptive --nodes 16 --steps 20000 --seed 1 --pattern $p --period 3000
 done
-# Each injected bug must be caught, by its own detector (tests/sim/fhsim.c,
+# Each injected bug must be caught, by its own detector (tests/sim/fhsim_bugs.c,
 # --inject-bug): the first FAIL line must match the pattern.
 rdma='RDMA on \[[^]]*\) but its registration is deregistered'
 for b in no-f-check evict-held forget-release stale-install skip-release; do

@@ -1,9 +1,9 @@
 /*
- * fhsim.h -- the access patterns of tests/sim/fhsim.c that give each rank a
- * fixed set of hot peers and a working set per pair (issue 32): they say
+ * fhsim.h -- the access patterns of tests/sim/fhsim (fhsim_work.c) that
+ * give each rank a fixed set of hot peers and a working set per pair (issue 32): they say
  * which peer an operation goes to and where in the peer's segment its
  * working set lies.  The classic patterns (random, stencil, hotspot) stay in
- * fhsim.c, unchanged, so their runs keep their figures.
+ * fhsim_work.c, unchanged, so their runs keep their figures.
  *
  *   neighbors      each rank works with k fixed peers, spread over the ranks
  *                  (rank i: i + 1 + j(N-1)/k mod N, j < k); every rank is

@@ -122,6 +122,47 @@ START_TEST(a_held_region_is_revoked_and_freed_after_the_ack)
 }
 END_TEST
 
+/* A holder that dies before it acks (fhc_peer_dead, called by the runtime
+ * when the service paths' connection with it is lost for good): its REVOKE
+ * counts as acked, so the region is deregistered and nothing waits for
+ * the ack -- the runtime waits on fhc_revokes_pending before it publishes
+ * memory, and would wait for ever.  Its holds go too. */
+START_TEST(a_dead_holder_s_revokes_count_as_acked)
+{
+    setup_n(2, 4 * RMAX, 4 * RMAX);
+    top_t t, u;
+    acquire(0, &t, 1, SEG, B, NULL);
+    deliver_all();
+    ck_assert_int_eq(t.status, FHC_HIT);
+    fhc_release(ranks[0].c, &t.op);
+    acquire(0, &u, 1, SEG + RMAX, B, NULL);
+    deliver_all();
+    ck_assert_int_eq(u.status, FHC_HIT);
+    fhc_release(ranks[0].c, &u.op);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 2);
+    ck_assert_uint_eq(fhc_invalidate(ranks[1].c, SEG, B), 1);
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 1);
+    ck_assert_uint_eq(ranks[1].unpins, 0);
+    nq = 0;                                     /* rank 0 dies: no ack */
+    fhc_peer_dead(ranks[1].c, 0);
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 0);
+    ck_assert_uint_eq(ranks[1].unpins, 1);      /* the revoked region */
+    ck_assert_uint_eq(stats(1).dead_bytes, 0);
+    ck_assert_uint_eq(pstats(1, 0).target_held_regions, 0);
+    ck_assert_uint_eq(pstats(1, 0).target_held_bytes, 0);
+    ck_assert_uint_eq(stats(1).remote_bytes, 0);
+    ck_assert_uint_eq(stats(1).victim_len, 1);  /* the other, unused now */
+    check_ok(1);
+    fhc_peer_dead(ranks[1].c, 0);               /* idempotent */
+    ck_assert_uint_eq(fhc_revokes_pending(ranks[1].c), 0);
+    check_ok(1);
+    /* Rank 0's own table still lists its firehoses on rank 1: the test
+     * checks rank 1 only. */
+    fhc_destroy(ranks[0].c);
+    fhc_destroy(ranks[1].c);
+}
+END_TEST
+
 START_TEST(a_firehose_in_use_is_acked_only_after_its_rdma_completed)
 {
     setup_n(2, 4 * RMAX, 4 * RMAX);
@@ -271,6 +312,7 @@ int main(void)
     tcase_add_test(tc, a_locally_pinned_region_dies_at_its_last_unpin);
     tcase_add_test(tc, a_held_region_is_revoked_and_freed_after_the_ack);
     tcase_add_test(tc, a_firehose_in_use_is_acked_only_after_its_rdma_completed);
+    tcase_add_test(tc, a_dead_holder_s_revokes_count_as_acked);
     tcase_add_test(tc, a_revoke_that_overtakes_the_grant_stops_its_install);
     tcase_add_test(tc, a_release_of_a_revoked_region_is_accepted);
     tcase_add_test(tc, a_grant_outside_the_frame_asked_for_is_rejected);
