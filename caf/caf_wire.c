@@ -40,8 +40,8 @@ static bool sender_ok(const caf_job_t *job, const caf_am_in_t *m, char *why,
                       size_t len)
 {
     if (m->src < 0 || m->src >= job->nranks)
-        return refuse(why, len, "sender rank %d outside the job's %d",
-                      m->src, job->nranks);
+        return refuse(why, len, "sender image %d outside the job's %d",
+                      m->src + 1, job->nranks);
     if (m->src == job->self)
         return refuse(why, len, "a message from this image itself");
     return true;

@@ -144,9 +144,10 @@ static int name_mismatch(fh_boot_t *boot, const agree_src_t *src, size_t nsrc, s
     }
     texts[VALUE_TEXT - 1] = '\0';
     texts[(size_t)other * VALUE_TEXT + VALUE_TEXT - 1] = '\0';
-    rc = fh_set_error(FH_ERR_CONFIG, "fh_init: %s differs between ranks: rank 0 has %s=%s, "
-                      "rank %d has %s=%s (it must be equal on all ranks)", e->name, e->name,
-                      texts, other, e->name, texts + (size_t)other * VALUE_TEXT);
+    rc = fh_set_error(FH_ERR_CONFIG, "fh_init: %s differs between ranks: %s has %s=%s, "
+                      "%s has %s=%s (it must be equal on all ranks)", e->name,
+                      FH_RANK_NAME(0), e->name, texts, FH_RANK_NAME(other), e->name,
+                      texts + (size_t)other * VALUE_TEXT);
 out:
     free(mine);
     free(all);

@@ -124,7 +124,7 @@ static void fh_am_send_or_queue(fh_path_t *p, int rank, int rpath, const void *h
         if (rc != FH_ERR_AGAIN) {
             if (atomic_load(&p->rt->finalizing))
                 return;
-            fh_fatal("cannot send an AM reply to rank %d: %s", rank, fh_strerror(rc));
+            fh_fatal("cannot send an AM reply to %s: %s", FH_RANK_NAME(rank), fh_strerror(rc));
         }
     }
     queue_packet(&p->backlog_tail, rank, rpath, hdr, hdr_len, payload, len);
@@ -160,7 +160,7 @@ void fh_am_flush_backlog(fh_path_t *p)
         if (rc == FH_ERR_AGAIN)
             return;
         if (rc != FH_OK && !atomic_load(&p->rt->finalizing))
-            fh_fatal("cannot send an AM reply to rank %d: %s", b->rank, fh_strerror(rc));
+            fh_fatal("cannot send an AM reply to %s: %s", FH_RANK_NAME(b->rank), fh_strerror(rc));
         p->backlog = b->next;
         if (p->backlog == NULL)
             p->backlog_tail = &p->backlog;
@@ -272,9 +272,9 @@ static void up_on_reset(void *arg, int rank, int rpath)
          * never come): say so, naming the peer. */
         uint32_t out = (uint32_t)rt->cfg.am_credits - p->credits[rank];
         if (p->credits[rank] < (uint32_t)rt->cfg.am_credits)
-            fh_log_error("path %d: the link to rank %d was lost with up to %u AM requests "
+            fh_log_error("path %d: the link to %s was lost with up to %u AM requests "
                          "unconfirmed: a reply to one of them may never come", p->index,
-                         rank, out);
+                         FH_RANK_NAME(rank), out);
         p->credits[rank] = (uint32_t)rt->cfg.am_credits;
     }
     if (p->owed != NULL) {
@@ -282,8 +282,8 @@ static void up_on_reset(void *arg, int rank, int rpath)
         p->owed_total -= *o;
         *o = 0;
     }
-    fh_log_verbose(1, "the link of path %d with rank %d path %d was made again: "
-                   "credits reset", p->index, rank, rpath);
+    fh_log_verbose(1, "the link of path %d with %s path %d was made again: "
+                   "credits reset", p->index, FH_RANK_NAME(rank), rpath);
 }
 
 /* The link to (rank, rpath) was lost (conduit.h on_lost).  The link to the
@@ -308,9 +308,9 @@ static void up_on_lost(void *arg, int rank, int rpath)
     p->link_lost[rank]++;
     uint32_t n = fh_ht_fail_peer(&p->handles, rank, FH_ERR_PEER_DEAD);
     if (n != 0)
-        fh_log_error("path %d: the link to rank %d was lost with %u atomic%s waiting for "
+        fh_log_error("path %d: the link to %s was lost with %u atomic%s waiting for "
                      "a reply: failed (each may or may not have been applied)", p->index,
-                     rank, n, n == 1 ? "" : "s");
+                     FH_RANK_NAME(rank), n, n == 1 ? "" : "s");
     if (rt->reg_ops->link_lost != NULL)
         rt->reg_ops->link_lost(&p->base, rank);
     /* The service paths' own connection is not made again: what the peer
@@ -481,7 +481,7 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     if (rc == FH_ERR_AGAIN)
         return rc;
     if (rc != FH_OK)
-        return fh_set_error(rc, "AM request to rank %d failed: %s", rank, fh_strerror(rc));
+        return fh_set_error(rc, "AM request to %s failed: %s", FH_RANK_NAME(rank), fh_strerror(rc));
     return FH_OK;
 }
 
@@ -711,7 +711,7 @@ void fh_am_drop(fh_path_t *p, int src_rank, const char *fmt, ...)
     va_end(ap);
     char from[48];
     if (src_rank >= 0)
-        snprintf(from, sizeof from, "rank %d", src_rank);
+        fh_rank_name(src_rank, from, sizeof from);
     else
         snprintf(from, sizeof from, "outside the job");
     char more[48] = "";
@@ -738,8 +738,8 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     /* The sender is who the transport says; a header that claims otherwise
      * is forged (or broken) and its credits and handler are not honoured. */
     if ((int)m.src_rank != src_rank || (int)m.src_path != src_path) {
-        fh_am_drop(p, src_rank, "header claims rank %u path %u, the transport says "
-                   "path %d", m.src_rank, m.src_path, src_path);
+        fh_am_drop(p, src_rank, "header claims %s path %u, the transport says "
+                   "path %d", FH_RANK_NAME((int)m.src_rank), m.src_path, src_path);
         return;
     }
     int src = src_rank;
@@ -750,8 +750,8 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
              * do): a peer's error, or the answer to our own flood. */
             uint64_t n = ++p->nexcess;
             if (n <= FH_DROP_LOG_FIRST || n % FH_DROP_LOG_EVERY == 0)
-                fh_log_error("rank %d returned more AM credits than it was given; "
-                             "ignored (%llu times on path %d%s)", src,
+                fh_log_error("%s returned more AM credits than it was given; "
+                             "ignored (%llu times on path %d%s)", FH_RANK_NAME(src),
                              (unsigned long long)n, p->index,
                              n == FH_DROP_LOG_FIRST ? "; logging every 1000th from now on"
                                                     : "");

@@ -124,9 +124,9 @@ static void atomic_req(fh_token_t tok, void *buf, size_t n, const uint64_t *a, u
         fh_token_source(tok, &src);
         if (src >= 0 && src < fh_rt->nranks)   /* handler: under this path's lock */
             FH_STAT_ADD(fh_token_path(tok)->stats[src].atomics_refused, 1);
-        fh_log_error("refused a %llu-byte atomic (op %llu, %u args) from rank %d on "
+        fh_log_error("refused a %llu-byte atomic (op %llu, %u args) from %s on "
                      "0x%llx: %s", (unsigned long long)(na >= 6 ? a[5] : 0),
-                     (unsigned long long)(na >= 2 ? a[1] : 0), na, src,
+                     (unsigned long long)(na >= 2 ? a[1] : 0), na, FH_RANK_NAME(src),
                      (unsigned long long)(na >= 1 ? a[0] : 0), fh_strerror((int)status));
     }
     /* A malformed request still gets its answer when it names a handle. */
@@ -196,8 +196,9 @@ static void sent(fh_path_t *p, fh_handle_t h, int rank, uint32_t lost)
         if (p->link_lost[rank] == lost) {
             s->awaits_reply = 1;
         } else {
-            fh_log_error("path %d: the link to rank %d was lost while an atomic was sent: "
-                         "failed (it may or may not have been applied)", p->index, rank);
+            fh_log_error("path %d: the link to %s was lost while an atomic was sent: "
+                         "failed (it may or may not have been applied)", p->index,
+                         FH_RANK_NAME(rank));
             fh_ctr_complete(&s->ctr, FH_ERR_PEER_DEAD);
         }
     }
@@ -212,7 +213,7 @@ static void defer_fail(fh_path_t *p, const atomic_defer_t *d, int rc)
     if (s != NULL && s->ctr.pending == 1 && s->peer == d->rank)
         fh_ctr_complete(&s->ctr, rc);   /* and its thread's quiet_ops */
     pthread_mutex_unlock(&p->lock);
-    fh_log_verbose(1, "atomic to rank %d failed: %s", d->rank, fh_strerror(rc));
+    fh_log_verbose(1, "atomic to %s failed: %s", FH_RANK_NAME(d->rank), fh_strerror(rc));
 }
 
 void fh_atomic_progress(fh_tls_t *t)
@@ -305,8 +306,8 @@ static int atomic_op(const char *fn, int rank, void *target, unsigned width,
     q.fn = fn, q.rank = rank, q.target = target, q.width = width, q.op = op;
     q.operand = operand, q.compare = compare, q.fetched = fetched, q.nb = nb, q.h = h;
     if ((rc = fh_seg_find(fh_rt, rank, (uintptr_t)target, width, &q.r)) != FH_OK)
-        return fh_set_error(rc, "%s: %p is not inside a segment of rank %d", fn, target,
-                            rank);
+        return fh_set_error(rc, "%s: %p is not inside a segment of %s", fn, target,
+                            FH_RANK_NAME(rank));
     if (q.r.holes != NULL &&   /* reads and writes (seg_protect.c) */
         (rc = fh_seg_holes_check(fn, rank, true, target, width, &q.r)) != FH_OK)
         return rc;
@@ -374,7 +375,7 @@ int fh_atomic_net(fh_tls_t *t, const fh_atomic_req_t *q)
     fh_ht_free(&p->handles, s);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
-        return fh_set_error(rc, "%s on rank %d failed: %s", fn, rank, fh_strerror(rc));
+        return fh_set_error(rc, "%s on %s failed: %s", fn, FH_RANK_NAME(rank), fh_strerror(rc));
     if (q->fetched != NULL)
         store_fetched(q->fetched, width, old);
     return FH_OK;

@@ -150,7 +150,7 @@ int fh_node_am_init(fh_rt_t *rt)
         if (fh_node_memfd.attach(all[r].pid, (int)all[r].fd, (size_t)all[r].size, &m) == FH_OK)
             rt->node_inbox[r] = m;
         else
-            fh_log_verbose(1, "node group: rank %d's inbox: %s", r, fh_last_error());
+            fh_log_verbose(1, "node group: %s's inbox: %s", FH_RANK_NAME(r), fh_last_error());
     }
     free(all);
     /* Attaching can fail on one side only (then that side would write where
@@ -238,11 +238,11 @@ int fh_path_am_send(fh_path_t *p, int rank, int rpath, const void *hdr, size_t h
     if (box == NULL || rank == rt->rank)
         return rt->cops->am_send(p->cp, rank, rpath, hdr, hl, payload, len);
     if (hl + len > rt->am_max_packet)
-        return fh_set_error(FH_ERR_TOO_BIG, "AM of %zu bytes to rank %d", hl + len, rank);
+        return fh_set_error(FH_ERR_TOO_BIG, "AM of %zu bytes to %s", hl + len, FH_RANK_NAME(rank));
     /* The conduit contract: to a service path, or a service path's reply. */
     if (rpath < 0 || rpath >= rt->npaths || (rpath != 0 && p->index != 0))
-        return fh_set_error(FH_ERR_INVALID, "AM from path %d to rank %d path %d", p->index,
-                            rank, rpath);
+        return fh_set_error(FH_ERR_INVALID, "AM from path %d to %s path %d", p->index,
+                            FH_RANK_NAME(rank), rpath);
     const int slots = (int)rt->node_slots[rpath == 0 ? 0 : 1];
     fh_ring_t *ring = ring_at(rt, box, rpath, rt->node_gidx[rt->rank], p->index);
     int rc = fh_ring_push(ring, (uint32_t)slots, rt->node_slot_size, hdr, hl, payload, len);

@@ -365,8 +365,8 @@ int fh_node_coll_step(fh_tls_t *t, fh_bar_run_t *b)
     b->or = atomic_load_explicit(&h->or, memory_order_relaxed);
     int status = (int)atomic_load_explicit(&h->status, memory_order_relaxed);
     if (status != FH_OK)
-        return fh_set_error(status, "the barrier's network stage failed on rank %d, "
-                            "which leads this rank's node group (%s)", leader,
+        return fh_set_error(status, "the barrier's network stage failed on %s, "
+                            "which leads our node group (%s)", FH_RANK_NAME(leader),
                             fh_strerror(status));
     return FH_OK;
 }

@@ -100,8 +100,8 @@ validate(const char *fn, int rank, const void *local, const void *remote, size_t
         return FH_OK;
     }
     if (rc != FH_OK)
-        return fh_set_error(rc, "%s: [%p, +%zu) is not inside one segment of rank %d", fn,
-                            remote, n, rank);
+        return fh_set_error(rc, "%s: [%p, +%zu) is not inside one segment of %s", fn,
+                            remote, n, FH_RANK_NAME(rank));
     return FH_OK;
 }
 
@@ -188,8 +188,8 @@ int fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q)
         if (temp && !strat_owns)
             fh_rma_local_mr_release(lmr);
         if (rc == FH_OK && wrc != FH_OK)
-            rc = fh_set_error(wrc, "%s: transfer to rank %d at %p (+%zu) failed: %s", fn,
-                              rank, q->remote, n, fh_strerror(wrc));
+            rc = fh_set_error(wrc, "%s: transfer to %s at %p (+%zu) failed: %s", fn,
+                              FH_RANK_NAME(rank), q->remote, n, fh_strerror(wrc));
         return rc;
     }
     if (rc != FH_OK && mode == FH_RMA_NB) {
@@ -278,11 +278,11 @@ int fh_wait(fh_handle_t h)
     fh_ht_free(&t->path->handles, s);
     pthread_mutex_unlock(&t->path->lock);
     if (rc != FH_OK && arank >= 0)
-        return fh_set_error(rc, "fh_wait: the atomic on rank %d failed: %s", arank,
+        return fh_set_error(rc, "fh_wait: the atomic on %s failed: %s", FH_RANK_NAME(arank),
                             fh_strerror(rc));
     if (rc != FH_OK && rrank >= 0)
-        return fh_set_error(rc, "fh_wait: the %s %s rank %d at 0x%llx failed: %s",
-                            rput ? "put" : "get", rput ? "to" : "from", rrank,
+        return fh_set_error(rc, "fh_wait: the %s %s %s at 0x%llx failed: %s",
+                            rput ? "put" : "get", rput ? "to" : "from", FH_RANK_NAME(rrank),
                             (unsigned long long)raddr, fh_strerror(rc));
     if (rc != FH_OK)
         return fh_set_error(rc, "fh_wait: the operation failed: %s", fh_strerror(rc));

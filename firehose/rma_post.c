@@ -144,8 +144,8 @@ static void enqueue(fh_rma_pend_t **head, fh_rma_pend_t ***tail, fh_rma_pend_t *
 static void pend_done(fh_path_t *p, fh_rma_pend_t *q, int rc)
 {
     if (rc != FH_OK)
-        fh_log_verbose(1, "queued %s to rank %d failed at post: %s", q->is_put ? "put" : "get",
-                       q->rank, fh_strerror(rc));
+        fh_log_verbose(1, "queued %s to %s failed at post: %s", q->is_put ? "put" : "get",
+                       FH_RANK_NAME(q->rank), fh_strerror(rc));
     fh_ctr_complete(q->ctr, rc);
     assert(p->inflight > 0);
     p->inflight--;
@@ -258,8 +258,8 @@ int fh_post(fh_tls_t *t, bool is_put, int rank, void *local, struct fh_mr *lmr,
         fh_stat_rma(&p->base, rank, is_put, n);
     pthread_mutex_unlock(&p->lock);
     if (rc != FH_OK)
-        return fh_set_error(rc, "%s %s rank %d at 0x%llx (+%zu) failed: %s",
-                            is_put ? "put" : "get", is_put ? "to" : "from", rank,
+        return fh_set_error(rc, "%s %s %s at 0x%llx (+%zu) failed: %s",
+                            is_put ? "put" : "get", is_put ? "to" : "from", FH_RANK_NAME(rank),
                             (unsigned long long)remote, n, fh_strerror(rc));
     return FH_OK;
 }

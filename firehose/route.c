@@ -184,13 +184,13 @@ static int cma_failed(const fh_rma_req_t *q, int rc)
     if (rc == FH_ERR_NOT_SUPPORTED) {
         int64_t pid = atomic_exchange(&fh_rt->cma_pid[q->rank], 0);
         if (pid != 0)
-            fh_log_verbose(1, "cross-memory attach to rank %d: %s; the network from now on",
-                           q->rank, fh_last_error());
+            fh_log_verbose(1, "cross-memory attach to %s: %s; the network from now on",
+                           FH_RANK_NAME(q->rank), fh_last_error());
         return FH_ERR_AGAIN;
     }
-    return fh_set_error(rc, "%s: %s of [%p, +%zu) at rank %d: %s", q->fn,
+    return fh_set_error(rc, "%s: %s of [%p, +%zu) at %s: %s", q->fn,
                         q->is_put ? "put" : "get", (void *)q->remote, q->n * q->count,
-                        q->rank, fh_last_error());
+                        FH_RANK_NAME(q->rank), fh_last_error());
 }
 
 /* Memory of the member that is not in a shared piece. */
@@ -337,7 +337,7 @@ static int cma_init(fh_rt_t *rt, int nnode)
             atomic_store(&rt->cma_pid[r], pid);
             ok++;
         } else {
-            fh_log_verbose(2, "cross-memory attach to rank %d: %s", r, fh_last_error());
+            fh_log_verbose(2, "cross-memory attach to %s: %s", FH_RANK_NAME(r), fh_last_error());
         }
     }
     free(addr);

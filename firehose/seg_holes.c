@@ -91,8 +91,8 @@ int fh_seg_holes_check(const char *fn, int rank, bool write, const void *remote,
     if (bad == 0)
         return FH_OK;
     return fh_set_error(FH_ERR_OUT_OF_SEGMENT,
-                        "%s: [%p, +%zu) of rank %d: rank %d made %p %s after creating the "
+                        "%s: [%p, +%zu) of %s: %s made %p %s after creating the "
                         "segment (mprotect or munmap); nothing was sent", fn, remote, n,
-                        rank, rank, (void *)bad,
+                        FH_RANK_NAME(rank), FH_RANK_NAME(rank), (void *)bad,
                         write ? "not writable" : "not readable");
 }

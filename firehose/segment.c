@@ -416,8 +416,8 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
         free(pieces);
         if (bad < 0)    /* the exchange itself failed; it said why */
             return rc;
-        return fh_set_error(rc, "fh_segment_create: rank %d could not create its piece of "
-                            "%zu bytes: %s", bad, size, fh_strerror(rc));
+        return fh_set_error(rc, "fh_segment_create: %s could not create its piece of "
+                            "%zu bytes: %s", FH_RANK_NAME(bad), size, fh_strerror(rc));
     }
     for (int r = 0; r < rt->nranks; r++) {
         if (r == rt->rank) {
@@ -437,8 +437,8 @@ int fh_segment_create(size_t size, fh_seg_t *seg, void **local_base)
                 pieces[r].local = m;
                 pieces[r].local_len = (size_t)all[r].mapped;
             } else {
-                fh_log_verbose(1, "segment %ld: rank %d is reached through the network: %s",
-                               id, r, fh_last_error());
+                fh_log_verbose(1, "segment %ld: %s is reached through the network: %s",
+                               id, FH_RANK_NAME(r), fh_last_error());
             }
         }
     }
@@ -576,12 +576,14 @@ void *fh_addr_local(int rank, const void *addr)
     fh_seg_range_t r;
     int rc = fh_seg_find(rt, rank, (uintptr_t)addr, 1, &r);
     if (rc != FH_OK) {
-        fh_set_error(rc, "fh_addr_local: %p is not inside a segment of rank %d", addr, rank);
+        fh_set_error(rc, "fh_addr_local: %p is not inside a segment of %s", addr,
+                     FH_RANK_NAME(rank));
         return NULL;
     }
     char *p = fh_node_addr(&r, addr);
     if (p == NULL)
-        fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_addr_local: rank %d does not share its "
-                     "segments with this rank (another node group, or FH_SHM=off)", rank);
+        fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_addr_local: %s does not share its "
+                     "segments with this rank (another node group, or FH_SHM=off)",
+                     FH_RANK_NAME(rank));
     return p;
 }

@@ -81,8 +81,8 @@ static int target_check(fh_token_t tok, bool is_put, const uint64_t *args, unsig
     if (st != FH_OK) {
         int src = -1;
         fh_token_source(tok, &src);
-        fh_log_verbose(1, "strided %s from rank %d refused: %s", is_put ? "put" : "get",
-                       src, why);
+        fh_log_verbose(1, "strided %s from %s refused: %s", is_put ? "put" : "get",
+                       FH_RANK_NAME(src), why);
     }
     return st;
 }
@@ -246,7 +246,7 @@ static int strided_am(fh_tls_t *t, const fh_rma_req_t *q)
     }
     free(pack);
     if (rc == FH_OK && op.status != FH_OK)
-        rc = fh_set_error(op.status, "%s: rank %d failed a strided %s: %s", q->fn, q->rank,
+        rc = fh_set_error(op.status, "%s: %s failed a strided %s: %s", q->fn, FH_RANK_NAME(q->rank),
                           q->is_put ? "put" : "get", fh_strerror(op.status));
     return rc;
 }

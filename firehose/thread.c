@@ -236,6 +236,8 @@ fh_tls_t *fh_enter(const char *fn, int *err)
     return t;
 }
 
+/* The caller's argument, in the API's numbering (include/firehose.h's
+ * example), not a peer's name: "rank 7 is out of range [0, 4)". */
 int fh_check_rank(const char *fn, int rank)
 {
     if (rank < 0 || rank >= fh_rt->nranks)

@@ -172,8 +172,8 @@ static void ibv_cm_send(struct fh_cpath *p, int r, int q, uint32_t type,
         ibv_peer_av(c, r, &aa);
         c->ah[r] = ibv_create_ah(c->pd, &aa);
         if (!c->ah[r])
-            fh_log_error("ibv: rank %d: cannot make an address handle: %s",
-                         r, strerror(errno));
+            fh_log_error("ibv: %s: cannot make an address handle: %s",
+                         FH_RANK_NAME(r), strerror(errno));
     }
     struct ibv_ah *ah = c->ah[r];
     pthread_mutex_unlock(&c->cm_lock);
@@ -194,8 +194,8 @@ static void ibv_cm_send(struct fh_cpath *p, int r, int q, uint32_t type,
     wr.wr.ud.remote_qkey = c->peer_hdr[r].qkey;
     int e = ibv_post_send(p->udqp, &wr, &bad);
     if (e)
-        fh_log_verbose(1, "ibv: path %d: connection message to rank %d: %s",
-                       p->index, r, strerror(e));
+        fh_log_verbose(1, "ibv: path %d: connection message to %s: %s",
+                       p->index, FH_RANK_NAME(r), strerror(e));
     else
         p->cm_sq_used++;
 }
@@ -213,7 +213,7 @@ static int ibv_qp_init(struct fh_conduit *c, struct ibv_conn *k)
     int e = ibv_modify_qp(k->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
                           IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (e) {
-        fh_log_error("ibv: rank %d: QP to INIT: %s", k->rank, strerror(e));
+        fh_log_error("ibv: %s: QP to INIT: %s", FH_RANK_NAME(k->rank), strerror(e));
         return FH_ERR_TRANSPORT;
     }
     return FH_OK;
@@ -241,8 +241,8 @@ static int ibv_qp_connect(struct fh_conduit *c, struct ibv_conn *k,
                           IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (e) {
-        fh_log_error("ibv: rank %d: QP to RTR (remote QP %u, path %d): %s",
-                     k->rank, rqpn, k->rpath, strerror(e));
+        fh_log_error("ibv: %s: QP to RTR (remote QP %u, path %d): %s",
+                     FH_RANK_NAME(k->rank), rqpn, k->rpath, strerror(e));
         return FH_ERR_TRANSPORT;
     }
     memset(&a, 0, sizeof a);
@@ -256,7 +256,7 @@ static int ibv_qp_connect(struct fh_conduit *c, struct ibv_conn *k,
                       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                       IBV_QP_MAX_QP_RD_ATOMIC);
     if (e) {
-        fh_log_error("ibv: rank %d: QP to RTS: %s", k->rank, strerror(e));
+        fh_log_error("ibv: %s: QP to RTS: %s", FH_RANK_NAME(k->rank), strerror(e));
         return FH_ERR_TRANSPORT;
     }
     k->rqpn = rqpn;
@@ -265,17 +265,17 @@ static int ibv_qp_connect(struct fh_conduit *c, struct ibv_conn *k,
     if (!atomic_flag_test_and_set(&c->av_said)) {  /* the first one, once */
         struct ibv_ah_attr av;
         ibv_peer_av(c, k->rank, &av);
-        fh_log_verbose(1, "ibv: to rank %d: dlid %u, %s (sgid index %d, "
+        fh_log_verbose(1, "ibv: to %s: dlid %u, %s (sgid index %d, "
                        "tclass %u), sl %u, pkey index %u, reads/atomics "
-                       "%u out / %u in", k->rank, peer->lid,
+                       "%u out / %u in", FH_RANK_NAME(k->rank), peer->lid,
                        av.is_global ? "GRH" : "no GRH",
                        av.is_global ? av.grh.sgid_index : -1,
                        c->env.tclass, c->env.sl, c->env.pkey_index, init,
                        resp);
     }
-    fh_log_verbose(2, "ibv: path %d connected to rank %d path %d (QP %u <-> "
+    fh_log_verbose(2, "ibv: path %d connected to %s path %d (QP %u <-> "
                    "%u, reads/atomics %u out / %u in)", k->owner->index,
-                   k->rank, k->rpath, k->qp->qp_num, rqpn, init, resp);
+                   FH_RANK_NAME(k->rank), k->rpath, k->qp->qp_num, rqpn, init, resp);
     return FH_OK;
 }
 
@@ -313,15 +313,15 @@ int ibv_cm_advance(struct fh_cpath *p, struct ibv_conn *k)
     case IBV_CONN_UP:
         return FH_OK;
     case IBV_CONN_FAILED:
-        return fh_set_error(k->status, "ibv: rank %d: connection from path "
-                            "%d to its path %d failed", k->rank, p->index,
+        return fh_set_error(k->status, "ibv: %s: connection from path "
+                            "%d to its path %d failed", FH_RANK_NAME(k->rank), p->index,
                             k->rpath);
     case IBV_CONN_NONE:
         if (p->index == 0 && k->rpath != 0)
             return fh_set_error(FH_ERR_INVALID, "ibv: service path to path %d "
-                                "of rank %d, which never sent to it (a service "
+                                "of %s, which never sent to it (a service "
                                 "path answers thread paths only)", k->rpath,
-                                k->rank);
+                                FH_RANK_NAME(k->rank));
         if ((ret = ibv_cm_make(p, k)) != FH_OK)
             return ibv_cm_fail(k, ret);
         if (k->rank == me && p->index == 0) {      /* path 0 to itself */
@@ -337,13 +337,13 @@ int ibv_cm_advance(struct fh_cpath *p, struct ibv_conn *k)
     case IBV_CONN_WAIT: {
         double now = ibv_now();
         if (now >= k->deadline) {
-            fh_log_error("ibv: rank %d did not answer the connection request "
+            fh_log_error("ibv: %s did not answer the connection request "
                          "from path %d to its path %d within %.0f s: dead, or "
-                         "not polling", k->rank, p->index, k->rpath,
+                         "not polling", FH_RANK_NAME(k->rank), p->index, k->rpath,
                          c->cm_timeout);
             return fh_set_error(ibv_cm_fail(k, FH_ERR_PEER_DEAD),
-                                "ibv: rank %d did not answer a connection "
-                                "request within %.0f s", k->rank,
+                                "ibv: %s did not answer a connection "
+                                "request within %.0f s", FH_RANK_NAME(k->rank),
                                 c->cm_timeout);
         }
         if (now >= k->next_try) {
@@ -426,10 +426,10 @@ static void ibv_cm_recv(struct fh_cpath *p, const struct ibv_ev *v,
                                                 &m);
     if (vd == IBV_CM_NOT_SENDER) {
         const uint8_t *g = (const uint8_t *)buf;
-        fh_log_verbose(2, "ibv: path %d: connection message naming rank %u "
+        fh_log_verbose(2, "ibv: path %d: connection message naming %s "
                        "path %u from QP %u (expected %u), grh %d, bytes "
                        "0/20: %02x %02x, 32..35: %u.%u.%u.%u", p->index,
-                       m.src_rank, m.src_path, v->src_qp,
+                       FH_RANK_NAME((int)m.src_rank), m.src_path, v->src_qp,
                        c->peer_ud[(size_t)m.src_rank * np + m.src_path],
                        v->grh, g[0], g[20], g[32], g[33], g[34], g[35]);
     }

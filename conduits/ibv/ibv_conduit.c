@@ -74,9 +74,9 @@ static int ibv_read_env(struct ibv_env *e, const fh_conduit_config_t *cfg)
     if (e->device && strchr(e->device, ',')) {     /* one per rank */
         if (ibv_device_for_rank(e->device, cfg->rank, e->device_buf,
                                 sizeof e->device_buf) < 0)
-            return fh_set_error(FH_ERR_CONFIG, "FH_IBV_DEVICE=%s: rank %d's "
+            return fh_set_error(FH_ERR_CONFIG, "FH_IBV_DEVICE=%s: %s's "
                                 "entry is empty or too long", e->device,
-                                cfg->rank);
+                                FH_RANK_NAME(cfg->rank));
         e->device = e->device_buf;
     }
     e->port = (int)s->port;
@@ -314,15 +314,16 @@ static int ibv_connect(struct fh_conduit *c, struct fh_boot *boot)
         if (ph.magic != IBV_MAGIC || ph.npaths != (uint32_t)np ||
             ph.mtu < IBV_MTU_256 || ph.mtu > IBV_MTU_4096 ||
             (ph.qkey & 0x80000000u)) {
-            ret = fh_set_error(FH_ERR_BOOTSTRAP, "ibv: rank %d sent a bad "
-                               "connection record", r);
+            ret = fh_set_error(FH_ERR_BOOTSTRAP, "ibv: %s sent a bad "
+                               "connection record", FH_RANK_NAME(r));
             goto out;
         }
         if (ph.is_eth != c->is_eth || (ph.gid_index >= 0) !=
                                           (c->gid_index >= 0)) {
-            ret = fh_set_error(FH_ERR_CONFIG, "ibv: rank %d uses %s%s, this "
-                               "rank %s%s: set FH_IBV_DEVICE/FH_IBV_PORT/"
-                               "FH_IBV_GID_INDEX consistently", r,
+            ret = fh_set_error(FH_ERR_CONFIG, "ibv: %s uses %s%s, %s (this one) "
+                               "%s%s: set FH_IBV_DEVICE/FH_IBV_PORT/"
+                               "FH_IBV_GID_INDEX consistently", FH_RANK_NAME(r),
+                               FH_RANK_NAME(c->cfg.rank),
                                ph.is_eth ? "RoCE" : "InfiniBand",
                                ph.gid_index >= 0 ? " with GIDs" : " with LIDs",
                                c->is_eth ? "RoCE" : "InfiniBand",

@@ -95,8 +95,9 @@ void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v)
     if (op->kind == IBV_OP_RECV) {
         struct ibv_conn *k = ibv_conn_by_qpn(p, v->qp_num);
         if (ws != IBV_WC_WR_FLUSH_ERR)
-            fh_log_error("ibv: rank %d: receive on path %d failed: %s "
-                         "(vendor_err 0x%x)%s", k ? k->rank : -1, p->index,
+            fh_log_error("ibv: %s: receive on path %d failed: %s "
+                         "(vendor_err 0x%x)%s", k ? FH_RANK_NAME(k->rank) : "unknown peer",
+                         p->index,
                          ibv_wc_status_str(ws), v->vendor_err,
                          ws == IBV_WC_LOC_LEN_ERR
                              ? " (message over am_max_packet?)" : "");
@@ -118,8 +119,8 @@ void ibv_handle_error(struct fh_cpath *p, const struct ibv_ev *v)
                      ibv_kind_str(op->kind), op->len);
         else
             snprintf(what, sizeof what, "%s", ibv_kind_str(op->kind));
-        fh_log_error("ibv: rank %d: %s from path %d to its path %d failed: "
-                     "%s (vendor_err 0x%x)%s", k->rank, what, p->index,
+        fh_log_error("ibv: %s: %s from path %d to its path %d failed: "
+                     "%s (vendor_err 0x%x)%s", FH_RANK_NAME(k->rank), what, p->index,
                      k->rpath, ibv_wc_status_str(ws), v->vendor_err,
                      st == FH_ERR_PEER_DEAD
                          ? "; the peer is dead or unreachable"
@@ -187,8 +188,8 @@ static void ibv_async_qp(struct fh_conduit *c, struct ibv_qp *qp,
     int none = FH_OK;
     if (atomic_compare_exchange_strong(&k->async_err, &none,
                                        FH_ERR_TRANSPORT)) {
-        fh_log_error("ibv: rank %d: %s on the connection from path %d to its "
-                     "path %d: the connection is broken", k->rank,
+        fh_log_error("ibv: %s: %s on the connection from path %d to its "
+                     "path %d: the connection is broken", FH_RANK_NAME(k->rank),
                      ibv_event_type_str(t), k->owner->index, k->rpath);
         atomic_fetch_add(&k->owner->conn_err_pending, 1);
     }
@@ -257,9 +258,9 @@ int ibv_check_trouble(struct fh_cpath *p, int drain)
             struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
             ibv_modify_qp(k->qp, &a, IBV_QP_STATE);  /* flush what it holds */
             int f = ibv_fail_live(p, k, k->status);
-            fh_log_error("ibv: rank %d: connection from path %d to its path "
+            fh_log_error("ibv: %s: connection from path %d to its path "
                          "%d broken: %d outstanding operation(s) failed, "
-                         "later ones refused", k->rank, p->index, k->rpath, f);
+                         "later ones refused", FH_RANK_NAME(k->rank), p->index, k->rpath, f);
             n += f;
         }
     }

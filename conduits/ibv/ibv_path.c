@@ -135,8 +135,8 @@ int ibv_conn_create(struct fh_cpath *p, struct ibv_conn *k)
         k->qp = ibv_create_qp_ex(c->ctx, &a);
     }
     if (!k->qp) {
-        fh_log_error("ibv: path %d: cannot create the RC QP for rank %d path "
-                     "%d (send depth %u, inline %u): %s", p->index, k->rank,
+        fh_log_error("ibv: path %d: cannot create the RC QP for %s path "
+                     "%d (send depth %u, inline %u): %s", p->index, FH_RANK_NAME(k->rank),
                      k->rpath, p->sq_depth, c->max_inline, strerror(errno));
         return errno == ENOMEM ? FH_ERR_NO_MEMORY : FH_ERR_TRANSPORT;
     }
@@ -432,11 +432,11 @@ int ibv_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     if ((ret = ibv_conn_for(p, rank, rpath, "am_send", &k)))
         return ret;
     if (p->err != FH_OK)
-        return fh_set_error(p->err, "ibv: am_send to rank %d: path %d is "
-                            "broken (device %s)", rank, p->index, c->devname);
+        return fh_set_error(p->err, "ibv: am_send to %s: path %d is "
+                            "broken (device %s)", FH_RANK_NAME(rank), p->index, c->devname);
     if (k->status != FH_OK)
-        return fh_set_error(k->status, "ibv: rank %d: connection from path "
-                            "%d to its path %d is broken", rank, p->index,
+        return fh_set_error(k->status, "ibv: %s: connection from path "
+                            "%d to its path %d is broken", FH_RANK_NAME(rank), p->index,
                             rpath);
     const int inl = total <= c->max_inline;
     struct ibv_op *op = NULL;

@@ -53,8 +53,8 @@ int ibv_batch_close(struct fh_cpath *p)
     }
     if (!e)
         return FH_OK;
-    fh_log_error("ibv: rank %d: posting %u work requests from path %d to its "
-                 "path %d failed: %s", k->rank, n - first_bad, p->index,
+    fh_log_error("ibv: %s: posting %u work requests from path %d to its "
+                 "path %d failed: %s", FH_RANK_NAME(k->rank), n - first_bad, p->index,
                  k->rpath, strerror(e));
     if (k->status == FH_OK)
         k->status = FH_ERR_TRANSPORT;

@@ -67,9 +67,9 @@ int ibv_conn_for(struct fh_cpath *p, int rank, int rpath, const char *what,
     } else {
         if (rpath != 0)
             return fh_set_error(FH_ERR_INVALID, "ibv: %s from thread path %d "
-                                "to path %d of rank %d (thread paths reach "
+                                "to path %d of %s (thread paths reach "
                                 "service paths only)", what, p->index, rpath,
-                                rank);
+                                FH_RANK_NAME(rank));
         k = &p->conns[rank];
     }
     *out = k;
@@ -164,11 +164,11 @@ static int ibv_rma_post(struct fh_cpath *p, int is_put, int rank, int rpath,
                                 len, (void *)lmr->addr, lmr->len);
     }
     if (p->err != FH_OK)
-        return fh_set_error(p->err, "ibv: %s to rank %d: path %d is broken "
-                            "(device %s)", what, rank, p->index, c->devname);
+        return fh_set_error(p->err, "ibv: %s to %s: path %d is broken "
+                            "(device %s)", what, FH_RANK_NAME(rank), p->index, c->devname);
     if (k->status != FH_OK)
-        return fh_set_error(k->status, "ibv: rank %d: %s: connection from "
-                            "path %d to its path %d is broken", rank, what,
+        return fh_set_error(k->status, "ibv: %s: %s: connection from "
+                            "path %d to its path %d is broken", FH_RANK_NAME(rank), what,
                             p->index, rpath);
     struct ibv_op *op = p->op_free;
     if (!op || k->sq_used >= p->sq_depth) {

@@ -87,8 +87,8 @@ static int derive_one(struct ofi_auth *a, int peer, const uint8_t *pub,
     EVP_PKEY_CTX_free(dc);
     EVP_PKEY_free(pk);
     return ok ? FH_OK
-              : fh_set_error(FH_ERR_TRANSPORT, "ofi: no pair secret with rank %d "
-                             "(its public key is unusable)", peer);
+              : fh_set_error(FH_ERR_TRANSPORT, "ofi: no pair secret with %s "
+                             "(its public key is unusable)", FH_RANK_NAME(peer));
 }
 
 int ofi_auth_derive(struct ofi_auth *a, const uint8_t *pubs)

@@ -116,8 +116,9 @@ static int conn_open_ep(struct ofi_conn *k, struct fi_info *info)
     if (!ret)
         ret = fi_enable(k->ep);
     if (ret) {
-        fh_log_error("ofi: endpoint for rank %u path %u: %s",
-                     k->src / (uint32_t)c->cfg.npaths, k->src % (uint32_t)c->cfg.npaths,
+        fh_log_error("ofi: endpoint for %s path %u: %s",
+                     FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
+                     k->src % (uint32_t)c->cfg.npaths,
                      fi_strerror(-ret));
         if (k->ep != NULL)
             fi_close(&k->ep->fid);

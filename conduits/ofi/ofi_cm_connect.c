@@ -40,7 +40,7 @@ int ofi_cm_connect_req(struct ofi_conn *k)
     const char *name = c->peer_names + (size_t)rank * c->lname_len;
     int ret = fi_connect(k->ep, name, &k->req, sizeof k->req);
     if (ret) {
-        fh_log_error("ofi: path %d: fi_connect to rank %d: %s", k->p->index, rank,
+        fh_log_error("ofi: path %d: fi_connect to %s: %s", k->p->index, FH_RANK_NAME(rank),
                      fi_strerror(-ret));
         return FH_ERR_TRANSPORT;
     }
@@ -96,15 +96,17 @@ static void report_missing(const struct fh_conduit *c)
         if (k->initiator && k->p->conn[k->src] == k
             && (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)) {
             fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated connection "
-                         "to rank %u after %.0f s (%u requests refused)", k->p->index,
-                         k->src / (uint32_t)np, OFI_CM_SETUP_TIMEOUT, k->tries);
+                         "to %s after %.0f s (%u requests refused)", k->p->index,
+                         FH_RANK_NAME((int)(k->src / (uint32_t)np)), OFI_CM_SETUP_TIMEOUT,
+                         k->tries);
             return;
         }
     for (uint32_t s = 0; s < (uint32_t)(c->cfg.nranks * np); s++)
         if (!c->accepted[s] && s % (uint32_t)np <= (uint32_t)c->nthread_eager
             && (s % (uint32_t)np != 0 || s / (uint32_t)np <= (uint32_t)c->cfg.rank)) {
-            fh_set_error(FH_ERR_PEER_DEAD, "ofi: rank %u path %u did not connect "
-                         "(with a valid proof) within %.0f s", s / (uint32_t)np,
+            fh_set_error(FH_ERR_PEER_DEAD, "ofi: %s path %u did not connect "
+                         "(with a valid proof) within %.0f s",
+                         FH_RANK_NAME((int)(s / (uint32_t)np)),
                          s % (uint32_t)np, OFI_CM_SETUP_TIMEOUT);
             return;
         }
@@ -237,8 +239,8 @@ int ofi_cm_path_connect(struct fh_cpath *p)
         const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
         int st = atomic_load(&k->state);
         if (st == OFI_CONN_DEAD || st == OFI_CONN_DOWN)
-            return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no connection to rank "
-                                "%d (%u requests refused)", p->index, r, k->tries);
+            return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no connection to "
+                                "%s (%u requests refused)", p->index, FH_RANK_NAME(r), k->tries);
         up += st == OFI_CONN_UP && k->proof_sent;
     }
     if (up == nr) {
@@ -251,8 +253,9 @@ int ofi_cm_path_connect(struct fh_cpath *p)
             const struct ofi_conn *k = p->conn[(size_t)r * (size_t)np];
             if (atomic_load(&k->state) != OFI_CONN_UP || !k->proof_sent)
                 return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: no authenticated "
-                                    "connection to rank %d after %.0f s (%u requests "
-                                    "refused)", p->index, r, OFI_CM_SETUP_TIMEOUT, k->tries);
+                                    "connection to %s after %.0f s (%u requests "
+                                    "refused)", p->index, FH_RANK_NAME(r), OFI_CM_SETUP_TIMEOUT,
+                                    k->tries);
         }
     return FH_ERR_AGAIN;
 }

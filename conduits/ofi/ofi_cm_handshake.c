@@ -62,8 +62,9 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
              * top): refused and counted, but not reported as a stranger. */
             fi_reject(c->pep, e->info->handle, NULL, 0);
             c->cm_refused++;
-            fh_log_verbose(2, "ofi: refused a request of rank %u path %u: %u unproven "
-                           "connections", le32toh(req.src_rank), le32toh(req.src_path),
+            fh_log_verbose(2, "ofi: refused a request of %s path %u: %u unproven "
+                           "connections", FH_RANK_NAME((int)(le32toh(req.src_rank))),
+                           le32toh(req.src_path),
                            c->npending);
             fi_freeinfo(e->info);
             return;
@@ -104,8 +105,8 @@ static int on_accepted(struct fh_conduit *c, struct ofi_conn *k, const void *dat
     const int np = c->cfg.npaths;
     const char *why = ofi_cm_acc_check(&c->auth, &k->req, data, dlen, &k->acc);
     if (why != NULL) {
-        fh_log_error("ofi: path %d: rank %u refused as our peer: %s", k->p->index,
-                     k->src / (uint32_t)np, why);
+        fh_log_error("ofi: path %d: %s refused as our peer: %s", k->p->index,
+                     FH_RANK_NAME((int)(k->src / (uint32_t)np)), why);
         ofi_cm_conn_kill(k, NULL);
         return FH_ERR_TRANSPORT;
     }
@@ -138,8 +139,8 @@ int ofi_cm_send_proof(struct ofi_conn *k)
     ssize_t ret = fi_send(k->ep, s->buf, sizeof pr, ofi_path_desc(k->p, k->p->slot_mr), 0,
                           &s->fctx);
     if (ret) {
-        fh_log_error("ofi: path %d: sending the connection proof to rank %d: %s",
-                     k->p->index, s->rank, fi_strerror((int)-ret));
+        fh_log_error("ofi: path %d: sending the connection proof to %s: %s",
+                     k->p->index, FH_RANK_NAME(s->rank), fi_strerror((int)-ret));
         s->conn = NULL;
         return FH_ERR_TRANSPORT;
     }
@@ -191,7 +192,8 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
     if (p->conn[k->src] == NULL)
         p->conn[k->src] = k;     /* the self loop keeps its connector for sends */
     atomic_store(&k->state, OFI_CONN_UP);
-    fh_log_verbose(3, "ofi: accepted rank %u path %u", k->src / (uint32_t)c->cfg.npaths,
+    fh_log_verbose(3, "ofi: accepted %s path %u",
+                   FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
                    k->src % (uint32_t)c->cfg.npaths);
 }
 
@@ -205,8 +207,9 @@ static void retry_later(struct ofi_conn *k)
     fi_close(&k->ep->fid);
     k->ep = NULL;
     ofi_cm_backoff(k);
-    fh_log_verbose(2, "ofi: path %d: rank %u refused or closed our connection (%u times); again "
-                   "in %.0f ms", k->p->index, k->src / (uint32_t)k->p->c->cfg.npaths,
+    fh_log_verbose(2, "ofi: path %d: %s refused or closed our connection (%u times); again "
+                   "in %.0f ms", k->p->index,
+                   FH_RANK_NAME((int)(k->src / (uint32_t)k->p->c->cfg.npaths)),
                    k->tries, (k->retry_at - ofi_now()) * 1e3);
 }
 
@@ -267,8 +270,9 @@ int ofi_cm_events(struct fh_conduit *c)
             if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
                 /* Its own path makes a new one after a backoff (state is
                  * all that path 0 writes of another path's connection). */
-                fh_log_verbose(2, "ofi: path %d: rank %u refused our new connection: %s",
-                               k->p->index, k->src / (uint32_t)np, fi_strerror(err.err));
+                fh_log_verbose(2, "ofi: path %d: %s refused our new connection: %s",
+                               k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)np)),
+                               fi_strerror(err.err));
                 ofi_cm_conn_kill(k, NULL);
                 continue;
             }
@@ -277,14 +281,14 @@ int ofi_cm_events(struct fh_conduit *c)
                 continue;
             }
             if (setup && c->connected) {       /* path_connect reports it */
-                fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
-                             k->src / (uint32_t)np, fi_strerror(err.err));
+                fh_log_error("ofi: path %d: cannot connect to %s: %s", k->p->index,
+                             FH_RANK_NAME((int)(k->src / (uint32_t)np)), fi_strerror(err.err));
                 ofi_cm_conn_kill(k, NULL);
                 continue;
             }
             if (k->initiator && !c->connected) {
-                fh_log_error("ofi: path %d: cannot connect to rank %u: %s", k->p->index,
-                             k->src / (uint32_t)np, fi_strerror(err.err));
+                fh_log_error("ofi: path %d: cannot connect to %s: %s", k->p->index,
+                             FH_RANK_NAME((int)(k->src / (uint32_t)np)), fi_strerror(err.err));
                 ofi_cm_conn_kill(k, NULL);
                 return FH_ERR_PEER_DEAD;
             }
@@ -308,8 +312,8 @@ int ofi_cm_events(struct fh_conduit *c)
             /* Made again after start-up: its own path finishes it. */
             const char *why = ofi_cm_acc_check(&c->auth, &k->req, ev.e.data, dlen, &k->acc);
             if (why != NULL) {
-                fh_log_error("ofi: path %d: rank %u refused as our peer: %s", k->p->index,
-                             k->src / (uint32_t)np, why);
+                fh_log_error("ofi: path %d: %s refused as our peer: %s", k->p->index,
+                             FH_RANK_NAME((int)(k->src / (uint32_t)np)), why);
                 ofi_cm_conn_kill(k, NULL);
             } else {
                 ofi_cm_redial_accepted(k);
@@ -328,8 +332,8 @@ int ofi_cm_events(struct fh_conduit *c)
             } else if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
                 ofi_cm_conn_kill(k, NULL);          /* its path dials again */
             } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
-                fh_log_verbose(1, "ofi: rank %u path %u closed its connection",
-                               k->src / (uint32_t)np, k->src % (uint32_t)np);
+                fh_log_verbose(1, "ofi: %s path %u closed its connection",
+                               FH_RANK_NAME((int)(k->src / (uint32_t)np)), k->src % (uint32_t)np);
                 /* Its path fails what was live on it; an initiator's path
                  * connects again, an acceptor waits for its peer to
                  * (ofi_cm_redial.c; a thread path made after start-up

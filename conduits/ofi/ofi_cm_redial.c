@@ -51,9 +51,9 @@ static void fail_live(struct fh_cpath *p, struct ofi_conn *k)
         struct ofi_op *o = &p->ops[j];
         if (!o->live || o->conn != k)
             continue;
-        fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) lost with its "
+        fh_log_error("ofi: path %d: %s %s (path %d) at 0x%llx (+%zu) lost with its "
                      "connection", p->index, o->kind == OFI_OP_PUT ? "put to" : "get from",
-                     o->rank, o->rpath, (unsigned long long)o->raddr, o->len);
+                     FH_RANK_NAME(o->rank), o->rpath, (unsigned long long)o->raddr, o->len);
         ofi_rma_done(p, o);
         o->kind = OFI_OP_LOST;
         c->up.on_complete(p->upcall_arg, o->op_ctx, FH_ERR_PEER_DEAD);
@@ -73,8 +73,8 @@ void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k)
     if (c->up.on_lost != NULL)          /* its unanswered requests fail */
         c->up.on_lost(p->upcall_arg, (int)(k->src / np), (int)(k->src % np));
     fail_live(p, k);
-    fh_log_verbose(1, "ofi: path %d: the connection with rank %u path %u was lost; %s",
-                   p->index, k->src / np, k->src % np,
+    fh_log_verbose(1, "ofi: path %d: the connection with %s path %u was lost; %s",
+                   p->index, FH_RANK_NAME((int)(k->src / np)), k->src % np,
                    k->initiator ? "connecting again" : "waiting for it to connect again");
     /* Only a thread path's connection is made again: its announcement
      * travels on the service paths' connection.  That one itself (and so
@@ -187,7 +187,8 @@ void ofi_cm_replace_accepted(struct ofi_conn *k)
     if (p->conn[k->src] == NULL || p->conn[k->src] == old)
         p->conn[k->src] = k;
     ofi_cm_reset_pair(p, k->src);
-    fh_log_verbose(1, "ofi: rank %u path %u connected again", k->src / np, k->src % np);
+    fh_log_verbose(1, "ofi: %s path %u connected again", FH_RANK_NAME((int)(k->src / np)),
+                   k->src % np);
 }
 
 /* Successor of lost connection k at dst, accepted and checked: its buffers,
@@ -209,8 +210,8 @@ static void finish(struct fh_cpath *p, struct ofi_conn *k, size_t dst)
     k->gave_up = 1;
     p->lost--;
     ofi_cm_reset_pair(p, (uint32_t)dst);
-    fh_log_verbose(1, "ofi: path %d: connected again to rank %u path %u", p->index,
-                   (uint32_t)dst / np, (uint32_t)dst % np);
+    fh_log_verbose(1, "ofi: path %d: connected again to %s path %u", p->index,
+                   FH_RANK_NAME((int)((uint32_t)dst / np)), (uint32_t)dst % np);
 }
 
 /* One lost initiator's connection k at dst: one step towards its
@@ -221,8 +222,9 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
     const uint32_t np = (uint32_t)c->cfg.npaths;
     struct ofi_conn *s = k->succ;
     if (t > k->lost_at + OFI_CM_REDIAL_WAIT) {
-        fh_log_error("ofi: path %d: rank %u path %u not connected again within %.0f s: "
-                     "traffic with it fails", p->index, k->src / np, k->src % np,
+        fh_log_error("ofi: path %d: %s path %u not connected again within %.0f s: "
+                     "traffic with it fails", p->index, FH_RANK_NAME((int)(k->src / np)),
+                     k->src % np,
                      OFI_CM_REDIAL_WAIT);
         if (s != NULL)
             ofi_cm_conn_abort(s);

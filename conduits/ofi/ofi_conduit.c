@@ -637,8 +637,8 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
         const char *name = all + (k / (size_t)np) * R + (k % (size_t)np) * L;
         int n = fi_av_insert(c->av, name, 1, &c->addrs[k], 0, NULL);
         if (n != 1) {
-            fh_log_error("ofi: fi_av_insert(rank %zu path %zu): %s",
-                         k / (size_t)np, k % (size_t)np,
+            fh_log_error("ofi: fi_av_insert(%s path %zu): %s",
+                         FH_RANK_NAME((int)(k / (size_t)np)), k % (size_t)np,
                          n < 0 ? fi_strerror(-n) : "address rejected");
             ret = FH_ERR_TRANSPORT;
             goto out;

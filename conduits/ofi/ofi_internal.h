@@ -410,7 +410,7 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
     struct ofi_conn *k = p->conn[dst];
     if (k == NULL)
         return fh_set_error(FH_ERR_INVALID, "ofi: path %d has no connection to "
-                            "rank %d path %d", p->index, rank, rpath);
+                            "%s path %d", p->index, FH_RANK_NAME(rank), rpath);
     const int st = atomic_load_explicit(&k->state, memory_order_relaxed);
     if (st != OFI_CONN_UP) {
         /* Lost after start-up: made again within OFI_CM_REDIAL_WAIT (the
@@ -424,8 +424,8 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
                 return FH_ERR_AGAIN;
             k->gave_up = 1;
         }
-        return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: the connection to rank %d "
-                            "path %d is closed", p->index, rank, rpath);
+        return fh_set_error(FH_ERR_PEER_DEAD, "ofi: path %d: the connection to %s "
+                            "path %d is closed", p->index, FH_RANK_NAME(rank), rpath);
     }
     *ep = k->ep;
     *addr = 0;

@@ -82,8 +82,8 @@ int ofi_post_rbuf(struct fh_cpath *p, struct ofi_op *rb)
         rb->repost = 0;
         if (r == 0)
             return 0;
-        fh_log_error("ofi: path %d: fi_recv on the connection of rank %u: %s",
-                     p->index, k->src / (uint32_t)p->c->cfg.npaths,
+        fh_log_error("ofi: path %d: fi_recv on the connection of %s: %s",
+                     p->index, FH_RANK_NAME((int)(k->src / (uint32_t)p->c->cfg.npaths)),
                      fi_strerror((int)-r));
         return FH_ERR_TRANSPORT;
     }
@@ -377,8 +377,8 @@ int ofi_am_send(struct fh_cpath *p, int rank, int rpath, const void *hdr,
     }
     if (ret == -FI_EAGAIN)
         return FH_ERR_AGAIN;
-    fh_log_error("ofi: path %d: fi_send to rank %d path %d: %s", p->index,
-                 rank, rpath, fi_strerror((int)-ret));
+    fh_log_error("ofi: path %d: fi_send to %s path %d: %s", p->index,
+                 FH_RANK_NAME(rank), rpath, fi_strerror((int)-ret));
     return ofi_err_to_fh((int)ret);
 }
 

@@ -210,9 +210,9 @@ static void ofi_handle_error(struct fh_cpath *p)
             st = FH_ERR_PEER_DEAD;
         if (st == FH_ERR_AGAIN || st == FH_ERR_NO_MEMORY)
             st = FH_ERR_TRANSPORT;
-        fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) failed: %s (%s)",
+        fh_log_error("ofi: path %d: %s %s (path %d) at 0x%llx (+%zu) failed: %s (%s)",
                      p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
-                     op->rank, op->rpath, (unsigned long long)op->raddr, op->len,
+                     FH_RANK_NAME(op->rank), op->rpath, (unsigned long long)op->raddr, op->len,
                      fi_strerror(e.err), detail);
         void *ctx = op->op_ctx;
         op->next = p->op_free;
@@ -224,17 +224,17 @@ static void ofi_handle_error(struct fh_cpath *p)
         if (c->msg && c->connected) {
             /* Its connection was lost: made again (ofi_cm_redial.c), the
              * message is not. */
-            fh_log_error("ofi: path %d: active message to rank %d path %d lost with its "
-                         "connection: %s (%s)", p->index, op->rank, op->rpath,
+            fh_log_error("ofi: path %d: active message to %s path %d lost with its "
+                         "connection: %s (%s)", p->index, FH_RANK_NAME(op->rank), op->rpath,
                          fi_strerror(e.err), detail);
             op->conn = NULL;
             op->next = p->slot_free;
             p->slot_free = op;
             break;
         }
-        fh_fatal("ofi: path %d: active message to rank %d path %d failed, "
-                 "rank %d unreachable: %s (%s)", p->index, op->rank,
-                 op->rpath, op->rank, fi_strerror(e.err), detail);
+        fh_fatal("ofi: path %d: active message to %s path %d failed, "
+                 "%s unreachable: %s (%s)", p->index, FH_RANK_NAME(op->rank),
+                 op->rpath, FH_RANK_NAME(op->rank), fi_strerror(e.err), detail);
     case OFI_OP_RECV:
         if (op->conn != NULL) {
             /* A connection's receive failed: the connection is over (its
@@ -248,8 +248,8 @@ static void ofi_handle_error(struct fh_cpath *p)
                 c->up.on_drop(p->upcall_arg, rank, "message truncated by the provider "
                               "(longer than the receive space); its connection ends");
             else if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
-                fh_log_verbose(1, "ofi: path %d: receive from rank %d failed: %s",
-                               p->index, rank, fi_strerror(e.err));
+                fh_log_verbose(1, "ofi: path %d: receive from %s failed: %s",
+                               p->index, FH_RANK_NAME(rank), fi_strerror(e.err));
             else if (e.err != FI_ECANCELED && st == OFI_CONN_SETUP && op->conn->pending)
                 ofi_drop(p, -1, "connection whose proof could not be received");
             if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
@@ -405,11 +405,12 @@ void ofi_rma_expire(struct fh_cpath *p)
         if (!op->live || ++op->age < OFI_RMA_SCANS || !ofi_probe_fail(p, op, t))
             continue;
         struct ofi_conn *k = op->conn;
-        fh_log_error("ofi: path %d: %s rank %d (path %d) at 0x%llx (+%zu) did not complete "
-                     "in %.0f s (FH_OFI_RMA_TIMEOUT) while the rank polled: failed, and the "
+        fh_log_error("ofi: path %d: %s %s (path %d) at 0x%llx (+%zu) did not complete "
+                     "in %.0f s (FH_OFI_RMA_TIMEOUT) while we polled: failed, and the "
                      "connection is closed (a provider that met a fault in the target's "
                      "memory stops serving it); the pair is connected again",
-                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from", op->rank,
+                     p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
+                     FH_RANK_NAME(op->rank),
                      op->rpath, (unsigned long long)op->raddr, op->len, c->rma_timeout);
         if (k != NULL)
             ofi_cm_conn_abort(k);

@@ -273,8 +273,8 @@ int ofi_put(struct fh_cpath *p, int rank, int rpath, const void *src,
     }
     if (r == -FI_EAGAIN)
         return FH_ERR_AGAIN;
-    fh_log_error("ofi: path %d: put of %zu bytes to rank %d: %s", p->index,
-                 len, rank, fi_strerror((int)-r));
+    fh_log_error("ofi: path %d: put of %zu bytes to %s: %s", p->index,
+                 len, FH_RANK_NAME(rank), fi_strerror((int)-r));
     return ofi_err_to_fh((int)r);
 }
 
@@ -327,7 +327,7 @@ int ofi_get(struct fh_cpath *p, int rank, int rpath, void *dst, size_t len,
     }
     if (r == -FI_EAGAIN)
         return FH_ERR_AGAIN;
-    fh_log_error("ofi: path %d: get of %zu bytes from rank %d: %s", p->index,
-                 len, rank, fi_strerror((int)-r));
+    fh_log_error("ofi: path %d: get of %zu bytes from %s: %s", p->index,
+                 len, FH_RANK_NAME(rank), fi_strerror((int)-r));
     return ofi_err_to_fh((int)r);
 }

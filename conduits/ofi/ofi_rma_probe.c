@@ -82,9 +82,10 @@ int ofi_probe_fail(struct fh_cpath *p, struct ofi_op *op, double now)
     case 0:
         op->pneed = ask(c, op->rank);
         op->pstate = 1;
-        fh_log_verbose(1, "ofi: path %d: %s rank %d at 0x%llx (+%zu) incomplete after %.0f s: "
-                       "probing the rank", p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
-                       op->rank, (unsigned long long)op->raddr, op->len, c->rma_timeout);
+        fh_log_verbose(1, "ofi: path %d: %s %s at 0x%llx (+%zu) incomplete after %.0f s: "
+                       "probing it", p->index, op->kind == OFI_OP_PUT ? "put to" : "get from",
+                       FH_RANK_NAME(op->rank), (unsigned long long)op->raddr, op->len,
+                       c->rma_timeout);
         return 0;
     case 1:
     case 3:

@@ -54,8 +54,8 @@ int fh_boot_open(fh_boot_t **out)
     }
     if (rc == FH_OK) {
         fh_log_set_rank((*out)->rank);
-        fh_log_verbose(1, "bootstrap: %s, rank %d of %d (local %d of %d)",
-                       (*out)->ops->name, (*out)->rank, (*out)->nranks,
+        fh_log_verbose(1, "bootstrap: %s, %s of %d (local %d of %d)",
+                       (*out)->ops->name, FH_RANK_NAME((*out)->rank), (*out)->nranks,
                        (*out)->local_rank, (*out)->local_nranks);
     }
     return rc;

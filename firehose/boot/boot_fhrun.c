@@ -130,7 +130,7 @@ static void on_dead(fhrun_priv_t *p, const fh_boot_rx_t *rx)
         size_t n = strlen(why) + 64;
         char *text = malloc(n);
         if (text != NULL)
-            snprintf(text, n, "rank %u (pid %ld) %s", dead, pid, why);
+            snprintf(text, n, "%s (pid %ld) %s", FH_RANK_NAME((int)dead), pid, why);
         pthread_mutex_lock(&p->mu);
         if (p->peer_failed == NULL && text != NULL) {
             p->peer_failed = text;
@@ -520,8 +520,8 @@ static int handshake_io_error(const char *addr, long rank, int timeout_s,
         return 1;
     if (e == ETIMEDOUT)
         fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
-                     "waiting for the launcher at %s to accept rank %ld",
-                     timeout_s, addr, rank);
+                     "waiting for the launcher at %s to accept %s",
+                     timeout_s, addr, FH_RANK_NAME((int)rank));
     else
         fh_log_error("bootstrap: handshake with the launcher at %s failed: "
                      "%s", addr, strerror(e));
@@ -534,14 +534,14 @@ static void refused(const char *addr, long rank, uint32_t status)
         fh_log_error("bootstrap: FH_JOB_KEY rejected by the launcher at %s",
                      addr);
     else if (status == FH_BOOT_REFUSED_RANK)
-        fh_log_error("bootstrap: the launcher at %s refused rank %ld (out "
-                     "of range)", addr, rank);
+        fh_log_error("bootstrap: the launcher at %s refused %s (out "
+                     "of range)", addr, FH_RANK_NAME((int)rank));
     else if (status == FH_BOOT_REFUSED_DUP)
-        fh_log_error("bootstrap: the launcher at %s refused rank %ld: "
-                     "already connected (duplicate rank)", addr, rank);
+        fh_log_error("bootstrap: the launcher at %s refused %s: "
+                     "already connected (duplicate rank)", addr, FH_RANK_NAME((int)rank));
     else
-        fh_log_error("bootstrap: the launcher at %s refused rank %ld "
-                     "(status %u)", addr, rank, status);
+        fh_log_error("bootstrap: the launcher at %s refused %s "
+                     "(status %u)", addr, FH_RANK_NAME((int)rank), status);
 }
 
 static void launcher_unproven(const char *addr, const char *why)
@@ -677,10 +677,10 @@ static int connect_and_handshake(int kind, const char *host, const char *port,
         closed++;
         if (fh_now() + delay_ms / 1000.0 >= deadline) {
             fh_log_error("bootstrap: timed out after %d s (FH_BOOT_TIMEOUT) "
-                         "waiting for the launcher at %s to accept rank %ld: "
+                         "waiting for the launcher at %s to accept %s: "
                          "it closed the handshake %d time(s) without an "
                          "answer (too many other connections?)", timeout_s,
-                         addr, rank, closed);
+                         addr, FH_RANK_NAME((int)rank), closed);
             return -1;
         }
         fh_log_verbose(1, "bootstrap: the launcher at %s closed the handshake "

@@ -82,8 +82,8 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
         else if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE))
             value_to_long(&info[i].value, &exit_code);
     }
-    fh_log_verbose(1, "bootstrap: PMIx event %s (%d) about rank %ld, exit "
-                      "code %ld", PMIx_Error_string(status), (int)status, rank,
+    fh_log_verbose(1, "bootstrap: PMIx event %s (%d) about %s, exit "
+                      "code %ld", PMIx_Error_string(status), (int)status, FH_RANK_NAME((int)rank),
                    exit_code);
     int fatal = !pmix_quiet;
     if (status == PMIX_PROC_TERMINATED
@@ -158,7 +158,7 @@ static int fence(pmix_priv_t *p, int collect, const char *what)
             fh_log_error("lost the launcher (PMIx server) in the %s; aborting",
                          what);
         else
-            fh_log_error("a peer rank died during the %s (PMIx_Fence: %s); "
+            fh_log_error("a peer died during the %s (PMIx_Fence: %s); "
                          "aborting", what, PMIx_Error_string(rc));
         _exit(FH_EXIT_PEER_DEAD);
     }
@@ -208,7 +208,7 @@ static int pmix_allgather(fh_boot_t *b, const void *in, void *out, size_t len)
         rc = PMIx_Get(&proc, key, NULL, 0, &val);
         if (rc != PMIX_SUCCESS || !val || val->type != PMIX_BYTE_OBJECT ||
             val->data.bo.size != len) {
-            fh_log_error("bootstrap: %s: rank %d's contribution is %s", what, r,
+            fh_log_error("bootstrap: %s: %s's contribution is %s", what, FH_RANK_NAME(r),
                          rc != PMIX_SUCCESS ? PMIx_Error_string(rc)
                                             : "of the wrong type or length");
             if (val)

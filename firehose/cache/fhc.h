@@ -98,6 +98,9 @@ typedef struct fhc_env {
     void (*put_in_move)(void *arg, uintptr_t dst, const void *data, size_t len);
     /* Optional: one line about a refused or malformed message. */
     void (*log)(void *arg, const char *line);
+    /* Optional: how those lines name peer (the client's words, e.g.
+     * "image 3"), NUL-terminated into buf[0..len); NULL: "rank <peer>". */
+    void (*name)(void *arg, uint32_t peer, char *buf, size_t len);
 } fhc_env_t;
 
 typedef struct fhc_params {

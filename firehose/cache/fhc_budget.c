@@ -83,7 +83,7 @@ static size_t round_up(const fhc_t *c, size_t n)
 
 void fhc_budget_refused(fhc_t *c, uint32_t peer, fhc_peer_t *P, const char *why)
 {
-    fhc_logf(c, "fhc: refused message from rank %u: %s", peer, why);
+    fhc_logf(c, "fhc: refused message from %s: %s", FHC_PEER_NAME(c, peer), why);
     c->refused++;
     P->st.refused++;
 }
@@ -365,7 +365,7 @@ void fhc_initiator_on_reclaim(fhc_t *c, uint32_t peer, const void *msg, size_t l
         return;
     if (fhc_reclaim_decode(msg, len, &r, why, sizeof why) < 0 || !adaptive(c) ||
         r.budget % c->p.bucket || r.budget < c->F || r.budget > c->p.M) {
-        fhc_logf(c, "fhc: bad reclaim from rank %u dropped: %s", peer,
+        fhc_logf(c, "fhc: bad reclaim from %s dropped: %s", FHC_PEER_NAME(c, peer),
                  !adaptive(c) ? "budgets are static" : "budget out of range");
         c->refused++;
         P->st.refused++;
@@ -386,7 +386,7 @@ void fhc_budget_from_reply(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_rep
     if (!adaptive(c) || !rep->bver || rep->bver <= P->bver)
         return;
     if (rep->budget % c->p.bucket || rep->budget < c->F || rep->budget > c->p.M) {
-        fhc_logf(c, "fhc: rank %u announced a budget out of range; ignored", peer);
+        fhc_logf(c, "fhc: %s announced a budget out of range; ignored", FHC_PEER_NAME(c, peer));
         return;
     }
     /* A lowering (decay or reclaim; perhaps after a raise we have not seen

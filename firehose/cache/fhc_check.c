@@ -73,20 +73,21 @@ static int check_peer_budget(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
 {
     if (c->p.budget != FHC_BUDGET_ADAPTIVE)
         return P->t_held > c->F
-            ? bad(why, n, "I2: rank %u holds %zu on us > F %zu", peer, P->t_held, c->F)
+            ? bad(why, n, "I2: %s holds %zu on us > F %zu", FHC_PEER_NAME(c, peer),
+                  P->t_held, c->F)
             : 0;
     if (P->t_budget < c->floor || P->t_announced < c->floor)
-        return bad(why, n, "A2: rank %u's budget %zu (announced %zu) below floor %zu",
-                   peer, P->t_budget, P->t_announced, c->floor);
+        return bad(why, n, "A2: %s's budget %zu (announced %zu) below floor %zu",
+                   FHC_PEER_NAME(c, peer), P->t_budget, P->t_announced, c->floor);
     if (P->t_announced > P->t_budget)
-        return bad(why, n, "A2: rank %u announced %zu > enforced %zu", peer,
+        return bad(why, n, "A2: %s announced %zu > enforced %zu", FHC_PEER_NAME(c, peer),
                    P->t_announced, P->t_budget);
     if (P->t_held + P->t_defneed > P->t_budget && !P->t_over)
-        return bad(why, n, "A2: rank %u holds %zu (+ deferred %zu) > its budget %zu",
-                   peer, P->t_held, P->t_defneed, P->t_budget);
+        return bad(why, n, "A2: %s holds %zu (+ deferred %zu) > its budget %zu",
+                   FHC_PEER_NAME(c, peer), P->t_held, P->t_defneed, P->t_budget);
     if (P->budget < c->floor)
-        return bad(why, n, "A3: our budget %zu on rank %u below floor %zu", P->budget,
-                   peer, c->floor);
+        return bad(why, n, "A3: our budget %zu on %s below floor %zu", P->budget,
+                   FHC_PEER_NAME(c, peer), c->floor);
     return 0;
 }
 
@@ -149,7 +150,7 @@ static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
         const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         const fhc_region_t *r = h->reg;
         if (h->peer != peer || fhc_map_get(&c->holds, peer, r->base) != h)
-            return bad(why, n, "hold of rank %u not in the holds map", peer);
+            return bad(why, n, "hold of %s not in the holds map", FHC_PEER_NAME(c, peer));
         if (!r->remote_ref || r->in_fifo)
             return bad(why, n, "held region %#lx has no remote ref or is a victim",
                        (unsigned long)r->base);
@@ -160,14 +161,14 @@ static int check_peer_target(const fhc_t *c, uint32_t peer, const fhc_peer_t *P,
         cnt++;
     }
     if (bytes != P->t_held || cnt != P->t_nheld)
-        return bad(why, n, "rank %u: t_held %zu/%u but holds sum %zu/%u", peer,
+        return bad(why, n, "%s: t_held %zu/%u but holds sum %zu/%u", FHC_PEER_NAME(c, peer),
                    P->t_held, P->t_nheld, bytes, cnt);
     for (fhc_link_t *l = P->rv_list.head; l; l = l->next) {
         const fhc_hold_t *h = fhc_entry(l, const fhc_hold_t, link);
         if (!h->rv_id || !h->reg->dead || !h->reg->revoking ||
             h->rv_base != h->reg->base || h->rv_end != h->reg->base + h->reg->len)
-            return bad(why, n, "revoke record for rank %u does not match a dead region",
-                       peer);
+            return bad(why, n, "revoke record for %s does not match a dead region",
+                       FHC_PEER_NAME(c, peer));
     }
     return 0;
 }

@@ -137,6 +137,15 @@ void fhc_logf(const fhc_t *c, const char *fmt, ...)
     c->env.log(c->env.arg, line);
 }
 
+const char *fhc_peer_name(const fhc_t *c, uint32_t peer, char *buf, size_t len)
+{
+    if (c->env.name)
+        c->env.name(c->env.arg, peer, buf, len);
+    else
+        snprintf(buf, len, "rank %u", peer);
+    return buf;
+}
+
 void fhc_on_message(fhc_t *c, uint32_t peer, int is_reply, const void *msg,
                     size_t len)
 {

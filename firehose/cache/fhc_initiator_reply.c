@@ -70,14 +70,14 @@ void fhc_initiator_on_revoke(fhc_t *c, uint32_t peer, const void *msg, size_t le
     char why[96];
     if (fhc_revoke_decode(msg, len, &v, why, sizeof why) < 0 ||
         v.kind != FHC_WIRE_REVOKE) {
-        fhc_logf(c, "fhc: malformed revoke from rank %u dropped: %s", peer, why);
+        fhc_logf(c, "fhc: malformed revoke from %s dropped: %s", FHC_PEER_NAME(c, peer), why);
         return;
     }
     fhc_peer_t *P = fhc_peer_get(c, peer);
     if (!P || v.lo % c->p.bucket || v.hi % c->p.bucket || v.hi - v.lo > c->R ||
         v.hi > UINTPTR_MAX) {
         /* Not a region of ours to drop; ack so the target does not wait. */
-        fhc_logf(c, "fhc: revoke from rank %u names no region (%#llx..%#llx)", peer,
+        fhc_logf(c, "fhc: revoke from %s names no region (%#llx..%#llx)", FHC_PEER_NAME(c, peer),
                  (unsigned long long)v.lo, (unsigned long long)v.hi);
         fhc_send_revoke_ack(c, peer, v.id);
         return;
@@ -156,7 +156,7 @@ void fhc_initiator_on_reply(fhc_t *c, uint32_t peer, const void *msg, size_t len
     fhc_rep_t rep;
     char why[96];
     if (fhc_rep_decode(msg, len, &rep, why, sizeof why) < 0) {
-        fhc_logf(c, "fhc: malformed reply from rank %u dropped: %s", peer, why);
+        fhc_logf(c, "fhc: malformed reply from %s dropped: %s", FHC_PEER_NAME(c, peer), why);
         return;
     }
     on_rep(c, peer, &rep);
@@ -193,8 +193,8 @@ static void on_rep(fhc_t *c, uint32_t peer, const fhc_rep_t *r)
     fhc_move_t *m = fhc_map_get(&c->moves, peer, rep.token);
     fhc_peer_t *P = c->peer[peer];
     if (!m || !P) {
-        fhc_logf(c, "fhc: reply from rank %u for unknown move %llu dropped",
-                 peer, (unsigned long long)rep.token);
+        fhc_logf(c, "fhc: reply from %s for unknown move %llu dropped",
+                 FHC_PEER_NAME(c, peer), (unsigned long long)rep.token);
         return;
     }
     fhc_map_del(&c->moves, peer, rep.token);
@@ -222,12 +222,12 @@ static void on_rep(fhc_t *c, uint32_t peer, const fhc_rep_t *r)
             continue;       /* granted before its invalidation; acked already */
         if (!grant_ok(c, m, &rep.reg[i], &granted)) {
             if (rep.reg[i].granted)
-                fhc_logf(c, "fhc: rank %u granted a region that does not fit "
-                         "the move; ignored", peer);
+                fhc_logf(c, "fhc: %s granted a region that does not fit "
+                         "the move; ignored", FHC_PEER_NAME(c, peer));
             continue;
         }
         if (fhc_fh_install(c, P, peer, &rep.reg[i]) < 0)
-            fhc_logf(c, "fhc: out of memory installing a firehose on rank %u", peer);
+            fhc_logf(c, "fhc: out of memory installing a firehose on %s", FHC_PEER_NAME(c, peer));
         else if (m->merge && rep.nreg > 1)
             fhc_fh_at(c, peer, (uintptr_t)rep.reg[i].base)->merge_refused = 1;
     }

@@ -208,6 +208,12 @@ static inline uintptr_t fhc_frame_of(const fhc_t *c, uintptr_t a)
 fhc_peer_t *fhc_peer_get(fhc_t *c, uint32_t peer);     /* NULL: no memory */
 void fhc_logf(const fhc_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* peer as fhc_logf's lines name it (env.name), into buf; returns buf.
+ * FHC_PEER_NAME gives it in a temporary for one statement. */
+#define FHC_NAME_MAX 40
+const char *fhc_peer_name(const fhc_t *c, uint32_t peer, char *buf, size_t len);
+#define FHC_PEER_NAME(c, peer) \
+    fhc_peer_name((c), (peer), (char[FHC_NAME_MAX]){0}, FHC_NAME_MAX)
 
 /* fhc_target_move.c, fhc_target_revoke.c, fhc_target.c */
 void fhc_target_on_request(fhc_t *c, uint32_t peer, const void *msg, size_t len);

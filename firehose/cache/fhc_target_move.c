@@ -42,7 +42,7 @@ static void send_reply(fhc_t *c, uint32_t peer, const fhc_rep_t *rep)
 static void refuse(fhc_t *c, uint32_t peer, fhc_peer_t *P, uint64_t token,
                    int status, const char *why)
 {
-    fhc_logf(c, "fhc: refused move from rank %u: %s", peer, why);
+    fhc_logf(c, "fhc: refused move from %s: %s", FHC_PEER_NAME(c, peer), why);
     c->refused++;
     if (P)
         P->st.refused++;

@@ -111,15 +111,15 @@ void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t l
     fhc_peer_t *P = c->peer[peer];
     if (fhc_revoke_decode(msg, len, &a, why, sizeof why) < 0 ||
         a.kind != FHC_WIRE_REVOKE_ACK) {
-        fhc_logf(c, "fhc: malformed revoke ack from rank %u dropped", peer);
+        fhc_logf(c, "fhc: malformed revoke ack from %s dropped", FHC_PEER_NAME(c, peer));
         return;
     }
     fhc_link_t *l = P ? P->rv_list.head : NULL;
     while (l && fhc_entry(l, fhc_hold_t, link)->rv_id != a.id)
         l = l->next;
     if (!l) {
-        fhc_logf(c, "fhc: revoke ack from rank %u for unknown revoke %llu dropped",
-                 peer, (unsigned long long)a.id);
+        fhc_logf(c, "fhc: revoke ack from %s for unknown revoke %llu dropped",
+                 FHC_PEER_NAME(c, peer), (unsigned long long)a.id);
         return;
     }
     fhc_hold_t *h = fhc_entry(l, fhc_hold_t, link);

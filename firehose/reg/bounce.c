@@ -60,7 +60,7 @@ static int check_range(struct fh_strat *s, int src, const char *what, unsigned n
         why = what[0] == 'p' ? "not mapped writable" : "not mapped readable";
     }
     if (st != FH_OK) {
-        fh_log_error("bounce: refused a %s from rank %d for [0x%llx, +%zu): %s", what, src,
+        fh_log_error("bounce: refused a %s from %s for [0x%llx, +%zu): %s", what, FH_RANK_NAME(src),
                      nargs >= 2 ? (unsigned long long)args[1] : 0ULL, len, why);
         if (s != NULL) {
             pthread_mutex_lock(&s->lock);
@@ -110,7 +110,7 @@ static void h_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_
     int src;
     svc_token_source(tok, &src);
     if (s == NULL || nargs != 3) {
-        fh_log_error("bounce: dropped a malformed reply from rank %d", src);
+        fh_log_error("bounce: dropped a malformed reply from %s", FH_RANK_NAME(src));
         return;
     }
     int st = (int)(int64_t)args[1];
@@ -137,7 +137,7 @@ static void h_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_
     }
     pthread_mutex_unlock(&s->lock);
     if (bad != NULL)
-        fh_log_error("bounce: dropped a reply from rank %d %s (token %llu)", src, bad,
+        fh_log_error("bounce: dropped a reply from %s %s (token %llu)", FH_RANK_NAME(src), bad,
                      (unsigned long long)args[0]);
 }
 
@@ -153,14 +153,14 @@ int strat_bounce_start(struct fh_strat *s, strat_xop_t *x)
     size_t C = s->chunk;
     x->nchunks = (x->n + C - 1) / C;
     if (x->nchunks > UINT32_MAX)
-        return fh_set_error(FH_ERR_TOO_BIG, "%s to rank %d: %zu bytes is too many bounce "
-                            "chunks", x->is_put ? "put" : "get", x->rank, x->n);
+        return fh_set_error(FH_ERR_TOO_BIG, "%s to %s: %zu bytes is too many bounce "
+                            "chunks", x->is_put ? "put" : "get", FH_RANK_NAME(x->rank), x->n);
     x->w.local = x->is_put ? NULL : x->local;
     x->w.n = x->n;
     x->token = strat_wait_begin(s, x->rank, &x->w, (uint32_t)x->nchunks);
     if (x->token == 0)
-        return fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory",
-                            x->is_put ? "put" : "get", x->rank);
+        return fh_set_error(FH_ERR_NO_MEMORY, "%s to %s: out of memory",
+                            x->is_put ? "put" : "get", FH_RANK_NAME(x->rank));
     return FH_OK;
 }
 

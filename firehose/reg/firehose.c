@@ -195,8 +195,8 @@ static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, si
         is_reply = 0;
     if (is_reply) {
         if (!g->capturing || g->cap_len != 0 || len > sizeof g->cap) {
-            fh_log_error("firehose cache: unexpected move reply to rank %u (%zu bytes) "
-                         "dropped", peer, len);
+            fh_log_error("firehose cache: unexpected move reply to %s (%zu bytes) "
+                         "dropped", FH_RANK_NAME((int)peer), len);
             return;
         }
         memcpy(g->cap, msg, len);
@@ -233,6 +233,12 @@ static void env_log(void *arg, const char *line)
 {
     (void)arg;
     fh_log_error("firehose cache: %s", line);
+}
+
+static void env_name(void *arg, uint32_t peer, char *buf, size_t len)
+{
+    (void)arg;
+    fh_rank_name((int)peer, buf, len);
 }
 
 /* ------------------------------------------------------------ messages */
@@ -313,8 +319,9 @@ void fh_reg_flush(fh_thread_t *t)
             }
             if (rc != FH_OK) {
                 if (!atomic_load(&fh_reg_core->finalizing))
-                    fh_log_error("firehose cache: cannot send a cache message to rank "
-                                 "%u: %s; its operations fail", m->peer, fh_strerror(rc));
+                    fh_log_error("firehose cache: cannot send a cache message to "
+                                 "%s: %s; its operations fail", FH_RANK_NAME((int)m->peer),
+                                 fh_strerror(rc));
                 fail_move(g, m, rc);
             }
             free(m);
@@ -338,7 +345,7 @@ static void h_move_req(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
     int src;
     svc_token_source(tok, &src);
     if (g == NULL) {
-        fh_log_error("dropped a firehose move from rank %d: FH_REG_STRATEGY differs", src);
+        fh_log_error("dropped a firehose move from %s: FH_REG_STRATEGY differs", FH_RANK_NAME(src));
         return;
     }
     unsigned char rep[REG_REPLY_MAX];
@@ -512,7 +519,8 @@ int fh_reg_init(fh_core_t *rt)
                                     ? FHC_BUDGET_ADAPTIVE : FHC_BUDGET_STATIC};
     fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
                      .allowed = env_allowed, .send = env_send,
-                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log};
+                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log,
+                     .name = env_name};
     char why[200] = "";
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {
@@ -836,8 +844,8 @@ static void fhs_link_lost(fh_path_base_t *p, int rank)
     }
     pthread_mutex_unlock(&g->lock);
     if (n != 0)
-        fh_log_error("firehose cache: the link to rank %d was lost with %u move%s waiting "
-                     "for a reply: %s transfers fail", rank, n, n == 1 ? "" : "s",
+        fh_log_error("firehose cache: the link to %s was lost with %u move%s waiting "
+                     "for a reply: %s transfers fail", FH_RANK_NAME(rank), n, n == 1 ? "" : "s",
                      n == 1 ? "its" : "their");
 }
 

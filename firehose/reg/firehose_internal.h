@@ -144,7 +144,7 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
 {
     char why[256];
     if (g->check && fhc_check_peer(g->c, peer, why, sizeof why) != 0)
-        fh_fatal("firehose cache: invariant broken (peer %u): %s", peer, why);
+        fh_fatal("firehose cache: invariant broken (%s): %s", FH_RANK_NAME((int)peer), why);
 }
 
 /* ---- firehose.c */

@@ -228,8 +228,8 @@ static int post_pieces(fh_path_base_t *p, reg_xop_t *x)
         if (rc == FH_ERR_AGAIN)
             return rc;
         if (rc != FH_OK) {
-            fh_log_verbose(1, "%s to rank %d failed at post: %s", x->is_put ? "put" : "get",
-                           x->rank, fh_strerror(rc));
+            fh_log_verbose(1, "%s to %s failed at post: %s", x->is_put ? "put" : "get",
+                           FH_RANK_NAME(x->rank), fh_strerror(rc));
             if (x->pc.status == FH_OK)
                 x->pc.status = rc;
             x->nposted = x->op.npieces;
@@ -445,16 +445,16 @@ int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr
             len = n - off;
         reg_xop_t *x = xop_new(t, is_put, rank, local + off, lmr, raddr, len, ctr);
         if (x == NULL) {
-            rc = fh_set_error(FH_ERR_NO_MEMORY, "%s to rank %d: out of memory",
-                              is_put ? "put" : "get", rank);
+            rc = fh_set_error(FH_ERR_NO_MEMORY, "%s to %s: out of memory",
+                              is_put ? "put" : "get", FH_RANK_NAME(rank));
             break;
         }
         x->op.may_split = 1;
         int a = submit(t, x);
         if (a < 0) {
             xop_free(p, x);
-            rc = fh_set_error(a, "%s to rank %d: the firehose cache could not map "
-                              "[0x%llx, +%zu): %s", is_put ? "put" : "get", rank,
+            rc = fh_set_error(a, "%s to %s: the firehose cache could not map "
+                              "[0x%llx, +%zu): %s", is_put ? "put" : "get", FH_RANK_NAME(rank),
                               (unsigned long long)raddr, len, fh_strerror(a));
             break;
         }

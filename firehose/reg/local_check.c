@@ -124,9 +124,9 @@ int fh_lc_slow(fh_thread_t *t, bool is_put, int rank, const char *local, size_t 
     return FH_OK;
 refuse:
     return fh_set_error(FH_ERR_INVALID,
-                        "%s %s rank %d at 0x%llx: the caller's %s [%p, +%zu) is not "
+                        "%s %s %s at 0x%llx: the caller's %s [%p, +%zu) is not "
                         "mapped %s at %p; nothing was sent",
-                        is_put ? "put" : "get", is_put ? "to" : "from", rank,
+                        is_put ? "put" : "get", is_put ? "to" : "from", FH_RANK_NAME(rank),
                         (unsigned long long)remote, is_put ? "source" : "destination",
                         (const void *)local, n, is_put ? "readable" : "writable",
                         (void *)bad);

@@ -72,8 +72,8 @@ static void frame_clip(size_t R, uintptr_t a, uintptr_t sb, uintptr_t se, uintpt
 static void refuse(fh_token_t tok, struct fh_strat *s, int src, const rdv_msg_t *q,
                    int status, const char *why)
 {
-    fh_log_error("rendezvous: refused a registration request from rank %d for "
-                 "[0x%llx, +%llu): %s", src, (unsigned long long)q->addr,
+    fh_log_error("rendezvous: refused a registration request from %s for "
+                 "[0x%llx, +%llu): %s", FH_RANK_NAME(src), (unsigned long long)q->addr,
                  (unsigned long long)q->len, why);
     if (s != NULL) {
         pthread_mutex_lock(&s->lock);
@@ -109,8 +109,9 @@ static void unregister(struct fh_strat *s, int src, uint64_t handle)
     }
     pthread_mutex_unlock(&s->lock);
     if (e == NULL) {
-        fh_log_error("rendezvous: refused a deregistration request from rank %d: handle "
-                     "%llu is not one of its registrations", src, (unsigned long long)handle);
+        fh_log_error("rendezvous: refused a deregistration request from %s: handle "
+                     "%llu is not one of its registrations", FH_RANK_NAME(src),
+                     (unsigned long long)handle);
         return;
     }
     if (e->mr != NULL)
@@ -251,7 +252,7 @@ static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
     svc_token_source(tok, &src);
     rdv_msg_t m;
     if (s == NULL || nbytes != sizeof m) {
-        fh_log_error("rendezvous: dropped a malformed reply from rank %d (%zu bytes)", src,
+        fh_log_error("rendezvous: dropped a malformed reply from %s (%zu bytes)", FH_RANK_NAME(src),
                      nbytes);
         return;
     }
@@ -271,8 +272,8 @@ static void h_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *
     }
     pthread_mutex_unlock(&s->lock);
     if (w == NULL)
-        fh_log_error("rendezvous: dropped a reply from rank %d for no pending request "
-                     "(token %llu)", src, (unsigned long long)m.token);
+        fh_log_error("rendezvous: dropped a reply from %s for no pending request "
+                     "(token %llu)", FH_RANK_NAME(src), (unsigned long long)m.token);
 }
 
 void strat_rdv_register_handlers(void)
@@ -300,8 +301,8 @@ int strat_rdv_start(struct fh_strat *s, strat_xop_t *x)
     (void)s;
     fh_seg_range_t seg;
     if (svc_seg_find(x->rank, (uintptr_t)x->remote, x->n, &seg) != FH_OK)
-        return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to rank %d: not inside a segment",
-                            x->is_put ? "put" : "get", x->rank);
+        return fh_set_error(FH_ERR_OUT_OF_SEGMENT, "%s to %s: not inside a segment",
+                            x->is_put ? "put" : "get", FH_RANK_NAME(x->rank));
     x->seg_base = seg.base;
     x->seg_end = seg.end;
     return FH_OK;
@@ -351,8 +352,8 @@ static void ask_ahead(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
         }
         if (rc != FH_OK) {
             x->status = rc;
-            fh_log_verbose(1, "%s to rank %d: cannot send a rendezvous request: %s",
-                           x->is_put ? "put" : "get", x->rank, fh_strerror(rc));
+            fh_log_verbose(1, "%s to %s: cannot send a rendezvous request: %s",
+                           x->is_put ? "put" : "get", FH_RANK_NAME(x->rank), fh_strerror(rc));
             return;
         }
         sl->state = RDV_WAITING;
@@ -370,8 +371,8 @@ static void got_key(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x, rdv_slot
     sl->state = RDV_RDMA;
     sl->status = w->status;
     if (sl->status == FH_OK && (w->base > sl->raddr || sl->raddr + sl->len > w->base + w->len)) {
-        fh_log_error("rendezvous: rank %d answered [0x%llx, +%zu) with a registration "
-                     "that does not cover it", x->rank, (unsigned long long)sl->raddr,
+        fh_log_error("rendezvous: %s answered [0x%llx, +%zu) with a registration "
+                     "that does not cover it", FH_RANK_NAME(x->rank), (unsigned long long)sl->raddr,
                      sl->len);
         sl->status = FH_ERR_TRANSPORT;
     }
@@ -418,8 +419,8 @@ bool strat_rdv_step(fh_thread_t *t, struct fh_strat *s, strat_xop_t *x)
         }
         if (sl->status != FH_OK && x->status == FH_OK) {
             x->status = sl->status;
-            fh_log_verbose(1, "%s to rank %d: rendezvous for [0x%llx, +%zu) failed: %s",
-                           x->is_put ? "put" : "get", x->rank,
+            fh_log_verbose(1, "%s to %s: rendezvous for [0x%llx, +%zu) failed: %s",
+                           x->is_put ? "put" : "get", FH_RANK_NAME(x->rank),
                            (unsigned long long)sl->raddr, sl->len, fh_strerror(sl->status));
         }
         x->tail++;

@@ -103,7 +103,7 @@ int fh_strat_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_
         x->w.path = t->path;     /* bounce: its chunks leave on it (link_lost) */
         rc = s->kind == FH_REG_BOUNCE ? strat_bounce_start(s, x) : strat_rdv_start(s, x);
     } else {
-        fh_set_error(rc, "%s to rank %d: out of memory", is_put ? "put" : "get", rank);
+        fh_set_error(rc, "%s to %s: out of memory", is_put ? "put" : "get", FH_RANK_NAME(rank));
     }
     if (rc != FH_OK) {
         free(x);
@@ -167,8 +167,8 @@ void fh_strat_progress(fh_thread_t *t)
         strat_xop_t *x = done;
         done = x->next;
         if (x->status != FH_OK)
-            fh_log_verbose(1, "%s to rank %d failed: %s", x->is_put ? "put" : "get",
-                           x->rank, fh_strerror(x->status));
+            fh_log_verbose(1, "%s to %s failed: %s", x->is_put ? "put" : "get",
+                           FH_RANK_NAME(x->rank), fh_strerror(x->status));
         free(x);
     }
 }
@@ -204,8 +204,8 @@ void fh_strat_link_lost(fh_path_base_t *p, int rank)
     }
     pthread_mutex_unlock(&s->lock);
     if (n != 0)
-        fh_log_error("%s: the link to rank %d was lost with %u %s waiting for a reply: "
-                     "failed (%s)", bounce ? "bounce" : "rendezvous", rank, n,
+        fh_log_error("%s: the link to %s was lost with %u %s waiting for a reply: "
+                     "failed (%s)", bounce ? "bounce" : "rendezvous", FH_RANK_NAME(rank), n,
                      bounce ? (n == 1 ? "transfer" : "transfers")
                             : (n == 1 ? "key request" : "key requests"),
                      bounce ? "the chunks sent may or may not have been copied"
@@ -269,8 +269,8 @@ unsigned fh_strat_seg_destroy(fh_core_t *rt, uintptr_t base, size_t size)
     for (int r = 0; r < rt->nranks; r++)
         if (revoked[r] != 0)
             fh_log_verbose(1, "rendezvous: segment at %p destroyed: revoked %u "
-                           "registration(s) rank %d had not released", (void *)base,
-                           revoked[r], r);
+                           "registration(s) %s had not released", (void *)base,
+                           revoked[r], FH_RANK_NAME(r));
     free(revoked);
     if (failed != 0)
         fh_log_error("rendezvous: segment at %p destroyed: %u registration(s) for peers "

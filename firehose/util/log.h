@@ -15,12 +15,14 @@
  *                   `return fh_set_error(FH_ERR_RANK, "fh_put: rank %d ...", r);`
  *   fh_clear_error  empties that record (at the entry of public calls).
  *
- * Rank names: messages a client's users read (a dead peer, an abort, the
- * prefix) name rank r as "<label> <r + first>" -- "rank 0" by default,
- * "image 1" for rank 0 of a coarray program -- set by fh_set_rank_names
- * (include/firehose.h) or FH_RANK_NAMES, which fhrun reads too.  With the
- * default names the prefix stays "firehose[<rank>]"; with others it is
- * "firehose[<name>]".
+ * Rank names: every message that names a rank -- a peer or this one, in
+ * the runtime, the conduits, the bootstrap and fhrun, and the prefix --
+ * names rank r through FH_RANK_NAME as "<label> <r + first>": "rank 0" by
+ * default, "image 1" for rank 0 of a coarray program -- set by
+ * fh_set_rank_names (include/firehose.h) or FH_RANK_NAMES, which fhrun
+ * reads too.  With the default names the prefix stays "firehose[<rank>]";
+ * with others it is "firehose[<name>]".  tests/docs/rank_names.sh fails on
+ * a message that prints "rank %d" itself.
  */
 #ifndef FH_LOG_H
 #define FH_LOG_H

@@ -37,7 +37,7 @@ start_hang noterm -v -n 3 "$BOOT_TEST" hang noterm
 stop TERM; LAST=noterm
 expect_rc 143 "SIGTERM, ranks ignoring SIGTERM"
 expect_lt "$ELAPSED" 60 "SIGTERM ignored: job ended"
-expect_grep "$TMP/noterm.err" "^fhrun: killing rank\(s\) 0,1,2 \(still running 2 s after SIGTERM\)$" "ranks ignoring SIGTERM are SIGKILLed after 2 s"
+expect_grep "$TMP/noterm.err" "^fhrun: killing rank 0, rank 1, rank 2 \(still running 2 s after SIGTERM\)$" "ranks ignoring SIGTERM are SIGKILLed after 2 s"
 expect_count "$TMP/noterm.err" "^fhrun: rank [0-2] \(pid [0-9]+\) killed by signal 9 \(Killed\)$" 3 "SIGTERM ignored: every rank ended by SIGKILL"
 if [ "$(echo "$ELAPSED >= 1.9" | bc)" = 1 ]; then pass "waited the 2 s grace (${ELAPSED}s)"; else fail "no grace: ${ELAPSED}s"; fi
 no_orphans "SIGTERM ignored"

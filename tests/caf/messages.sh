@@ -3,7 +3,10 @@
 #
 #  * Images, not ranks: under cafrun every message names images numbered
 #    from 1 -- a killed image (fhrun's and the survivors' messages), an
-#    out-of-range coindex, ERROR STOP -- and never "rank".
+#    out-of-range coindex, ERROR STOP -- and never "rank"; the same three
+#    failures on image 2 while the other images put to and get from it,
+#    over tcp (FH_SHM=off) and by default, where the conduit's messages
+#    (a failed transfer, a lost connection) may come first.
 #  * FH_CAF_HEAP: every bad value (0, too small for the job, garbage, too
 #    large, overflowing) is refused naming the variable, the value and the
 #    accepted range.
@@ -95,6 +98,61 @@ job "error stop 5 on image 2" 5 errstop 2
 has "ERROR STOP 5 printed" log '^ERROR STOP 5$'
 has "the abort names image 2" log 'image 2 executed ERROR STOP 5'
 has "no message says rank" log 'rank' absent
+
+# ---- images, not ranks, when the network notices first: the other
+# images put to and get from image 2 in a loop when it fails, so that a
+# survivor's transfer or connection fails before (or instead of) the
+# launcher's notice -- over tcp (FH_SHM=off) and within the node (the
+# default).  Which comes first is a race: the exit status is the failure's
+# own or 1 (a survivor's failed transfer aborted the job first), and the
+# words differ, but every message names images, never ranks.
+build hammer <<'EOF'
+program hammer
+  integer :: x(1024)[*], y, i, me, n
+  character(len=16) :: how
+  call get_command_argument(1, how)
+  me = this_image()
+  n = num_images()
+  x = me
+  sync all
+  do i = 1, 1000000
+    if (me == 2 .and. i == 300) then
+      select case (how)
+      case ('kill')
+        call execute_command_line('kill -9 $PPID')
+      case ('errstop')
+        error stop 5
+      case ('coindex')
+        x(1)[n + 2] = 3
+      end select
+    end if
+    x(:)[2] = x(:)
+    y = x(7)[2]
+    x(1)[mod(me, n) + 1] = y + i
+  end do
+  sync all
+end program hammer
+EOF
+# hammer HOW "STATUSES" NP [VAR=value] -- image 2 fails by HOW while the
+# others hammer it; the exit status is one of STATUSES.
+hammer() {
+    local name="$1 on image 2 of $3 under traffic${4:+ ($4)}" rc
+    env ${4:+"$4"} timeout -k 5 60 "$cafrun" -n "$3" ./hammer "$1" > log 2>&1 < /dev/null
+    rc=$?
+    case " $2 " in
+    *" $rc "*) ;;
+    *) fail "$name: exit status $rc, expected one of $2"
+       sed 's/^/    /' log | head -n 12 ;;
+    esac
+    has "$name: image 2 is named" log 'image 2([^0-9]|$)'
+    has "$name: no message says rank" log '[Rr]ank' absent
+    has "$name: no line is prefixed with a rank number" log '^firehose\[[0-9]+\]' absent
+}
+for env in FH_SHM=off ""; do
+    hammer kill "137 1" 4 $env
+    hammer errstop "5 1" 3 $env
+    hammer coindex "1" 4 $env
+done
 
 # ---- FH_CAF_HEAP
 build hello <<'EOF'

@@ -168,8 +168,8 @@ static int check_proof(pend_t *p)
                  rn, fr.opts.nranks);
         refuse(p, FH_BOOT_REFUSED_RANK, text);
     } else if (fr.job.ranks[rn].ever_connected) {
-        snprintf(text, sizeof text, "rank %u is already connected (duplicate "
-                 "rank)", rn);
+        snprintf(text, sizeof text, "%s is already connected (duplicate "
+                 "rank)", FH_RANK_NAME((int)rn));
         refuse(p, FH_BOOT_REFUSED_DUP, text);
     } else {
         accept_rank((int)rn, p->fd, pid, mine);

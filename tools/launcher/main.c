@@ -97,13 +97,13 @@ static void run_timers(double now)
         int count = 0;
         for (int i = 0; i < fr.opts.nranks; i++)
             if (!fr.job.ranks[i].ever_connected && !fr.job.ranks[i].reaped) {
-                if (n < sizeof list - 16)
-                    n += (size_t)snprintf(list + n, sizeof list - n, "%s%d",
-                                          count ? "," : "", i);
+                if (n < sizeof list - FH_RANK_NAME_MAX - 2)
+                    n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+                                          count ? ", " : "", FH_RANK_NAME(i));
                 count++;
             }
         if (count)
-            launcher_abort("rank(s) %s never connected within %d s "
+            launcher_abort("%s never connected within %d s "
                            "(FH_BOOT_TIMEOUT)", list, fr.opts.boot_timeout);
         else
             fr.job.connect_deadline = 1e300;

@@ -129,19 +129,19 @@ void kill_stragglers(void)
             ((r->finalized || r->init_failed) && !fr.end.term_mode))
             continue;
         kill(r->pid, SIGKILL);
-        if (n < sizeof list - 16)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%d",
-                                  count ? "," : "", i);
+        if (n < sizeof list - FH_RANK_NAME_MAX - 2)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+                                  count ? ", " : "", FH_RANK_NAME(i));
         count++;
     }
     if (count) {
         if (fr.job.pgid > 0)
             kill(-fr.job.pgid, SIGKILL);
         if (fr.end.term_mode)
-            vlog(1, "killing rank(s) %s (still running %.0f s after SIGTERM)",
+            vlog(1, "killing %s (still running %.0f s after SIGTERM)",
                  list, TERM_GRACE);
         else
-            msg("killing rank(s) %s (still running %.0f s after the failure)",
+            msg("killing %s (still running %.0f s after the failure)",
                 list, DEAD_GRACE);
     }
 }

@@ -142,7 +142,7 @@ void close_rank_conn(rank_t *r)
 void on_rank_eof(rank_t *r, const char *why)
 {
     int rn = (int)(r - fr.job.ranks);
-    vlog(2, "rank %d: connection closed (%s)", rn, why);
+    vlog(2, "%s: connection closed (%s)", FH_RANK_NAME(rn), why);
     close_rank_conn(r);
     if (!r->finalized && !r->aborted && !r->reaped && !fr.end.failed)
         r->eof_deadline = fh_now() + EOF_GRACE;
@@ -173,7 +173,7 @@ void accept_rank(int rn, int fd, uint32_t pid,
     r->ever_connected = 1;
     fh_boot_rx_init(&r->rx, 0, MAX_RESULT / (size_t)fr.opts.nranks);
     r->eof_deadline = 0;
-    vlog(1, "rank %d connected (pid %u)", rn, pid);
+    vlog(1, "%s connected (pid %u)", FH_RANK_NAME(rn), pid);
     guard_add_rank((pid_t)pid);
     if (!fr.job.any_connected) {
         fr.job.any_connected = 1;
@@ -212,13 +212,13 @@ static void contribute(int rn, const unsigned char *data, uint32_t len)
     rank_t *r = &fr.job.ranks[rn];
     for (int i = 0; i < fr.opts.nranks; i++)
         if (fr.job.ranks[i].finalized) {
-            launcher_abort("rank %d started an allgather/barrier after rank %d "
-                           "called fh_finalize", rn, i);
+            launcher_abort("%s started an allgather/barrier after %s "
+                           "called fh_finalize", FH_RANK_NAME(rn), FH_RANK_NAME(i));
             return;
         }
     if (r->contributed) {
-        launcher_abort("rank %d joined the same allgather twice (protocol "
-                       "error)", rn);
+        launcher_abort("%s joined the same allgather twice (protocol "
+                       "error)", FH_RANK_NAME(rn));
         return;
     }
     if (!fr.ag.buf) {
@@ -227,9 +227,9 @@ static void contribute(int rn, const unsigned char *data, uint32_t len)
         fr.ag.len = len;
         fr.ag.first = rn;
     } else if (len != fr.ag.len) {
-        launcher_abort("allgather length mismatch: rank %d contributed %u "
-                       "bytes but rank %d contributed %u", fr.ag.first,
-                       fr.ag.len, rn, len);
+        launcher_abort("allgather length mismatch: %s contributed %u "
+                       "bytes but %s contributed %u", FH_RANK_NAME(fr.ag.first),
+                       fr.ag.len, FH_RANK_NAME(rn), len);
         return;
     }
     if (len)
@@ -251,12 +251,12 @@ static void contribute(int rn, const unsigned char *data, uint32_t len)
 static void on_finalize(int rn)
 {
     rank_t *r = &fr.job.ranks[rn];
-    vlog(2, "rank %d: finalize", rn);
+    vlog(2, "%s: finalize", FH_RANK_NAME(rn));
     r->finalized = 1;
     close_rank_conn(r);
     if (!fr.end.failed && fr.ag.count > 0)
-        launcher_abort("rank %d called fh_finalize while %d rank(s) wait in an "
-                       "allgather/barrier", rn, fr.ag.count);
+        launcher_abort("%s called fh_finalize while %d rank(s) wait in an "
+                       "allgather/barrier", FH_RANK_NAME(rn), fr.ag.count);
 }
 
 static void on_abort(int rn, uint32_t code, const char *text)
@@ -320,7 +320,7 @@ static void on_request(int rn, int what)
                 on_abort(rn, rx->a, "(message too long)");
             return;
         }
-        launcher_abort("rank %d sent %s (protocol error)", rn, rx->err);
+        launcher_abort("%s sent %s (protocol error)", FH_RANK_NAME(rn), rx->err);
         on_rank_eof(r, "protocol error");
         return;
     }
