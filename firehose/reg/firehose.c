@@ -1,8 +1,9 @@
 /*
  * firehose.c -- FH_REG_STRATEGY=firehose: the registration cache (cache/fhc.h,
  * docs/firehose-cache.md) wired into the runtime.  Its companions:
- * firehose_xfer.c (asynchronous transfers) and firehose_hit.c (the lock-free
- * per-thread hit layer); shared state in firehose_internal.h.
+ * firehose_env.c (the cache's environment), firehose_seg.c (segments and
+ * counters), firehose_xfer.c (asynchronous transfers) and firehose_hit.c
+ * (the lock-free per-thread hit layer); shared state in firehose_internal.h.
  *
  * One fhc_t per rank behind one mutex (g->lock; the core is single-threaded).
  * Lock order: a path lock may be held when g->lock is taken (completions and
@@ -35,8 +36,6 @@
  * layer's references on the revoked firehose (reg_hit_revoke) before fhc
  * can acknowledge it.
  */
-#include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,202 +43,8 @@
 #include <unistd.h>
 
 #include "firehose/cache/fhc_wire.h"
-#include "firehose/util/clock.h"
-#include "firehose/util/vma.h"
 #include "firehose_internal.h"
 #include "reg.h"
-
-/* ------------------------------------------------------------ env */
-
-/* What peers may reach of [lo, hi): the run of adjacent readable mappings
- * in it that the memory monitor can watch and that holds `want` (if want
- * is in [lo, hi) and reachable; else the first such run) (a mapping may start or
- * end, or the application may protect pages, inside a bucket;
- * FH_SEGMENT=everything mixes anonymous and file mappings in one bucket),
- * and whether all of it is writable.  1 with [*rlo, *rhi), or 0 when no
- * byte qualifies. */
-static int reach_run(fh_core_t *rt, uintptr_t lo, uintptr_t hi, uintptr_t want,
-                     uintptr_t *rlo_out, uintptr_t *rhi_out, int *writable)
-{
-    uintptr_t rlo = 0, rhi = 0;
-    *writable = 1;
-    fh_vma_t w;
-    if (want > lo && want < hi && fh_vma_at(want, &w) == 0)
-        lo = w.start > lo ? w.start : lo;   /* the run that holds it, if any */
-    for (uintptr_t a = lo; a < hi;) {
-        fh_vma_t v;
-        if (fh_vma_next(a, &v) != 0 || v.start >= hi || (rhi && v.start != rhi))
-            break;
-        uintptr_t s = v.start > lo ? v.start : lo, e = v.end < hi ? v.end : hi;
-        int ok = (v.prot & FH_VMA_READ) && fh_mm_may_cache(rt, s, e - s, 1);
-        if (ok) {
-            if (!rhi)
-                rlo = s;
-            rhi = e;
-            *writable &= (v.prot & FH_VMA_WRITE) != 0;
-        } else if (rhi) {
-            break;
-        }
-        a = v.end;
-    }
-    *rlo_out = rlo;
-    *rhi_out = rhi;
-    return rhi != 0;
-}
-
-/* A region [*addr, +*len) offered to peers registers only its reach_run,
- * with *reach saying so (FHC_REACH_*): the initiator checks every transfer
- * against it before moving a byte (docs/reliability.md).  0, or
- * FHC_ERR_INVALID when nothing of it may be reached. */
-static int remote_run(fh_core_t *rt, uintptr_t *addr, size_t *len, uintptr_t want,
-                      unsigned *acc, uint64_t *reach)
-{
-    uintptr_t lo = *addr, hi = *addr + *len, rlo, rhi;
-    int writable;
-    if (!reach_run(rt, lo, hi, want, &rlo, &rhi, &writable) && want)
-        reach_run(rt, lo, hi, 0, &rlo, &rhi, &writable);
-    if (!rhi)
-        return FHC_ERR_INVALID;
-    *reach = 0;
-    if (rlo != lo || rhi != hi) {
-        if ((rlo - lo) % FHC_REACH_GRAIN || (rhi - lo) % FHC_REACH_GRAIN ||
-            (rhi - lo) / FHC_REACH_GRAIN > FHC_REACH_MAXG)
-            return FHC_ERR_INVALID;
-        *reach = fhc_reach_part(rlo - lo, rhi - lo);
-    }
-    fh_log_verbose(2, "firehose: region [%p, +%zu) registers [%p, %p)%s", (void *)lo,
-                   (size_t)(hi - lo), (void *)rlo, (void *)rhi, writable ? "" : " read-only");
-    *addr = rlo;
-    *len = rhi - rlo;
-    if (!writable) {
-        *acc &= ~(unsigned)FH_MR_REMOTE_WRITE;
-        *reach |= FHC_REACH_RO;
-    }
-    return 0;
-}
-
-static int env_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
-                   void **mr, uint64_t key[2], uint64_t *reach)
-{
-    (void)arg;
-    fh_core_t *rt = fh_reg_core;
-    unsigned acc = FH_MR_LOCAL | (remote ? FH_MR_REMOTE_READ | FH_MR_REMOTE_WRITE : 0);
-    *reach = 0;
-    if (remote && remote_run(rt, &addr, &len, want, &acc, reach) != 0)
-        return FHC_ERR_INVALID;    /* not retried: nothing a peer may reach */
-    if (!remote && !fh_mm_may_cache(rt, addr, len, remote))
-        return FHC_ERR_INVALID;    /* not retried: the memory cannot be watched */
-    fh_rkey_t rk = {0, 0};
-    struct fh_mr *m = NULL;
-    int rc = rt->cops->mr_reg(rt->conduit, (void *)addr, len, acc, &m, &rk);
-    if (rc == FH_ERR_INVALID)
-        /* Part of the bucket-rounded range is not mapped or accessible (a
-         * guard page next to a stack or heap mapping): evicting victims
-         * cannot help, so not retried; a local pin falls back to a
-         * temporary registration of the exact bytes (firehose_local.c). */
-        return FHC_ERR_INVALID;
-    if (rc != FH_OK)
-        return FHC_ERR_NO_MEMORY;
-    *mr = m;
-    key[0] = rk.key;
-    key[1] = rk.base;
-    return 0;
-}
-
-static void env_unpin(void *arg, void *mr)
-{
-    (void)arg;
-    fh_reg_core->cops->mr_dereg(fh_reg_core->conduit, mr);
-}
-
-/* Called with g->lock held (from inside fhc). */
-static int env_allowed(void *arg, uintptr_t addr, size_t len)
-{
-    struct fh_reg *g = arg;
-    if (addr + len < addr)
-        return 0;
-    if (fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING) {
-        /* Any mapped memory: a span of buckets is served when one run of
-         * readable memory reaches from its first bucket into its last
-         * (the transfer's bytes lie in that run, or the conduit refuses
-         * the access: env_pin registers the run only).  A mapping may
-         * start or end inside a bucket (a stack, a small mmap), so the
-         * first bucket may hold several runs (a mapping, a guard page, the
-         * mapping asked for): any of them may be the one. */
-        uintptr_t rlo, rhi, from = addr;
-        int writable;
-        size_t b = len < g->bucket ? len : g->bucket;
-        while (reach_run(fh_reg_core, from, addr + len, 0, &rlo, &rhi, &writable) &&
-               rlo < addr + b) {
-            if (rhi > addr + len - b)
-                return 1;
-            from = rhi;
-        }
-        return 0;
-    }
-    for (size_t i = 0; i < g->nspans; i++)
-        if (addr >= g->spans[i].base && addr + len <= g->spans[i].end)
-            return 1;
-    return 0;
-}
-
-static void env_send(void *arg, uint32_t peer, int is_reply, const void *msg, size_t len)
-{
-    struct fh_reg *g = arg;
-    /* A reply to the move being handled goes back as the AM reply; a reply
-     * the cache sends later (a deferred move served when another peer's
-     * releases came: FH_FIREHOSE_BUDGET=adaptive) travels like a request
-     * (fhc_on_message tells replies by their kind byte). */
-    if (is_reply && (!g->capturing || g->cap_len != 0 || peer != g->cap_peer) &&
-        len <= sizeof g->cap)
-        is_reply = 0;
-    if (is_reply) {
-        if (!g->capturing || g->cap_len != 0 || len > sizeof g->cap) {
-            fh_log_error("firehose cache: unexpected move reply to %s (%zu bytes) "
-                         "dropped", FH_RANK_NAME((int)peer), len);
-            return;
-        }
-        memcpy(g->cap, msg, len);
-        g->cap_len = len;
-        return;
-    }
-    reg_msg_t *m = malloc(sizeof *m + len);
-    if (m == NULL)
-        fh_fatal("firehose cache: out of memory queueing a move");
-    m->next = NULL;
-    m->peer = peer;
-    m->len = len;
-    memcpy(m->bytes, msg, len);
-    /* Atomic: fh_reg_flush peeks at g->out without the lock. */
-    __atomic_store_n(g->out_tail, m, __ATOMIC_RELAXED);
-    g->out_tail = &m->next;
-}
-
-/* Put-in-move data is written by our CPU: every byte must be mapped and
- * writable, else the move is refused and nothing is written. */
-static int env_data_ok(void *arg, uintptr_t addr, size_t len)
-{
-    return env_allowed(arg, addr, len) &&
-           fh_vma_check(addr, len, FH_VMA_READ | FH_VMA_WRITE, NULL);
-}
-
-static void env_put_in_move(void *arg, uintptr_t dst, const void *data, size_t len)
-{
-    (void)arg;
-    memcpy((void *)dst, data, len);
-}
-
-static void env_log(void *arg, const char *line)
-{
-    (void)arg;
-    fh_log_error("firehose cache: %s", line);
-}
-
-static void env_name(void *arg, uint32_t peer, char *buf, size_t len)
-{
-    (void)arg;
-    fh_rank_name((int)peer, buf, len);
-}
 
 /* ------------------------------------------------------------ messages */
 
@@ -517,10 +322,7 @@ int fh_reg_init(fh_core_t *rt)
                       .victim_adaptive = rt->cfg.firehose_victim == FH_VICTIM_ADAPTIVE,
                       .budget = rt->cfg.firehose_budget == FH_FIREHOSE_BUDGET_ADAPTIVE
                                     ? FHC_BUDGET_ADAPTIVE : FHC_BUDGET_STATIC};
-    fhc_env_t env = {.arg = g, .pin = env_pin, .unpin = env_unpin,
-                     .allowed = env_allowed, .send = env_send,
-                     .data_ok = env_data_ok, .put_in_move = env_put_in_move, .log = env_log,
-                     .name = env_name};
+    fhc_env_t env = fh_reg_env(g);
     char why[200] = "";
     int rc = fhc_create(&p, &env, &g->c, why, sizeof why);
     if (rc != 0) {
@@ -609,190 +411,7 @@ size_t fh_reg_m(const fh_core_t *rt)
     return rt->cfg.firehose_m ? rt->cfg.firehose_m : fh_reg_pinnable(rt) / 4 * 3;
 }
 
-static int span_push(reg_span_t **a, size_t *n, size_t *cap, uintptr_t base, uintptr_t end)
-{
-    if (*n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 8;
-        reg_span_t *na = realloc(*a, nc * sizeof *na);
-        if (na == NULL)
-            return FH_ERR_NO_MEMORY;
-        *a = na;
-        *cap = nc;
-    }
-    (*a)[(*n)++] = (reg_span_t){base, end};
-    return FH_OK;
-}
-
-int fh_reg_expose(fh_core_t *rt, void *base, size_t len)
-{
-    struct fh_reg *g = rt->reg;
-    pthread_mutex_lock(&g->lock);
-    int rc = span_push(&g->spans, &g->nspans, &g->capspans, (uintptr_t)base,
-                       (uintptr_t)base + len);
-    pthread_mutex_unlock(&g->lock);
-    return rc;
-}
-
-/* Removes the span starting at base (g->lock held). */
-static void span_remove(struct fh_reg *g, uintptr_t base)
-{
-    for (size_t i = 0; i < g->nspans; i++)
-        if (g->spans[i].base == base) {
-            g->spans[i] = g->spans[--g->nspans];
-            return;
-        }
-}
-
-void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len)
-{
-    struct fh_reg *g = rt->reg;
-    pthread_mutex_lock(&g->lock);
-    span_remove(g, (uintptr_t)base);
-    int rc = span_push(&g->retired, &g->nretired, &g->capretired, (uintptr_t)base,
-                       (uintptr_t)base + len);
-    pthread_mutex_unlock(&g->lock);
-    if (rc != FH_OK)
-        fh_log_error("firehose cache: out of memory retiring a segment; its memory stays "
-                     "mapped");
-}
-
-/* The segment's memory leaves the cache the way freed memory does
- * (firehose_revoke.c, docs/firehose-cache.md "Remote firehoses: the revocation
- * protocol"), only announced by the runtime instead of the monitor: in one
- * cache-lock section the span stops being allowed() (later moves for it are
- * refused) and every region meeting it is invalidated (idle ones and
- * victims deregistered now, held ones REVOKEd); then we wait, polling with
- * no lock held, until every holder acknowledged.  An ack leaves a holder
- * only after its RDMA through the firehose completed and the firehose is
- * gone from its tables and its threads' hit caches; fhc deregisters the
- * region on the last ack.  The caller's peers poll meanwhile (they are in
- * the same collective).  A region still pinned locally (an operation of
- * ours from this memory still in flight, against the destroy contract) is
- * deregistered at its last unpin; no peer holds its key any more. */
-static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
-                            bool unexpose, double deadline);
-
-void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
-{
-    invalidate_wait(rt, t, base, len, true, 0);
-}
-
-/* The owner mprotects or unmaps part of a live piece (reg.h seg_reprotect):
- * the same round, the span staying allowed -- the regions made again on
- * demand are checked against the new protections (reach_run).  Past the
- * deadline (a holder that does not poll: stopped, computing) we go on: the
- * REVOKEs stay pending, each region is deregistered at its last ack as
- * always, and until then its holder's RDMA through it can still reach the
- * pages (docs/reliability.md, "A silent peer"). */
-static void fhs_seg_reprotect(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
-                              double deadline)
-{
-    invalidate_wait(rt, t, base, len, false, deadline);
-}
-
-static void invalidate_wait(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
-                            bool unexpose, double deadline)
-{
-    struct fh_reg *g = rt->reg;
-    pthread_mutex_lock(&g->lock);
-    if (unexpose)
-        span_remove(g, (uintptr_t)base);
-    unsigned n = fhc_invalidate(g->c, (uintptr_t)base, len);
-    reg_check(g, (uint32_t)rt->rank);     /* the global invariants */
-    pthread_mutex_unlock(&g->lock);
-    fh_log_verbose(2, "segment memory %p (+%zu bytes): %u cached regions invalidated",
-                   base, len, n);
-    for (unsigned idle = 0;;) {
-        fh_reg_flush(t);
-        pthread_mutex_lock(&g->lock);
-        uint32_t pending = fhc_revokes_pending(g->c);
-        pthread_mutex_unlock(&g->lock);
-        if (pending == 0)
-            return;
-        if (deadline > 0 && fh_now() > deadline) {
-            fh_log_error("firehose cache: %u revocation%s (of %p +%zu or earlier) not "
-                         "acknowledged within FH_SEG_PROT_WAIT: going on; those holders "
-                         "keep their firehoses until they answer", pending,
-                         pending == 1 ? "" : "s", base, len);
-            return;
-        }
-        svc_wait_round(t, &idle);
-    }
-}
-
-/* ------------------------------------------------------------ stats */
-
-void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
-{
-    struct fh_reg *g = rt->reg;
-    if (g == NULL)
-        return;
-    pthread_mutex_lock(&g->lock);
-    if (g->c == NULL) {
-        pthread_mutex_unlock(&g->lock);
-        return;
-    }
-    for (int r = 0; r < rt->nranks; r++) {
-        if (r == rt->rank || (peer != rt->rank && r != peer))
-            continue;
-        fhc_peer_stats_t s;
-        fhc_peer_stats(g->c, (uint32_t)r, &s);
-        out->reg_hits += s.hits + reg_hit_count(g, r);
-        out->reg_misses += s.misses;
-        out->reg_moves += s.moves;
-        out->reg_pending_coalesced += s.coalesced;
-        out->reg_put_in_move += s.put_in_move;
-        out->bytes_pinned_remote += s.target_held_bytes;
-        out->reg_refused += s.refused;
-        if (peer != rt->rank) {
-            /* Per peer: evictions of regions it held last, regions made for
-             * it, our victims on it.  Our own row takes the totals below
-             * (they include regions no peer ever held). */
-            out->reg_evictions += s.evictions;
-            out->reg_unregistrations += s.evictions;
-            out->reg_registrations += s.registrations;
-            out->reg_victims += s.unused_regions;
-        }
-        out->reg_revoked += s.revoked;
-        out->reg_revoked_busy += g->hpeer[r].revoked_busy;
-        out->reg_budget += s.budget;
-        out->reg_grants += s.grants;
-        out->reg_reclaims += s.reclaims + s.reclaimed;
-        out->reg_deferred += s.deferred;
-    }
-    if (peer == rt->rank) {
-        fhc_stats_t s;
-        fhc_stats(g->c, &s);
-        out->reg_evictions += s.evictions;
-        /* Deregistrations: evicted victims and invalidated regions. */
-        out->reg_unregistrations += s.evictions + s.dead_freed;
-        out->reg_registrations += s.registrations;
-        out->reg_victims += s.victim_len;
-        out->reg_invalidations += s.invalidations;
-        out->reg_revokes_sent += s.revokes_sent;
-        out->bytes_pinned_local += s.local_bytes;
-        out->reg_maxvictim_now = s.maxvictim_now;
-        out->reg_victim_repins += s.victim_repins;
-    }
-    pthread_mutex_unlock(&g->lock);
-}
-
 /* ------------------------------------------------------------ table */
-
-static int fhs_seg_expose(fh_core_t *rt, void *base, size_t len, struct fh_mr **mr,
-                          fh_rkey_t *rkey)
-{
-    /* Not registered: the cache registers on demand (rkey {0, 0}). */
-    *mr = NULL;
-    *rkey = (fh_rkey_t){0, 0};
-    return fh_reg_expose(rt, base, len);
-}
-
-static unsigned fhs_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len)
-{
-    fh_reg_seg_release(rt, t, base, len);
-    return 0;   /* the cache's deregistration failures are its own (logged) */
-}
 
 static int fhs_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr *lmr,
                     uint64_t remote, size_t n, const fh_rkey_t *rkey, fh_ctr_t *ctr,
@@ -856,10 +475,10 @@ const fh_reg_ops_t fh_reg_firehose = {
     .fini = fh_reg_fini,
     .seg_align = fh_reg_bucket,
     .seg_base_align = reg_frame,
-    .seg_expose = fhs_seg_expose,
+    .seg_expose = fh_reg_seg_expose,
     .seg_retire = fh_reg_unexpose_and_retire,
-    .seg_release = fhs_seg_release,
-    .seg_reprotect = fhs_seg_reprotect,
+    .seg_release = fh_reg_seg_release_op,
+    .seg_reprotect = fh_reg_seg_reprotect,
     .xfer = fhs_xfer,
     .on_entry = fhs_on_entry,
     .may_publish = fh_mm_may_publish,

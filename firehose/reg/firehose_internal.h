@@ -202,6 +202,16 @@ void fh_reg_fini(fh_core_t *rt);
 int  fh_reg_expose(fh_core_t *rt, void *base, size_t len);
 void fh_reg_unexpose_and_retire(fh_core_t *rt, void *base, size_t len);
 void fh_reg_seg_release(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
+/* The cache's environment: its callbacks with g as their argument
+ * (firehose_env.c). */
+fhc_env_t fh_reg_env(struct fh_reg *g);
+/* The strategy table's segment entries (reg.h seg_expose, seg_release,
+ * seg_reprotect), in firehose_seg.c. */
+int fh_reg_seg_expose(fh_core_t *rt, void *base, size_t len, struct fh_mr **mr,
+                      fh_rkey_t *rkey);
+unsigned fh_reg_seg_release_op(fh_core_t *rt, fh_thread_t *t, void *base, size_t len);
+void fh_reg_seg_reprotect(fh_core_t *rt, fh_thread_t *t, void *base, size_t len,
+                          double deadline);
 size_t fh_reg_bucket(const fh_core_t *rt);
 /* M: the cache's agreed value under firehose, else what it would default to. */
 size_t fh_reg_m(const fh_core_t *rt);
