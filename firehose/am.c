@@ -302,6 +302,9 @@ static void up_on_lost(void *arg, int rank, int rpath)
          * or its to ours): waits for one fail (coll.c, fh_am_lost). */
         uint64_t seq = atomic_fetch_add(&rt->am_lost_seq, 1) + 1;
         atomic_store(rpath == 0 ? &rt->am_lost_req[rank] : &rt->am_lost_in[rank], seq);
+        /* Between the service paths: never made again (coll.c). */
+        if (rpath == 0 && p->index == 0)
+            atomic_store(&rt->am_lost_svc[rank], seq);
     }
     if (rpath != 0)
         return;                          /* replies only: nothing waits */

@@ -59,9 +59,11 @@
  * its other collectives are refused rather than deadlocking on the lock).
  *
  * Lost connections: a round whose arrival has not come fails with
- * FH_ERR_PEER_DEAD naming the leader once a link carrying our requests to
- * its service path was lost since the barrier began (am.c up_on_lost
- * marks am_lost_req): for the leader it waits for (that link's loss also
+ * FH_ERR_PEER_DEAD naming the leader once the link between our service
+ * path and its -- the one link not made again -- was lost since the
+ * barrier began (am.c up_on_lost marks am_lost_svc; a thread path's link
+ * is made again, and its loss seen during a barrier is often older than
+ * the barrier: stale_key's probe): for the leader it waits for (that link's loss also
  * ends the link from its service path to ours, which its notification
  * takes when it calls from its service path) and for the leaders it
  * notified in this barrier (its notification may be gone).  A
@@ -179,13 +181,13 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
              * the barrier began (am.c up_on_lost): the one we wait for, or
              * one we sent (its leader then waits for ever). */
             int from = rt->bar_leader[(me + L - dist) % L];
-            if (atomic_load(&rt->am_lost_req[from]) > b->lost)
+            if (atomic_load(&rt->am_lost_svc[from]) > b->lost)
                 return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s was "
                                     "lost before its barrier message (round %u) came: "
                                     "it may never come", fn, FH_RANK_NAME(from), k);
             for (unsigned j = 0; j <= k; j++) {
                 int to = rt->bar_leader[(me + (1u << j)) % L];
-                if (atomic_load(&rt->am_lost_req[to]) > b->lost)
+                if (atomic_load(&rt->am_lost_svc[to]) > b->lost)
                     return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s "
                                         "was lost after this rank's barrier message "
                                         "(round %u) left: it may never arrive", fn,

@@ -158,6 +158,7 @@ static int init_fail(fh_rt_t *rt, int err)
     }
     free(rt->am_lost_req);
     free(rt->am_lost_in);
+    free(rt->am_lost_svc);
     free(rt);
     if (late)
         snprintf(init_failed_late, sizeof init_failed_late, "%s", why);
@@ -176,6 +177,7 @@ static int init_fail_early(fh_rt_t *rt, int err, const char *why)
         b->ops->fail(b, why);
     free(rt->am_lost_req);
     free(rt->am_lost_in);
+    free(rt->am_lost_svc);
     free(rt);
     atomic_store(&fh_rt_state, FH_RT_NONE);
     return fh_set_error(err, "fh_init: %s", why);
@@ -287,7 +289,8 @@ int fh_init(int *argc, char ***argv)
     rt->locks_made = true;
     rt->am_lost_req = calloc((size_t)rt->nranks, sizeof *rt->am_lost_req);
     rt->am_lost_in = calloc((size_t)rt->nranks, sizeof *rt->am_lost_in);
-    if (rt->am_lost_req == NULL || rt->am_lost_in == NULL)
+    rt->am_lost_svc = calloc((size_t)rt->nranks, sizeof *rt->am_lost_svc);
+    if (rt->am_lost_req == NULL || rt->am_lost_in == NULL || rt->am_lost_svc == NULL)
         return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: out of memory"));
 
     rt->am_max_packet = FH_AM_HDR_BYTES + 8 * FH_AM_MAX_ARGS + rt->cfg.am_max_medium;
@@ -473,6 +476,7 @@ int fh_finalize(void)
     free(rt->paths);
     free(rt->am_lost_req);
     free(rt->am_lost_in);
+    free(rt->am_lost_svc);
     free(rt);
     return FH_OK;
 }

@@ -212,9 +212,11 @@ typedef struct fh_rt {
      * am_lost_in[r] of one carrying r's thread paths' requests to ours (0:
      * none).  A wait for an AM from r that read the count before it began
      * fails once r's mark exceeds that (coll.c: am_lost_req; clients:
-     * both).  Both [nranks], from before the conduit opens. */
+     * both).  am_lost_svc[r]: the same for the link between the service
+     * paths, the one not made again (coll.c).  All [nranks], from before
+     * the conduit opens. */
     _Atomic uint64_t am_lost_seq;
-    _Atomic uint64_t *am_lost_req, *am_lost_in;
+    _Atomic uint64_t *am_lost_req, *am_lost_in, *am_lost_svc;
 
     _Atomic int norphans;                 /* paths with `orphaned` set */
     /* Thread-exit hooks against fh_finalize (thread.c's exit gate guards
