@@ -441,10 +441,16 @@ int fh_finalize(void)
      * reports): pair with its next calls until every rank is here. */
     if ((err = fh_coll_enter(t, "fh_finalize")) != FH_OK)
         return err;   /* only before anything was done: see the top */
-    while (fh_barrier_internal(t, fh_coll_sig(FH_COLL_FINALIZE, 0), "fh_finalize") ==
+    int brc;
+    while ((brc = fh_barrier_internal(t, fh_coll_sig(FH_COLL_FINALIZE, 0), "fh_finalize")) ==
            FH_ERR_STATE)
         ;
     fh_coll_leave();
+    /* A peer's service link lost for good (coll.c): the barrier cannot
+     * complete, so we finalize anyway and say so at the end. */
+    char why[256] = "";
+    if (brc != FH_OK)
+        snprintf(why, sizeof why, "%s", fh_last_error());
     atomic_store(&rt->finalizing, 1);
     finalize_drain(rt, t);
     FH_TEST_POINT(FH_TP_FINALIZE_DRAINED);
@@ -478,6 +484,9 @@ int fh_finalize(void)
     free(rt->am_lost_in);
     free(rt->am_lost_svc);
     free(rt);
+    if (brc != FH_OK)
+        return fh_set_error(brc, "%s; finalized anyway: what that rank sent us may not "
+                            "all have landed", why);
     return FH_OK;
 }
 

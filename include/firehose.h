@@ -230,7 +230,12 @@ int fh_init(int *argc, char ***argv);
  * one that starts after fh_finalize began does not complete the thread's
  * operations (docs/reliability.md, "Threads").
  * Blocking: yes.  Thread-safe: see above.  Handler-safe: no.
- * Errors: the entry errors; otherwise FH_OK. */
+ * Errors: the entry errors; FH_ERR_PEER_DEAD when the connection with a
+ * rank the barrier waits on was lost for good (its service paths' link,
+ * docs/reliability.md): the barrier cannot complete, the runtime is
+ * finalized all the same (everything released, later calls get
+ * FH_ERR_NOT_INIT), and fh_last_error() names the rank -- what it sent
+ * us may not all have landed; otherwise FH_OK. */
 int fh_finalize(void);
 
 /* Names ranks in the runtime's messages as the client's users know them:
