@@ -90,18 +90,23 @@ unsigned fhc_invalidate(fhc_t *c, uintptr_t addr, size_t len)
  * are gone, and fhc_revokes_pending (which the runtime waits on before it
  * publishes memory) no longer counts them.  A late ack finds no record and
  * is dropped. */
+/* P's REVOKE record h is answered (acked, or P is dead): gone from P's
+ * list, one fewer pending on its region and in total. */
+static void revoke_answered(fhc_t *c, fhc_peer_t *P, fhc_hold_t *h)
+{
+    fhc_list_unlink(&P->rv_list, &h->link);
+    fhc_region_t *r = h->reg;
+    free(h);
+    assert(r->revoking > 0 && c->revokes_pending > 0);
+    r->revoking--;
+    c->revokes_pending--;
+    fhc_region_settle(c, r);
+}
+
 void fhc_target_forget_revokes(fhc_t *c, fhc_peer_t *P)
 {
-    while (P->rv_list.head) {
-        fhc_hold_t *h = fhc_entry(P->rv_list.head, fhc_hold_t, link);
-        fhc_list_unlink(&P->rv_list, &h->link);
-        fhc_region_t *r = h->reg;
-        free(h);
-        assert(r->revoking > 0 && c->revokes_pending > 0);
-        r->revoking--;
-        c->revokes_pending--;
-        fhc_region_settle(c, r);
-    }
+    while (P->rv_list.head)
+        revoke_answered(c, P, fhc_entry(P->rv_list.head, fhc_hold_t, link));
 }
 
 void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t len)
@@ -122,12 +127,5 @@ void fhc_target_on_revoke_ack(fhc_t *c, uint32_t peer, const void *msg, size_t l
                  FHC_PEER_NAME(c, peer), (unsigned long long)a.id);
         return;
     }
-    fhc_hold_t *h = fhc_entry(l, fhc_hold_t, link);
-    fhc_list_unlink(&P->rv_list, &h->link);
-    fhc_region_t *r = h->reg;
-    free(h);
-    assert(r->revoking > 0 && c->revokes_pending > 0);
-    r->revoking--;
-    c->revokes_pending--;
-    fhc_region_settle(c, r);
+    revoke_answered(c, P, fhc_entry(l, fhc_hold_t, link));
 }
