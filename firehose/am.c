@@ -428,7 +428,8 @@ int fh_am_try_request(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind, unsign
 
 /* Encodes and sends a request on path p.  wait: for a credit and for
  * transmit resources if needed; else FH_ERR_AGAIN (nothing sent, nothing
- * taken, no error text) when either is missing. */
+ * taken, no error text) when either is missing; FH_ERR_PEER_DEAD when no
+ * credit is left and none may come (the service paths' connection lost). */
 static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
                         unsigned handler, const void *payload, size_t len,
                         uint64_t long_dst, const uint64_t *args, unsigned nargs, bool wait)
@@ -449,6 +450,14 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
         fh_progress_locked(p);
         if (p->credits[rank] != 0)
             break;
+        /* The service paths' connection is never made again (up_on_lost):
+         * the credits the rank owes us may never come. */
+        if (atomic_load(&rt->am_lost_svc[rank]) != 0) {
+            pthread_mutex_unlock(&p->lock);
+            return fh_set_error(FH_ERR_PEER_DEAD, "AM request to %s: no credit left and "
+                                "the service paths' connection with it was lost: none "
+                                "may come", FH_RANK_NAME(rank));
+        }
         if (!wait) {
             pthread_mutex_unlock(&p->lock);
             return FH_ERR_AGAIN;

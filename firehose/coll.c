@@ -60,8 +60,8 @@
  *
  * Lost connections: a round whose arrival has not come fails with
  * FH_ERR_PEER_DEAD naming the leader once the link between our service
- * path and its -- the one link not made again -- was lost since the
- * barrier began (am.c up_on_lost marks am_lost_svc; a thread path's link
+ * path and its -- the one link not made again -- is lost, before or
+ * during the barrier (am.c up_on_lost marks am_lost_svc; a thread path's link
  * is made again, and its loss seen during a barrier is often older than
  * the barrier: stale_key's probe): for the leader it waits for (that link's loss also
  * ends the link from its service path to ours, which its notification
@@ -177,17 +177,20 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
         }
         _Atomic uint32_t *slot = &rt->barrier_arrived[k][b->epoch & 1];
         if (atomic_load_explicit(slot, memory_order_acquire) == 0) {
-            /* A notification may have been lost with a connection since
-             * the barrier began (am.c up_on_lost): the one we wait for, or
-             * one we sent (its leader then waits for ever). */
+            /* A notification may have been lost with the service paths'
+             * connection (am.c up_on_lost), which is never made again: the
+             * one we wait for, or one we sent (its leader then waits for
+             * ever).  Lost before the barrier began counts too: the
+             * notification cannot travel on it (pmix.sh dead_rank
+             * finalize, where the victim dies before fh_finalize). */
             int from = rt->bar_leader[(me + L - dist) % L];
-            if (atomic_load(&rt->am_lost_svc[from]) > b->lost)
+            if (atomic_load(&rt->am_lost_svc[from]) != 0)
                 return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s was "
                                     "lost before its barrier message (round %u) came: "
                                     "it may never come", fn, FH_RANK_NAME(from), k);
             for (unsigned j = 0; j <= k; j++) {
                 int to = rt->bar_leader[(me + (1u << j)) % L];
-                if (atomic_load(&rt->am_lost_svc[to]) > b->lost)
+                if (atomic_load(&rt->am_lost_svc[to]) != 0)
                     return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s "
                                         "was lost after this rank's barrier message "
                                         "(round %u) left: it may never arrive", fn,
@@ -212,8 +215,7 @@ static void barrier_begin(fh_bar_run_t *b, uint64_t sig, uint64_t or)
     fh_rt_t *rt = fh_rt;
     assert(pthread_mutex_trylock(&rt->coll_lock) != 0);   /* held (by us) */
     *b = (fh_bar_run_t){.epoch = rt->nranks > 1 ? ++rt->barrier_epoch : 0, .lo = sig,
-                        .hi = sig, .or = or, .node = FH_NODE_BAR_START,
-                        .lost = atomic_load(&rt->am_lost_seq)};
+                        .hi = sig, .or = or, .node = FH_NODE_BAR_START};
 }
 
 /* Takes barrier b as far as it goes without waiting: FH_ERR_AGAIN while

@@ -405,10 +405,15 @@ int fh_init(int *argc, char ***argv)
 
 /* After the final barrier, peers may still have credit packets in flight to
  * us.  Poll until the service and own paths stay quiet, with a bootstrap
- * barrier on each side so nobody closes an endpoint a peer still writes to. */
-static void finalize_drain(fh_rt_t *rt, fh_tls_t *t)
+ * barrier on each side so nobody closes an endpoint a peer still writes to.
+ * After a failed final barrier (a peer lost: `all` false) one quiet round
+ * and no bootstrap barrier: the lost rank never comes to it, and a
+ * launcher that keeps the job going without it (mpirun --enable-recovery)
+ * may hold the survivors in it until FH_BOOT_TIMEOUT (pmix.sh dead_rank
+ * finalize). */
+static void finalize_drain(fh_rt_t *rt, fh_tls_t *t, bool all)
 {
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < (all ? 2 : 1); round++) {
         pthread_mutex_lock(&rt->paths[0].lock);
         fh_am_flush_credits(&rt->paths[0], true);
         fh_am_flush_backlog(&rt->paths[0]);
@@ -416,7 +421,8 @@ static void finalize_drain(fh_rt_t *rt, fh_tls_t *t)
         double end = fh_now() + FH_FINALIZE_QUIET_S;
         for (unsigned idle = 0; fh_now() < end;)
             fh_wait_round(t, &idle);
-        rt->boot->ops->barrier(rt->boot);
+        if (all)
+            rt->boot->ops->barrier(rt->boot);
     }
 }
 
@@ -452,7 +458,7 @@ int fh_finalize(void)
     if (brc != FH_OK)
         snprintf(why, sizeof why, "%s", fh_last_error());
     atomic_store(&rt->finalizing, 1);
-    finalize_drain(rt, t);
+    finalize_drain(rt, t, brc == FH_OK);
     FH_TEST_POINT(FH_TP_FINALIZE_DRAINED);
     if (rt->cfg.stats)
         fh_stats_print(stderr);

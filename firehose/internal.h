@@ -83,7 +83,6 @@ enum fh_node_bar_state {
 };
 typedef struct fh_bar_run {
     uint64_t epoch;
-    uint64_t lost;                /* rt->am_lost_seq when it began */
     uint64_t lo, hi, or;          /* the signature range and bits known so far */
     enum fh_node_bar_state node;  /* the shared-memory stage's state */
     bool lead;                    /* this rank leads its group (network stage) */

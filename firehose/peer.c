@@ -16,8 +16,10 @@
  * at the processes of the peers on its own host (same boot id and pid
  * namespace): one whose process is gone, a zombie, or another process with
  * the same pid ends this process with FH_EXIT_PEER_DEAD and a message naming
- * the rank (as the client names them: fh_set_rank_names, e.g. "image 2").  A peer on another host is not checked here (its death shows as
- * a transport error, or the launcher reports it).
+ * the rank (as the client names them: fh_set_rank_names, e.g. "image 2").
+ * A peer on another host is not checked here (its death shows as a
+ * transport error, or the launcher reports it); FH_PEER_WATCH=0 turns the
+ * check off, so one host can test that path (tests/integ/pmix.sh).
  */
 #include <assert.h>
 #include <errno.h>
@@ -212,7 +214,8 @@ void fh_peer_fini(fh_rt_t *rt)
 void fh_peer_check(fh_rt_t *rt)
 {
     struct fh_peers *pc = rt->peers;
-    if (pc == NULL || atomic_load_explicit(&rt->finalizing, memory_order_relaxed))
+    if (pc == NULL || !rt->cfg.peer_watch ||
+        atomic_load_explicit(&rt->finalizing, memory_order_relaxed))
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

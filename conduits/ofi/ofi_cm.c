@@ -275,9 +275,11 @@ void ofi_cm_close(struct fh_conduit *c)
     free(c->peer_names);
     free(c->accepted);
     free(c->ann);
+    free(c->svc_gone);
     free(c->expect_nonce);
     free(c->expect_until);
     c->ann = NULL;
+    c->svc_gone = NULL;
     c->expect_nonce = NULL;
     c->expect_until = NULL;
     ofi_probe_free(c);

@@ -193,7 +193,9 @@ int ofi_cm_connect(struct fh_conduit *c, struct fh_boot *boot)
         c->ann = calloc(npairs, sizeof *c->ann);
         c->expect_nonce = calloc(npairs, sizeof *c->expect_nonce);
         c->expect_until = calloc(npairs, sizeof *c->expect_until);
+        c->svc_gone = calloc((size_t)nr, sizeof *c->svc_gone);
         if (c->ann == NULL || c->expect_nonce == NULL || c->expect_until == NULL
+            || c->svc_gone == NULL
             || ofi_probe_alloc(c) != FH_OK)
             rc = FH_ERR_NO_MEMORY;
         c->connected = 1;

@@ -81,6 +81,7 @@ void ofi_cm_lost(struct fh_cpath *p, struct ofi_conn *k)
      * every pair of a job with one path) is not: its traffic fails now. */
     if (k->src % np == 0 && p->index == 0) {
         k->gave_up = 1;
+        atomic_store(&c->svc_gone[k->src / np], 1);
         fh_log_error("ofi: the service paths' connection with %s was lost and is not "
                      "made again: traffic with it fails", FH_RANK_NAME((int)(k->src / np)));
     } else if (k->initiator) {
@@ -221,11 +222,17 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
     struct fh_conduit *c = p->c;
     const uint32_t np = (uint32_t)c->cfg.npaths;
     struct ofi_conn *s = k->succ;
-    if (t > k->lost_at + OFI_CM_REDIAL_WAIT) {
-        fh_log_error("ofi: path %d: %s path %u not connected again within %.0f s: "
-                     "traffic with it fails", p->index, FH_RANK_NAME((int)(k->src / np)),
-                     k->src % np,
-                     OFI_CM_REDIAL_WAIT);
+    const bool gone = atomic_load(&c->svc_gone[k->src / np]);
+    if (gone || t > k->lost_at + OFI_CM_REDIAL_WAIT) {
+        if (gone)                       /* said once by ofi_cm_lost */
+            fh_log_verbose(1, "ofi: path %d: %s path %u is not connected again: the "
+                           "service paths' connection with it is lost", p->index,
+                           FH_RANK_NAME((int)(k->src / np)), k->src % np);
+        else
+            fh_log_error("ofi: path %d: %s path %u not connected again within %.0f s: "
+                         "traffic with it fails", p->index,
+                         FH_RANK_NAME((int)(k->src / np)), k->src % np,
+                         OFI_CM_REDIAL_WAIT);
         if (s != NULL)
             ofi_cm_conn_abort(s);
         k->succ = NULL;

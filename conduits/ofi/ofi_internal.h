@@ -253,6 +253,11 @@ struct fh_conduit {
      * that path, taken by path 0's poll); and the requests peers announced
      * to us, [rank * npaths + path] (path 0's), usable once until when. */
     _Atomic(struct ofi_conn *) *ann;
+    /* MSG, after start-up, [rank]: the service paths' connection with the
+     * rank was lost (never made again, ofi_cm_lost): no announcement can
+     * travel, so no thread path's lost connection with it is made again
+     * either -- its sends fail at once instead of waiting for a redial. */
+    _Atomic uint8_t *svc_gone;
     /* MSG, after start-up (ofi_rma_probe.c), [rank]: a probe wanted (set
      * by any path, sent by path 0's poll), the last probe sent, the last
      * answer (sequence << 32 | the peer's polls); and (path 0's) the
@@ -420,7 +425,8 @@ static inline int ofi_route(struct fh_cpath *p, int rank, int rpath,
         if (p->c->connected && !k->gave_up && st != OFI_CONN_SETUP) {
             if (k->lost_at == 0)
                 ofi_cm_lost(p, k);
-            if (!k->gave_up && ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT)
+            if (!k->gave_up && ofi_now() < k->lost_at + OFI_CM_REDIAL_WAIT &&
+                !atomic_load_explicit(&p->c->svc_gone[rank], memory_order_relaxed))
                 return FH_ERR_AGAIN;
             k->gave_up = 1;
         }

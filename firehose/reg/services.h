@@ -270,7 +270,9 @@ typedef struct fh_reg_services {
     /* AM.  am_register: a runtime-internal handler (FH_H_REG_*), at init.
      * am_try_request: a short or medium request on path p that waits for
      * nothing -- FH_ERR_AGAIN (nothing sent, no error text) when p has no
-     * credit towards rank or no transmit resources; not to ourselves, not
+     * credit towards rank or no transmit resources (FH_ERR_PEER_DEAD when
+     * no credit may come: the service paths' connection with rank was
+     * lost); not to ourselves, not
      * from a handler, no lock held.  am_reply*: from a request handler
      * only, with its token (valid while the handler runs).  token_source:
      * the rank the transport says sent the token's message. */

@@ -105,6 +105,11 @@ const fh_cfg_entry_t fh_config_table[] = {
      "memory for the peers to acknowledge the change (and, under firehose, to "
      "give back their firehoses there); a peer that has not answered by then is "
      "named and not waited for (docs/reliability.md); 0 = wait for ever.", 0},
+    {"FH_PEER_WATCH", FH_CFG_BOOL, "1", NULL, F(peer_watch), 0,
+     "Watch the processes of the peers on this host (once a second while polling): "
+     "a dead one ends this rank with a message naming it (docs/reliability.md); 0 = "
+     "its death shows only as its lost connections, as a peer's on another host "
+     "does (tests/integ/pmix.sh uses it to test that path on one host).", 0},
     {"FH_WAIT_SPIN", FH_CFG_INT, "32", NULL, F(wait_spin), 0,
      "Idle polls in a row a blocking call (fh_wait, fh_barrier, fh_poll_idle, ...) "
      "makes before it yields the core between polls (sched_yield); a poll that "

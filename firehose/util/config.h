@@ -60,6 +60,7 @@ typedef struct fh_config {
     int         stats;            /* FH_STATS */
     long        boot_timeout;     /* FH_BOOT_TIMEOUT (seconds) */
     long        seg_prot_wait;    /* FH_SEG_PROT_WAIT (seconds, 0 = for ever) */
+    int         peer_watch;       /* FH_PEER_WATCH */
     long        wait_spin;        /* FH_WAIT_SPIN: -1 (never yield) .. FH_WAIT_SPIN_MAX */
     int         bind;             /* FH_BIND: index into "auto|off" */
     int         node_barrier;     /* FH_NODE_BARRIER: "auto|dissemination|count" */

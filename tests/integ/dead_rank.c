@@ -11,6 +11,10 @@
  *   wait      fh_get_nb from the victim, then fh_wait
  *   am        fh_am_request_short to the victim, fh_poll
  *   finalize  fh_finalize (once)
+ *   finalize_seen  fh_poll until fh_am_lost reports a lost connection
+ *             with the victim (at most --bound s; over a conduit that
+ *             reports none, the same as finalize), then fh_finalize: the
+ *             loss is known before its barrier begins
  * Under fhrun the launcher's watchdog ends every survivor with a message
  * naming rank N-1 (exit status FH_EXIT_PEER_DEAD = 70).  With no launcher
  * help (mpirun --enable-recovery, tests/integ/pmix.sh) the runtime must see
@@ -84,6 +88,15 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "mixed"))
         mode = me % 2 == 1 ? "get" : "barrier";
+    if (!strcmp(mode, "finalize_seen")) {
+        uint64_t mark = 0;
+        for (long i = 0; i < (long)bound * 1000 && mark == 0; i++) {
+            fh_poll();
+            tu_sleep_us(1000);
+            fh_am_lost(victim, &mark);
+        }
+        mode = "finalize";
+    }
     stuck_in = !strcmp(mode, "am") ? "fh_am_request_short"
              : !strcmp(mode, "wait") ? "fh_get_nb/fh_wait"
              : !strcmp(mode, "atomic") ? "fh_atomic" : mode;
