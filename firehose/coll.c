@@ -67,10 +67,11 @@
  * ends the link from its service path to ours, which its notification
  * takes when it calls from its service path) and for the leaders it
  * notified in this barrier (its notification may be gone).  A
- * notification lost on the link from another rank's thread path is seen
- * by that rank (we are the leader it notified).  The leaders that wait
- * for a failed one then wait until it calls again or dies
- * (docs/reliability.md).
+ * notification lost with a thread path's link, which is made again, is
+ * sent again by its sender (resend_lost, while it waits in this barrier or
+ * the next); its leader keeps only the newest epoch per round and parity,
+ * so one that came twice counts once.  The leaders that wait for a failed
+ * one then wait until it calls again or dies (docs/reliability.md).
  *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
@@ -128,11 +129,18 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
                    "this rank's to send", (unsigned long long)a[0]);
         return;
     }
+    /* Sent again (resend_lost) and come twice, or overtaken by a later
+     * barrier's on another link: not newer than what the slot holds.  Two
+     * handlers that both find the epoch newer carry the same one, and so
+     * the same values (one notification sent twice). */
+    _Atomic uint64_t *in = &rt->barrier_in[a[0]][a[1] & 1];
+    if (a[1] <= atomic_load_explicit(in, memory_order_acquire))
+        return;
     _Atomic uint64_t *sig = rt->barrier_sig[a[0]][a[1] & 1];
     atomic_store_explicit(&sig[0], a[2], memory_order_relaxed);
     atomic_store_explicit(&sig[1], a[3], memory_order_relaxed);
     atomic_store_explicit(&sig[2], a[4], memory_order_relaxed);
-    atomic_fetch_add_explicit(&rt->barrier_arrived[a[0]][a[1] & 1], 1, memory_order_release);
+    atomic_store_explicit(in, a[1], memory_order_release);
 }
 
 void fh_coll_init(void)
@@ -157,6 +165,56 @@ void fh_coll_leave(void)
     pthread_mutex_unlock(&fh_rt->coll_lock);
 }
 
+/* Sends barrier notification r (to r->to) on t's path, remembering the
+ * path and its link count first. */
+static int send_notify(fh_tls_t *t, struct fh_bar_sent *r)
+{
+    fh_path_t *p = t->path;
+    pthread_mutex_lock(&p->lock);
+    r->path = p->index;
+    r->lost = p->link_lost[r->to];
+    pthread_mutex_unlock(&p->lock);
+    return fh_am_send_request(t, r->to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0, r->args,
+                              5);
+}
+
+/* A notification this rank sent in one of the last two barriers may have
+ * been lost with the link it left on, which is made again (a thread
+ * path's; the service paths' one fails the barrier instead): its leader
+ * then waits for it for ever, and for us (it cannot go on).  Sends again
+ * every one whose link was lost since it was sent, once any link was
+ * (am_lost_seq moved); the leader ignores one that had come
+ * (barrier_notify).  Called while we wait in a barrier: the leader that
+ * lacks ours keeps every rank from completing the barrier after it, so we
+ * wait in one -- unless the program waits for that rank otherwise. */
+static int resend_lost(fh_tls_t *t, const char *fn)
+{
+    fh_rt_t *rt = fh_rt;
+    const uint64_t seq = atomic_load(&rt->am_lost_seq);
+    if (seq == rt->bar_lost_seen)
+        return FH_OK;
+    rt->bar_lost_seen = seq;
+    for (unsigned k = 0; (1u << k) < (unsigned)rt->bar_nleaders; k++)
+        for (int e = 0; e < 2; e++) {
+            struct fh_bar_sent *r = &rt->bar_sent[k][e];
+            if (r->args[1] == 0)
+                continue;
+            fh_path_t *p = &rt->paths[r->path];
+            pthread_mutex_lock(&p->lock);
+            const bool lost = p->link_lost[r->to] != r->lost;
+            pthread_mutex_unlock(&p->lock);
+            if (!lost)
+                continue;
+            fh_log_verbose(1, "%s: the link of path %d to %s was lost after our barrier "
+                           "message (epoch %llu, round %u) left: sent again", fn, r->path,
+                           FH_RANK_NAME(r->to), (unsigned long long)r->args[1], k);
+            int rc = send_notify(t, r);
+            if (rc != FH_OK)
+                return rc;
+        }
+    return FH_OK;
+}
+
 /* The network stage, among the leaders: dissemination over AMs, combining
  * the signature range [b->lo, b->hi] and the bits b->or; FH_ERR_AGAIN
  * while a round's arrival has not come. */
@@ -167,16 +225,16 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
     for (; (1u << b->k) < L; b->k++, b->sent = false) {
         const unsigned dist = 1u << b->k, k = (unsigned)b->k;
         if (!b->sent) {
-            int to = rt->bar_leader[(me + dist) % L];
-            uint64_t args[5] = {k, b->epoch, b->lo, b->hi, b->or};
-            int rc = fh_am_send_request(t, to, FH_AM_REQ_SHORT, FH_H_BARRIER, NULL, 0, 0,
-                                        args, 5);
+            struct fh_bar_sent *r = &rt->bar_sent[k][b->epoch & 1];
+            *r = (struct fh_bar_sent){.args = {k, b->epoch, b->lo, b->hi, b->or},
+                                      .to = rt->bar_leader[(me + dist) % L]};
+            int rc = send_notify(t, r);
             if (rc != FH_OK)
                 return rc;
             b->sent = true;
         }
-        _Atomic uint32_t *slot = &rt->barrier_arrived[k][b->epoch & 1];
-        if (atomic_load_explicit(slot, memory_order_acquire) == 0) {
+        _Atomic uint64_t *slot = &rt->barrier_in[k][b->epoch & 1];
+        if (atomic_load_explicit(slot, memory_order_acquire) < b->epoch) {
             /* A notification may have been lost with the service paths'
              * connection (am.c up_on_lost), which is never made again: the
              * one we wait for, or one we sent (its leader then waits for
@@ -196,7 +254,8 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
                                         "(round %u) left: it may never arrive", fn,
                                         FH_RANK_NAME(to), j);
             }
-            return FH_ERR_AGAIN;
+            int rc = resend_lost(t, fn);
+            return rc != FH_OK ? rc : FH_ERR_AGAIN;
         }
         _Atomic uint64_t *in = rt->barrier_sig[k][b->epoch & 1];
         uint64_t ilo = atomic_load_explicit(&in[0], memory_order_relaxed);
@@ -204,7 +263,6 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
         b->or |= atomic_load_explicit(&in[2], memory_order_relaxed);
         b->lo = ilo < b->lo ? ilo : b->lo;
         b->hi = ihi > b->hi ? ihi : b->hi;
-        atomic_fetch_sub(slot, 1);
     }
     return FH_OK;
 }

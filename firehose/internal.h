@@ -200,10 +200,25 @@ typedef struct fh_rt {
     uint64_t barrier_epoch;
     fh_bar_run_t bar_split;               /* fh_barrier_or_notify's barrier */
     _Atomic(struct fh_tls *) bar_split_owner;  /* its thread, NULL when none runs */
-    _Atomic uint32_t barrier_arrived[FH_BARRIER_ROUNDS][2];
-    /* What arrived per round and epoch parity: the signature range and the
-     * OR of the ranks' bits (fh_barrier_or). */
+    /* What arrived per round and epoch parity: the latest epoch (0: none;
+     * a notification sent again that had already come is older or equal,
+     * and ignored), its signature range and the OR of the ranks' bits
+     * (fh_barrier_or). */
+    _Atomic uint64_t barrier_in[FH_BARRIER_ROUNDS][2];
     _Atomic uint64_t barrier_sig[FH_BARRIER_ROUNDS][2][3];
+    /* The notifications this rank sent last, per round and epoch parity
+     * (the last two barriers': an earlier one has come, as every rank has
+     * entered the last), kept to be sent again when the link they left on
+     * is lost (coll.c resend_lost); under coll_lock.  args[1], the epoch:
+     * 0 for none; path: index of the path sent on, lost: its
+     * link_lost[to] read before the send;
+     * bar_lost_seen: am_lost_seq at the last look. */
+    struct fh_bar_sent {
+        uint64_t args[5];
+        int to, path;
+        uint32_t lost;
+    } bar_sent[FH_BARRIER_ROUNDS][2];
+    uint64_t bar_lost_seen;
     /* Lost connections (am.c up_on_lost, fh_am_lost): am_lost_seq counts
      * every loss of a link that carries AMs between us and a rank;
      * am_lost_req[r] is the count just after the last loss of a link

@@ -7,7 +7,8 @@
 # Over the service paths' connection, which is not made again (the ranks
 # then exit without fh_finalize, so fhrun's status is not ours and the
 # output is checked): a rendezvous key request, a firehose move, and
-# fh_barrier's round.  2 ranks over tcp, FH_SHM=off (the network route),
+# fh_barrier's round.  And a barrier notification lost with a thread
+# path's connection, sent again (barrier_resend_test.c).  2 ranks over tcp, FH_SHM=off (the network route),
 # FH_PATHS=lazy (the worker thread has a thread path of its own, whose
 # connection the test shuts down).  On main each waited for ever: fhrun
 # --timeout ended the run.
@@ -47,6 +48,16 @@ run move
 expect "a put whose firehose move was lost fails naming the peer" \
     $(grep -q '^lost_reply_test move: PASS' "$out" &&
       grep -q 'move: the put .* returned FH_ERR_PEER_DEAD: .*rank 1' "$out"; echo $?)
+# A barrier notification lost with a thread path's connection (rank 1
+# takes the unread bytes, then shuts its sockets down) is sent again once
+# the connection is made again: both barriers complete, the job finishes.
+bin_lost=$bin
+bin=$(prog barrier_resend_test) || { echo "SKIP: barrier_resend_test not built"; exit 77; }
+run atomic
+expect "a barrier notification lost with its connection is sent again (status $rc)" \
+    $([ $rc -eq 0 ] && grep -q '^barrier_resend_test: PASS' "$out" &&
+      grep -q 'took [1-9][0-9]* unread bytes' "$out"; echo $?)
+bin=$bin_lost
 run barrier
 expect "a barrier whose peer's connection was lost fails naming it; the peer's returns" \
     $(grep -q '^lost_reply_test barrier: PASS' "$out" &&

@@ -182,9 +182,10 @@ static void takeover_phase(int ofi)
             fh_poll();
     }
     if (me == 0) {
+        /* Rank 1 is quiet: an arrival for a barrier after ours is forged. */
         unsigned left = 0;
         for (int e = 0; e < 2; e++)
-            left += atomic_load(&fh_rt->barrier_arrived[1][e]);
+            left += atomic_load(&fh_rt->barrier_in[1][e]) > fh_rt->barrier_epoch;
         int f1 = atomic_load(&take_forged[1]), h1 = atomic_load(&take_honest[1]);
         TU_LOG("takeover: H_TAKE from rank 1: %d honest, %d forged; forged from rank 2: "
                "%d; round-1 barrier arrivals waiting: %u\n", h1, f1,
@@ -421,22 +422,33 @@ int main(int argc, char **argv)
         else
             TU_LOG("NOTE raw ofi forgeries skipped: the conduit is %s\n", fh_rt->cops->name);
     }
-    /* Two barriers: the forged arrival is for the first (parity p); had it
-     * counted, rank 2's real round-1 arrival of the first would still be
-     * waiting in slot [1][p] after the second (parity !p). */
-    CHECK_RC(fh_barrier(), FH_OK);
-    CHECK_RC(fh_barrier(), FH_OK);
+    /* The forged arrival is for the next barrier's round 1.  Rank 1, before
+     * it enters that barrier, waits (at most 10 s) until a message from
+     * rank 0 was dropped (and 0.2 s more), and then holds no round-1
+     * arrival for it: rank
+     * 2's real one needs our own round-0 notification first (rank 0 may
+     * already have notified us for its round 0).  Had the forgery counted,
+     * the slot would hold the next barrier's epoch. */
     if (me == 1) {
+        fh_peer_stats_t s0 = FH_PEER_STATS_INIT;
+        for (double t0 = tu_now(); s0.am_dropped == 0 && tu_now() - t0 < 10;) {
+            fh_poll();
+            CHECK_RC(fh_stats_peer(0, &s0), FH_OK);
+        }
+        for (double t1 = tu_now(); tu_now() - t1 < 0.2;)
+            fh_poll();                    /* what followed it on the connection */
+        for (int e = 0; e < 2; e++)
+            CHECK(atomic_load(&fh_rt->barrier_in[1][e]) <= fh_rt->barrier_epoch,
+                  "forged barrier", "no round-1 arrival for the next barrier (%llu) before "
+                  "we notified anyone, saw one for epoch %llu (parity %d)",
+                  (unsigned long long)fh_rt->barrier_epoch + 1,
+                  (unsigned long long)atomic_load(&fh_rt->barrier_in[1][e]), e);
+    }
+    CHECK_RC(fh_barrier(), FH_OK);
+    CHECK_RC(fh_barrier(), FH_OK);
+    if (me == 1)
         CHECK(atomic_load(&user_calls[2]) == 0, "forged header",
               "no handler run for rank 2, saw %d", atomic_load(&user_calls[2]));
-        /* Round 1 only: rank 0 may already be in the next barrier and
-         * have notified us for its round 0, but round 1 of the next barrier
-         * needs our own round-0 notification first. */
-        for (int e = 0; e < 2; e++)
-            CHECK(atomic_load(&fh_rt->barrier_arrived[1][e]) == 0, "forged barrier",
-                  "no round-1 arrival left over after the barriers, saw %u (parity %d)",
-                  atomic_load(&fh_rt->barrier_arrived[1][e]), e);
-    }
 
     /* atomic: rank 2 does not poll for 2 s; rank 1 waits for its reply on
      * its main thread's path, which the forger learns (a path nobody polls
