@@ -63,13 +63,28 @@ expect "a 2-rank shm job starts and ends beside the leftovers" $?
 expect "an old, unlocked file of a dead rank is removed" $?
 # Any shm job of this user reclaims such files, and make check runs tests
 # side by side: another test's job may have removed ours first (seen in
-# CI).  So, until this job is the one that removes one (3 tries):
+# CI, three times in a row at stop 40's rehearsal).  As root, a job in a
+# mount namespace of its own with a private /dev/shm holding one leftover
+# is the only one that can remove it; otherwise, until this job is the one
+# that removes one (5 tries, each run's output looked at).
+said() { grep -q "removed [0-9]* file(s) in /dev/shm" "$out"; }
 said=1
-for try in 1 2 3; do
-    grep -q "removed [0-9]* file(s) in /dev/shm" "$out" && { said=0; break; }
-    mk "fh_${dead}_0_$(hex)" "5 minutes ago"
-    FH_VERBOSE=1 "$FHRUN" -n 2 --timeout 120 "$holdp" >"$out" 2>&1
-done
+if said; then
+    said=0
+elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+     unshare -m sh -c 'mount -t tmpfs none /dev/shm' 2>/dev/null; then
+    lone=fh_${dead}_0_$(hex)
+    FH_VERBOSE=1 unshare -m sh -c 'mount -t tmpfs none /dev/shm &&
+        head -c 4096 /dev/zero >"/dev/shm/$1" && touch -d "5 minutes ago" "/dev/shm/$1" &&
+        "$2" -n 2 --timeout 120 "$3"' sh "$lone" "$FHRUN" "$holdp" >"$out" 2>&1
+    said && said=0
+else
+    for try in 1 2 3 4 5; do
+        mk "fh_${dead}_0_$(hex)" "5 minutes ago"
+        FH_VERBOSE=1 "$FHRUN" -n 2 --timeout 120 "$holdp" >"$out" 2>&1
+        said && { said=0; break; }
+    done
+fi
 expect "the removal is said (FH_VERBOSE=1)" $said
 [ -e "/dev/shm/$old_held" ] && [ -e "/dev/shm/$young" ] && [ -e "/dev/shm/$other" ] &&
     { [ -z "$foreign" ] || [ -e "/dev/shm/$foreign" ]; }
