@@ -70,8 +70,11 @@
  * notification lost with a thread path's link, which is made again, is
  * sent again by its sender (resend_lost, while it waits in this barrier or
  * the next); its leader keeps only the newest epoch per round and parity,
- * so one that came twice counts once.  The leaders that wait for a failed
- * one then wait until it calls again or dies (docs/reliability.md).
+ * so one that came twice counts once.  A leader whose barrier fails on a
+ * lost service connection tells the other leaders before it returns
+ * (pass_on_failure): the ones that wait for its later notifications fail
+ * too, naming the rank lost, rather than wait until their own connections
+ * tell -- or for ever (docs/reliability.md).
  *
  * Allgather: a barrier (so every rank is inside the collective and none is
  * blocked on us for network progress), then the bootstrap's allgather.  It is
@@ -129,6 +132,14 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
                    "this rank's to send", (unsigned long long)a[0]);
         return;
     }
+    /* A leader is at most one barrier ahead of us: it cannot finish
+     * barrier e before we entered it, so it cannot send for e + 2.  A
+     * later epoch would count as the arrival of barriers still to come. */
+    if (a[1] == 0 || a[1] > atomic_load(&rt->barrier_epoch) + 1) {
+        fh_am_drop(fh_token_path(tok), src, "a barrier arrival for epoch %llu, more than "
+                   "one barrier ahead of this rank's", (unsigned long long)a[1]);
+        return;
+    }
     /* Sent again (resend_lost) and come twice, or overtaken by a later
      * barrier's on another link: not newer than what the slot holds.  Two
      * handlers that both find the epoch newer carry the same one, and so
@@ -143,9 +154,43 @@ static void barrier_notify(fh_token_t tok, void *buf, size_t n, const uint64_t *
     atomic_store_explicit(in, a[1], memory_order_release);
 }
 
+/* payload: epoch, the rank whose connection was lost.  Sent by a leader
+ * whose barrier failed on a lost connection (pass_on_failure) to the other
+ * leaders, who may wait for its later notifications: without it they fail
+ * only once their own connections tell -- naming the wrong rank, when the
+ * connection lost is with a survivor that gave up -- or never (a leader
+ * on another host that never talked to the dead rank and whose partners
+ * keep running). */
+static void barrier_failed(fh_token_t tok, void *buf, size_t n, const uint64_t *a,
+                           unsigned na)
+{
+    (void)a;
+    (void)na;
+    int src = -1;
+    fh_token_source(tok, &src);
+    fh_rt_t *rt = fh_rt;
+    uint64_t m[2];
+    if (n != sizeof m || src < 0 || rt->bar_lidx[src] < 0 || rt->bar_lidx[rt->rank] < 0) {
+        fh_am_drop(fh_token_path(tok), src, "a malformed barrier failure report");
+        return;
+    }
+    memcpy(m, buf, sizeof m);
+    if (m[0] == 0 || m[1] >= (uint64_t)rt->nranks) {
+        fh_am_drop(fh_token_path(tok), src, "a barrier failure report for epoch %llu naming "
+                   "rank index %llu", (unsigned long long)m[0], (unsigned long long)m[1]);
+        return;
+    }
+    atomic_store(&rt->bar_fail_rank, (int)m[1]);
+    atomic_store(&rt->bar_fail_by, src);
+    uint64_t e = atomic_load(&rt->bar_fail_epoch);
+    while (m[0] > e && !atomic_compare_exchange_weak(&rt->bar_fail_epoch, &e, m[0]))
+        ;
+}
+
 void fh_coll_init(void)
 {
     fh_am_register_internal(FH_H_BARRIER, barrier_notify, "barrier");
+    fh_am_register_internal(FH_H_BARRIER_FAIL, barrier_failed, "barrier failure");
 }
 
 int fh_coll_enter(fh_tls_t *t, const char *fn)
@@ -215,6 +260,35 @@ static int resend_lost(fh_tls_t *t, const char *fn)
     return FH_OK;
 }
 
+/* Our barrier `epoch` fails because the connection with rank `lost` was
+ * lost: tells every other leader we still reach, on the service path (the
+ * report then comes before that connection's own loss, if we end).  Each
+ * is sent once, at most one per leader and failed barrier; one that
+ * cannot be sent is left (its leader has its own connections to tell). */
+static void pass_on_failure(fh_tls_t *t, uint64_t epoch, int lost)
+{
+    fh_rt_t *rt = fh_rt;
+    const uint64_t m[2] = {epoch, (uint64_t)lost};
+    for (int l = 0; l < rt->bar_nleaders; l++) {
+        int r = rt->bar_leader[l];
+        if (r != rt->rank && r != lost && atomic_load(&rt->am_lost_svc[r]) == 0)
+            (void)fh_am_send_request_on(t, &rt->paths[0], r, FH_H_BARRIER_FAIL, m,
+                                        sizeof m);
+    }
+}
+
+/* FH_ERR_PEER_DEAD when another leader reported this barrier failed. */
+static int reported_failure(const fh_bar_run_t *b, const char *fn)
+{
+    fh_rt_t *rt = fh_rt;
+    if (atomic_load(&rt->bar_fail_epoch) < b->epoch)
+        return FH_OK;
+    int lost = atomic_load(&rt->bar_fail_rank), by = atomic_load(&rt->bar_fail_by);
+    return fh_set_error(FH_ERR_PEER_DEAD, "%s: %s may have died: %s lost its connection "
+                        "with it and gave up this barrier", fn, FH_RANK_NAME(lost),
+                        FH_RANK_NAME(by));
+}
+
 /* The network stage, among the leaders: dissemination over AMs, combining
  * the signature range [b->lo, b->hi] and the bits b->or; FH_ERR_AGAIN
  * while a round's arrival has not come. */
@@ -229,6 +303,10 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
             *r = (struct fh_bar_sent){.args = {k, b->epoch, b->lo, b->hi, b->or},
                                       .to = rt->bar_leader[(me + dist) % L]};
             int rc = send_notify(t, r);
+            if (rc == FH_ERR_PEER_DEAD && reported_failure(b, fn) != FH_OK)
+                return FH_ERR_PEER_DEAD;
+            if (rc == FH_ERR_PEER_DEAD)
+                pass_on_failure(t, b->epoch, r->to);
             if (rc != FH_OK)
                 return rc;
             b->sent = true;
@@ -241,18 +319,24 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
              * ever).  Lost before the barrier began counts too: the
              * notification cannot travel on it (pmix.sh dead_rank
              * finalize, where the victim dies before fh_finalize). */
+            if (reported_failure(b, fn) != FH_OK)
+                return FH_ERR_PEER_DEAD;
             int from = rt->bar_leader[(me + L - dist) % L];
-            if (atomic_load(&rt->am_lost_svc[from]) != 0)
+            if (atomic_load(&rt->am_lost_svc[from]) != 0) {
+                pass_on_failure(t, b->epoch, from);
                 return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s was "
                                     "lost before its barrier message (round %u) came: "
                                     "it may never come", fn, FH_RANK_NAME(from), k);
+            }
             for (unsigned j = 0; j <= k; j++) {
                 int to = rt->bar_leader[(me + (1u << j)) % L];
-                if (atomic_load(&rt->am_lost_svc[to]) != 0)
+                if (atomic_load(&rt->am_lost_svc[to]) != 0) {
+                    pass_on_failure(t, b->epoch, to);
                     return fh_set_error(FH_ERR_PEER_DEAD, "%s: the connection with %s "
                                         "was lost after this rank's barrier message "
                                         "(round %u) left: it may never arrive", fn,
                                         FH_RANK_NAME(to), j);
+                }
             }
             int rc = resend_lost(t, fn);
             return rc != FH_OK ? rc : FH_ERR_AGAIN;

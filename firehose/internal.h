@@ -197,7 +197,7 @@ typedef struct fh_rt {
     struct fh_segmap *retired;            /* old snapshots, freed at finalize */
 
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
-    uint64_t barrier_epoch;
+    _Atomic uint64_t barrier_epoch;       /* the last barrier begun (coll.c) */
     fh_bar_run_t bar_split;               /* fh_barrier_or_notify's barrier */
     _Atomic(struct fh_tls *) bar_split_owner;  /* its thread, NULL when none runs */
     /* What arrived per round and epoch parity: the latest epoch (0: none;
@@ -219,6 +219,14 @@ typedef struct fh_rt {
         uint32_t lost;
     } bar_sent[FH_BARRIER_ROUNDS][2];
     uint64_t bar_lost_seen;
+    /* Reports from other leaders that a barrier failed on a lost
+     * connection (coll.c barrier_failed): bar_fail_epoch, the highest
+     * epoch reported (0: none), fails every barrier up to it;
+     * bar_fail_rank the rank whose connection was lost, bar_fail_by the
+     * reporter (of the last report: with two at once, a pair may come
+     * from two reports, each naming a lost rank). */
+    _Atomic uint64_t bar_fail_epoch;
+    _Atomic int bar_fail_rank, bar_fail_by;
     /* Lost connections (am.c up_on_lost, fh_am_lost): am_lost_seq counts
      * every loss of a link that carries AMs between us and a rank;
      * am_lost_req[r] is the count just after the last loss of a link
@@ -618,7 +626,8 @@ enum {
     FH_H_STRIDED_GET = 13,    /* strided.c: blocks to gather and send back */
     FH_H_STRIDED_REP = 14,    /* strided.c: acknowledgement or gathered data */
     FH_H_SEG_PROT    = 15,    /* seg_protect.c: a piece's holes changed */
-    FH_H_SEG_PROT_ACK = 16    /* ... applied */
+    FH_H_SEG_PROT_ACK = 16,   /* ... applied */
+    FH_H_BARRIER_FAIL = 17    /* coll.c: a leader's barrier failed */
 };
 /* Handlers of the registration strategies' own protocols: their messages
  * count in reg_moves, not in am_sent/am_received. */

@@ -13,7 +13,10 @@
 # group's shared barrier).  Passes when rank 0's call returned
 # FH_ERR_PEER_DEAD or the runtime ended rank 0 with a message naming rank 1,
 # within dead_rank's --bound (30 s; it fails "stuck in <call>" otherwise),
-# and no process is left.
+# and no process is left.  Over tcp also on 8 ranks in fh_barrier: every
+# survivor must fail naming rank 7 -- the leader that lost its connection
+# with it tells the others (coll.c pass_on_failure), so none names instead
+# a survivor that gave up before it (as before that report existed).
 . "$(dirname "$0")/common.sh"
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 
@@ -51,15 +54,16 @@ for p in $(providers); do
     done
 done
 
-# dead_peer MODE: see above.
+# dead_peer MODE [NP]: see above.
 dead_peer() {
-    mode=$1
+    mode=$1 np=${2:-2}
+    victim=$((np - 1))
     bin=$(fh_bin dead_rank) || { echo "SKIP: dead_rank not built"; return; }
-    desc="mpirun --enable-recovery -np 2 dead_rank $mode FH_OFI_PROVIDER=$p FH_SHM=$FH_SHM FH_PEER_WATCH=$FH_PEER_WATCH"
-    marker="fhdp$$.$mode.$p"
+    desc="mpirun --enable-recovery -np $np dead_rank $mode FH_OFI_PROVIDER=$p FH_SHM=$FH_SHM FH_PEER_WATCH=$FH_PEER_WATCH"
+    marker="fhdp$$.$mode.$p.$np"
     ran=$((ran + 1))
     t0=$(date +%s)
-    timeout -k 5 90 mpirun --oversubscribe -np 2 --mca osc ^rdma --enable-recovery \
+    timeout -k 5 90 mpirun --oversubscribe -np "$np" --mca osc ^rdma --enable-recovery \
         -x FH_OFI_PROVIDER -x FH_SHM -x FH_PEER_WATCH "$bin" "$mode" --bound 30 "--marker=$marker" \
         >"$tmpd/dp.out" 2>"$tmpd/dp.err"
     rc=$?
@@ -68,10 +72,17 @@ dead_peer() {
     [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || bad="$bad; mpirun did not end within 90 s"
     grep -q 'FAIL' "$tmpd/dp.out" && bad="$bad; $(grep -h FAIL "$tmpd/dp.out" | head -1)"
     grep -q 'kill(getpid(), SIGKILL)' "$tmpd/dp.out" || bad="$bad; the victim never reached its kill"
-    if ! grep -Eq '^\[0\] dead_rank: .* returned FH_ERR_PEER_DEAD' "$tmpd/dp.out" &&
-       ! grep -Eq '^firehose\[0\]: .*rank 1([^0-9].*)? (died|unreachable)' "$tmpd/dp.err"; then
-        bad="$bad; rank 0 neither got FH_ERR_PEER_DEAD nor a message naming rank 1"
-    fi
+    r=0
+    while [ "$r" -lt "$victim" ]; do
+        if ! grep -Eq "^\\[$r\\] dead_rank: .* returned FH_ERR_PEER_DEAD" "$tmpd/dp.out" &&
+           ! grep -Eq "^firehose\\[$r\\]: .*rank $victim([^0-9].*)? (died|unreachable)" "$tmpd/dp.err"; then
+            bad="$bad; rank $r neither got FH_ERR_PEER_DEAD nor a message naming rank $victim"
+        elif [ "$np" -gt 2 ] &&
+             ! grep -Eq "^\\[$r\\] dead_rank: .* returned FH_ERR_PEER_DEAD .*rank $victim[^0-9]" "$tmpd/dp.out"; then
+            bad="$bad; rank $r's error does not name rank $victim: $(grep "^\\[$r\\]" "$tmpd/dp.out" | tail -n 1)"
+        fi
+        r=$((r + 1))
+    done
     sleep 1
     left=$(pgrep -f -- "$marker")
     if [ -n "$left" ]; then
@@ -80,7 +91,7 @@ dead_peer() {
     fi
     if [ -z "$bad" ]; then
         echo "ok   $desc ($dt s): $(cat "$tmpd/dp.err" "$tmpd/dp.out" |
-            grep -E '^(firehose)?\[0\]' | grep -E 'rank 1|PEER_DEAD' | head -1)"
+            grep -E '^(firehose)?\[0\]' | grep -E "rank $victim|PEER_DEAD" | head -1)"
     else
         fail=$((fail + 1))
         echo "FAIL $desc ($dt s, exit $rc)${bad}"
@@ -100,6 +111,7 @@ for p in $(providers); do
     for mode in put atomic wait barrier finalize finalize_seen am; do
         dead_peer "$mode"
     done
+    [ "$p" = tcp ] && dead_peer barrier 8
 done
 # The node path: rank 0 waits in the group's shared-memory barrier
 # (node_coll.c), which no message from the dead rank will ever end.

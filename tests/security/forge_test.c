@@ -12,7 +12,9 @@
  *             and the packet is dropped and counted against rank 0.
  *   barrier   a barrier arrival for round 1, which only rank 2 may send to
  *             rank 1 (dissemination: (1 - 2) mod 3 = 2): dropped; after two
- *             more barriers no arrival is left over on the victim.
+ *             more barriers no arrival is left over on the victim.  And one
+ *             for round 0, rank 0's own to send, but two barriers ahead
+ *             (no leader can be): dropped, the slot keeps its epoch.
  *   atomic    while the victim waits for an fh_atomic reply from rank 2
  *             (rank 2 sleeps 2 s before polling), the forger sends atomic
  *             replies for every handle the victim's path can have handed
@@ -417,6 +419,11 @@ int main(int argc, char **argv)
         bm.args[2] = bm.args[3] = fh_coll_sig(FH_COLL_BARRIER, 0);
         bm.args[4] = 0;                   /* the OR of fh_barrier_or */
         send_raw_am(fh_tls()->path, 1, 0, &bm);
+        /* Round 0 is ours to send to rank 1, but not for the barrier after
+         * the next: that would count as its arrival before we entered it. */
+        bm.args[0] = 0;
+        bm.args[1] = fh_rt->barrier_epoch + 2;
+        send_raw_am(fh_tls()->path, 1, 0, &bm);
         if (ofi)
             forge_raw_ofi();
         else
@@ -443,6 +450,12 @@ int main(int argc, char **argv)
                   "we notified anyone, saw one for epoch %llu (parity %d)",
                   (unsigned long long)fh_rt->barrier_epoch + 1,
                   (unsigned long long)atomic_load(&fh_rt->barrier_in[1][e]), e);
+        for (int e = 0; e < 2; e++)
+            CHECK(atomic_load(&fh_rt->barrier_in[0][e]) <= fh_rt->barrier_epoch + 1,
+                  "forged barrier epoch", "no round-0 arrival beyond the next barrier "
+                  "(%llu), saw one for epoch %llu (parity %d)",
+                  (unsigned long long)fh_rt->barrier_epoch + 1,
+                  (unsigned long long)atomic_load(&fh_rt->barrier_in[0][e]), e);
     }
     CHECK_RC(fh_barrier(), FH_OK);
     CHECK_RC(fh_barrier(), FH_OK);
