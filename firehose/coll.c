@@ -69,8 +69,9 @@
  * notified in this barrier (its notification may be gone).  A
  * notification lost with a thread path's link, which is made again, is
  * sent again by its sender (resend_lost, while it waits in this barrier or
- * the next); its leader keeps only the newest epoch per round and parity,
- * so one that came twice counts once.  A leader whose barrier fails on a
+ * the next, or in any wait outside collectives: fh_coll_resend_lost); its
+ * leader keeps only the newest epoch per round and parity, so one that
+ * came twice counts once.  A leader whose barrier fails on a
  * lost service connection tells the other leaders before it returns
  * (pass_on_failure): the ones that wait for its later notifications fail
  * too, naming the rank lost, rather than wait until their own connections
@@ -236,9 +237,9 @@ static int resend_lost(fh_tls_t *t, const char *fn)
 {
     fh_rt_t *rt = fh_rt;
     const uint64_t seq = atomic_load(&rt->am_lost_seq);
-    if (seq == rt->bar_lost_seen)
+    if (seq == atomic_load(&rt->bar_lost_seen))
         return FH_OK;
-    rt->bar_lost_seen = seq;
+    atomic_store(&rt->bar_lost_seen, seq);
     for (unsigned k = 0; (1u << k) < (unsigned)rt->bar_nleaders; k++)
         for (int e = 0; e < 2; e++) {
             struct fh_bar_sent *r = &rt->bar_sent[k][e];
@@ -287,6 +288,22 @@ static int reported_failure(const fh_bar_run_t *b, const char *fn)
     return fh_set_error(FH_ERR_PEER_DEAD, "%s: %s may have died: %s lost its connection "
                         "with it and gave up this barrier", fn, FH_RANK_NAME(lost),
                         FH_RANK_NAME(by));
+}
+
+/* internal.h.  A rank out of its barrier may wait for something that a
+ * leader lacking our notification does only after its own barrier (a
+ * client's AM wait, a flag polled with fh_get): that wait sends again. */
+void fh_coll_resend_lost(fh_tls_t *t)
+{
+    fh_rt_t *rt = fh_rt;
+    if (atomic_load_explicit(&rt->am_lost_seq, memory_order_relaxed) ==
+            atomic_load_explicit(&rt->bar_lost_seen, memory_order_relaxed) ||
+        t->in_handler)
+        return;
+    if (pthread_mutex_trylock(&rt->coll_lock) != 0)
+        return;      /* a collective runs: its own wait sends again (leaders_step) */
+    (void)resend_lost(t, "a wait outside barriers");
+    pthread_mutex_unlock(&rt->coll_lock);
 }
 
 /* The network stage, among the leaders: dissemination over AMs, combining

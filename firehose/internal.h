@@ -218,7 +218,7 @@ typedef struct fh_rt {
         int to, path;
         uint32_t lost;
     } bar_sent[FH_BARRIER_ROUNDS][2];
-    uint64_t bar_lost_seen;
+    _Atomic uint64_t bar_lost_seen;       /* written under coll_lock */
     /* Reports from other leaders that a barrier failed on a lost
      * connection (coll.c barrier_failed): bar_fail_epoch, the highest
      * epoch reported (0: none), fails every barrier up to it;
@@ -777,6 +777,11 @@ int  fh_barrier_internal(fh_tls_t *t, uint64_t sig, const char *fn);
 /* The same, also combining *or: in, this rank's bits; out, the OR of every
  * rank's (fh_barrier_or). */
 int  fh_barrier_or_internal(fh_tls_t *t, uint64_t sig, const char *fn, uint64_t *or);
+/* From a wait outside collectives (path.c wait_round, fh_poll), no lock
+ * held, not from a handler: once a link was lost, sends again this rank's
+ * barrier notifications that left on a lost link (coll.c resend_lost), as
+ * a barrier's own wait does -- unless a collective holds coll_lock. */
+void fh_coll_resend_lost(fh_tls_t *t);
 /* Under coll_lock: fh_barrier_internal, then the bootstrap's allgather. */
 int  fh_allgather_internal(fh_tls_t *t, uint64_t sig, const char *fn, const void *in,
                            void *out, size_t len);

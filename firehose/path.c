@@ -442,6 +442,7 @@ static void wait_round(fh_tls_t *t, unsigned *idle, bool may_sleep)
      * woke us ran. */
     bool slept = may_sleep && fh_rt->idle_sleep != NULL && fh_rt->idle_sleep(t, *idle);
     int n = fh_progress(t);
+    fh_coll_resend_lost(t);
     if (*idle > WAIT_HELP_AFTER && *idle % 8 == 0)
         n += help_paths(t);
     if (n > 0)
@@ -519,5 +520,6 @@ int fh_poll(void)
     if (t == NULL)
         return rc;
     fh_progress(t);
+    fh_coll_resend_lost(t);
     return FH_OK;
 }

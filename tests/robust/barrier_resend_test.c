@@ -16,6 +16,13 @@
  * nothing), both barriers return FH_OK, and the job then finishes with
  * fh_barrier and fh_finalize (exit 0).  Before session 16 rank 1 waited
  * for ever: fhrun --timeout ended the run.
+ *
+ * Mode "outside": the worker's barrier completes (rank 1's notification
+ * came), so the worker is out of any barrier when the notification must
+ * be sent again: it then waits with fh_poll for a word that rank 1 puts
+ * only after its own barrier returned (a client's wait).  Asserted: the
+ * word comes within 30 s.  Before session 17 only a barrier's wait sent
+ * again: rank 1 waited in its barrier, the worker for the word, for ever.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -28,6 +35,10 @@
 #include "tcp_fds.h"
 
 static uint64_t *counter1;           /* rank 1's counter (in its segment) */
+static volatile uint64_t *word0;     /* rank 0's word (its segment), put by rank 1 */
+static uint64_t *word0_at1;          /* ... its address, for rank 1 */
+static int outside;                  /* mode "outside" */
+#define WORD 0x5eedULL
 static volatile uint64_t *oob;       /* [0] ready, [1] worker connected, [2] rank 1
                                         quiet, [3] notification out */
 
@@ -43,6 +54,14 @@ static void *worker(void *arg)
            tu_errname(rc));
     CHECK(rc == FH_OK, "worker's barrier", "FH_OK, saw %s: %s", tu_errname(rc),
           fh_last_error() ? fh_last_error() : "");
+    if (outside) {
+        for (double t0 = tu_now(); *word0 != WORD;) {
+            CHECK(tu_now() - t0 < 30, "waiting outside a barrier", "rank 1's word after "
+                  "its barrier within 30 s (our lost notification sent again)");
+            CHECK_OK(fh_poll());
+        }
+        TU_LOG("rank 1's word came while the worker waited outside any barrier\n");
+    }
     return NULL;
 }
 
@@ -94,18 +113,26 @@ static void rank1(void)
            tu_errname(rc));
     CHECK(rc == FH_OK, "rank 1's barrier", "FH_OK, saw %s: %s", tu_errname(rc),
           fh_last_error() ? fh_last_error() : "");
+    if (outside) {
+        const uint64_t w = WORD;
+        CHECK_OK(fh_put(0, word0_at1, &w, sizeof w));
+    }
 }
 
 int main(int argc, char **argv)
 {
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("barrier_resend_test");
+    outside = argc > 1 && strcmp(argv[1], "outside") == 0;
     CHECK(fh_nranks() == 2, "ranks", "expected 2, saw %d", fh_nranks());
     fh_seg_t seg;
-    void *mine, *s1;
+    void *mine, *s0, *s1;
     CHECK_OK(fh_segment_create(4096, &seg, &mine));
+    CHECK_OK(fh_segment_query(seg, 0, &s0, NULL));
     CHECK_OK(fh_segment_query(seg, 1, &s1, NULL));
     counter1 = s1;
+    word0 = (volatile uint64_t *)mine + 8;
+    word0_at1 = (uint64_t *)s0 + 8;
     oob = tu_oob_open();
     if (fh_rank() == 0) {
         tu_oob_wait(&oob[0], 1, 30);

@@ -8,7 +8,8 @@
 # then exit without fh_finalize, so fhrun's status is not ours and the
 # output is checked): a rendezvous key request, a firehose move, and
 # fh_barrier's round.  And a barrier notification lost with a thread
-# path's connection, sent again (barrier_resend_test.c).  2 ranks over tcp, FH_SHM=off (the network route),
+# path's connection, sent again (barrier_resend_test.c), from a barrier's
+# wait and from a wait outside any barrier.  2 ranks over tcp, FH_SHM=off (the network route),
 # FH_PATHS=lazy (the worker thread has a thread path of its own, whose
 # connection the test shuts down).  On main each waited for ever: fhrun
 # --timeout ended the run.
@@ -57,6 +58,13 @@ run atomic
 expect "a barrier notification lost with its connection is sent again (status $rc)" \
     $([ $rc -eq 0 ] && grep -q '^barrier_resend_test: PASS' "$out" &&
       grep -q 'took [1-9][0-9]* unread bytes' "$out"; echo $?)
+# ... by a sender that waits outside any barrier (fh_poll) for what the
+# leader lacking it does only after its barrier.
+run outside
+expect "... and sent again from a wait outside any barrier (status $rc)" \
+    $([ $rc -eq 0 ] && grep -q '^barrier_resend_test: PASS' "$out" &&
+      grep -q 'took [1-9][0-9]* unread bytes' "$out" &&
+      grep -q 'word came while the worker waited outside' "$out"; echo $?)
 bin=$bin_lost
 run barrier
 expect "a barrier whose peer's connection was lost fails naming it; the peer's returns" \
