@@ -471,6 +471,8 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
     size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
+    /* A text set from here on is the conduit's reason: kept below. */
+    const bool quiet = fh_last_error()[0] == '\0';
     /* Out of transmit resources: wait as every waiting loop does, without
      * the path lock between rounds (other threads of the path go on).  The
      * credit and the owed credits in hdr stay ours meanwhile. */
@@ -492,8 +494,12 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
     pthread_mutex_unlock(&p->lock);
     if (rc == FH_ERR_AGAIN)
         return rc;
-    if (rc != FH_OK)
-        return fh_set_error(rc, "AM request to %s failed: %s", FH_RANK_NAME(rank), fh_strerror(rc));
+    if (rc != FH_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s",
+                 quiet && fh_last_error()[0] != '\0' ? fh_last_error() : fh_strerror(rc));
+        return fh_set_error(rc, "AM request to %s failed: %s", FH_RANK_NAME(rank), why);
+    }
     return FH_OK;
 }
 
