@@ -265,17 +265,21 @@ static int resend_lost(fh_tls_t *t, const char *fn)
  * lost: tells every other leader we still reach, on the service path (the
  * report then comes before that connection's own loss, if we end).  Each
  * is sent once, at most one per leader and failed barrier; one that
- * cannot be sent is left (its leader has its own connections to tell). */
+ * cannot be sent is left (its leader has its own connections to tell).
+ * The caller's error text, if set, is kept. */
 static void pass_on_failure(fh_tls_t *t, uint64_t epoch, int lost)
 {
     fh_rt_t *rt = fh_rt;
     const uint64_t m[2] = {epoch, (uint64_t)lost};
+    fh_error_stash_t why;
+    fh_error_stash(&why);
     for (int l = 0; l < rt->bar_nleaders; l++) {
         int r = rt->bar_leader[l];
         if (r != rt->rank && r != lost && atomic_load(&rt->am_lost_svc[r]) == 0)
             (void)fh_am_send_request_on(t, &rt->paths[0], r, FH_H_BARRIER_FAIL, m,
                                         sizeof m);
     }
+    fh_error_unstash(&why);
 }
 
 /* FH_ERR_PEER_DEAD when another leader reported this barrier failed. */
@@ -320,9 +324,8 @@ static int leaders_step(fh_tls_t *t, fh_bar_run_t *b, const char *fn)
             *r = (struct fh_bar_sent){.args = {k, b->epoch, b->lo, b->hi, b->or},
                                       .to = rt->bar_leader[(me + dist) % L]};
             int rc = send_notify(t, r);
-            if (rc == FH_ERR_PEER_DEAD && reported_failure(b, fn) != FH_OK)
-                return FH_ERR_PEER_DEAD;
-            if (rc == FH_ERR_PEER_DEAD)
+            /* A report names the rank lost; without one, we pass ours on. */
+            if (rc == FH_ERR_PEER_DEAD && reported_failure(b, fn) == FH_OK)
                 pass_on_failure(t, b->epoch, r->to);
             if (rc != FH_OK)
                 return rc;
