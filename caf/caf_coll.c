@@ -19,7 +19,10 @@
  * contributing makes the collective return STAT_STOPPED_IMAGE /
  * STAT_FAILED_IMAGE on every image that needed it (an image that stopped
  * after contributing is no error); the images that wait for one that gave
- * up are told, and give up too.
+ * up are told, and give up too.  An image the algorithm did not wait for
+ * (a broadcast's leaf) is reported by every image that knows it ended
+ * before it entered the call: its status message says how many calls it
+ * had entered (check_ended).
  *
  * Types: integer 1/2/4/8/16 (sums wrap around), real 4/8/16, complex
  * 4/8/16, character (CO_MIN/CO_MAX compare the a_len characters, kind 1 or
@@ -50,6 +53,29 @@ static uint64_t next_seq(uint64_t team)
     tseqs = t;
     tseqs[ntseqs] = (tseq_t){team, 1};
     return tseqs[ntseqs++].seq;
+}
+
+uint64_t caf_coll_count(uint64_t team)
+{
+    for (size_t i = 0; i < ntseqs; i++)
+        if (tseqs[i].id == team)
+            return tseqs[i].seq;
+    return 0;
+}
+
+bool caf_coll_took_part(int rank, uint64_t team, uint64_t seq)
+{
+    if (caf.ended == NULL)
+        return true;   /* no status message came: it did not end */
+    const caf_status_msg_t *e = &caf.ended[rank];
+    /* In the initial team its count is exact wherever it ended.  In
+     * another, only if it ended there: an image that ended in a child of
+     * our team has entered none of our team's calls since it went in, and
+     * one that ended in an ancestor left our team before we did (END TEAM
+     * waits for it), so it cannot have entered a call we are still in. */
+    if (team == 0)
+        return e->seq0 >= seq;
+    return e->team == team && e->seq >= seq;
 }
 
 static void report_ended(const coll_t *c, int st, int who)
@@ -114,6 +140,30 @@ static void report(const coll_t *c)
     else
         report_ended(c, c->err ? c->err : CAF_STAT_STOPPED_IMAGE,
                      c->err_image);
+}
+
+/* After c completed here: a member known to have stopped or failed before
+ * it entered c took no part in it.  The algorithm may not have needed it
+ * (a broadcast's leaves send nothing; a reduction to another image does
+ * not wait for everyone), but the caller learns it, as from a collective
+ * that waited for it.  A member whose status message has not come yet is
+ * not known to have ended; one that ended after entering c is no error. */
+static void check_ended(coll_t *c)
+{
+    if (caf.nstopped + caf.nfailed == 0)
+        return;
+    for (int j = 0; j < c->n; j++) {
+        int r = c->ranks[j];
+        unsigned char st = caf.status[r];
+        if (r == caf.rank || st == CAF_IMG_RUNNING ||
+            caf_coll_took_part(r, c->team, c->seq))
+            continue;
+        c->err = st == CAF_IMG_FAILED ? CAF_STAT_FAILED_IMAGE
+                                      : CAF_STAT_STOPPED_IMAGE;
+        c->err_image = j + 1;
+        report(c);
+        return;
+    }
 }
 
 static void run(coll_t *c, gfc_descriptor_t *a, int image)
@@ -209,13 +259,17 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
         c->root = root;
         if (!caf_coll_node_run(c, NULL, 0, root, true))
             report(c);
+        else
+            check_ended(c);
         return;
     }
     caf_layout_t ul, pl;
     caf_layout_desc(&ul, ad, NULL);
     size_t nelem = caf_layout_count(&ul);
-    if (nelem == 0 || c->esz == 0)
+    if (nelem == 0 || c->esz == 0) {
+        check_ended(c);
         return;
+    }
     size_t per = caf_coll_chunk_size() / c->esz;
     uint64_t nch = (nelem + per - 1) / per;
 
@@ -261,6 +315,8 @@ static void run(coll_t *c, gfc_descriptor_t *a, int image)
         free(buf);
     }
     free(c->tmp);
+    if (ok)
+        check_ended(c);
 }
 
 /* ------------------------------------------------------- entry points */

@@ -192,14 +192,20 @@ static void status_handler(fh_token_t tok, void *buf, size_t n,
                      .nargs = nargs};
     fh_token_source(tok, &m.src);
     const caf_job_t job = caf_job();
-    unsigned st;
+    caf_status_msg_t sm;
     char why[160];
-    if (!caf_wire_status(&job, &m, &st, why, sizeof why)) {
+    if (!caf_wire_status(&job, &m, &sm, why, sizeof why)) {
         caf_drop("status message", m.src, why);
         return;
     }
     if (caf.status[m.src] != CAF_IMG_RUNNING)
         return; /* told once; a repeat changes nothing */
+    if (caf.ended == NULL &&
+        (caf.ended = calloc((size_t)caf.nranks, sizeof *caf.ended)) == NULL)
+        caf_fatal("image status", "out of memory");
+    caf.ended[m.src] = sm;
+    const unsigned st = sm.status;
+    /* The record first: who sees the status finds it (one thread). */
     caf.status[m.src] = (unsigned char)st;
     if (st == CAF_IMG_STOPPED)
         caf.nstopped++;
@@ -217,11 +223,13 @@ static void announce(unsigned char st)
         caf.nstopped++;
     else
         caf.nfailed++;
-    uint64_t arg = st;
+    const uint64_t team = caf_team_id();
+    uint64_t args[6] = {st, caf_coll_count(0), team, caf_coll_count(team),
+                        caf_sync_entered(0), caf_sync_entered(team)};
     for (int r = 0; r < caf.nranks; r++) {
         if (r == caf.rank)
             continue;
-        int rc = fh_am_request_short(r, CAF_H_STATUS, &arg, 1);
+        int rc = fh_am_request_short(r, CAF_H_STATUS, args, 6);
         if (rc != FH_OK)
             caf_fatal("STOP", "telling image %d: %s", r + 1, fh_strerror(rc));
     }

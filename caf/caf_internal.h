@@ -56,6 +56,9 @@ typedef struct caf_state {
     size_t local_size;      /* FH_CAF_LOCAL_HEAP */
     volatile unsigned char *status; /* [rank] CAF_IMG_*, set by CAF_H_STATUS */
     int nstopped, nfailed;  /* images with that status (self included) */
+    /* [rank]: what an image that stopped or failed had done of the
+     * collectives (its status message); NULL until the first one. */
+    caf_status_msg_t *ended;
     caf_team_s *team;       /* current team (NULL = initial team) */
     bool stopping;          /* this image is in normal termination */
     unsigned idle_spins;    /* see caf_idle */
@@ -284,14 +287,28 @@ bool caf_get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
 /* Collectives' scratch memory (caf_coll_msg.c; and the node path's,
  * after the images agree it exists): collective, called by caf_start. */
 void caf_coll_init(void);
+/* CO_* calls this image entered in team `team` (0: the initial team). */
+uint64_t caf_coll_count(uint64_t team);
+/* Whether rank, which has stopped or failed, had entered call `seq` of
+ * team `team` before it did (its status message says). */
+bool caf_coll_took_part(int rank, uint64_t team, uint64_t seq);
 
 /* ----------------------------------------------------------- sync */
 void caf_sync_init(void);
 /* Barrier over the ranks of the current team that keeps working when
- * images have stopped (they take part from their termination loop).
+ * images have stopped (they take part from their termination loop), for
+ * a statement of one of two kinds (F2018 11.6.11):
+ *   CAF_SYNC_IMAGES  SYNC ALL, SYNC TEAM: the team's images synchronize;
+ *                    once one is known to have stopped the statement has
+ *                    the effect of SYNC MEMORY -- no wait (if that is
+ *                    learnt during the wait, it ends there);
+ *   CAF_SYNC_ACTIVE  CHANGE TEAM, END TEAM, ALLOCATE / DEALLOCATE of a
+ *                    coarray: the active images synchronize, whatever
+ *                    stopped.
  * Returns 0, or CAF_STAT_STOPPED_IMAGE / CAF_STAT_FAILED_IMAGE when such
  * images exist (the barrier happened among the others). */
-int caf_barrier(void);
+enum { CAF_SYNC_IMAGES = 1, CAF_SYNC_ACTIVE = 2 };
+int caf_barrier(int kind);
 /* caf_barrier for the initial team's ALLOCATE (CAF_BAR_ALLOCATE) or
  * DEALLOCATE (CAF_BAR_DEALLOCATE) of a coarray, after caf_heap recorded
  * the statement: when the images do not all bring the same statement and
@@ -307,7 +324,10 @@ void caf_heap_stamp(uint64_t *seq, uint64_t *hash);
 void caf_heap_disagreement(char *buf, size_t len);
 /* The same over an explicit group: id (same on every member), its ranks
  * in image order, our index there. */
-int caf_barrier_group(uint64_t id, const int *ranks, int n, int me);
+int caf_barrier_group(uint64_t id, const int *ranks, int n, int me, int kind);
+/* Barriers this image entered as a running image in team `team` (0: the
+ * initial team), for its status message. */
+uint64_t caf_sync_entered(uint64_t team);
 /* Run by the termination loop of a stopped (or failed) image, over and
  * over; never waits.  Takes part in the initial team's barriers (one
  * fh_barrier_or_notify / fh_barrier_or_try after the other) until the last

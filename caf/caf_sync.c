@@ -40,6 +40,30 @@
  * arrival shows that member is in it, so the running members' SYNC ALL of
  * a child team ends with STAT_STOPPED_IMAGE instead of waiting forever.
  *
+ * After a stop (Fortran 2018 11.6.11).  SYNC ALL and SYNC TEAM
+ * (CAF_SYNC_IMAGES) involve every image of the team: once one stopped they
+ * have the effect of SYNC MEMORY and return STAT_STOPPED_IMAGE without
+ * waiting (an image that waits in SYNC IMAGES for this one would never
+ * come).  CHANGE TEAM, END TEAM, ALLOCATE and DEALLOCATE (CAF_SYNC_ACTIVE)
+ * synchronize the active images whatever stopped.  The images learn of a
+ * stop at different times but must still take the same barriers, so what
+ * they skip follows from what they agree on:
+ *   - a SYNC ALL takes a barrier unless a barrier of the team it completed
+ *     showed a stopped member (stopped_seen) or it left one open;
+ *   - it leaves its barrier open, returning at once, when a member stopped
+ *     outside it (stopped_outside: the member's status message says it had
+ *     not entered that barrier as a running image), known at entry or
+ *     learnt during the wait: that barrier will show the stop on every
+ *     image, and the termination loop completes it;
+ *   - an active-images statement waits: it completes the barrier left open
+ *     when another image's statement in it was also one (its flag or
+ *     statement bits say), else takes a new barrier; a SYNC ALL whose
+ *     completed barrier met such a statement (of an image that knew of the
+ *     stop) counts for this image's next one (credit).
+ * So SYNC ALL on some images never pairs with END TEAM on the others, and
+ * the agreement check of ALLOCATE / DEALLOCATE is left out once a barrier
+ * shows a stop (a statement may pair with a skipped SYNC ALL).
+ *
  * Barrier state is kept per group (the initial team is group 0; teams add
  * theirs) as counters: arrived[round] counts messages of that round over
  * all epochs; epoch e's round k is complete when arrived[k] >= e (a partner
@@ -74,6 +98,7 @@
 #define BAR_FLAG_STOPPED CAF_BAR_FLAG_STOPPED
 #define BAR_FLAG_FAILED CAF_BAR_FLAG_FAILED
 #define BAR_FLAG_RUNNING CAF_BAR_FLAG_RUNNING
+#define BAR_FLAG_ACTIVE CAF_BAR_FLAG_ACTIVE
 /* The rest of a running image's word: its statement (CAF_BAR_SYNC,
  * CAF_BAR_ALLOCATE, CAF_BAR_DEALLOCATE, one bit each), then its heap
  * stamp's count (16 bits) and hash (12 bits), each beside its complement. */
@@ -105,7 +130,11 @@ typedef struct bar_slot {
     uint64_t arrived[BAR_ROUNDS];
     unsigned flags[BAR_ROUNDS][2];
     uint64_t epoch;      /* barriers this image entered in the group */
-    bar_run_t run;       /* the one it is in, if any */
+    bar_run_t run;       /* the one it is in, if any (a running image's
+                            SYNC ALL may be left open: "After a stop") */
+    bool stopped_seen;   /* one we completed showed a stopped member */
+    bool credit;         /* ... and met an active-images statement of
+                            others as our SYNC ALL: our next one is met */
     /* Arrivals that came before we knew the members, checked when we do. */
     caf_bar_msg_t early[BAR_EARLY_MAX];
     unsigned nearly;
@@ -283,23 +312,95 @@ static bool group_step(bar_slot_t *s)
     return true;
 }
 
-static void group_begin(bar_slot_t *s)
+static void group_begin(bar_slot_t *s, unsigned flags)
 {
     assert(s->run.epoch == 0);
-    s->run = (bar_run_t){.epoch = ++s->epoch, .flags = own_flags()};
+    s->run = (bar_run_t){.epoch = ++s->epoch, .flags = own_flags() | flags};
 }
 
-/* One barrier of group id over ranks[0..n) (me = our index there): the OR
- * of the flags. */
-static int group_barrier(uint64_t id, const int *ranks, int n, int me)
+/* Whether a member of ranks[0..n) known to have stopped had not entered
+ * barrier `epoch` of team `team` as a running image when it stopped (its
+ * status message says how many it had entered): then that barrier, and
+ * every later one, involves an image that stopped.  One that entered it
+ * before it stopped completed its part of it. */
+static bool stopped_outside(const int *ranks, int n, uint64_t team,
+                            uint64_t epoch)
+{
+    if (caf.nstopped == 0 || caf.ended == NULL)
+        return false;
+    for (int i = 0; i < n; i++) {
+        if (caf.status[ranks[i]] != CAF_IMG_STOPPED)
+            continue;
+        const caf_status_msg_t *e = &caf.ended[ranks[i]];
+        uint64_t in = team == 0 ? e->bar0 : e->team == team ? e->bar : 0;
+        if (in < epoch)
+            return true;
+    }
+    return false;
+}
+
+/* The flags of a statement of kind CAF_SYNC_IMAGES that an image which
+ * stopped keeps from synchronizing: STOPPED, and FAILED if a member failed. */
+static unsigned ended_flags(const int *ranks, int n)
+{
+    unsigned f = BAR_FLAG_STOPPED;
+    for (int i = 0; i < n && caf.nfailed > 0; i++)
+        if (caf.status[ranks[i]] == CAF_IMG_FAILED)
+            f |= BAR_FLAG_FAILED;
+    return f;
+}
+
+/* Takes s's barrier, entered, to its end: its OR; or, when may_leave and
+ * a member stopped outside it, leaves it open (*left). */
+static unsigned group_finish(bar_slot_t *s, const int *ranks, int n,
+                             bool may_leave, bool *left)
+{
+    unsigned spins = 0;
+    int seen = -1;
+    *left = false;
+    while (!group_step(s)) {
+        if (may_leave && caf.nstopped != seen) {
+            seen = caf.nstopped;
+            if (stopped_outside(ranks, n, s->id, s->run.epoch)) {
+                *left = true;
+                return ended_flags(ranks, n);
+            }
+        }
+        caf_idle(&spins);
+    }
+    s->run.epoch = 0;
+    if (s->run.flags & BAR_FLAG_STOPPED)
+        s->stopped_seen = true;
+    return s->run.flags;
+}
+
+/* One barrier of group id over ranks[0..n) (me = our index there) for a
+ * statement of kind `kind` (caf_internal.h): the OR of the flags, by the
+ * rules at the top of the file ("After a stop"). */
+static int group_barrier(uint64_t id, const int *ranks, int n, int me, int kind)
 {
     bar_slot_t *s = bar_enter(id, ranks, n, me);
-    group_begin(s);
-    unsigned spins = 0;
-    while (!group_step(s))
-        caf_idle(&spins);
-    s->run.epoch = 0;
-    return (int)s->run.flags;
+    const bool active = kind == CAF_SYNC_ACTIVE;
+    bool left;
+    if (!active && (s->run.epoch != 0 || s->stopped_seen))
+        return (int)ended_flags(ranks, n);
+    if (active && s->credit) {
+        s->credit = false;
+        return (int)ended_flags(ranks, n);
+    }
+    if (s->run.epoch != 0) {
+        /* Our SYNC ALL left open: the others' statement in it decides. */
+        unsigned f = group_finish(s, ranks, n, false, &left);
+        if (f & BAR_FLAG_ACTIVE)
+            return (int)f;
+    }
+    group_begin(s, active ? BAR_FLAG_ACTIVE : 0);
+    if (!active && stopped_outside(ranks, n, id, s->run.epoch))
+        return (int)ended_flags(ranks, n);   /* entered, left open */
+    unsigned f = group_finish(s, ranks, n, !active, &left);
+    if (!left && !active && (f & BAR_FLAG_STOPPED) && (f & BAR_FLAG_ACTIVE))
+        s->credit = true;
+    return (int)f;
 }
 
 /* A stopped (or failed) image takes part in the barriers of every group it
@@ -321,7 +422,7 @@ static void serve_groups(void)
                 ahead |= s->arrived[k] > s->epoch;
             if (!ahead)
                 continue;
-            group_begin(s);
+            group_begin(s, 0);
         }
         if (group_step(s))
             s->run.epoch = 0;
@@ -366,37 +467,117 @@ static void heap_disagreement(unsigned stmt, uint64_t all)
                   "met in %s; %s", met, mine);
 }
 
-/* One barrier of the initial team: the OR of the members' flags.  stmt:
- * the statement of a running image (CAF_BAR_*), 0 for a stopped one. */
-static unsigned initial_barrier(unsigned stmt)
-{
-    unsigned own = own_flags();
-    uint64_t word = own != 0 ? own : BAR_FLAG_RUNNING;
-    if (stmt != 0) {
-        uint64_t seq, hash;
-        caf_heap_stamp(&seq, &hash);
-        word |= (uint64_t)stmt << BAR_STMT_SHIFT |
-                field_pair(seq, BAR_SEQ_BITS, BAR_SEQ_SHIFT) |
-                field_pair(hash, BAR_HASH_BITS, BAR_HASH_SHIFT);
-    }
-    uint64_t all = 0;
-    int rc = fh_barrier_or(word, &all);
-    if (rc != FH_OK)
-        caf_fatal("SYNC ALL", "fh_barrier_or: %s (%s)", fh_strerror(rc),
-                  fh_last_error());
-    unsigned stmts = (unsigned)(all >> BAR_STMT_SHIFT) & 7u;
-    if (stmt != 0 && ((stmts & (stmts - 1)) != 0 ||
-                      field_differs(all, BAR_SEQ_BITS, BAR_SEQ_SHIFT) ||
-                      field_differs(all, BAR_HASH_BITS, BAR_HASH_SHIFT)))
-        heap_disagreement(stmt, all);
-    return (unsigned)all & (BAR_FLAG_STOPPED | BAR_FLAG_FAILED | BAR_FLAG_RUNNING);
-}
-
 /* Set once this image left the initial team's last barrier (no member
  * runs any more): it enters no other. */
 static bool bar_last_done;
-/* A stopped image's initial-team barrier is open (fh_barrier_or_notify). */
+/* Barriers of the initial team this image entered as a running image;
+ * the initial team's stopped_seen and credit (bar_slot_t). */
+static uint64_t bar0_entered;
+static bool bar0_stopped_seen, bar0_credit;
+/* This image's initial-team barrier is open (fh_barrier_or_notify): a
+ * stopped image's, between two polls of its termination loop, or the one
+ * a running image left when it learnt that an image stopped. */
 static bool bar_split_open;
+
+uint64_t caf_sync_entered(uint64_t team)
+{
+    if (team == 0)
+        return bar0_entered;
+    const bar_slot_t *s = bar_slot(team, false, false);
+    return s != NULL && s->group.ranks != NULL ? s->epoch : 0;
+}
+
+/* Whether the initial team's statements differ (see the top of the file). */
+static bool stmts_differ(uint64_t all)
+{
+    unsigned stmts = (unsigned)(all >> BAR_STMT_SHIFT) & 7u;
+    return (stmts & (stmts - 1)) != 0 ||
+           field_differs(all, BAR_SEQ_BITS, BAR_SEQ_SHIFT) ||
+           field_differs(all, BAR_HASH_BITS, BAR_HASH_SHIFT);
+}
+
+/* Takes the initial team's barrier, notified, to its end: its OR; or, when
+ * may_leave and an image stopped outside it, leaves it open (*left). */
+static uint64_t initial_finish(bool may_leave, bool *left)
+{
+    const int *ranks = caf_initial_ranks();
+    uint64_t all = 0;
+    unsigned idle = 0;
+    int rc, seen = -1;
+    *left = false;
+    while ((rc = fh_barrier_or_try_idle(&all, &idle)) == FH_ERR_AGAIN) {
+        if (may_leave && caf.nstopped != seen) {
+            seen = caf.nstopped;
+            if (stopped_outside(ranks, caf.nranks, 0, bar0_entered)) {
+                *left = true;
+                return ended_flags(ranks, caf.nranks);
+            }
+        }
+    }
+    bar_split_open = false;
+    if (rc != FH_OK)
+        caf_fatal("SYNC ALL", "fh_barrier_or_try: %s (%s)", fh_strerror(rc),
+                  fh_last_error());
+    if (all & BAR_FLAG_STOPPED)
+        bar0_stopped_seen = true;
+    /* The member that brought "stopped" or "failed" announced it before it
+     * entered a barrier, but its status message may still be on its way:
+     * wait for it, so that IMAGE_STATUS and the statements after this one
+     * know what the barrier knew. */
+    for (unsigned spins = 0;
+         ((all & BAR_FLAG_STOPPED) && caf.nstopped == 0) ||
+         ((all & BAR_FLAG_FAILED) && caf.nfailed == 0);)
+        caf_idle(&spins);
+    return all;
+}
+
+/* One barrier of a running image for statement stmt (CAF_BAR_*) of kind
+ * `kind` in the initial team (the rules at the top of the file, "After a
+ * stop"): the OR of the members' flags.  Split phase: the wait must watch
+ * for a stop (fh_barrier_or_try_idle waits as fh_barrier_or does). */
+static unsigned initial_barrier(unsigned stmt, int kind)
+{
+    assert(own_flags() == 0 && stmt != 0);
+    const int *ranks = caf_initial_ranks();
+    const int n = caf.nranks;
+    const bool active = kind == CAF_SYNC_ACTIVE;
+    const unsigned keep = BAR_FLAG_STOPPED | BAR_FLAG_FAILED | BAR_FLAG_RUNNING;
+    bool left;
+    if (!active && (bar_split_open || bar0_stopped_seen))
+        return ended_flags(ranks, n);
+    if (active && bar0_credit) {
+        bar0_credit = false;
+        return ended_flags(ranks, n);
+    }
+    if (bar_split_open) {
+        /* Our SYNC ALL left open: the others' statement in it decides. */
+        uint64_t all = initial_finish(false, &left);
+        if (all & ((uint64_t)(CAF_BAR_ALLOCATE | CAF_BAR_DEALLOCATE) << BAR_STMT_SHIFT))
+            return (unsigned)all & keep;
+    }
+    uint64_t seq, hash;
+    caf_heap_stamp(&seq, &hash);
+    uint64_t word = BAR_FLAG_RUNNING | (uint64_t)stmt << BAR_STMT_SHIFT |
+                    field_pair(seq, BAR_SEQ_BITS, BAR_SEQ_SHIFT) |
+                    field_pair(hash, BAR_HASH_BITS, BAR_HASH_SHIFT);
+    int rc = fh_barrier_or_notify(word);
+    if (rc != FH_OK)
+        caf_fatal("SYNC ALL", "fh_barrier_or_notify: %s (%s)", fh_strerror(rc),
+                  fh_last_error());
+    bar_split_open = true;
+    bar0_entered++;
+    if (!active && stopped_outside(ranks, n, 0, bar0_entered))
+        return ended_flags(ranks, n);   /* entered, left open */
+    uint64_t all = initial_finish(!active, &left);
+    if (left)
+        return (unsigned)all;
+    if (!(all & BAR_FLAG_STOPPED) && stmts_differ(all))
+        heap_disagreement(stmt, all);
+    if (!active && (all & BAR_FLAG_STOPPED) &&
+        (all & ((uint64_t)(CAF_BAR_ALLOCATE | CAF_BAR_DEALLOCATE) << BAR_STMT_SHIFT)))
+        bar0_credit = true;
+    return (unsigned)all & keep;
+}
 
 bool caf_sync_serve(bool *moved)
 {
@@ -428,12 +609,12 @@ bool caf_sync_serve(bool *moved)
     return bar_last_done;
 }
 
-int caf_barrier(void)
+int caf_barrier(int kind)
 {
     int n;
     const int *ranks = caf_team_ranks(&n);
     return caf_barrier_group(caf_team_id(), ranks, n,
-                             caf_team_this_image() - 1);
+                             caf_team_this_image() - 1, kind);
 }
 
 static int barrier_stat(int flags)
@@ -445,20 +626,21 @@ static int barrier_stat(int flags)
     return 0;
 }
 
-int caf_barrier_group(uint64_t id, const int *ranks, int n, int me)
+int caf_barrier_group(uint64_t id, const int *ranks, int n, int me, int kind)
 {
+    assert(kind == CAF_SYNC_IMAGES || kind == CAF_SYNC_ACTIVE);
     if (id != 0)
-        return barrier_stat(group_barrier(id, ranks, n, me));
+        return barrier_stat(group_barrier(id, ranks, n, me, kind));
     assert(n == caf.nranks && me == caf.rank);     /* the initial team */
-    return barrier_stat((int)initial_barrier(CAF_BAR_SYNC));
+    return barrier_stat((int)initial_barrier(CAF_BAR_SYNC, kind));
 }
 
 int caf_barrier_heap(unsigned stmt)
 {
     assert(stmt == CAF_BAR_ALLOCATE || stmt == CAF_BAR_DEALLOCATE);
-    if (caf_team_id() != 0)
-        return caf_barrier();   /* no coarray is allocated in a child team */
-    return barrier_stat((int)initial_barrier(stmt));
+    if (caf_team_id() != 0)   /* no coarray is allocated in a child team */
+        return caf_barrier(CAF_SYNC_ACTIVE);
+    return barrier_stat((int)initial_barrier(stmt, CAF_SYNC_ACTIVE));
 }
 
 /* gfortran 12 passes ERRMSG= of SYNC ALL, SYNC IMAGES and SYNC MEMORY as
@@ -478,7 +660,7 @@ void _gfortran_caf_sync_all(int *stat, char *errmsg, size_t errmsg_len)
     int rc = fh_quiet();
     if (rc != FH_OK)
         caf_fatal("SYNC ALL", "completing transfers: %s", fh_strerror(rc));
-    int st = caf_barrier();
+    int st = caf_barrier(CAF_SYNC_IMAGES);
     if (st != 0) {
         caf_error(stat, errmsg, errmsg_len, st, "SYNC ALL", "%s",
                   st == CAF_STAT_FAILED_IMAGE ? "an image has failed"

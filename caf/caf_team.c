@@ -280,16 +280,20 @@ static caf_team_s *team_arg(caf_team_t *team, const char *stmt)
     return *team;
 }
 
-static void team_sync(const caf_team_s *t, const char *stmt)
+/* kind: CAF_SYNC_ACTIVE for CHANGE TEAM and END TEAM, which synchronize
+ * the active images of the team (a stopped image is no error: the others
+ * go on), CAF_SYNC_IMAGES for SYNC TEAM, which involves every image of it
+ * (gfortran 12 passes no STAT=: a stopped one is an error). */
+static void team_sync(const caf_team_s *t, const char *stmt, int kind)
 {
     int rc = fh_quiet();
     if (rc != FH_OK)
         caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
-    int st = caf_barrier_group(t->id, t->ranks, t->n, t->me);
-    if (st != 0)
-        caf_fatal(stmt, "%s", st == CAF_STAT_FAILED_IMAGE
-                                  ? "an image of the team has failed"
-                                  : "an image of the team has stopped");
+    int st = caf_barrier_group(t->id, t->ranks, t->n, t->me, kind);
+    if (st == CAF_STAT_FAILED_IMAGE)
+        caf_fatal(stmt, "an image of the team has failed");
+    if (st != 0 && kind == CAF_SYNC_IMAGES)
+        caf_fatal(stmt, "an image of the team has stopped");
 }
 
 void _gfortran_caf_change_team(caf_team_t *team, int coselector)
@@ -301,8 +305,8 @@ void _gfortran_caf_change_team(caf_team_t *team, int coselector)
         caf_fatal(stmt, "the team was not formed by FORM TEAM in the current "
                   "team");
     caf.team = t;
-    /* CHANGE TEAM synchronizes the images of the new team. */
-    team_sync(t, stmt);
+    /* CHANGE TEAM synchronizes the active images of the new team. */
+    team_sync(t, stmt, CAF_SYNC_ACTIVE);
 }
 
 void _gfortran_caf_end_team(caf_team_t *team)
@@ -313,8 +317,8 @@ void _gfortran_caf_end_team(caf_team_t *team)
         caf_fatal(stmt, "not inside CHANGE TEAM");
     if (team != NULL && *team != NULL && *team != t)
         caf_fatal(stmt, "the team is not the current team");
-    /* END TEAM synchronizes the images of the team it ends. */
-    team_sync(t, stmt);
+    /* END TEAM synchronizes the active images of the team it ends. */
+    team_sync(t, stmt, CAF_SYNC_ACTIVE);
     caf.team = t->parent == &initial ? NULL : t->parent;
 }
 
@@ -330,7 +334,7 @@ void _gfortran_caf_sync_team(caf_team_t *team, int unused)
         member |= t->ranks[i] == caf.rank;
     if (!member)
         caf_fatal(stmt, "this image is not a member of the team");
-    team_sync(t, stmt);
+    team_sync(t, stmt, CAF_SYNC_IMAGES);
 }
 
 /* gfortran 12 passes the team value itself here (team_number(t) compiles

@@ -68,17 +68,18 @@ static bool nargs_ok(const caf_am_in_t *m, unsigned want, const char *what,
 /* ------------------------------------------------------------ status */
 
 bool caf_wire_status(const caf_job_t *job, const caf_am_in_t *m,
-                     unsigned *status, char *why, size_t len)
+                     caf_status_msg_t *out, char *why, size_t len)
 {
-    if (!sender_ok(job, m, why, len) || !short_ok(m, "status", why, len))
+    if (!sender_ok(job, m, why, len) || !short_ok(m, "status", why, len) ||
+        !nargs_ok(m, 6, "status", why, len))
         return false;
-    if (m->nargs != 1 || m->args == NULL)
-        return refuse(why, len, "status with %u arguments, expected 1",
-                      m->nargs);
     if (m->args[0] != CAF_IMG_STOPPED && m->args[0] != CAF_IMG_FAILED)
         return refuse(why, len, "status %" PRIu64 " (neither stopped (1) nor "
                       "failed (2))", m->args[0]);
-    *status = (unsigned)m->args[0];
+    *out = (caf_status_msg_t){.status = (unsigned)m->args[0],
+                              .seq0 = m->args[1], .team = m->args[2],
+                              .seq = m->args[3], .bar0 = m->args[4],
+                              .bar = m->args[5]};
     return true;
 }
 
@@ -97,7 +98,8 @@ bool caf_wire_bar(const caf_job_t *job, const caf_am_in_t *m,
                       " (at most %d rounds)", a[1], CAF_BAR_ROUNDS);
     if (a[2] == 0)
         return refuse(why, len, "SYNC ALL arrival for epoch 0");
-    if (a[3] & ~(uint64_t)(CAF_BAR_FLAG_STOPPED | CAF_BAR_FLAG_FAILED))
+    if (a[3] & ~(uint64_t)(CAF_BAR_FLAG_STOPPED | CAF_BAR_FLAG_FAILED |
+                           CAF_BAR_FLAG_ACTIVE))
         return refuse(why, len, "SYNC ALL arrival with flags %" PRIu64,
                       a[3]);
     *out = (caf_bar_msg_t){.group = a[0], .round = (unsigned)a[1],

@@ -64,10 +64,20 @@ typedef struct caf_job {
 } caf_job_t;
 
 /* ------------------------------------------------ CAF_H_STATUS
- * Short, one argument: CAF_IMG_STOPPED or CAF_IMG_FAILED, the sender's
- * own status. */
+ * Short, six arguments: CAF_IMG_STOPPED or CAF_IMG_FAILED, the sender's
+ * own status; then how far it had gone when it ended: the CO_* calls it
+ * entered in the initial team, the id of the team it was in, the calls it
+ * entered there, and the barriers it entered as a running image in the
+ * initial team and in that team (caf_coll.c and caf_sync.c decide with
+ * them whether it took part in a collective or a barrier).  The counts
+ * are the sender's word: they only decide a STAT= of its own job. */
+typedef struct caf_status_msg {
+    unsigned status;
+    uint64_t seq0, team, seq;
+    uint64_t bar0, bar;
+} caf_status_msg_t;
 bool caf_wire_status(const caf_job_t *job, const caf_am_in_t *m,
-                     unsigned *status, char *why, size_t len);
+                     caf_status_msg_t *out, char *why, size_t len);
 
 /* ---------------------------------------------- CAF_H_SYNC_ALL
  * Short, four arguments: group id, round (< CAF_BAR_ROUNDS), epoch (the
@@ -80,6 +90,9 @@ bool caf_wire_status(const caf_job_t *job, const caf_am_in_t *m,
 /* In the initial team's word only (fh_barrier_or, never on this wire): an
  * image that still runs. */
 #define CAF_BAR_FLAG_RUNNING 4u
+/* On this wire only: a member that synchronizes the active images (CHANGE
+ * TEAM, END TEAM) rather than every image (SYNC ALL, SYNC TEAM). */
+#define CAF_BAR_FLAG_ACTIVE 8u
 
 typedef struct caf_bar_msg {
     uint64_t group;

@@ -506,24 +506,37 @@ int fh_barrier_or_notify(uint64_t in)
     return FH_OK;
 }
 
-int fh_barrier_or_try(uint64_t *out)
+/* fh_barrier_or_try (!waits) and fh_barrier_or_try_idle (waits). */
+static int split_try(uint64_t *out, bool waits, unsigned *idle, const char *fn)
 {
     int rc;
-    fh_tls_t *t = fh_enter("fh_barrier_or_try", &rc);
+    fh_tls_t *t = fh_enter(fn, &rc);
     if (t == NULL)
         return rc;
     fh_rt_t *rt = fh_rt;
     if (atomic_load(&rt->bar_split_owner) != t)
-        return fh_set_error(FH_ERR_STATE, "fh_barrier_or_try: no barrier begun by "
-                            "fh_barrier_or_notify in this thread");
-    if (out == NULL)
-        return fh_set_error(FH_ERR_INVALID, "fh_barrier_or_try: NULL out");
+        return fh_set_error(FH_ERR_STATE, "%s: no barrier begun by "
+                            "fh_barrier_or_notify in this thread", fn);
+    if (out == NULL || (waits && idle == NULL))
+        return fh_set_error(FH_ERR_INVALID, "%s: NULL %s", fn, out == NULL ? "out" : "idle");
     fh_bar_run_t *b = &rt->bar_split;
     if (b->done) {
         rc = b->rc;                   /* completed in fh_barrier_or_notify */
-    } else {
+    } else if (!waits) {
         fh_progress(t);
-        rc = barrier_step(t, b, "fh_barrier_or_try");
+        rc = barrier_step(t, b, fn);
+        if (rc == FH_ERR_AGAIN)
+            return rc;
+    } else {
+        /* As fh_barrier_or_internal's loop: a step, the wait, a step. */
+        const unsigned at = barrier_at(b);
+        rc = barrier_step(t, b, fn);
+        if (rc == FH_ERR_AGAIN) {
+            fh_wait_round(t, idle);
+            rc = barrier_step(t, b, fn);
+        }
+        if (barrier_at(b) != at)
+            *idle = 0;   /* a new wait */
         if (rc == FH_ERR_AGAIN)
             return rc;
     }
@@ -532,6 +545,16 @@ int fh_barrier_or_try(uint64_t *out)
     if (rc == FH_OK)
         *out = b->or;
     return rc;
+}
+
+int fh_barrier_or_try(uint64_t *out)
+{
+    return split_try(out, false, NULL, "fh_barrier_or_try");
+}
+
+int fh_barrier_or_try_idle(uint64_t *out, unsigned *idle)
+{
+    return split_try(out, true, idle, "fh_barrier_or_try_idle");
 }
 
 int fh_allgather(const void *in, void *out, size_t len)

@@ -771,6 +771,21 @@ int fh_barrier_or(uint64_t in, uint64_t *out);
 int fh_barrier_or_notify(uint64_t in);
 int fh_barrier_or_try(uint64_t *out);
 
+/* fh_barrier_or_try inside the caller's own wait loop (a library that
+ * waits for the barrier but must also watch a condition of its own, e.g.
+ * a Co-Array Fortran image learning that another stopped): while the
+ * barrier is not complete, each call also takes one round of the wait
+ * policy fh_barrier_or itself uses -- *idle counts the rounds that found
+ * nothing, as in fh_poll_idle (start with 0; the call resets it when the
+ * barrier moves on), and after FH_WAIT_SPIN of them a round may yield or,
+ * where a message or the barrier wakes it (the node group's futex, the
+ * network's fds), sleep briefly.  Results and errors as fh_barrier_or_try.
+ * Blocking: no (a round may sleep until something arrives, as
+ * fh_barrier_or's wait does).  Thread-safe: yes.  Handler-safe: no.
+ * Errors: those of fh_barrier_or_try; FH_ERR_INVALID also when idle is
+ * NULL (the barrier stays open). */
+int fh_barrier_or_try_idle(uint64_t *out, unsigned *idle);
+
 /* Runs the progress engine once: reaps completions and runs pending AM
  * handlers.  Failures of operations it completes go to their status, not
  * to its return value.

@@ -106,11 +106,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     switch (which) {
     case 0: {
-        unsigned st = 99;
+        caf_status_msg_t st = {.status = 99};
         ok = caf_wire_status(&me, &m, &st, why, sizeof why);
         if (ok)
-            CHECK((st == CAF_IMG_STOPPED || st == CAF_IMG_FAILED) &&
-                  buf == NULL && nbytes == 0);
+            CHECK((st.status == CAF_IMG_STOPPED || st.status == CAF_IMG_FAILED) &&
+                  buf == NULL && nbytes == 0 && nargs == 6 &&
+                  st.seq0 == args[1] && st.team == args[2] && st.seq == args[3] &&
+                  st.bar0 == args[4] && st.bar == args[5]);
         break;
     }
     case 1: {
@@ -118,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ok = caf_wire_bar(&me, &m, &a, why, sizeof why);
         if (!ok)
             break;
-        CHECK(a.round < CAF_BAR_ROUNDS && a.epoch >= 1 && a.flags <= 3 &&
+        CHECK(a.round < CAF_BAR_ROUNDS && a.epoch >= 1 && (a.flags & ~11u) == 0 &&
               a.src == src && nargs == 4);
         /* ... and whether it is its turn in some group of ours */
         int ranks[16];

@@ -23,7 +23,8 @@
  * blocking fh_barrier_or -- they pair.  Nobody leaves before everybody
  * entered (the counter on rank 0, as above: base is its value before), and
  * everyone gets the OR.  Then the misuse errors: a try without notify, a
- * collective between notify and try, a NULL out (the barrier stays open). */
+ * collective between notify and try, a NULL out (the barrier stays open).
+ * Every other round the split form waits with fh_barrier_or_try_idle. */
 static void split_phase(int me, int N, tu_rng_t *r, uint64_t *counter0, uint64_t base)
 {
     uint64_t out = 0, old = 0, v = 0;
@@ -44,15 +45,23 @@ static void split_phase(int me, int N, tu_rng_t *r, uint64_t *counter0, uint64_t
                       "expected FH_ERR_STATE for a second notify");
                 CHECK(fh_barrier_or_try(NULL) == FH_ERR_INVALID, "fh_barrier_or_try",
                       "expected FH_ERR_INVALID for a NULL out");
+                CHECK(fh_barrier_or_try_idle(&out, NULL) == FH_ERR_INVALID,
+                      "fh_barrier_or_try_idle", "expected FH_ERR_INVALID for a NULL idle");
             }
             uint64_t x = 0;
             CHECK_OK(fh_atomic(0, counter0, FH_AOP_FETCH, 0, 0, &x));
             if (tu_rng_below(r, 4) == 0)
                 tu_sleep_us((long)tu_rng_below(r, 2000));
             int rc;
-            while ((rc = fh_barrier_or_try(&out)) == FH_ERR_AGAIN)
-                if (tu_rng_below(r, 64) == 0)
-                    tu_sleep_us(50);
+            if (k % 2 == 0) {
+                while ((rc = fh_barrier_or_try(&out)) == FH_ERR_AGAIN)
+                    if (tu_rng_below(r, 64) == 0)
+                        tu_sleep_us(50);
+            } else {
+                unsigned idle = 0;   /* the caller's own wait loop */
+                while ((rc = fh_barrier_or_try_idle(&out, &idle)) == FH_ERR_AGAIN)
+                    ;
+            }
             CHECK_OK(rc);
         } else {
             if (tu_rng_below(r, 4) == 0)
