@@ -351,7 +351,9 @@ static unsigned ended_flags(const int *ranks, int n)
 }
 
 /* Takes s's barrier, entered, to its end: its OR; or, when may_leave and
- * a member stopped outside it, leaves it open (*left). */
+ * a member stopped outside it (checked after the first step, then
+ * whenever another image is known to have stopped), leaves it open
+ * (*left). */
 static unsigned group_finish(bar_slot_t *s, const int *ranks, int n,
                              bool may_leave, bool *left)
 {
@@ -395,8 +397,8 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me, int kind)
             return (int)f;
     }
     group_begin(s, active ? BAR_FLAG_ACTIVE : 0);
-    if (!active && stopped_outside(ranks, n, id, s->run.epoch))
-        return (int)ended_flags(ranks, n);   /* entered, left open */
+    /* The first step sends what needs no wait; a SYNC ALL that already
+     * knows of the stop then leaves at once. */
     unsigned f = group_finish(s, ranks, n, !active, &left);
     if (!left && !active && (f & BAR_FLAG_STOPPED) && (f & BAR_FLAG_ACTIVE))
         s->credit = true;
