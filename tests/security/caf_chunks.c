@@ -248,19 +248,19 @@ static void run_misc(void)
     if (me == 1) {
         uint64_t args[8] = {0};
         const int v = 1; /* the victim's rank */
-        /* status: unknown value; two arguments */
+        /* status: unknown value (six arguments, as due); two arguments */
         args[0] = 5;
-        am(fh_am_request_short(v, CAF_H_STATUS, args, 1), "status 5");
+        am(fh_am_request_short(v, CAF_H_STATUS, args, 6), "status 5");
         args[0] = 1;
         am(fh_am_request_short(v, CAF_H_STATUS, args, 2), "status, 2 args");
         /* SYNC IMAGES: one notification ahead is allowed, two are not */
         am(fh_am_request_short(v, CAF_H_SYNC_IMAGES, NULL, 0), "sync images 1");
         am(fh_am_request_short(v, CAF_H_SYNC_IMAGES, NULL, 0), "sync images 2");
-        /* SYNC ALL: round 40, flags 8 */
+        /* SYNC ALL: round 40, flags 16 (8 is "active images") */
         uint64_t b[4] = {0, 40, 1, 0};
         am(fh_am_request_short(v, CAF_H_SYNC_ALL, b, 4), "sync all round 40");
-        uint64_t f[4] = {0, 0, 1, 8};
-        am(fh_am_request_short(v, CAF_H_SYNC_ALL, f, 4), "sync all flags 8");
+        uint64_t f[4] = {0, 0, 1, 16};
+        am(fh_am_request_short(v, CAF_H_SYNC_ALL, f, 4), "sync all flags 16");
         /* FORM TEAM: team number 0, NEW_INDEX= -3 */
         uint64_t t[3] = {0, 0, 0};
         am(fh_am_request_short(v, CAF_H_TEAM, t, 3), "form team number 0");

@@ -51,7 +51,7 @@ for s in ${FH_CAF_CHUNKS_SCENARIOS:-short long grant syncall misc coll}; do
     syncall) expect_drop "$s" "round 1 for the initial team, whose barriers are the runtime's" ;;
     misc)
         for r in "status 5" "status with 2 arguments" "SYNC IMAGES ahead" \
-                 "round 40" "flags 8" "team number 0" "NEW_INDEX= -3"; do
+                 "round 40" "flags 16" "team number 0" "NEW_INDEX= -3"; do
             expect_drop "$s" "$r"
         done ;;
     coll)
