@@ -42,11 +42,19 @@ typedef struct { uint64_t id, seq; } tseq_t;
 static tseq_t *tseqs;
 static size_t ntseqs;
 
-static uint64_t next_seq(uint64_t team)
+static tseq_t *find_seq(uint64_t team)
 {
     for (size_t i = 0; i < ntseqs; i++)
         if (tseqs[i].id == team)
-            return ++tseqs[i].seq;
+            return &tseqs[i];
+    return NULL;
+}
+
+static uint64_t next_seq(uint64_t team)
+{
+    tseq_t *found = find_seq(team);
+    if (found != NULL)
+        return ++found->seq;
     tseq_t *t = realloc(tseqs, (ntseqs + 1) * sizeof *t);
     if (t == NULL)
         caf_fatal("collective", "out of memory");
@@ -57,10 +65,8 @@ static uint64_t next_seq(uint64_t team)
 
 uint64_t caf_coll_count(uint64_t team)
 {
-    for (size_t i = 0; i < ntseqs; i++)
-        if (tseqs[i].id == team)
-            return tseqs[i].seq;
-    return 0;
+    const tseq_t *t = find_seq(team);
+    return t != NULL ? t->seq : 0;
 }
 
 bool caf_coll_took_part(int rank, uint64_t team, uint64_t seq)

@@ -353,20 +353,17 @@ static unsigned ended_flags(const int *ranks, int n)
 /* Takes s's barrier, entered, to its end: its OR; or, when may_leave and
  * a member stopped outside it (checked after the first step, then
  * whenever another image is known to have stopped), leaves it open
- * (*left). */
+ * (s->run.epoch stays set). */
 static unsigned group_finish(bar_slot_t *s, const int *ranks, int n,
-                             bool may_leave, bool *left)
+                             bool may_leave)
 {
     unsigned spins = 0;
     int seen = -1;
-    *left = false;
     while (!group_step(s)) {
         if (may_leave && caf.nstopped != seen) {
             seen = caf.nstopped;
-            if (stopped_outside(ranks, n, s->id, s->run.epoch)) {
-                *left = true;
+            if (stopped_outside(ranks, n, s->id, s->run.epoch))
                 return ended_flags(ranks, n);
-            }
         }
         caf_idle(&spins);
     }
@@ -383,7 +380,6 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me, int kind)
 {
     bar_slot_t *s = bar_enter(id, ranks, n, me);
     const bool active = kind == CAF_SYNC_ACTIVE;
-    bool left;
     if (!active && (s->run.epoch != 0 || s->stopped_seen))
         return (int)ended_flags(ranks, n);
     if (active && s->credit) {
@@ -392,15 +388,15 @@ static int group_barrier(uint64_t id, const int *ranks, int n, int me, int kind)
     }
     if (s->run.epoch != 0) {
         /* Our SYNC ALL left open: the others' statement in it decides. */
-        unsigned f = group_finish(s, ranks, n, false, &left);
+        unsigned f = group_finish(s, ranks, n, false);
         if (f & BAR_FLAG_ACTIVE)
             return (int)f;
     }
     group_begin(s, active ? BAR_FLAG_ACTIVE : 0);
     /* The first step sends what needs no wait; a SYNC ALL that already
      * knows of the stop then leaves at once. */
-    unsigned f = group_finish(s, ranks, n, !active, &left);
-    if (!left && !active && (f & BAR_FLAG_STOPPED) && (f & BAR_FLAG_ACTIVE))
+    unsigned f = group_finish(s, ranks, n, !active);
+    if (s->run.epoch == 0 && !active && (f & BAR_FLAG_STOPPED) && (f & BAR_FLAG_ACTIVE))
         s->credit = true;
     return (int)f;
 }
@@ -499,22 +495,23 @@ static bool stmts_differ(uint64_t all)
 }
 
 /* Takes the initial team's barrier, notified, to its end: its OR; or, when
- * may_leave and an image stopped outside it, leaves it open (*left). */
-static uint64_t initial_finish(bool may_leave, bool *left)
+ * may_leave and an image stopped outside it (checked before the first
+ * wait, then whenever another image is known to have stopped), leaves it
+ * open (bar_split_open stays set). */
+static uint64_t initial_finish(bool may_leave)
 {
     const int *ranks = caf_initial_ranks();
     uint64_t all = 0;
     unsigned idle = 0;
     int rc, seen = -1;
-    *left = false;
-    while ((rc = fh_barrier_or_try_idle(&all, &idle)) == FH_ERR_AGAIN) {
+    for (;;) {
         if (may_leave && caf.nstopped != seen) {
             seen = caf.nstopped;
-            if (stopped_outside(ranks, caf.nranks, 0, bar0_entered)) {
-                *left = true;
+            if (stopped_outside(ranks, caf.nranks, 0, bar0_entered))
                 return ended_flags(ranks, caf.nranks);
-            }
         }
+        if ((rc = fh_barrier_or_try_idle(&all, &idle)) != FH_ERR_AGAIN)
+            break;
     }
     bar_split_open = false;
     if (rc != FH_OK)
@@ -544,7 +541,6 @@ static unsigned initial_barrier(unsigned stmt, int kind)
     const int n = caf.nranks;
     const bool active = kind == CAF_SYNC_ACTIVE;
     const unsigned keep = BAR_FLAG_STOPPED | BAR_FLAG_FAILED | BAR_FLAG_RUNNING;
-    bool left;
     if (!active && (bar_split_open || bar0_stopped_seen))
         return ended_flags(ranks, n);
     if (active && bar0_credit) {
@@ -553,7 +549,7 @@ static unsigned initial_barrier(unsigned stmt, int kind)
     }
     if (bar_split_open) {
         /* Our SYNC ALL left open: the others' statement in it decides. */
-        uint64_t all = initial_finish(false, &left);
+        uint64_t all = initial_finish(false);
         if (all & ((uint64_t)(CAF_BAR_ALLOCATE | CAF_BAR_DEALLOCATE) << BAR_STMT_SHIFT))
             return (unsigned)all & keep;
     }
@@ -568,11 +564,9 @@ static unsigned initial_barrier(unsigned stmt, int kind)
                   fh_last_error());
     bar_split_open = true;
     bar0_entered++;
-    if (!active && stopped_outside(ranks, n, 0, bar0_entered))
-        return ended_flags(ranks, n);   /* entered, left open */
-    uint64_t all = initial_finish(!active, &left);
-    if (left)
-        return (unsigned)all;
+    uint64_t all = initial_finish(!active);
+    if (bar_split_open)
+        return (unsigned)all;   /* left open */
     if (!(all & BAR_FLAG_STOPPED) && stmts_differ(all))
         heap_disagreement(stmt, all);
     if (!active && (all & BAR_FLAG_STOPPED) &&
