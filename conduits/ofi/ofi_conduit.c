@@ -27,6 +27,19 @@
  *   (and runs with) FI_THREAD_SAFE, which we keep rather than forcing a level
  *   the provider did not grant.  The tcp domain's progress engine takes a
  *   mutex in any case, so tcp paths contend there inside libfabric.
+ *
+ * Provider (FH_OFI_PROVIDER): one name, or a list separated by commas tried
+ * in order, the first that offers what we need winning.  The default,
+ * "net,tcp", is the order bench/providers.sh measured (docs/performance.md,
+ * "The provider"): net's message endpoints carry the same authenticated
+ * connections over TCP sockets with 0.76-0.85 of tcp's small-message and
+ * barrier times, and at par in bandwidth (libfabric 1.17's tcp provider
+ * writes a byte to its completion queue's wait object for every
+ * completion, and reads it back; net has no such signal without a
+ * progress thread).  Where a list resolves, the ranks compare what they
+ * chose (ofi_agree_provider): a job whose hosts differ ends in fh_init
+ * naming the rank, never with connections that cannot understand each
+ * other.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -106,18 +119,46 @@ static const ofi_settings_t *ofi_settings(const fh_conduit_config_t *cfg,
     return own;
 }
 
+#define OFI_DEFAULT_PROVIDERS "net,tcp"
+#define OFI_PROV_NAME_MAX     64
+
+/* FH_OFI_PROVIDER as set: one provider or a list (see the header). */
 static const char *ofi_provider(const ofi_settings_t *s)
 {
-    return (s->provider && s->provider[0]) ? s->provider : "tcp";
+    return (s->provider && s->provider[0]) ? s->provider : OFI_DEFAULT_PROVIDERS;
 }
 
-static struct fi_info *ofi_hints(const ofi_settings_t *s,
+static int ofi_provider_is_list(const ofi_settings_t *s)
+{
+    return strchr(ofi_provider(s), ',') != NULL;
+}
+
+/* The k-th name of the list into buf; 0 when there is none (or it does not
+ * fit: a name that long is no provider's). */
+static int ofi_provider_nth(const ofi_settings_t *s, int k, char *buf, size_t len)
+{
+    const char *p = ofi_provider(s);
+    for (; k > 0 && p != NULL; k--) {
+        p = strchr(p, ',');
+        if (p != NULL)
+            p++;
+    }
+    if (p == NULL)
+        return 0;
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= len)
+        return 0;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return 1;
+}
+
+static struct fi_info *ofi_hints(const ofi_settings_t *s, const char *prov,
                                  enum fi_threading threading, int msg)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
         return NULL;
-    const char *prov = ofi_provider(s);
     /* We always put a struct fi_context2 at the start of our contexts. */
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->domain_attr->threading = threading;
@@ -169,17 +210,32 @@ static int ofi_is_loopback(const struct fi_info *i)
     return 0;
 }
 
+/* The interface the user chose in libfabric's own variable: FI_TCP_IFACE
+ * for tcp; for net FI_NET_IFACE, else FI_TCP_IFACE (both run over TCP
+ * sockets, and a user who steered the old default steers the new one). */
+static const char *ofi_iface_env(const char *prov)
+{
+    const char *v = NULL;
+    if (strcmp(prov, "net") == 0)
+        v = getenv("FI_NET_IFACE");
+    if ((v == NULL || !v[0]) && (strcmp(prov, "net") == 0 || strncmp(prov, "tcp", 3) == 0))
+        v = getenv("FI_TCP_IFACE");
+    return v != NULL && v[0] ? v : NULL;
+}
+
 /* Which of the provider's answers we take:
  *   FH_OFI_DOMAIN set   the first whose domain has that name (providers do
  *                       not all filter on hints->domain_attr->name:
  *                       tcp;ofi_rxm 1.17 ignores it), else none;
+ *   an interface chosen (ofi_iface_env) the first whose domain has its
+ *                       name, else the provider's first (tcp filters by
+ *                       FI_TCP_IFACE itself);
  *   all ranks local     the first listening on a loopback address, when the
- *                       provider offers one and the user did not choose an
- *                       interface (FI_TCP_IFACE): nothing of the job is
+ *                       provider offers one: nothing of the job is
  *                       reachable from another host (docs/security.md);
  *   otherwise           the provider's first. */
-static struct fi_info *ofi_choose(const ofi_settings_t *s, int all_local,
-                                  struct fi_info *list)
+static struct fi_info *ofi_choose(const ofi_settings_t *s, const char *prov,
+                                  int all_local, struct fi_info *list)
 {
     if (s->domain && s->domain[0]) {
         for (struct fi_info *i = list; i; i = i->next)
@@ -187,7 +243,14 @@ static struct fi_info *ofi_choose(const ofi_settings_t *s, int all_local,
                 return i;
         return NULL;
     }
-    if (all_local && !getenv("FI_TCP_IFACE"))
+    const char *iface = ofi_iface_env(prov);
+    if (iface != NULL) {
+        for (struct fi_info *i = list; i; i = i->next)
+            if (i->domain_attr->name && strcmp(i->domain_attr->name, iface) == 0)
+                return i;
+        return list;
+    }
+    if (all_local)
         for (struct fi_info *i = list; i; i = i->next)
             if (ofi_is_loopback(i))
                 return i;
@@ -226,15 +289,15 @@ static int ofi_rdm_identity_claimed(const char *prov)
  * so "no such provider" would mislead. */
 static _Thread_local char ofi_domain_why[400];
 
-static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
-                            struct fi_info **out)
+static int ofi_getinfo_mode(const ofi_settings_t *s, const char *prov,
+                            int all_local, int msg, struct fi_info **out)
 {
     static const enum fi_threading levels[] = {FI_THREAD_COMPLETION,
                                                FI_THREAD_SAFE};
     ofi_domain_why[0] = '\0';
     int ret = -FI_ENODATA;
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-        struct fi_info *h = ofi_hints(s, levels[i], msg);
+        struct fi_info *h = ofi_hints(s, prov, levels[i], msg);
         if (!h)
             return -FI_ENOMEM;
         /* The domain is chosen below, among all the provider offers. */
@@ -245,7 +308,7 @@ static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
         fi_freeinfo(h);
         if (ret)
             continue;
-        struct fi_info *pick = ofi_choose(s, all_local, list);
+        struct fi_info *pick = ofi_choose(s, prov, all_local, list);
         if (!pick) {
             char names[256];
             ofi_domain_names(list, names, sizeof names);
@@ -270,16 +333,16 @@ static int ofi_getinfo_mode(const ofi_settings_t *s, int all_local, int msg,
 /* The endpoint mode FH_OFI_ENDPOINT asks for (auto: msg when the provider
  * has message endpoints), and rdm's identity rule.  -FI_EACCES: rdm on a
  * provider whose identity is claimed, without FH_OFI_TRUST_FABRIC. */
-static int ofi_getinfo(const ofi_settings_t *s, int all_local,
-                       struct fi_info **out)
+static int ofi_getinfo_prov(const ofi_settings_t *s, const char *prov,
+                            int all_local, struct fi_info **out)
 {
     int ret = -FI_ENODATA;
     if (s->endpoint != OFI_EPC_RDM) {
-        ret = ofi_getinfo_mode(s, all_local, 1, out);
+        ret = ofi_getinfo_mode(s, prov, all_local, 1, out);
         if (ret != -FI_ENODATA || s->endpoint == OFI_EPC_MSG)
             return ret;
     }
-    ret = ofi_getinfo_mode(s, all_local, 0, out);
+    ret = ofi_getinfo_mode(s, prov, all_local, 0, out);
     if (ret == 0 && !s->trust_fabric &&
         ofi_rdm_identity_claimed((*out)->fabric_attr->prov_name)) {
         fi_freeinfo(*out);
@@ -287,6 +350,27 @@ static int ofi_getinfo(const ofi_settings_t *s, int all_local,
         return -FI_EACCES;
     }
     return ret;
+}
+
+/* The first provider of FH_OFI_PROVIDER's list that offers what we need.
+ * When none does, the reason kept is the first one's that is not "no such
+ * provider" (a wrong FH_OFI_DOMAIN, an rdm refusal), else -FI_ENODATA. */
+static int ofi_getinfo(const ofi_settings_t *s, int all_local,
+                       struct fi_info **out)
+{
+    char prov[OFI_PROV_NAME_MAX], why[sizeof ofi_domain_why] = "";
+    int first = -FI_ENODATA;
+    for (int k = 0; ofi_provider_nth(s, k, prov, sizeof prov); k++) {
+        int ret = ofi_getinfo_prov(s, prov, all_local, out);
+        if (ret == 0)
+            return 0;
+        if (first == -FI_ENODATA && ret != -FI_ENODATA) {
+            first = ret;
+            snprintf(why, sizeof why, "%s", ofi_domain_why);
+        }
+    }
+    snprintf(ofi_domain_why, sizeof ofi_domain_why, "%s", why);
+    return first;
 }
 
 static const char *ofi_threading_name(enum fi_threading t)
@@ -319,12 +403,14 @@ static void ofi_no_provider(const ofi_settings_t *s, int ret, char *why,
                  "FH_OFI_TRUST_FABRIC=1 on a network no stranger can reach",
                  ofi_provider(s));
     else
-        snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s%s%s: no such provider, or it "
+        snprintf(msg, sizeof msg, "FH_OFI_PROVIDER=%s%s%s: %s "
                  "offers neither message endpoints with FI_MSG|FI_RMA nor RDM "
                  "endpoints with FI_MSG|FI_RMA|FI_MULTI_RECV and send-after-send "
                  "ordering%s: %s", ofi_provider(s),
                  (s->domain && s->domain[0]) ? " FH_OFI_DOMAIN=" : "",
                  (s->domain && s->domain[0]) ? s->domain : "",
+                 ofi_provider_is_list(s) ? "none of these providers exists or"
+                                         : "no such provider, or it",
                  s->endpoint == OFI_EPC_MSG ? " (FH_OFI_ENDPOINT=msg)"
                  : s->endpoint == OFI_EPC_RDM ? " (FH_OFI_ENDPOINT=rdm)" : "",
                  fi_strerror(-ret));
@@ -396,6 +482,7 @@ static int ofi_open(const fh_conduit_config_t *cfg,
         return FH_ERR_NOT_SUPPORTED;
     }
     struct fi_info *info = c->info;
+    c->prov_listed = ofi_provider_is_list(s);
 
     ret = fi_fabric(info->fabric_attr, &c->fabric, NULL);
     if (ret) {
@@ -541,6 +628,38 @@ static void ofi_close(struct fh_conduit *c)
  * followed by its token (struct ofi_amh).  The bootstrap is private to the
  * job (fhrun's authenticated socket, the PMIx server), so only job members
  * learn the tokens. */
+/* Where FH_OFI_PROVIDER is a list, every rank must have taken the same
+ * one of it: one allgather of the names, and an error naming the first
+ * rank that differs (hosts with different libfabrics). */
+static int ofi_agree_provider(struct fh_conduit *c, struct fh_boot *boot)
+{
+    const int nr = c->cfg.nranks;
+    char mine[OFI_PROV_NAME_MAX] = {0};
+    snprintf(mine, sizeof mine, "%s", c->info->fabric_attr->prov_name);
+    char *all = calloc((size_t)nr, sizeof mine);
+    if (all == NULL)
+        return FH_ERR_NO_MEMORY;
+    int ret = boot->ops->allgather(boot, mine, all, sizeof mine);
+    if (ret) {
+        free(all);
+        fh_log_error("ofi: provider allgather failed (%d)", ret);
+        return FH_ERR_BOOTSTRAP;
+    }
+    ret = FH_OK;
+    for (int r = 0; r < nr && ret == FH_OK; r++) {
+        char *theirs = all + (size_t)r * sizeof mine;
+        theirs[sizeof mine - 1] = '\0';
+        if (strcmp(theirs, mine) != 0)
+            ret = fh_set_error(FH_ERR_CONFIG,
+                               "ofi: FH_OFI_PROVIDER's list gave provider %s on %s "
+                               "and %s here: their libfabrics differ; set "
+                               "FH_OFI_PROVIDER to one provider every host has",
+                               theirs, FH_RANK_NAME(r), mine);
+    }
+    free(all);
+    return ret;
+}
+
 static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
 {
     const int np = c->cfg.npaths, nr = c->cfg.nranks;
@@ -563,6 +682,8 @@ static int ofi_connect(struct fh_conduit *c, struct fh_boot *boot)
             return fh_set_error(FH_ERR_STATE,
                                 "ofi: connect before path %d was created", i);
     }
+    if (c->prov_listed && (ret = ofi_agree_provider(c, boot)) != FH_OK)
+        return ret;
     if (c->msg) {
         c->tokens = calloc((size_t)nr, sizeof *c->tokens);   /* all 0 */
         if (!c->tokens)

@@ -15,13 +15,17 @@ _Static_assert(sizeof(ofi_settings_t) <= FH_CONDUIT_SETTINGS_MAX,
 #define F(field) offsetof(ofi_settings_t, field)
 
 static const fh_cfg_entry_t ofi_config_table[] = {
-    {"FH_OFI_PROVIDER", FH_CFG_STRING, "tcp", NULL, F(provider), 1,
-     "libfabric provider for the ofi conduit (tcp, shm, verbs, cxi, efa, ...).", 0},
+    {"FH_OFI_PROVIDER", FH_CFG_STRING, "net,tcp", NULL, F(provider), 1,
+     "libfabric provider for the ofi conduit (net, tcp, shm, verbs, cxi, efa, ...), or a "
+     "list separated by commas: the first that this libfabric offers is used, and every "
+     "rank must have taken the same. Default net,tcp: net's message endpoints are the "
+     "fastest TCP path measured (docs/performance.md, 'The provider'), tcp where a "
+     "libfabric has no net.", 0},
     {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(domain), 0,
      "libfabric domain (for tcp: the interface, e.g. eth0 or ib0) the endpoints listen on; "
      "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
-     "every rank shares this host's network namespace (and FI_TCP_IFACE is unset), else the "
-     "provider's first (docs/security.md).", 0},
+     "every rank shares this host's network namespace and no interface is chosen "
+     "(FI_TCP_IFACE, or FI_NET_IFACE for net), else the provider's first (docs/security.md).", 0},
     {"FH_OFI_ENDPOINT", FH_CFG_ENUM, "auto", "auto|msg|rdm", F(endpoint), 1,
      "msg: the conduit connects message endpoints itself and authenticates every "
      "connection with a secret only its two ranks hold; rdm: reliable-datagram "

@@ -234,6 +234,8 @@ struct fh_conduit {
     struct fid_av *av;
 
     int msg;               /* MSG mode (ofi_cm.c), else RDM */
+    int prov_listed;       /* FH_OFI_PROVIDER was a list: ranks compare
+                              what it gave (ofi_agree_provider) */
     double rma_timeout;    /* FH_OFI_RMA_TIMEOUT (MSG mode), s; 0: never */
     struct fid_eq *eq;     /* MSG: connection events */
     int eq_fd;             /* its wait fd, -1 when it has none */

@@ -3,7 +3,7 @@
 # doing K atomics to the next rank; the per-peer counters must be exact) with
 # FH_PATHS=shared and independent under tools/fhrun for every rank count in
 # FH_TEST_NP (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS
-# (tcp shm).
+# (net shm).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 for p in $(providers); do

@@ -1,6 +1,6 @@
 #!/bin/sh
 # atomic_test.sh -- runs atomic_test under tools/fhrun for every rank count in FH_TEST_NP
-# (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (tcp shm).
+# (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (net shm).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 for p in $(providers); do

@@ -2,7 +2,7 @@
 # bigput_revoke_test.sh -- a large put over resident and cold buckets while
 # the target invalidates one of them (bigput_revoke_test.c), with
 # FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k, 2 ranks,
-# for every provider in FH_TEST_PROVIDERS (tcp shm), FH_BIGPUT_CYCLES cycles
+# for every provider in FH_TEST_PROVIDERS (net shm), FH_BIGPUT_CYCLES cycles
 # (default 20).  Passes when no byte is
 # corrupted, no call failed and the initiator saw revocations.
 . "$(dirname "$0")/common.sh"

@@ -4,7 +4,7 @@
 # flight and a thread alone on its path is not bounded; under firehose,
 # pin-everything and rendezvous, bulk in flight on a path two threads share
 # never exceeds FH_BULK_BYTES; 2 ranks, every provider in FH_TEST_PROVIDERS
-# (tcp shm), FH_SHM=off (the network path).
+# (net shm), FH_SHM=off (the network path).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 export FH_SHM=off FH_MAX_THREADS=1 FH_PATHS=independent

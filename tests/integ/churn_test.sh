@@ -1,7 +1,7 @@
 #!/bin/sh
 # churn_test.sh -- memory freed and reused at the same addresses, with
 # FH_REG_STRATEGY=firehose FH_SEGMENT=everything FH_BUCKET_SIZE=4k, under
-# tools/fhrun for every provider in FH_TEST_PROVIDERS (tcp shm), 2 ranks
+# tools/fhrun for every provider in FH_TEST_PROVIDERS (net shm), 2 ranks
 # (FH_CHURN_NP overrides; FH_TEST_NP is ignored: pairs of ranks test the
 # same thing at any size), FH_CHURN_CYCLES cycles (default 10000 on the first
 # provider, 2000 on the others: each cycle is a free, a revocation round

@@ -3,7 +3,7 @@
 # once: runs coll_threads_test (3 threads per rank calling fh_segment_create,
 # fh_barrier and fh_allgather concurrently; then disagreeing calls that must
 # return FH_ERR_STATE) on 2 and 3 ranks (FH_TEST_NP overrides) for every
-# provider in FH_TEST_PROVIDERS (tcp shm), FH_PATHS=independent and shared.
+# provider in FH_TEST_PROVIDERS (net shm), FH_PATHS=independent and shared.
 # Each run is bounded by FH_TEST_TIMEOUT (default here 60 s): a deadlock
 # fails the run instead of hanging.
 TIMEOUT_DEFAULT=60

@@ -8,7 +8,7 @@
 #   FH_TEST_BINDIR where the test programs are (default: $top_builddir/
 #                  tests/integ, ./tests/integ, ., <script dir>)
 #   FH_TEST_NP     rank counts to run (default "2 3 4 8")
-#   FH_TEST_PROVIDERS  FH_OFI_PROVIDER values (default "tcp shm")
+#   FH_TEST_PROVIDERS  FH_OFI_PROVIDER values (default "net shm": the default network provider and shm; tcp runs in the tests that name it)
 #   FH_TEST_TIMEOUT    seconds per run (default 180)
 #   FH_SHM         default off here (the conduits under test); node_local.sh
 #                  sets it per run
@@ -60,7 +60,7 @@ trap 'rm -rf "$tmpd"; exit 1' INT TERM
 
 # Providers that libfabric offers here (others are skipped, not failed).
 providers() {
-    for p in ${FH_TEST_PROVIDERS:-tcp shm}; do
+    for p in ${FH_TEST_PROVIDERS:-net shm}; do
         if command -v fi_info >/dev/null 2>&1 && \
            ! fi_info -p "$p" >/dev/null 2>&1; then
             echo "SKIP provider $p: fi_info -p $p finds nothing" >&2
@@ -109,7 +109,7 @@ run_np() {
         fail=$((fail + 1)); ran=$((ran + 1))
         return
     fi
-    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-tcp}${FH_SHM_MAX_GROUP:+ FH_SHM_MAX_GROUP=$FH_SHM_MAX_GROUP}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
+    run_case "$name -n $np FH_OFI_PROVIDER=${FH_OFI_PROVIDER:-net,tcp}${FH_SHM_MAX_GROUP:+ FH_SHM_MAX_GROUP=$FH_SHM_MAX_GROUP}${FH_PATHS:+ FH_PATHS=$FH_PATHS}${FH_REG_STRATEGY:+ FH_REG_STRATEGY=$FH_REG_STRATEGY} $*" \
         "$name" "$FHRUN" -n "$np" --timeout "$TIMEOUT" "$bin" "$@"
 }
 

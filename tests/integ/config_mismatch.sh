@@ -10,11 +10,18 @@
 #   - Equal values spelled differently (FH_AM_MAX_MEDIUM=4096 on rank 1,
 #     4k elsewhere) agree: values are compared as parsed; fh_init FH_OK.
 #   - A setting that may differ (FH_WAIT_SPIN=0 on rank 1): fh_init FH_OK.
+#   - FH_OFI_PROVIDER=net,tcp (equal everywhere) where rank 1's libfabric
+#     has no net (FI_PROVIDER=^net there): the list resolves to net on rank
+#     0 and tcp on rank 1; both ranks get FH_ERR_CONFIG naming the other
+#     rank and both providers (ofi_agree_provider), and the job fails.
+#     Skipped when this libfabric has no net provider.
 # fhrun passes one environment to every rank, so a one-line wrapper sets
 # the variable from the rank's FH_RANK.  Every run is bounded (timeout).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 probe=$(fh_bin config_probe) || { echo "SKIP: config_probe not built"; exit 77; }
+fhinfo=$(first_exe "${FHINFO:-}" "${top_builddir:+$top_builddir/tools/fhinfo}" \
+    ./tools/fhinfo "$here/../../tools/fhinfo") || fhinfo=false
 for v in $(env | sed -n 's/^\(FH_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export FH_OFI_PROVIDER=tcp
 out="$tmpd/out"
@@ -63,4 +70,22 @@ mismatch "FH_AM_CREDITS=8 on rank 2 of 3" 3 2 FH_AM_CREDITS=8 16
 mismatch "FH_REG_STRATEGY=bounce on rank 1 of 2" 2 1 FH_REG_STRATEGY=bounce firehose
 agree "FH_AM_MAX_MEDIUM=4096 on rank 1 of 2 (4k elsewhere)" 2 1 FH_AM_MAX_MEDIUM=4096
 agree "FH_WAIT_SPIN=0 on rank 1 of 2 (may differ)" 2 1 FH_WAIT_SPIN=0
+
+if FH_OFI_PROVIDER=net "$fhinfo" --conduits 2>/dev/null | grep -q 'provider net'; then
+    ran=$((ran + 1))
+    FH_OFI_PROVIDER=net,tcp FH_SHM=off run 2 1 FI_PROVIDER=^net
+    rc=$?
+    a="fh_init: FH_ERR_CONFIG: fh_init: address exchange failed: ofi: FH_OFI_PROVIDER's list gave provider tcp on rank 1 and net here: their libfabrics differ; set FH_OFI_PROVIDER to one provider every host has"
+    b="fh_init: FH_ERR_CONFIG: fh_init: address exchange failed: ofi: FH_OFI_PROVIDER's list gave provider net on rank 0 and tcp here: their libfabrics differ; set FH_OFI_PROVIDER to one provider every host has"
+    if grep -qxF "$a" "$out" && grep -qxF "$b" "$out" && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ]; then
+        echo "ok   FH_OFI_PROVIDER=net,tcp resolving to net and tcp: both ranks get FH_ERR_CONFIG naming the other and both providers (status $rc)"
+    else
+        fail=$((fail + 1))
+        echo "FAIL FH_OFI_PROVIDER=net,tcp resolving to net on rank 0 and tcp on rank 1: expected both ranks to print"
+        echo "     $a"; echo "     $b"; echo "     and the job to fail (status $rc)"
+        echo "---- output ----"; tail -n 20 "$out"; echo "----------------"
+    fi
+else
+    echo "skip FH_OFI_PROVIDER=net,tcp resolving differently: this libfabric has no net provider"
+fi
 finish

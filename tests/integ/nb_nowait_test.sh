@@ -4,7 +4,7 @@
 # through a file: every non-blocking call must return without rank 1's help)
 # on 2 ranks under every registration strategy (FH_TEST_NB_STRATEGIES,
 # default: firehose pin-everything rendezvous rendezvous-cache bounce) and
-# every provider in FH_TEST_PROVIDERS (tcp shm), with FH_PATHS independent
+# every provider in FH_TEST_PROVIDERS (net shm), with FH_PATHS independent
 # (a fresh thread has a fresh path: its first contact with rank 1) and
 # shared.
 . "$(dirname "$0")/common.sh"

@@ -2,7 +2,7 @@
 # reg_security.sh -- runs reg_security (forged registration requests; see
 # reg_security.c) on 2 ranks for every FH_REG_STRATEGY that registers on
 # demand (FH_TEST_STRATEGIES, default: firehose rendezvous rendezvous-cache
-# bounce) and every provider in FH_TEST_PROVIDERS (tcp shm).  Besides the
+# bounce) and every provider in FH_TEST_PROVIDERS (net shm).  Besides the
 # program's own checks, the target's log must hold at least as many
 # "refused" lines as it says requests were forged.  The firehose run uses
 # FH_FIREHOSE_M=512k, FH_BUCKET_SIZE=64k so that F = R = 512k (the "beyond

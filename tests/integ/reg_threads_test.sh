@@ -3,7 +3,7 @@
 # overlapping buckets, working set 4 MiB = 4 x M) with FH_REG_STRATEGY=firehose,
 # FH_FIREHOSE_M=1m, FH_FIREHOSE_MAXVICTIM=256k, FH_BUCKET_SIZE=64k, under
 # tools/fhrun for every rank count in FH_TEST_NP (default 2 3 4 8) and every
-# provider in FH_TEST_PROVIDERS (tcp shm) with FH_PATHS=independent, plus
+# provider in FH_TEST_PROVIDERS (net shm) with FH_PATHS=independent, plus
 # FH_PATHS=shared on 2 ranks, with FH_REG_CHECK=1 (the cache checks its
 # invariants after every call).  The program checks every byte and its own
 # fh_stats (misses, moves, evictions).  Then one timing run of the hit layer

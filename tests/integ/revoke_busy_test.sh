@@ -2,7 +2,7 @@
 # revoke_busy_test.sh -- a REVOKE arriving while RDMA through the revoked
 # firehose is in flight (revoke_busy_test.c), with FH_REG_STRATEGY=firehose
 # FH_SEGMENT=everything FH_BUCKET_SIZE=4k, 2 ranks, for
-# every provider in FH_TEST_PROVIDERS (tcp shm), FH_REVOKE_BUSY_CYCLES
+# every provider in FH_TEST_PROVIDERS (net shm), FH_REVOKE_BUSY_CYCLES
 # cycles at least (default 300; more, up to 20 times as many, until a busy
 # revocation happened: the interleaving depends on scheduling).  Passes when
 # no byte is corrupted, the initiator saw at least one busy revocation

@@ -3,7 +3,7 @@
 # the peer before the REVOKE (revoke_order_test.c, built with the runtime's
 # test hooks to open the window), with FH_REG_STRATEGY=firehose
 # FH_SEGMENT=everything FH_BUCKET_SIZE=4k, 2 ranks, for every provider in
-# FH_TEST_PROVIDERS (tcp shm), FH_REVOKE_ORDER_CYCLES cycles (default 200);
+# FH_TEST_PROVIDERS (net shm), FH_REVOKE_ORDER_CYCLES cycles (default 200);
 # and with the publication made by an AM reply (--reply, default 100 cycles).
 . "$(dirname "$0")/common.sh"
 need_fhrun

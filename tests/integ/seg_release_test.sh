@@ -3,7 +3,7 @@
 # seg_release_test (8 cycles of create / touch 64 MiB / put+get / destroy;
 # the resident size must grow by less than two segments) under
 # FH_REG_STRATEGY=firehose and pin-everything, on 2 and 3 ranks (FH_TEST_NP
-# overrides) and every provider in FH_TEST_PROVIDERS (tcp shm).  Under
+# overrides) and every provider in FH_TEST_PROVIDERS (net shm).  Under
 # firehose, rank 0's FH_STATS total row must show that the destroys revoked
 # peers' firehoses (revokes > 0) and deregistered every region the cache
 # registered (unregistrations = registrations) before fh_finalize.

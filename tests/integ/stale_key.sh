@@ -4,7 +4,7 @@
 # destroyed -- not even memory mapped again at the same address; see
 # stale_key.c) on 2 ranks for FH_REG_STRATEGY rendezvous, rendezvous-cache
 # and pin-everything (FH_TEST_KEY_STRATEGIES) and every provider in
-# FH_TEST_PROVIDERS (tcp shm).
+# FH_TEST_PROVIDERS (net shm).
 #
 # A run prints "PASS stale_key", or "SKIP stale_key" when its provider
 # cannot refuse a stale key at all (stale_key's probe: RMA with a key the

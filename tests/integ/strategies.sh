@@ -2,7 +2,7 @@
 # strategies.sh -- the integrity tests under every registration strategy
 # other than the default: for each FH_REG_STRATEGY in FH_TEST_STRATEGIES
 # (default: pin-everything rendezvous rendezvous-cache bounce) and each provider
-# in FH_TEST_PROVIDERS (tcp shm), on FH_TEST_STRATEGY_NP ranks (default 2):
+# in FH_TEST_PROVIDERS (net shm), on FH_TEST_STRATEGY_NP ranks (default 2):
 # rma_integrity (and its 64 MiB --big run), am_test, atomic_test,
 # threads_test (FH_PATHS independent and shared), sweep_test, bad_input.
 # The default strategy (firehose) gets the full rank matrix from the

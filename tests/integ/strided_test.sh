@@ -1,7 +1,7 @@
 #!/bin/sh
 # strided_test.sh -- runs strided_test (strided put/get at scale, around the
 # AM/RMA threshold, bad input) under tools/fhrun on 2 and 3 ranks for every
-# provider in FH_TEST_PROVIDERS (tcp shm), with FH_SHM=off (common.sh): the
+# provider in FH_TEST_PROVIDERS (net shm), with FH_SHM=off (common.sh): the
 # net route.
 . "$(dirname "$0")/common.sh"
 need_fhrun

@@ -3,7 +3,7 @@
 # pthread-key destructors call firehose after the thread-exit hook) with
 # FH_PATHS=independent and shared under tools/fhrun for every rank count in
 # FH_TEST_NP (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS
-# (tcp shm).
+# (net shm).
 . "$(dirname "$0")/common.sh"
 need_fhrun
 for p in $(providers); do

@@ -1,6 +1,6 @@
 #!/bin/sh
 # threads_test.sh -- runs threads_test (4 threads per rank) with FH_PATHS=independent and shared under tools/fhrun for every rank count in FH_TEST_NP
-# (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (tcp shm), and
+# (default 2 3 4 8) and every provider in FH_TEST_PROVIDERS (net shm), and
 # with FH_PATHS=lazy (thread paths made when each thread first calls in) on
 # 2 and 4 ranks over tcp, the provider where paths are made that way.
 # FH_TEST_THREAD_STRATEGIES (set by `make check-tsan`; empty otherwise, as

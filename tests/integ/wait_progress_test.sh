@@ -1,7 +1,7 @@
 #!/bin/sh
 # wait_progress_test.sh -- no wait depends on another thread of the rank
 # calling in (wait_progress_test.c), 2 ranks, for every provider in
-# FH_TEST_PROVIDERS (tcp shm):
+# FH_TEST_PROVIDERS (net shm):
 #   idle-budget     quiet and barrier while another thread holds the budget
 #                   and is idle (FH_FIREHOSE_M=256k);
 #   idle-revoke     a revoke meeting an idle thread's RDMA (FH_SEGMENT=

@@ -4,7 +4,7 @@
 # not polling, which over the shm provider ended the target with "cannot
 # repost receive buffer" (fi_recvmsg: ENOMEM) before; see
 # burst_test.c) on 3 ranks, FH_SHM=off, for every provider in
-# FH_TEST_PROVIDERS (tcp shm): the target survives, serves the honest
+# FH_TEST_PROVIDERS (net shm): the target survives, serves the honest
 # peer, and (when anything was dropped) says why in its log.
 #
 # Then once more over shm with FH_AM_CREDITS=1: receive buffers of a few

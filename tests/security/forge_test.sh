@@ -1,7 +1,7 @@
 #!/bin/sh
 # forge_test.sh -- runs forge_test (a hostile member of the job forging
 # other members' messages; see forge_test.c) on 3 ranks for every provider
-# in FH_TEST_PROVIDERS (tcp shm).  Besides the program's own checks, the
+# in FH_TEST_PROVIDERS (net shm).  Besides the program's own checks, the
 # victim's (rank 1's) log must name the reason of every kind of forgery:
 # a header claiming another sender, a barrier arrival out of turn or
 # more than one barrier ahead, an

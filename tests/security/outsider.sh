@@ -35,7 +35,12 @@
 # Otherwise it prints what the outsider achieved (its BREACH lines, the
 # victim's FAIL / FORGED lines and the runtime's fatal messages).
 #
-# shm (SEC_PROVIDERS, default "tcp shm"): one more job under
+# net (the default provider, libfabric's other TCP-sockets provider): the
+# same attacks on a victim over net, strategy "default" only (the
+# strategies differ in the keys there are to guess, not in how the ports
+# answer); the outsider speaks tcp;ofi_rxm to net's ports as to tcp's.
+#
+# shm (SEC_PROVIDERS, default "net tcp shm"): one more job under
 # pin-everything, attacked with every attack at once.  firehose names shm
 # endpoints fh_<pid>_<path>_<64 random bits>, which cannot be guessed, but
 # the shm provider backs each with a file of that name in /dev/shm, which
@@ -66,7 +71,7 @@ if command -v fi_info >/dev/null 2>&1 && ! fi_info -p tcp >/dev/null 2>&1; then
     exit 77
 fi
 
-PROVIDERS=${SEC_PROVIDERS:-"tcp shm"}
+PROVIDERS=${SEC_PROVIDERS:-"net tcp shm"}
 STRATEGIES=${SEC_STRATEGIES:-"pin-everything default"}
 ATTACKS=${SEC_ATTACKS:-"rma am big badsrc garbage runt"}
 WAIT=${SEC_WAIT:-120}              # victim's attack window, at most (s)
@@ -92,6 +97,8 @@ kv() { sed -n "s/^$2=//p" "$1" | head -1; }
 # run_attack PROVIDER STRATEGY ATTACK
 run_attack() {
     p=$1; s=$2; a=$3
+    op=$p                 # the outsider's provider: tcp's sockets for net too
+    [ "$p" = net ] && op=tcp
     desc="FH_OFI_PROVIDER=$p FH_REG_STRATEGY=$s attack=$a"
     d=$tmpd/$p-$s-$a
     mkdir -p "$d"
@@ -131,7 +138,7 @@ run_attack() {
     # it): a stranger would scan every listening port of the uid, but on a
     # shared host that would hit other people's jobs.
     ports_opt=
-    if [ "$p" = tcp ]; then
+    if [ "$op" = tcp ]; then
         ports=$("$outsider" --list-ports --pid "$pid" 2>"$d/ports.err")
         if [ -n "$ports" ]; then
             ports_opt="--ports $ports"
@@ -141,7 +148,7 @@ run_attack() {
         fi
     fi
     # shellcheck disable=SC2086  # $as and $ports_opt are word lists
-    (cd / && exec timeout -k 5 "$OTIMEOUT" $as "$odir/outsider" --provider "$p" \
+    (cd / && exec timeout -k 5 "$OTIMEOUT" $as "$odir/outsider" --provider "$op" \
         --pid "$pid" $ports_opt --seg "$seg" --seed "$seed" --attack "$a") \
         >"$d/outsider.log" 2>&1
     orc=$?
@@ -207,6 +214,10 @@ for p in $PROVIDERS; do
         continue
     fi
     case $p in
+    net)
+        for a in $ATTACKS; do
+            run_attack net default "$a"
+        done ;;
     tcp)
         for s in $STRATEGIES; do
             for a in $ATTACKS; do
@@ -222,7 +233,7 @@ for p in $PROVIDERS; do
         fi
         run_attack shm pin-everything "$(echo "$ATTACKS" | tr ' ' ',')" ;;
     *)
-        echo "SKIP provider $p: the outsider knows how to find tcp and shm endpoints only" ;;
+        echo "SKIP provider $p: the outsider knows how to find tcp, net and shm endpoints only" ;;
     esac
 done
 finish
