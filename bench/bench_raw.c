@@ -324,7 +324,12 @@ int fhb_raw(const fhb_opts_t *o)
     if (fh_rt->cops && strcmp(fh_rt->cops->name, "ibv") == 0)
         return fhb_raw_ibv(o);
 #endif
+    /* --provider, else the provider the conduit took (FH_OFI_PROVIDER may
+     * be a list), on RDM endpoints: tcp is tcp;ofi_rxm here. */
     const char *prov = o->provider;
+    char took[64];
+    if (!prov && sscanf(fh_rt->limits.description, "ofi %63s", took) == 1)
+        prov = took;
     const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
     if (!prov)
         prov = os->provider && *os->provider ? os->provider : "tcp";

@@ -170,6 +170,9 @@ static void git_rev(char *buf, size_t len)
 static const char *provider(const char *conduit, char *buf, size_t len)
 {
     if (strcmp(conduit, "ofi") == 0) {
+        /* the provider the conduit took (FH_OFI_PROVIDER may be a list) */
+        if (sscanf(fh_rt->limits.description, "ofi %63s", buf) == 1 && len >= 64)
+            return buf;
         const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
         return os->provider ? os->provider : "?";
     }
@@ -186,7 +189,7 @@ static const char *provider(const char *conduit, char *buf, size_t len)
 
 static void header(FILE *f, const fhb_opts_t *o)
 {
-    char rev[64], pbuf[80];
+    char rev[64], pbuf[80];   /* pbuf: >= 64, provider() */
     git_rev(rev, sizeof rev);
     const char *conduit = fh_rt && fh_rt->cops ? fh_rt->cops->name : "?";
     fprintf(f, "# fhbench=%s\n", o->test);

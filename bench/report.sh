@@ -28,7 +28,7 @@ echo "### Latency (median us, blocking, rank 0 -> rank 1)"
 echo
 echo "| provider | size | put firehose | put pin-everything | put raw | get firehose | get raw |"
 echo "|---|---|---|---|---|---|---|"
-for p in tcp shm ibv; do
+for p in net tcp shm ibv; do
     [ -f "$d/raw-$p.csv" ] || continue
     for n in 8 64 1024 65536 1048576; do
         echo "| $p | $n | $(csv_get "$d/latency-$p-firehose.csv" median_us op put size $n) |" \
@@ -43,7 +43,7 @@ echo "Paired (raw and firehose alternating in one process, medians):"
 echo
 echo "| provider | what | raw median | firehose median | raw best round | firehose best round | median of per-round ratios |"
 echo "|---|---|---|---|---|---|---|"
-for p in tcp shm ibv; do
+for p in net tcp shm ibv; do
     r=$d/raw-$p.csv
     [ -f "$r" ] || continue
     echo "| $p | 8 B put, us | $(csv_get "$r" median_us op pair_raw_put size 8) | $(csv_get "$r" median_us op pair_fh_put size 8) |" \
@@ -60,10 +60,10 @@ echo
 
 echo "### Peak put bandwidth, same location (MB/s)"
 echo
-echo "| size | tcp | shm |"
-echo "|---|---|---|"
+echo "| size | net | tcp | shm |"
+echo "|---|---|---|---|"
 for n in 8 1024 65536 1048576 4194304; do
-    echo "| $n | $(csv_get "$d/peak-tcp.csv" mb_s size $n) | $(csv_get "$d/peak-shm.csv" mb_s size $n) |"
+    echo "| $n | $(csv_get "$d/peak-net.csv" mb_s size $n) | $(csv_get "$d/peak-tcp.csv" mb_s size $n) | $(csv_get "$d/peak-shm.csv" mb_s size $n) |"
 done
 echo
 

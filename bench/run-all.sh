@@ -19,7 +19,8 @@
 # Strategies: FHB_STRATEGIES (default "firehose pin-everything rendezvous
 # rendezvous-cache bounce"); one this build rejects (fh_init FH_ERR_CONFIG,
 # fhbench exit 77) is listed in skipped.txt, not failed.  Providers:
-# FHB_PROVIDERS (default "tcp shm"), skipped when fi_info lacks them.
+# FHB_PROVIDERS (default "net tcp shm": net is the default network
+# provider, tcp its fallback), skipped when fi_info lacks them.
 # Traffic stays on loopback (FI_TCP_IFACE=lo).  The series measure the
 # conduits: FH_SHM defaults to off here (the two ranks share a host, and
 # with FH_SHM=auto their puts would be copies through shared memory).
@@ -65,10 +66,11 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
+export FI_NET_IFACE=${FI_NET_IFACE:-lo}
 export FH_SHM=${FH_SHM:-off}
 export FHBENCH_GIT_REV=${FHBENCH_GIT_REV:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)}
 STRATEGIES=${FHB_STRATEGIES:-"firehose pin-everything rendezvous rendezvous-cache bounce"}
-PROVIDERS=${FHB_PROVIDERS:-"tcp shm"}
+PROVIDERS=${FHB_PROVIDERS:-"net tcp shm"}
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 threads=$((2 * cores))
 if [ $quick = 1 ]; then

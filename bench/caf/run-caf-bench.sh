@@ -28,8 +28,9 @@
 #                   the co_sum rows alone); the fh_put row and the Open MPI
 #                   tcp check run only with caf_putget
 #
-# Transports.  tcp: ours FH_OFI_PROVIDER=tcp FI_TCP_IFACE=lo FH_SHM=off (the
-#   images do not share memory); theirs
+# Transports.  tcp (TCP sockets over lo): ours on the default network
+#   provider, FH_OFI_PROVIDER=net,tcp (net where libfabric has it),
+#   FI_TCP_IFACE=lo FH_SHM=off (the images do not share memory); theirs
 #   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt
 # shm: ours FH_OFI_PROVIDER=shm FH_SHM=auto (the images of the machine share
 #   their segments and AM rings: the node path); theirs
@@ -203,6 +204,9 @@ if [ $have_theirs = 1 ]; then build theirs "$OC_CAF" || true; fi
 # ---- one run ----------------------------------------------------------------
 # shm_of TRANSPORT: our FH_SHM for it (tcp: through the network only).
 shm_of() { [ "$1" = tcp ] && echo off || echo auto; }
+# prov_of TRANSPORT: our FH_OFI_PROVIDER for it (tcp: TCP sockets, the
+# default network provider).
+prov_of() { [ "$1" = tcp ] && echo "${FHB_NET_PROVIDER:-net,tcp}" || echo "$1"; }
 
 # mca_args TRANSPORT: Open MPI options of a transport (one per line)
 mca_args() {
@@ -293,7 +297,7 @@ run_caf() {
     say "== $tag"
     t0=$(date +%s)
     if [ "$side" = ours ]; then
-        FH_OFI_PROVIDER=$tr FH_SHM=$(shm_of "$tr") FH_STATS=1 timeout -k 10 "$TO" \
+        FH_OFI_PROVIDER=$(prov_of "$tr") FH_SHM=$(shm_of "$tr") FH_STATS=1 timeout -k 10 "$TO" \
             "$FH_CAFRUN" "$FH_CAFRUN_NP_FLAG" "$np" "$bin" "${pargs[@]}" > "$rlog" 2>&1
     else
         mapfile -t margs < <(mca_args "$tr")
@@ -341,7 +345,7 @@ run_fh() {
     q=()
     [ $quick = 1 ] && q=(--quick)
     say "== $tag"
-    FH_OFI_PROVIDER=$tr FH_SHM=$(shm_of "$tr") timeout -k 10 "$TO" "$FHRUN" -n 2 \
+    FH_OFI_PROVIDER=$(prov_of "$tr") FH_SHM=$(shm_of "$tr") timeout -k 10 "$TO" "$FHRUN" -n 2 \
         "$FHBENCH" latency "${q[@]}" --csv "$csv" > "$out/raw/$tag.log" 2>&1
     rc=$?
     cat "$out/raw/$tag.log" >> "$log"
@@ -453,7 +457,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
             tr = trv[ti]
             if (!(tr in trs)) continue
             theirs_name = (tr == "tcp") ? "Open MPI tcp (ob1, btl tcp, osc pt2pt)" : "Open MPI vader (ob1, btl vader, osc rdma)"
-            ours_name = "firehose FH_OFI_PROVIDER=" tr
+            ours_name = "firehose FH_OFI_PROVIDER=" (tr == "tcp" ? "net,tcp (the default; TCP sockets)" : tr)
             printf "\n======== %s: ours = %s, theirs = %s\n", tr, ours_name, theirs_name
             o = get("ours", tr, "caf_put", 2, 8, "median_us"); f = get("fh", tr, "fh_put", 2, 8, "median_us")
             printf "\nlayer overhead: caf 8 B put %s us / fh_put 8 B %s us = %s\n", show(o, "%.3f"), show(f, "%.3f"), ratio(o, f)

@@ -196,7 +196,10 @@ for t in tcp shm; do
         continue
     fi
     echo "== $t (round $round of $rounds)"
-    FH_OFI_PROVIDER=$t FH_REG_STRATEGY=$strategy timeout -k 5 300 "$FHRUN" -n 2 "$FHBENCH" \
+    # ours over TCP sockets is the default network provider (net, else tcp)
+    prov=$t
+    [ "$t" = tcp ] && prov=${FHB_NET_PROVIDER:-net,tcp}
+    FH_OFI_PROVIDER=$prov FH_REG_STRATEGY=$strategy timeout -k 5 300 "$FHRUN" -n 2 "$FHBENCH" \
         latency --max-size 64k --iters "$iters" --csv "$out/peers-ours-$t.csv" \
         > "$tmp/ours.log" 2>&1 || { echo "run-peers: ours failed on $t"; cat "$tmp/ours.log"; }
     FH_OFI_PROVIDER=$t timeout -k 5 300 "$FHRUN" -n 2 "$FHBENCH" raw --max-size 64k \
