@@ -305,10 +305,6 @@ typedef struct fh_tls {
     struct fh_tls *exited_next;   /* rt->exited (exit gate) */
     double idle_since;        /* path.c's net_sleep: when this thread's
                                  current wait passed its spinning (0: not) */
-    unsigned woke_at;         /* net_sleep: the idle count at which its last
-                                 poll(2) returned an fd ready (0: none) */
-    unsigned false_wakes;     /* net_sleep: such wake-ups in a row that the
-                                 wait stayed idle after */
 } fh_tls_t;
 
 _Static_assert(offsetof(fh_path_t, base) == 0 && offsetof(fh_rt_t, core) == 0 &&

@@ -377,21 +377,11 @@ static int help_paths(fh_tls_t *t)
  * and sleeping after 1024 rounds).  Hence the idle time before the first
  * sleep: a wait that has found nothing for 10 ms may pay at most 1 ms on
  * what ends it; a rank that waits for seconds gives its core away instead
- * of yielding in a loop (tests/integ/idle_sleep.sh).
- *
- * Descriptors that stay ready: libfabric 1.17's net provider signals its
- * progress engine's descriptor, which is in the CQ's wait set, and only
- * its own progress thread (which we do not run) clears it, so poll(2)
- * returns at once for ever and the wait would spin.  A wake-up after which
- * the wait stayed idle is false; after FH_NET_FALSE_WAKES of them in a row
- * the wait naps FH_NET_SLEEP_MS instead (nanosleep: the same bound on what
- * ends it) while a zero-timeout poll(2) still finds one ready, and goes
- * back to sleeping in poll(2) once none is. */
+ * of yielding in a loop (tests/integ/idle_sleep.sh). */
 #define FH_NET_SLEEP_AFTER 1024
 #define FH_NET_SLEEP_IDLE 0.010
 #define FH_NET_SLEEP_EVERY 16
 #define FH_NET_SLEEP_MS 1
-#define FH_NET_FALSE_WAKES 3
 
 /* Nothing of ours in flight or waiting to leave on p (lock held). */
 static bool nothing_queued(const fh_path_t *p)
@@ -406,9 +396,6 @@ static bool net_sleep(fh_tls_t *t, unsigned idle)
     const unsigned long after = FH_NET_SLEEP_AFTER + (unsigned long)rt->cfg.wait_spin;
     if (rt->cfg.wait_spin < 0 || idle < after) {
         t->idle_since = 0;
-        if (t->woke_at != 0 && idle < t->woke_at)
-            t->false_wakes = 0;      /* the wait after the last wake-up ended */
-        t->woke_at = 0;
         return false;
     }
     if ((idle - after) % FH_NET_SLEEP_EVERY != 0)
@@ -431,21 +418,9 @@ static bool net_sleep(fh_tls_t *t, unsigned idle)
     }
     if (n <= 0)
         return false;
-    if (t->woke_at != 0 && idle > t->woke_at && t->false_wakes < FH_NET_FALSE_WAKES)
-        t->false_wakes++;            /* still idle since: that one was false */
-    t->woke_at = 0;
     for (int i = 0; i < n; i++)
         pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-    if (t->false_wakes >= FH_NET_FALSE_WAKES) {
-        if (poll(pfd, (nfds_t)n, 0) != 0) {
-            struct timespec ts = {0, FH_NET_SLEEP_MS * 1000000L};
-            nanosleep(&ts, NULL);
-            return true;
-        }
-        t->false_wakes = 0;          /* none ready now: they do not lie */
-    }
-    if (poll(pfd, (nfds_t)n, FH_NET_SLEEP_MS) > 0)
-        t->woke_at = idle;
+    (void)poll(pfd, (nfds_t)n, FH_NET_SLEEP_MS);
     return true;
 }
 

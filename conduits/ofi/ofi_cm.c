@@ -236,13 +236,17 @@ void ofi_cm_path_destroy(struct fh_cpath *p)
 int ofi_cm_open(struct fh_conduit *c)
 {
     struct fi_eq_attr ea = {.size = 256, .wait_obj = FI_WAIT_FD};
+    if (c->reset_waits) {       /* path 0's wait set (ofi_conduit.c) */
+        ea.wait_obj = FI_WAIT_SET;
+        ea.wait_set = c->ws;
+    }
     c->eq_fd = -1;
     int ret = fi_eq_open(c->fabric, &ea, &c->eq, NULL);
     if (ret) {
         ea.wait_obj = FI_WAIT_UNSPEC;
         ret = fi_eq_open(c->fabric, &ea, &c->eq, NULL);
-    } else if (fi_control(&c->eq->fid, FI_GETWAIT, &c->eq_fd) != 0) {
-        c->eq_fd = -1;
+    } else if (c->reset_waits || fi_control(&c->eq->fid, FI_GETWAIT, &c->eq_fd) != 0) {
+        c->eq_fd = -1;          /* reset_waits: path 0's wait set has it */
     }
     if (!ret)
         ret = fi_passive_ep(c->fabric, c->info, &c->pep, NULL);

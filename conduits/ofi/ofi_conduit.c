@@ -496,6 +496,15 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     }
     c->msg = info->ep_attr->type == FI_EP_MSG;
     c->rma_timeout = c->msg ? (double)s->rma_timeout : 0.0;
+    /* libfabric 1.17's net: its fi_trywait returns 0 without resetting
+     * the signal a completion or an event leaves on the CQ's or EQ's wait
+     * descriptor, which then stays ready for ever (a long-idle wait would
+     * poll(2) in a loop: tests/integ/idle_sleep.sh).  On a wait set we can
+     * reset it ourselves (ofi_wait_fds). */
+    if (strcmp(info->fabric_attr->prov_name, "net") == 0) {
+        struct fi_wait_attr wa = {.wait_obj = FI_WAIT_FD};
+        c->reset_waits = fi_wait_open(c->fabric, &wa, &c->ws) == 0;
+    }
     if (c->msg) {
         ret = ofi_cm_open(c);
         if (ret) {
@@ -612,6 +621,8 @@ static void ofi_close(struct fh_conduit *c)
         fi_close(&c->av->fid);
     if (c->domain)
         fi_close(&c->domain->fid);
+    if (c->ws)
+        fi_close(&c->ws->fid);      /* after the EQ and CQs on it */
     if (c->fabric)
         fi_close(&c->fabric->fid);
     if (c->info)

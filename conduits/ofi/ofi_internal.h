@@ -158,6 +158,9 @@ struct fh_cpath {
     int shm_fd;
     struct fid_cq *cq;
     int cq_fd;                 /* the CQ's wait fd, -1 when it has none */
+    struct fid_wait *ws;       /* the CQ's wait set when the conduit resets
+                                  waits itself (c->reset_waits): path 0's is
+                                  c->ws, the others their own */
     /* MSG mode: the connection to send on to each (rank, path), NULL where
      * this path does not talk; rx_per_conn buffers of rstride bytes each. */
     struct ofi_conn **conn;
@@ -236,6 +239,10 @@ struct fh_conduit {
     int msg;               /* MSG mode (ofi_cm.c), else RDM */
     int prov_listed;       /* FH_OFI_PROVIDER was a list: ranks compare
                               what it gave (ofi_agree_provider) */
+    int reset_waits;       /* the provider's fi_trywait resets nothing: the
+                              EQ and CQs wait on wait sets that
+                              ofi_wait_fds resets with fi_wait (ofi_path.c) */
+    struct fid_wait *ws;   /* reset_waits: the EQ's and path 0's wait set */
     double rma_timeout;    /* FH_OFI_RMA_TIMEOUT (MSG mode), s; 0: never */
     struct fid_eq *eq;     /* MSG: connection events */
     int eq_fd;             /* its wait fd, -1 when it has none */

@@ -166,11 +166,25 @@ int ofi_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
         .wait_obj = FI_WAIT_FD,
         .size = p->nops + p->nslots + 2 * (size_t)p->rx_msgs + 64 + conn_rx,
     };
+    if (c->reset_waits) {
+        /* a wait set ofi_wait_fds resets (ofi_conduit.c: c->reset_waits);
+         * path 0 shares the EQ's */
+        struct fi_wait_attr wa = {.wait_obj = FI_WAIT_FD};
+        if (p->index == 0)
+            p->ws = c->ws;
+        else if (fi_wait_open(c->fabric, &wa, &p->ws) != 0)
+            p->ws = NULL;
+        if (p->ws != NULL) {
+            cq_attr.wait_obj = FI_WAIT_SET;
+            cq_attr.wait_set = p->ws;
+        }
+    }
     ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
     if (ret) {
         cq_attr.wait_obj = FI_WAIT_NONE;
         ret = fi_cq_open(c->domain, &cq_attr, &p->cq, NULL);
-    } else if (fi_control(&p->cq->fid, FI_GETWAIT, &p->cq_fd) != 0) {
+    } else if (fi_control(p->ws != NULL ? &p->ws->fid : &p->cq->fid, FI_GETWAIT,
+                          &p->cq_fd) != 0) {
         p->cq_fd = -1;
     }
     if (ret) {
@@ -322,6 +336,8 @@ void ofi_path_destroy(struct fh_cpath *p)
     ofi_shm_release(p);            /* after the provider removed the file */
     if (p->cq)
         fi_close(&p->cq->fid);
+    if (p->ws != NULL && p->ws != c->ws)
+        fi_close(&p->ws->fid);      /* after the CQ on it */
     if (p->slot_mr)
         ofi_mr_dereg(c, p->slot_mr);
     if (p->rbuf_mr)

@@ -297,6 +297,12 @@ int ofi_wait_fds(struct fh_cpath *p, int *fds, int max)
     }
     if (n == 0 || p->repost_pending)
         return 0;
+    if (p->ws != NULL && p->cq_fd >= 0) {
+        /* reset_waits: fi_wait with no timeout resets the set's signal and
+         * says whether anything is ready (0) or not (-FI_ETIMEDOUT). */
+        int ret = fi_wait(p->ws, 0);
+        return ret == -FI_ETIMEDOUT ? n : ret == 0 ? -1 : 0;
+    }
     int ret = fi_trywait(c->fabric, fid, n);
     return ret == 0 ? n : ret == -FI_EAGAIN ? -1 : 0;
 }
