@@ -6,8 +6,9 @@
 # namespaces joined by a veth pair (a second host as the kernel sees it:
 # its own stack, no loopback shortcut), or on loopback when that cannot be
 # set up (not root, no `ip netns`: said in the output):
-#   tcp      msg endpoints, the conduit's authenticated connections (default)
-#   net      msg endpoints, the same connections over libfabric's net
+#   tcp      msg endpoints, the conduit's authenticated connections
+#   net      msg endpoints, the same connections over libfabric's net (the
+#            default, FH_OFI_PROVIDER=net,tcp)
 #   sockets  msg endpoints, the same connections over the sockets provider
 #   tcp;ofi_rxm, net rdm: reliable-datagram endpoints whose sender is the
 #            address it claims (refused unless FH_OFI_TRUST_FABRIC=1,
@@ -67,8 +68,8 @@ fi
 
 # label|environment (word-split)|fhbench test
 sides=(
-    "tcp msg (default)|FH_OFI_PROVIDER=tcp|latency"
-    "net msg|FH_OFI_PROVIDER=net|latency"
+    "tcp msg|FH_OFI_PROVIDER=tcp|latency"
+    "net msg (default)|FH_OFI_PROVIDER=net|latency"
     "sockets msg|FH_OFI_PROVIDER=sockets|latency"
     "tcp;ofi_rxm rdm (trust)|FH_OFI_PROVIDER=tcp FH_OFI_ENDPOINT=rdm FH_OFI_TRUST_FABRIC=1|latency"
     "net rdm (trust)|FH_OFI_PROVIDER=net FH_OFI_ENDPOINT=rdm FH_OFI_TRUST_FABRIC=1|latency"
