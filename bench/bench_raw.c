@@ -328,7 +328,7 @@ int fhb_raw(const fhb_opts_t *o)
      * be a list), on RDM endpoints: tcp is tcp;ofi_rxm here. */
     const char *prov = o->provider;
     char took[64];
-    if (!prov && sscanf(fh_rt->limits.description, "ofi %63s", took) == 1)
+    if (!prov && fhb_ofi_provider_taken(took, sizeof took))
         prov = took;
     const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
     if (!prov)

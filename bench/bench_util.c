@@ -167,11 +167,16 @@ static void git_rev(char *buf, size_t len)
 /* What a CSV calls the provider: FH_OFI_PROVIDER on the ofi conduit,
  * "ibv-<device>" on the ibv conduit (the device from the conduit's
  * description, "ibv rxe0 port 1 (RoCE)"), else "-". */
+/* fhbench.h */
+bool fhb_ofi_provider_taken(char *buf, size_t len)
+{
+    return len >= 64 && sscanf(fh_rt->limits.description, "ofi %63s", buf) == 1;
+}
+
 static const char *provider(const char *conduit, char *buf, size_t len)
 {
     if (strcmp(conduit, "ofi") == 0) {
-        /* the provider the conduit took (FH_OFI_PROVIDER may be a list) */
-        if (sscanf(fh_rt->limits.description, "ofi %63s", buf) == 1 && len >= 64)
+        if (fhb_ofi_provider_taken(buf, len))
             return buf;
         const ofi_settings_t *os = fh_conduit_settings_of(fh_rt, &fh_ofi_settings);
         return os->provider ? os->provider : "?";

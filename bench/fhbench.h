@@ -26,6 +26,7 @@
 #ifndef FHBENCH_H
 #define FHBENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,9 @@ typedef struct fhb_opts {
 
 /* The iteration count: --iters if given, else quick ? q : full. */
 long fhb_iters(const fhb_opts_t *o, long full, long q);
+/* The provider the ofi conduit took (FH_OFI_PROVIDER may be a list), from
+ * its description, into buf (>= 64 bytes); false when it says none. */
+bool fhb_ofi_provider_taken(char *buf, size_t len);
 
 /* Clock in nanoseconds (CLOCK_MONOTONIC). */
 double fhb_now_ns(void);
