@@ -450,17 +450,17 @@ void _gfortran_caf_event_wait(caf_token_t token, size_t index,
     caf_tok_t *t = caf_tok(token, stmt);
     uint64_t *w = var_word(t, caf.rank, index, stmt);
     uint64_t need = until_count < 1 ? 1 : (uint64_t)until_count, cur;
-    unsigned backoff = 1, spins = 0;
+    unsigned spins = 0;
+    /* The word is this image's own: a check is a load here, with no
+     * traffic to back off from, so it is checked after every round of
+     * progress (caf_idle yields and sleeps by its own policy). */
     for (;;) {
         if (!amo(caf.rank, w, FH_AOP_FETCH, 0, 0, &cur, stat, errmsg,
                  errmsg_len, stmt))
             return;
         if ((int64_t)cur >= (int64_t)need)
             break;
-        for (unsigned i = 0; i < backoff; i++)
-            caf_idle(&spins);
-        if (backoff < 64)
-            backoff <<= 1;
+        caf_idle(&spins);
     }
     /* Only this image decrements its events and posts only add, so the
      * count stays >= 0. */

@@ -36,7 +36,12 @@ function ratio(a, b, key, ka, kb,   r, n, v, x) {
             v[++n] = val[r, a, ka] / val[r, b, kb]
     if (n == 0) return "n/a"
     x = med(v, n)
-    return n == 1 ? sprintf("%.2f", x) : sprintf("%.2f [%.2f-%.2f]", x, v[1], v[n])
+    return n == 1 ? rf(x) : rf(x) " [" rf(v[1]) "-" rf(v[n]) "]"
+}
+# rf(x): a ratio with two decimals, three below 0.1 (a ratio of 0.004 is
+# not 0.00)
+function rf(x) {
+    return sprintf(x < 0.095 ? "%.3f" : "%.2f", x)
 }
 function f(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
 # putget_table(metric, fmt, min_size): one row per transport and size >=
@@ -65,6 +70,8 @@ NR == 1 { next }
     if ($1 + 0 > maxr) maxr = $1 + 0
     tr[$3] = 1
     if ($4 == "caf_put") sizes[$6 + 0] = 1
+    if ($4 == "caf_sput" || $4 == "caf_sget") ssz[$6 + 0] = 1
+    if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
     if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
     if ($4 == "caf_syncall") snp[$5 + 0] = 1
     if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
@@ -90,6 +97,22 @@ END {
     putget_table("median_us", "%.3f", 0)
     printf "\n**Bandwidth** (MB/s, the statement in a loop; ratio > 1: ours faster):\n\n"
     putget_table("mb_s", "%.0f", 65536)
+    printf "\n**Strided** (every 2nd real(8) of an array, one statement `x(1:2n-1:2)[2] = y(1:2n-1:2)` and its get; us, median; MB/s of payload; on tcp only up to 32 Ki elements, see run-caf-bench.sh):\n\n"
+    printf "| elements | transport | put ours / theirs | put ratio | put MB/s ours / theirs | get ours / theirs | get ratio |\n|---|---|---|---|---|---|---|\n"
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (e = 1; e <= 1073741824; e *= 2) {
+        if (!(e in ssz)) continue
+        kp = k(t, "caf_sput", 2, e, "median_us"); kg = k(t, "caf_sget", 2, e, "median_us")
+        if (m("ours", kp) == "" && m("theirs", kp) == "") continue
+        printf "| %s | %s | %s / %s | %s | %s / %s | %s / %s | %s |\n", e >= 1048576 ? e / 1048576 " Mi" : e >= 1024 ? e / 1024 " Ki" : e, t,
+            f(m("ours", kp), "%.1f"), f(m("theirs", kp), "%.1f"), ratio("ours", "theirs", kp),
+            f(m("ours", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"), f(m("theirs", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"),
+            f(m("ours", kg), "%.1f"), f(m("theirs", kg), "%.1f"), ratio("ours", "theirs", kg)
+    }
+    printf "\n**Events and atomics** (us, median of individually timed statements, image 1 <-> 2; event = EVENT POST to image 2 and EVENT WAIT for its answer, a round trip; n/a: no correct answer to time, see the run'"'"'s skipped list):\n\n"
+    printf "| what | transport | ours / theirs | ratio |\n|---|---|---|---|\n"
+    nev = split("caf_event caf_atomic_add caf_atomic_fetch_add", evl, " ")
+    for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= nev; i++) if (evl[i] in evop)
+        one_row(evl[i] == "caf_event" ? "event ping-pong, round trip" : evl[i] == "caf_atomic_add" ? "atomic_add" : "atomic_fetch_add", t, k(t, evl[i], 2, 0, "median_us"), "%.3f")
     printf "\n**co_sum** (us, median of the slowest image):\n\n"
     printf "| images | bytes | transport | ours / theirs | ratio |\n|---|---|---|---|---|\n"
     for (np = 1; np <= 4096; np++) {

@@ -23,10 +23,14 @@
 #   --app-np P      images for caf_cannon and caf_bitonic (default 4: a 2x2
 #                   grid and a power of two; 2 runs Cannon's 1-D ring variant)
 #   --transports L  "tcp shm" (default) or one of them
-#   --benches LIST  only these programs (default "caf_putget caf_cosum
-#                   caf_syncall caf_cannon caf_bitonic"; e.g. "caf_cosum" for
-#                   the co_sum rows alone); the fh_put row and the Open MPI
-#                   tcp check run only with caf_putget
+#   --benches LIST  only these programs (default "caf_putget caf_strided
+#                   caf_events caf_cosum caf_syncall caf_cannon caf_bitonic";
+#                   e.g. "caf_cosum" for the co_sum rows alone); the fh_put
+#                   row and the Open MPI tcp check run only with caf_putget
+#
+# caf_strided runs 1 Ki and 1 Mi elements with --quick, but on tcp only up
+# to 32 Ki (--max 32768) on both sides: OpenCoarrays over tcp moves a
+# strided section element by element, ~40 s for a 1 Mi-element statement.
 #
 # Transports.  tcp (TCP sockets over lo): ours on the default network
 #   provider, FH_OFI_PROVIDER=net,tcp (net where libfabric has it),
@@ -76,7 +80,7 @@ rounds=3
 nplist="2 4 8"
 appnp=4
 transports="tcp shm"
-allbenches="caf_putget caf_cosum caf_syncall caf_cannon caf_bitonic"
+allbenches="caf_putget caf_strided caf_events caf_cosum caf_syncall caf_cannon caf_bitonic"
 benches=$allbenches
 
 usage() {
@@ -217,11 +221,14 @@ mca_args() {
     esac
 }
 
-# prog_args BENCH: the program's arguments for this mode (one per line)
+# prog_args BENCH TRANSPORT: the program's arguments for this mode (one per
+# line)
 prog_args() {
     if [ $smoke = 1 ]; then
         case $1 in
             caf_putget) printf '%s\n' --max 4096 --step 8 --iters 20 --reps 1 ;;
+            caf_strided) printf '%s\n' --max 1024 --iters 5 ;;
+            caf_events) printf '%s\n' --iters 50 ;;
             caf_cosum) printf '%s\n' --reps 3 --elems 131072 ;;
             caf_syncall) printf '%s\n' --iters 50 --reps 1 ;;
             caf_cannon) printf '%s\n' --block 16 --reps 1 ;;
@@ -232,7 +239,9 @@ prog_args() {
         # the quick sizes (8 B times 4^k) skip 1 MiB, a size the node
         # path's targets name
         [ "$1" = caf_putget ] && printf '%s\n' --step 2
+        [ "$1" = caf_strided ] && [ "$2" = tcp ] && printf '%s\n' --max 32768
     fi
+    return 0
 }
 
 # emit ROUND SIDE TRANSPORT CSVFILE: the program's rows into results.csv
@@ -240,6 +249,9 @@ emit() {
     awk -F, -v r="$1" -v s="$2" -v t="$3" '
         /^caf_put,|^caf_get,/ { print r","s","t","$1",2,"$2",median_us,"$4
                                print r","s","t","$1",2,"$2",mb_s,"$5 }
+        /^caf_sput,|^caf_sget,/ { print r","s","t","$1",2,"$2",median_us,"$4
+                                  print r","s","t","$1",2,"$2",mb_s,"$5 }
+        /^caf_event,|^caf_atomic_/ { print r","s","t","$1","$2",0,median_us,"$4 }
         /^caf_cosum,/   { print r","s","t","$1","$3","$2",median_us,"$4 }
         /^caf_syncall,/ { print r","s","t","$1","$2",0,median_us,"$4
                           print r","s","t","$1","$2",0,loop_us,"$5 }
@@ -275,6 +287,8 @@ well_formed() {
             rows++
             if (NF != nf) bad = 1
             if (b == "caf_putget") { if ($1 != "caf_put" && $1 != "caf_get") bad = 1 }
+            else if (b == "caf_strided") { if ($1 != "caf_sput" && $1 != "caf_sget") bad = 1 }
+            else if (b == "caf_events") { if ($1 !~ /^caf_(event|atomic_add|atomic_fetch_add)$/) bad = 1 }
             else if ($1 != b) bad = 1
             for (i = 2; i <= NF; i++)
                 if ($i !~ /^-?[0-9]+(\.[0-9]+)?$/) bad = 1
@@ -293,7 +307,7 @@ run_caf() {
         skip "$tag: $bin was not built"
         return
     fi
-    mapfile -t pargs < <(prog_args "$b")
+    mapfile -t pargs < <(prog_args "$b" "$tr")
     say "== $tag"
     t0=$(date +%s)
     if [ "$side" = ours ]; then
@@ -324,6 +338,8 @@ run_caf() {
         return
     fi
     say "   ok in ${dt}s: $(grep -c '^caf_' "$csv") rows"
+    # a runtime's wrong answer the program names instead of timing it
+    grep '^# WRONG' "$csv" | while read -r line; do skip "$tag: ${line#\# }"; done
     emit "$round" "$side" "$tr" "$csv"
     if [ "$side" = ours ]; then
         case $b in
@@ -399,6 +415,8 @@ for round in $(seq 1 "$rounds"); do
     for tr in $transports; do
         if [ $have_fh = 1 ]; then run_fh "$round" "$tr"; fi
         if has_bench caf_putget; then pair "$round" "$tr" caf_putget 2; fi
+        if has_bench caf_strided; then pair "$round" "$tr" caf_strided 2; fi
+        if has_bench caf_events; then pair "$round" "$tr" caf_events 2; fi
         if has_bench caf_cosum; then
             for np in $nplist; do pair "$round" "$tr" caf_cosum "$np"; done
         fi
@@ -429,7 +447,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
         k = side SUBSEP tr SUBSEP b SUBSEP np SUBSEP sz SUBSEP m
         return (k in vals) ? med(vals[k]) : ""
     }
-    function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "n/a" : sprintf("%.2f", a / b) }
+    function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "n/a" : sprintf(a / b < 0.095 ? "%.3f" : "%.2f", a / b) }
     function show(x, f) { return (x == "") ? "n/a" : sprintf(f, x) }
     function row(kind, tr, op, np, sz, o, t, r) {
         printf "%s,%s,%s,%s,%s,%s,%s,%s\n", kind, tr, op, np, sz, o, t, r > csvout
@@ -440,6 +458,8 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
         vals[k] = vals[k] " " $8
         trs[$3] = 1
         if ($4 == "caf_put") psz[$6 + 0] = 1
+        if ($4 == "caf_sput") ssz[$6 + 0] = 1
+        if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
         if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
         if ($4 == "caf_syncall") snp[$5 + 0] = 1
         if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
@@ -478,6 +498,25 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                     printf "%10d %-8s %12s %12s %8s\n", sizes[i], op, show(o, "%.1f"), show(t, "%.1f"), ratio(o, t)
                     row("bandwidth_MB_s", tr, op, 2, sizes[i], o, t, ratio(o, t))
                 }
+            }
+            printf "\nstrided (every 2nd real(8), one statement; us, median; MB/s of payload)\n%10s %-9s %12s %12s %8s\n", "elements", "op", "ours", "theirs", "ratio"
+            for (e = 1; e <= 1073741824; e *= 2) {
+                if (!(e in ssz)) continue
+                for (p = 1; p <= 2; p++) {
+                    op = (p == 1) ? "caf_sput" : "caf_sget"
+                    o = get("ours", tr, op, 2, e, "median_us"); t = get("theirs", tr, op, 2, e, "median_us")
+                    if (o == "" && t == "") continue
+                    printf "%10d %-9s %12s %12s %8s\n", e, op, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t)
+                    row("strided_us", tr, op, 2, e, o, t, ratio(o, t))
+                }
+            }
+            printf "\nevents and atomics (us, median, image 1 <-> 2)\n%-22s %12s %12s %8s\n", "op", "ours", "theirs", "ratio"
+            nev = split("caf_event caf_atomic_add caf_atomic_fetch_add", evl, " ")
+            for (i = 1; i <= nev; i++) {
+                if (!(evl[i] in evop)) continue
+                o = get("ours", tr, evl[i], 2, 0, "median_us"); t = get("theirs", tr, evl[i], 2, 0, "median_us")
+                printf "%-22s %12s %12s %8s\n", evl[i], show(o, "%.3f"), show(t, "%.3f"), ratio(o, t)
+                row("events_us", tr, evl[i], 2, 0, o, t, ratio(o, t))
             }
             printf "\nco_sum (us, median, slowest image)\n%7s %10s %12s %12s %8s\n", "images", "bytes", "ours", "theirs", "ratio"
             for (np = 1; np <= 4096; np++) {
@@ -537,7 +576,11 @@ if [ $smoke = 1 ]; then
         if [ "$side" = ours ] && [ $have_ours = 0 ]; then continue; fi
         if [ "$side" = theirs ] && [ $have_theirs = 0 ]; then continue; fi
         for tr in $transports; do
-            for b in $(echo " $benches " | sed 's/ caf_putget / caf_put caf_get /'); do
+            # the rows every side must have (OpenCoarrays' atomic_fetch_add
+            # may be WRONG, so not that one)
+            for b in $(echo " $benches " | sed -e 's/ caf_putget / caf_put caf_get /' \
+                           -e 's/ caf_strided / caf_sput caf_sget /' \
+                           -e 's/ caf_events / caf_event caf_atomic_add /'); do
                 grep -q "^1,$side,$tr,$b," "$results" || missing="$missing $side/$tr/$b"
             done
         done
