@@ -2,8 +2,8 @@
 # caf_bench_smoke.sh -- bench/caf/run-caf-bench.sh --smoke runs every coarray
 # benchmark (tiny sizes, 1 round, 2 images) with our caf -- and with
 # OpenCoarrays when it is installed -- and bench/caf/report.sh turns its
-# results.csv into the tables of docs/performance.md (the one-node table
-# and the SYNC ALL table included).  No timing is checked.
+# results.csv into the tables of docs/performance.md (the one-node table,
+# the SYNC ALL, strided and events tables included).  No timing is checked.
 # Exit 0 pass, 1 fail, 77 skip (no caf wrapper built: gfortran missing).
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -29,7 +29,9 @@ sh "$top_srcdir/bench/caf/report.sh" "$d" > "$d/report.md" 2> "$d/report.err" ||
 fail=0
 for want in '^| 8 B | tcp | [0-9.]* / ' '^| 8 B | shm | [0-9.]* / ' '^| 2 | 8 B | tcp | ' \
             '^| caf_cannon | 2 | ' '^| caf_bitonic | 2 | ' '^| 2 | tcp | [0-9.]* / ' \
-            '^| SYNC ALL, 2 images, us | shm | ' '^| 8 B put latency, us | shm | [0-9.]* / '; do
+            '^| SYNC ALL, 2 images, us | shm | ' '^| 8 B put latency, us | shm | [0-9.]* / ' \
+            '^| 1 Ki | tcp | [0-9.]* / ' '^| 1 Ki | shm | [0-9.]* / ' \
+            '^| event ping-pong, round trip | tcp | [0-9.]* / ' '^| atomic_add | shm | [0-9.]* / '; do
     grep -q "$want" "$d/report.md" || { echo "FAIL caf_bench_smoke: no line '$want' in report.md"; fail=1; }
 done
 [ -s "$d/report.err" ] && { echo "FAIL caf_bench_smoke: report.sh wrote errors: $(cat "$d/report.err")"; fail=1; }
