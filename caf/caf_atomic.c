@@ -451,13 +451,13 @@ void _gfortran_caf_event_wait(caf_token_t token, size_t index,
     uint64_t *w = var_word(t, caf.rank, index, stmt);
     uint64_t need = until_count < 1 ? 1 : (uint64_t)until_count, cur;
     unsigned spins = 0;
-    /* The word is this image's own: a check is a load here, with no
-     * traffic to back off from, so it is checked after every round of
-     * progress (caf_idle yields and sleeps by its own policy). */
+    /* The word is this image's own: a check is a load of our memory (an
+     * atomic load, atomic with the owner-CPU atomics every post is), with
+     * no traffic to back off from and no round of progress of its own, so
+     * it is checked after every round of progress (caf_idle yields and
+     * sleeps by its own policy). */
     for (;;) {
-        if (!amo(caf.rank, w, FH_AOP_FETCH, 0, 0, &cur, stat, errmsg,
-                 errmsg_len, stmt))
-            return;
+        cur = __atomic_load_n(w, __ATOMIC_ACQUIRE);
         if ((int64_t)cur >= (int64_t)need)
             break;
         caf_idle(&spins);
