@@ -25,7 +25,6 @@ program caf_events
   type(event_type) :: ev[*]
   integer(atomic_int_kind) :: cnt[*]
   integer(atomic_int_kind) :: old, val
-  integer :: bad[*]              ! image 2's failed checks, read by image 1
   real(real64), allocatable :: lat(:)
   integer :: iters, warm, k, me, nfail, nwrong
   logical :: quick
@@ -114,15 +113,7 @@ program caf_events
     if (nwrong == 0) call emit('caf_atomic_fetch_add', iters, median(lat))
   end if
 
-  bad = nfail
-  sync all
-  if (me == 1) nfail = nfail + bad[2]
-  sync all
-  if (me == 1 .and. nfail /= 0) then
-    write (*, '(a,i0,a)') '# caf_events: ', nfail, ' check(s) FAILED'
-    error stop 1
-  end if
-  if (me == 1) write (*, '(a)') '# caf_events: all checks passed'
+  call end_checks('caf_events', nfail)
 
 contains
 
@@ -166,11 +157,6 @@ contains
 
   subroutine usage(msg)
     character(len=*), intent(in) :: msg
-    if (this_image() == 1) then
-      if (len_trim(msg) > 0) write (*, '(a)') 'caf_events: '//trim(msg)
-      write (*, '(a)') 'usage: caf_events [--quick] [--iters N]'
-    end if
-    if (len_trim(msg) > 0) error stop 2
-    stop
+    call usage_exit('caf_events', msg, '[--quick] [--iters N]')
   end subroutine usage
 end program caf_events

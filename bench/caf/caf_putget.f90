@@ -21,7 +21,6 @@ program caf_putget
   implicit none
   integer(int8), allocatable :: x(:)[:]
   integer(int8), allocatable :: y(:)
-  integer :: bad[*]              ! image 2's failed put checks, read by image 1
   real(real64), allocatable :: lat(:), bw(:)
   integer(int64) :: minb, maxb, n, budget, i
   integer :: reps, step, iters_opt, iters, warm, r, k, me, nfail
@@ -139,17 +138,7 @@ program caf_putget
     end if
   end do
 
-  ! no collective here (co_sum would do): the program needs only coindexed
-  ! put/get and sync all from the runtime
-  bad = nfail
-  sync all
-  if (me == 1) nfail = nfail + bad[2]
-  sync all
-  if (me == 1 .and. nfail /= 0) then
-    write (*, '(a,i0,a)') '# caf_putget: ', nfail, ' check(s) FAILED'
-    error stop 1
-  end if
-  if (me == 1) write (*, '(a)') '# caf_putget: all checks passed'
+  call end_checks('caf_putget', nfail)
 
 contains
 

@@ -23,7 +23,6 @@ program caf_strided
   implicit none
   real(real64), allocatable :: x(:)[:]
   real(real64), allocatable :: y(:), lat(:)
-  integer :: bad[*]              ! image 2's failed put checks, read by image 1
   integer(int64) :: maxn, n, span, i, budget, last
   integer(int64) :: counts(4)
   integer :: stride, iters_opt, iters, warm, k, c, me, nfail, done
@@ -131,15 +130,7 @@ program caf_strided
     end if
   end do
 
-  bad = nfail
-  sync all
-  if (me == 1) nfail = nfail + bad[2]
-  sync all
-  if (me == 1 .and. nfail /= 0) then
-    write (*, '(a,i0,a)') '# caf_strided: ', nfail, ' check(s) FAILED'
-    error stop 1
-  end if
-  if (me == 1) write (*, '(a)') '# caf_strided: all checks passed'
+  call end_checks('caf_strided', nfail)
 
 contains
 
@@ -193,16 +184,12 @@ contains
       end select
       ia = ia + 1
     end do
-    if (stride < 1 .or. maxn < 1 .or. iters_opt < 0 .or. tmax < 1.0_real64) call usage('--stride, --max and --seconds must be >= 1')
+    if (stride < 1 .or. maxn < 1 .or. iters_opt < 0 .or. tmax < 1.0_real64) &
+      call usage('--stride, --max and --seconds must be >= 1')
   end subroutine parse_args
 
   subroutine usage(msg)
     character(len=*), intent(in) :: msg
-    if (this_image() == 1) then
-      if (len_trim(msg) > 0) write (*, '(a)') 'caf_strided: '//trim(msg)
-      write (*, '(a)') 'usage: caf_strided [--quick] [--stride S] [--max ELEMS] [--iters N] [--seconds T]'
-    end if
-    if (len_trim(msg) > 0) error stop 2
-    stop
+    call usage_exit('caf_strided', msg, '[--quick] [--stride S] [--max ELEMS] [--iters N] [--seconds T]')
   end subroutine usage
 end program caf_strided

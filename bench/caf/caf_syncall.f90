@@ -23,7 +23,6 @@ program caf_syncall
   use, intrinsic :: iso_fortran_env, only: int64, real64
   implicit none
   integer(int64) :: tick[*]          ! written by the left neighbour
-  integer :: bad[*]                  ! each image's failed checks, read by image 1
   real(real64), allocatable :: lat(:), loop(:)
   integer :: reps, iters, warm, k, r, me, np, right, left, nfail
   logical :: quick
@@ -86,19 +85,7 @@ program caf_syncall
     flush (6)
   end if
 
-  bad = nfail
-  sync all
-  if (me == 1) then
-    do k = 2, np
-      nfail = nfail + bad[k]
-    end do
-  end if
-  sync all
-  if (me == 1 .and. nfail /= 0) then
-    write (*, '(a,i0,a)') '# caf_syncall: ', nfail, ' check(s) FAILED'
-    error stop 1
-  end if
-  if (me == 1) write (*, '(a)') '# caf_syncall: all checks passed'
+  call end_checks('caf_syncall', nfail)
 
 contains
 
