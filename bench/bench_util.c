@@ -164,15 +164,16 @@ static void git_rev(char *buf, size_t len)
     pclose(p);
 }
 
-/* What a CSV calls the provider: FH_OFI_PROVIDER on the ofi conduit,
- * "ibv-<device>" on the ibv conduit (the device from the conduit's
- * description, "ibv rxe0 port 1 (RoCE)"), else "-". */
 /* fhbench.h */
 bool fhb_ofi_provider_taken(char *buf, size_t len)
 {
     return len >= 64 && sscanf(fh_rt->limits.description, "ofi %63s", buf) == 1;
 }
 
+/* What a CSV calls the provider: the one the ofi conduit took (else
+ * FH_OFI_PROVIDER) on the ofi conduit, "ibv-<device>" on the ibv conduit
+ * (the device from the conduit's description, "ibv rxe0 port 1 (RoCE)"),
+ * else "-". */
 static const char *provider(const char *conduit, char *buf, size_t len)
 {
     if (strcmp(conduit, "ofi") == 0) {

@@ -31,9 +31,9 @@
  * Provider (FH_OFI_PROVIDER): one name, or a list separated by commas tried
  * in order, the first that offers what we need winning.  The default,
  * "net,tcp", is the order bench/providers.sh measured (docs/performance.md,
- * "net is the default provider"): net's message endpoints carry the same authenticated
- * connections over TCP sockets with 0.76-0.85 of tcp's small-message and
- * barrier times, and at par in bandwidth (libfabric 1.17's tcp provider
+ * "net is the default provider"): net's message endpoints carry the same
+ * authenticated connections over TCP sockets with 0.76-0.85 of tcp's
+ * small-message and barrier times, and at par in bandwidth (libfabric 1.17's tcp provider
  * writes a byte to its completion queue's wait object for every
  * completion, and reads it back; net has no such signal without a
  * progress thread).  Where a list resolves, the ranks compare what they

@@ -19,8 +19,8 @@ static const fh_cfg_entry_t ofi_config_table[] = {
      "libfabric provider for the ofi conduit (net, tcp, shm, verbs, cxi, efa, ...), or a "
      "list separated by commas: the first that this libfabric offers is used, and every "
      "rank must have taken the same. Default net,tcp: net's message endpoints are the "
-     "fastest TCP path measured (docs/performance.md, 'net is the default provider'), tcp where a "
-     "libfabric has no net.", 0},
+     "fastest TCP path measured (docs/performance.md, 'net is the default provider'), "
+     "tcp where a libfabric has no net.", 0},
     {"FH_OFI_DOMAIN", FH_CFG_STRING, "", NULL, F(domain), 0,
      "libfabric domain (for tcp: the interface, e.g. eth0 or ib0) the endpoints listen on; "
      "an unknown name fails fh_init with the list of domains offered. Empty = loopback when "
