@@ -93,9 +93,14 @@ void caf_coll_msg_free(coll_msg_t *m);
 void caf_coll_grant(const coll_t *c, int src, int level, uint64_t chunk,
                     size_t len);
 /* Sends a chunk to rank dst (into its slot of `level`, once granted, when
- * not eager); false after a stopped/failed member (c->err set). */
+ * not eager); false after a stopped/failed member (c->err set).  A chunk
+ * over the eager size may still be in flight on return: data must not
+ * change until caf_coll_flush. */
 bool caf_coll_send(coll_t *c, int dst, int level, uint64_t chunk,
                    const void *data, size_t len);
+/* Waits until every chunk caf_coll_send started is written and announced
+ * (also after a failure: the caller's buffers are its own again). */
+void caf_coll_flush(const coll_t *c);
 /* Tells the m ranks to[] (those still running), or every other member, to
  * give up c with c->err / c->err_image. */
 void caf_coll_poison(const coll_t *c, const int *to, int m);

@@ -114,23 +114,26 @@ static bool reduce_tree(coll_t *c, char *buf, size_t nelem, size_t per,
         char *p = buf + (size_t)ch * per * c->esz;
         for (int i = 0; i < nk; i++) {
             coll_msg_t *m = caf_coll_recv(c, kids[i].rank, PHASE_UP | ch, cnt * c->esz, kids[i].level);
-            if (m == NULL) {
-                poison_tree(c, parent, kids, nk);
-                return false;
-            }
+            if (m == NULL)
+                goto fail;
             caf_coll_combine(c, p, caf_coll_msg_data(m), cnt);
             caf_coll_msg_free(m);
             if (ch + 2 < nch)
                 caf_coll_grant(c, kids[i].rank, kids[i].level, PHASE_UP | (ch + 2),
                       chunk_len(nelem, per, ch + 2) * c->esz);
         }
+        /* In flight while the next chunk is combined (a part of buf that
+         * this one does not touch). */
         if (parent >= 0 &&
-            !caf_coll_send(c, parent, level, PHASE_UP | ch, p, cnt * c->esz)) {
-            poison_tree(c, parent, kids, nk);
-            return false;
-        }
+            !caf_coll_send(c, parent, level, PHASE_UP | ch, p, cnt * c->esz))
+            goto fail;
     }
+    caf_coll_flush(c);
     return true;
+fail:
+    caf_coll_flush(c);
+    poison_tree(c, parent, kids, nk);
+    return false;
 }
 
 /* Broadcast of buf from c->root. */
@@ -149,10 +152,8 @@ bool caf_coll_bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
         char *p = buf + (size_t)ch * per * c->esz;
         if (parent >= 0) {
             coll_msg_t *m = caf_coll_recv(c, parent, PHASE_DOWN | ch, len, caf_coll_levels());
-            if (m == NULL) {
-                poison_tree(c, parent, kids, nk);
-                return false;
-            }
+            if (m == NULL)
+                goto fail;
             memcpy(p, caf_coll_msg_data(m), len);
             caf_coll_msg_free(m);
             if (ch + 2 < nch)
@@ -162,12 +163,15 @@ bool caf_coll_bcast_down(coll_t *c, char *buf, size_t nelem, size_t per,
         /* The largest subtree first: it has the longest way to go. */
         for (int i = nk - 1; i >= 0; i--)
             if (!caf_coll_send(c, kids[i].rank, caf_coll_levels(), PHASE_DOWN | ch, p,
-                            len)) {
-                poison_tree(c, parent, kids, nk);
-                return false;
-            }
+                            len))
+                goto fail;
     }
+    caf_coll_flush(c);
     return true;
+fail:
+    caf_coll_flush(c);
+    poison_tree(c, parent, kids, nk);
+    return false;
 }
 
 static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
@@ -277,7 +281,8 @@ fail:
  * through slots of `level` (the receiver's grants for eager chunks are
  * skipped); each received chunk is copied (X_COPY) or combined, rp = rp op
  * in (X_ACC) or rp = in op rp (X_ACC_REV: the sender's block is the lower
- * one).  to or from may be -1.  false after a stopped/failed member. */
+ * one).  to or from may be -1.  false after a stopped/failed member.
+ * Returns once every chunk sent is written (caf_coll_flush). */
 static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
                  char *rp, size_t rcnt, int level, uint64_t base, size_t per,
                  int mode)
@@ -285,20 +290,25 @@ static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
     size_t esz = c->esz;
     uint64_t sn = to < 0 ? 0 : (scnt + per - 1) / per;
     uint64_t rn = from < 0 ? 0 : (rcnt + per - 1) / per;
+    bool ok = true;
     for (uint64_t ch = 0; ch < 2 && ch < rn; ch++)
         caf_coll_grant(c, from, level, base | ch, chunk_len(rcnt, per, ch) * esz);
-    for (uint64_t ch = 0; ch < sn || ch < rn; ch++) {
-        if (ch < sn &&
-            !caf_coll_send(c, to, level, base | ch, sp + (size_t)ch * per * esz,
-                        chunk_len(scnt, per, ch) * esz))
-            return false;
+    for (uint64_t ch = 0, sent = 0; ch < sn || ch < rn; ch++) {
+        /* Chunks ch and ch + 1 go out before chunk ch is waited for, both
+         * in flight at once: the receiver grants two slots up front, and
+         * the grant for ch + 1 > 1 follows its use of ch - 1. */
+        for (; sent < sn && sent <= ch + 1; sent++)
+            if (!(ok = caf_coll_send(c, to, level, base | sent,
+                                     sp + (size_t)sent * per * esz,
+                                     chunk_len(scnt, per, sent) * esz)))
+                goto out;
         if (ch >= rn)
             continue;
         size_t cnt = chunk_len(rcnt, per, ch);
         char *p = rp + (size_t)ch * per * esz;
         coll_msg_t *m = caf_coll_recv(c, from, base | ch, cnt * esz, level);
-        if (m == NULL)
-            return false;
+        if (!(ok = m != NULL))
+            goto out;
         if (mode == X_COPY) {
             memcpy(p, caf_coll_msg_data(m), cnt * esz);
         } else if (mode == X_ACC) {
@@ -311,7 +321,9 @@ static bool xchg(coll_t *c, int to, const char *sp, size_t scnt, int from,
             caf_coll_grant(c, from, level, base | (ch + 2),
                   chunk_len(rcnt, per, ch + 2) * esz);
     }
-    return true;
+out:
+    caf_coll_flush(c);
+    return ok;
 }
 
 /* Every image wants the result of a large reduction: reduce-scatter by

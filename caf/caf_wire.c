@@ -181,35 +181,39 @@ bool caf_wire_coll_data(const caf_job_t *job, const caf_coll_geom_t *g,
                         const caf_am_in_t *m, caf_coll_data_t *out,
                         char *why, size_t len)
 {
-    if (!sender_ok(job, m, why, len) ||
-        !nargs_ok(m, 4, "collective data", why, len))
+    if (!sender_ok(job, m, why, len))
         return false;
+    if (m->nargs < 4 || m->args == NULL)
+        return refuse(why, len, "collective data with %u arguments, expected "
+                      "4 or 6", m->nargs);
     const uint64_t *a = m->args;
     if (!chunk_ok(a[2], why, len))
         return false;
-    if (a[3] > 1)
-        return refuse(why, len, "collective data of kind %" PRIu64
-                      " (0 eager, 1 long)", a[3]);
-    if (m->nbytes > 0 && m->buf == NULL)
-        return refuse(why, len, "collective data of %zu bytes without a "
-                      "payload", m->nbytes);
     if (a[3] == 0) {
-        if (m->nbytes == 0 || m->nbytes > g->eager)
+        if (!nargs_ok(m, 4, "eager collective data", why, len))
+            return false;
+        if (m->nbytes == 0 || m->nbytes > g->eager || m->buf == NULL)
             return refuse(why, len, "eager collective chunk of %zu bytes "
                           "(1 .. %zu)", m->nbytes, g->eager);
-    } else {
-        uintptr_t p = (uintptr_t)m->buf, b = (uintptr_t)g->base;
-        if (p < b || !slot_ok(g, (uint64_t)(p - b), a[2]))
-            return refuse(why, len, "long collective chunk of %zu bytes at "
-                          "%p: not in a slot of the collective scratch",
-                          m->nbytes, m->buf);
-        if (m->nbytes <= g->eager || m->nbytes > g->chunk)
-            return refuse(why, len, "long collective chunk of %zu bytes "
-                          "(%zu .. %zu)", m->nbytes, g->eager + 1, g->chunk);
+        *out = (caf_coll_data_t){.team = a[0], .seq = a[1], .chunk = a[2],
+                                 .data = m->buf, .len = m->nbytes};
+        return true;
     }
+    if (a[3] != 1)
+        return refuse(why, len, "collective data of kind %" PRIu64
+                      " (0 eager, 1 written)", a[3]);
+    if (!short_ok(m, "written collective chunk", why, len) ||
+        !nargs_ok(m, 6, "written collective chunk", why, len))
+        return false;
+    if (!slot_ok(g, a[4], a[2]))
+        return refuse(why, len, "written collective chunk at offset %" PRIu64
+                      ": not a slot of the collective scratch", a[4]);
+    if (a[5] <= g->eager || a[5] > g->chunk)
+        return refuse(why, len, "written collective chunk of %" PRIu64
+                      " bytes (%zu .. %zu)", a[5], g->eager + 1, g->chunk);
     *out = (caf_coll_data_t){.team = a[0], .seq = a[1], .chunk = a[2],
-                             .data = m->buf, .len = m->nbytes,
-                             .is_long = a[3] == 1};
+                             .data = g->base + a[4], .len = (size_t)a[5],
+                             .written = true};
     return true;
 }
 
@@ -220,17 +224,17 @@ bool caf_wire_coll_due(const caf_coll_geom_t *g, const caf_coll_data_t *d,
         return refuse(why, len, "collective chunk of %zu bytes where %zu were "
                       "due", d->len, len_due);
     if (len_due <= g->eager) {
-        if (d->is_long)
-            return refuse(why, len, "long collective chunk of %zu bytes where "
-                          "an eager one was due", d->len);
+        if (d->written)
+            return refuse(why, len, "written collective chunk of %zu bytes "
+                          "where an eager one was due", d->len);
         return true;
     }
-    if (!d->is_long)
+    if (!d->written)
         return refuse(why, len, "eager collective chunk of %zu bytes where a "
-                      "long one was due", d->len);
+                      "written one was due", d->len);
     if ((const char *)d->data != g->base + slot_off)
-        return refuse(why, len, "long collective chunk at offset %td, not in "
-                      "the slot granted for it (offset %zu)",
+        return refuse(why, len, "written collective chunk at offset %td, not "
+                      "in the slot granted for it (offset %zu)",
                       (const char *)d->data - g->base, slot_off);
     return true;
 }

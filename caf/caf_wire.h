@@ -130,10 +130,12 @@ bool caf_wire_sync_images(const caf_job_t *job, const caf_am_in_t *m,
                           size_t len);
 
 /* ------------------------------------------ CAF_H_COLL, CAF_H_COLL_2
- * Both carry four arguments: team id, sequence number, chunk, and
- *   CAF_H_COLL (data):    0 = eager (medium AM, the payload is the chunk),
- *                         1 = long (the payload was written to a slot of
- *                         our scratch that we granted);
+ * Both start with three arguments: team id, sequence number, chunk; then
+ *   CAF_H_COLL (data):    0 = eager (medium AM of four arguments, the
+ *                         payload is the chunk), or 1 = written (short AM
+ *                         of six: 1, the slot's offset in our segment, the
+ *                         chunk's bytes; sent once the sender's put into a
+ *                         slot of our scratch that we granted completed);
  *   CAF_H_COLL_2 (short): the granted slot's offset in the segment
  *                         ("clear to send"), or, with chunk
  *                         CAF_COLL_CHUNK_ABORT, an ABORT: STAT code
@@ -168,20 +170,20 @@ typedef struct caf_coll_geom {
 
 typedef struct caf_coll_data {
     uint64_t team, seq, chunk;
-    const void *data;      /* eager: the runtime's buffer (copy it); long:
-                              the slot */
+    const void *data;      /* eager: the runtime's buffer (copy it);
+                              written: the slot */
     size_t len;
-    bool is_long;
+    bool written;
 } caf_coll_data_t;
 
-/* A data message: eager ones 1..eager bytes; long ones eager+1..chunk bytes
- * lying at the start of one of our slots of the chunk's parity. */
+/* A data message: eager ones 1..eager bytes; written ones eager+1..chunk
+ * bytes at the start of one of our slots of the chunk's parity. */
 bool caf_wire_coll_data(const caf_job_t *job, const caf_coll_geom_t *g,
                         const caf_am_in_t *m, caf_coll_data_t *out,
                         char *why, size_t len);
 
 /* Whether data d may be consumed where len_due bytes are due: exactly that
- * many, eagerly when len_due <= eager, else long in the slot at offset
+ * many, eagerly when len_due <= eager, else written into the slot at offset
  * slot_off, the one we granted for it. */
 bool caf_wire_coll_due(const caf_coll_geom_t *g, const caf_coll_data_t *d,
                        size_t len_due, size_t slot_off, char *why,

@@ -2,13 +2,13 @@
 ! ahead, and a stopped image.
 !
 ! The collectives cut arrays into chunks (1 MiB slots on the node path,
-! 256 KiB on the message path) and reuse each image's slots every other
+! 512 KiB on the message path) and reuse each image's slots every other
 ! chunk; an image that is not the result image may run ahead.  Checks, on
 ! any image count (odd ones included):
-!  * co_sum of 160000 elements (1.25 MB, 2 node chunks, 5 message ones)
+!  * co_sum of 320000 elements (2.5 MB, 3 node chunks, 5 message ones)
 !    for every image as result and for all images, co_reduce, co_max and
 !    co_min of it, exact values (small integers in real(8));
-!  * co_broadcast of 1.25 MB from every image;
+!  * co_broadcast of 2.5 MB from every image;
 !  * 20 rounds of back-to-back reductions to one rotating RESULT_IMAGE,
 !    large and small alternating, without synchronization between them
 !    (the non-result images run ahead and rewrite their slots: a slot
@@ -34,7 +34,7 @@ program caf_coll_big
   use, intrinsic :: iso_fortran_env, only: stat_stopped_image
   use caf_coll_big_ops
   implicit none
-  integer, parameter :: m = 160000
+  integer, parameter :: m = 320000
   real(8), allocatable :: a(:), want(:)
   real(4) :: r4(1000)
   integer(1) :: i1(5000)
@@ -56,23 +56,23 @@ program caf_coll_big
     else
       call co_sum(a, result_image=r)
     end if
-    if (r == 0 .or. r == me) call check(all(a == want), 'co_sum 1.25 MB')
+    if (r == 0 .or. r == me) call check(all(a == want), 'co_sum 2.5 MB')
   end do
   call fill()
   call co_reduce(a, add_r8, result_image=n)
-  if (me == n) call check(all(a == want), 'co_reduce 1.25 MB')
+  if (me == n) call check(all(a == want), 'co_reduce 2.5 MB')
   call fill()
   call co_max(a)
-  call check(all(a == [(real(n + mod(i, 7), 8), i = 1, m)]), 'co_max 1.25 MB')
+  call check(all(a == [(real(n + mod(i, 7), 8), i = 1, m)]), 'co_max 2.5 MB')
   call fill()
   call co_min(a, result_image=n)
-  if (me == n) call check(all(a == [(real(1 + mod(i, 7), 8), i = 1, m)]), 'co_min 1.25 MB')
+  if (me == n) call check(all(a == [(real(1 + mod(i, 7), 8), i = 1, m)]), 'co_min 2.5 MB')
 
   do r = 1, n
     a = -1
     if (me == r) a = [(real(i + r, 8), i = 1, m)]
     call co_broadcast(a, r)
-    call check(all(a == [(real(i + r, 8), i = 1, m)]), 'co_broadcast 1.25 MB')
+    call check(all(a == [(real(i + r, 8), i = 1, m)]), 'co_broadcast 2.5 MB')
   end do
 
   ! Running ahead: no synchronization between the rounds.

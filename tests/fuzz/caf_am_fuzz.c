@@ -153,19 +153,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ok = caf_wire_coll_data(&me, &g, &m, &d, why, sizeof why);
         if (!ok)
             break;
-        CHECK(nargs == 4 && d.len == nbytes && d.data == buf);
         CHECK((d.chunk >> CAF_COLL_PHASE_SHIFT) < CAF_COLL_PHASES);
         void *copy = NULL;
-        if (d.is_long) {
-            /* in one slot of the scratch, whole */
+        if (d.written) {
+            /* a short AM naming a whole slot of the scratch */
+            CHECK(nargs == 6 && buf == NULL && nbytes == 0 && args[3] == 1 &&
+                  d.data == seg + args[4] && d.len == args[5]);
             size_t off = (size_t)((const char *)d.data - seg);
-            CHECK(kind == 2 && off >= scratch_off &&
+            CHECK(off >= scratch_off &&
                   (off - scratch_off) % chunk == 0 &&
                   (off - scratch_off) / chunk < nslots &&
                   d.len > eager && d.len <= chunk);
             touch(d.data, d.len);
         } else {
-            CHECK(d.len >= 1 && d.len <= eager);
+            CHECK(nargs == 4 && args[3] == 0 && d.len == nbytes && d.data == buf &&
+                  d.len >= 1 && d.len <= eager);
             copy = malloc(d.len); /* what the handler keeps */
             if (copy == NULL)
                 break;
@@ -176,13 +178,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * when long; combine() then reads len_due bytes. */
         size_t len_due = u8(&in) & 1 ? d.len : ((size_t)u8(&in) << 8 | u8(&in));
         size_t slot = scratch_off + (u8(&in) % nslots) * chunk;
-        if (u8(&in) & 1 && d.is_long)
+        if (u8(&in) & 1 && d.written)
             slot = (size_t)((const char *)d.data - seg);
         char why2[200] = "";
         if (caf_wire_coll_due(&g, &d, len_due, slot, why2, sizeof why2)) {
             touch(d.data, len_due); /* first, as combine() would */
             CHECK(d.len == len_due);
-            if (d.is_long)
+            if (d.written)
                 CHECK((const char *)d.data == seg + slot);
         } else {
             CHECK(why2[0] != '\0');
@@ -227,11 +229,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* The eager and long limits as a sender sees them: a due check
          * with an eager size over the chunk must still be sound. */
         caf_coll_data_t d = {.data = buf, .len = nbytes,
-                             .is_long = kind == 2};
+                             .written = kind == 2};
         size_t slot = scratch_off + (u8(&in) % nslots) * chunk;
         char why2[200] = "";
         if (caf_wire_coll_due(&g, &d, nbytes, slot, why2, sizeof why2)) {
-            if (d.is_long)
+            if (d.written)
                 CHECK((const char *)d.data == seg + slot);
             else
                 CHECK(nbytes <= eager);
