@@ -98,6 +98,9 @@ void caf_coll_grant(const coll_t *c, int src, int level, uint64_t chunk,
  * change until caf_coll_flush. */
 bool caf_coll_send(coll_t *c, int dst, int level, uint64_t chunk,
                    const void *data, size_t len);
+/* Waits until chunk `chunk` to dst, if caf_coll_send started it, is
+ * written and announced (its data may then change). */
+void caf_coll_sent(const coll_t *c, int dst, uint64_t chunk);
 /* Waits until every chunk caf_coll_send started is written and announced
  * (also after a failure: the caller's buffers are its own again). */
 void caf_coll_flush(const coll_t *c);

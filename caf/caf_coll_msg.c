@@ -323,6 +323,20 @@ static void pump(const coll_t *c)
 }
 
 /* caf_coll.h */
+void caf_coll_sent(const coll_t *c, int dst, uint64_t chunk)
+{
+    for (unsigned spin = 0;;) {
+        pump(c);
+        unsigned i = 0;
+        while (i < npend && !(pend[i].dst == dst && pend[i].args[2] == chunk))
+            i++;
+        if (i == npend)
+            return;
+        caf_idle(&spin);
+    }
+}
+
+/* caf_coll.h */
 void caf_coll_flush(const coll_t *c)
 {
     for (unsigned spin = 0; npend > 0;) {

@@ -18,6 +18,11 @@
 !    STAT_STOPPED_IMAGE (2 images or more).
 ! ALSO-ENV: FH_SHM=off
 ! (runs also with it: the message path; as is, on one machine, the node path)
+! ALSO-ENV: FH_SHM=off FH_OFI_PROVIDER=shm
+! (the message path over libfabric's shm provider, which reads a put's source
+! after fh_put_nb returned -- the net provider copies it into the socket at
+! once --, so an array changed while its chunk is in flight shows there: two
+! images exchange their whole array and combine into it, caf_coll_tree.c)
 ! Prints "PASS caf_coll_big" on image 1; otherwise "FAIL caf_coll_big image
 ! <i>: ..." and error stop 1.
 module caf_coll_big_ops

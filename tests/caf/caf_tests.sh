@@ -36,7 +36,8 @@
 # variables only (e.g. FH_SHM=off FH_OFI_PROVIDER=tcp: connections exist).
 # A program whose source says "ALSO-ENV: VAR=value ..." runs twice per
 # image count: as is, and with those variables (e.g. FH_SHM=off, so that
-# the collectives' message path is tested as well as the node path).
+# the collectives' message path is tested as well as the node path); each
+# further ALSO-ENV line adds a run.
 # With FH_CAF_BIGHEAP_STATS=1 (make check sets it: firehose's caf only),
 # caf_bigheap runs with FH_STATS=1 and must show the registration cache
 # at work on image 1: misses, moves and evictions, and its hit/miss/move
@@ -122,9 +123,14 @@ for name in "${tests[@]}"; do
         continue
     fi
     min_images=$(sed -n 's/.*MIN-IMAGES: *\([0-9]*\).*/\1/p' "$src" | head -n 1)
-    # "ALSO-ENV: VAR=value" in a source: each run is repeated with it.
-    also=$(sed -n 's/.*ALSO-ENV: *//p' "$src" | head -n 1 |
-           grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' | sed 's/ $//')
+    # "ALSO-ENV: VAR=value" in a source: each run is repeated with it (one
+    # more run per such line).
+    alsos=()
+    while IFS= read -r line; do
+        line=$(printf '%s\n' "$line" | grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' |
+               sed 's/ $//')
+        if [ -n "$line" ]; then alsos+=("$line"); fi
+    done < <(sed -n 's/.*ALSO-ENV: *//p' "$src")
     # "ONLY-ENV: VAR=value": every run has it (none runs as is).
     only=$(sed -n 's/.*ONLY-ENV: *//p' "$src" | head -n 1 |
            grep -o '[A-Z_][A-Z0-9_]*=[^ ]*' | tr '\n' ' ' | sed 's/ $//')
@@ -135,7 +141,7 @@ for name in "${tests[@]}"; do
             continue
         fi
         runs+=("$np${only:+ $only}")
-        if [ -n "$also" ]; then runs+=("$np $also"); fi
+        for also in "${alsos[@]}"; do runs+=("$np $also"); done
     done
     for run in "${runs[@]}"; do
         read -r np extra <<< "$run"
