@@ -479,8 +479,10 @@ int fh_am_lost(int rank, uint64_t *mark);
  * FH_SHM_CMA allows it (fhinfo --node), file mappings included.
  * Pages the target protected (PROT_NONE, or read-only under a put) give
  * FH_ERR_OUT_OF_SEGMENT naming the rank and address, never a fault at the
- * target (docs/reliability.md: FH_REG_STRATEGY=pin-everything, and
- * memory protected after a peer was granted it, are not checked yet).
+ * target, under every FH_REG_STRATEGY (docs/reliability.md, "A peer's
+ * protected memory"; not yet: FH_SEGMENT=everything memory outside
+ * segments protected after a peer was granted it, and a transfer a peer
+ * looked up before the owner's change: "Open" there).
  * The owner's own mprotect, pkey_mprotect or munmap of segment memory
  * (libfirehose's, before libc's) tells every peer first and waits for
  * each at most FH_SEG_PROT_WAIT seconds (10; not for one whose link was
