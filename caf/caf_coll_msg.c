@@ -33,14 +33,15 @@
  *
  * Trust: every message is checked twice (caf_wire.h).  Its handler
  * refuses what no collective could use -- bad arguments, an eager chunk
- * over the eager size, a long chunk that is not exactly at the start of
- * one of our slots or is not longer than eager, a grant of an offset that
- * is no slot -- and keys the rest on the sender the runtime verified.
+ * over the eager size, a written chunk whose offset is not exactly the
+ * start of one of our slots or whose length is not longer than eager and
+ * at most a slot, a grant of an offset that is no slot -- and keys the
+ * rest on the sender the runtime verified.
  * The wait that takes it (wait_msg) checks it against what is due: the
  * chunk's exact length, and the very slot granted for it; a sender's grant
  * must name the receiver's slot for our level.  A message that fails is
  * dropped and logged (caf_drop) and the wait goes on, so a bad message
- * never reaches combine() or a long AM, and the real one is still used.
+ * never reaches combine() or a put, and the real one is still used.
  *
  * Scratch: COLL_LEVELS(n) = ceil(log2 nranks) levels plus one (the
  * parent of a broadcast, folds), two chunk slots each (double buffering:
@@ -396,7 +397,7 @@ static coll_msg_t *wait_msg(coll_t *c, int kind, int src, uint64_t chunk,
         unsigned char st = caf.status[src];
         if (st != CAF_IMG_RUNNING) {
             /* Its messages sent before it stopped may still be on their
-             * way (a long AM is not ordered with the status message):
+             * way (a notice is not ordered with the status message):
              * give them a moment. */
             if (ended_at == 0) {
                 ended_at = now_s();
