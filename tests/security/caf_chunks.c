@@ -18,9 +18,10 @@
  *            image 1, which then sends RESULT_IMAGE the result), then sends
  *            the real one: image 2 must drop the short chunk and take the
  *            real one.
- *   long     the same with a long AM of 8 bytes written to the last 8
- *            bytes of image 2's segment (claiming to be the chunk): image 2
- *            must not read past them.
+ *   written  the same with "written" notices (the chunk was put into a
+ *            slot of image 2's scratch): one naming the last 8 bytes of
+ *            image 2's segment, one with 5 arguments; image 2 must not
+ *            read there and must take the real chunk.
  *   grant    before a CO_SUM to image 1 (image 2 sends to it), image 1
  *            grants image 2 a "slot" 1 TiB past its segment: image 2 must
  *            drop the grant, not die writing there, and use the real one.
@@ -34,7 +35,7 @@
  *            notifications (more than one ahead) and FORM TEAM records:
  *            each dropped; then SYNC ALL and FORM TEAM work as usual.
  *   coll     malformed collective data (argument count, a medium claiming
- *            to be long, an unknown phase) and grants (a payload, an offset
+ *            to be a written notice, an unknown phase) and grants (a payload, an offset
  *            that is no slot, an ABORT with an unknown STAT): each
  *            dropped; then a CO_SUM every image wants is right.
  * (Fewer than 10 forgeries per scenario: the victim logs its first 10
@@ -169,7 +170,7 @@ static void run_short(void)
         check_sum(a);
 }
 
-static void run_long(void)
+static void run_written(void)
 {
     int32_t a[N];
     fill(a);
@@ -177,12 +178,13 @@ static void run_long(void)
         char *base;
         size_t size;
         victim_segment(1, &base, &size);
-        uint64_t args[4];
+        uint64_t args[6];
         coll_args(args, 1, RESULT_CHUNK0, 1);
-        int32_t bogus[2] = {0x41414141, 0x42424242};
-        am(fh_am_request_long(1, CAF_H_COLL, bogus, sizeof bogus,
-                              base + size - sizeof bogus, args, 4),
-           "long chunk at the end of the segment");
+        args[4] = size - 8;   /* offset in the segment: its last 8 bytes */
+        args[5] = 8;
+        am(fh_am_request_short(1, CAF_H_COLL, args, 6),
+           "written chunk at the end of the segment");
+        am(fh_am_request_short(1, CAF_H_COLL, args, 5), "written chunk, 5 args");
     }
     sync_all();
     co_sum(a, 2);
@@ -283,14 +285,15 @@ static void run_coll(void)
     if (me == 1) {
         uint64_t args[4];
         const int v = 1;
-        /* data: 3 arguments; "long" that is a medium; unknown phase */
+        /* data: 3 arguments; a "written" notice that is a medium; unknown
+         * phase */
         int32_t bogus[4] = {1, 2, 3, 4};
         coll_args(args, 1, 0, 0);
         am(fh_am_request_medium(v, CAF_H_COLL, bogus, sizeof bogus, args, 3),
            "data, 3 args");
         coll_args(args, 1, 0, 1);
         am(fh_am_request_medium(v, CAF_H_COLL, bogus, sizeof bogus, args, 4),
-           "medium data claiming to be long");
+           "medium data claiming to be written");
         coll_args(args, 1, (uint64_t)9 << 48, 0);
         am(fh_am_request_medium(v, CAF_H_COLL, bogus, sizeof bogus, args, 4),
            "data, phase 9");
@@ -317,8 +320,8 @@ int main(int argc, char **argv)
         fail("expected 3 images, saw %d", _gfortran_caf_num_images(0, -1));
     if (strcmp(scenario, "short") == 0)
         run_short();
-    else if (strcmp(scenario, "long") == 0)
-        run_long();
+    else if (strcmp(scenario, "written") == 0)
+        run_written();
     else if (strcmp(scenario, "grant") == 0)
         run_grant();
     else if (strcmp(scenario, "syncall") == 0)
@@ -328,7 +331,7 @@ int main(int argc, char **argv)
     else if (strcmp(scenario, "coll") == 0)
         run_coll();
     else
-        fail("unknown scenario '%s' (short long grant syncall misc coll)",
+        fail("unknown scenario '%s' (short written grant syncall misc coll)",
              scenario);
     sync_all();
     if (me == 2) {
