@@ -433,6 +433,8 @@ static int ofi_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
         snprintf(why, whylen, "%s", fh_last_error());
         return 0;
     }
+    if (!fh_ofi_dl_load(why, whylen))
+        return 0;
     struct fi_info *info = NULL;
     int ret = ofi_getinfo(s, cfg->all_local, &info);
     if (ret) {
@@ -474,6 +476,13 @@ static int ofi_open(const fh_conduit_config_t *cfg,
     if (s == NULL) {
         ofi_close(c);
         return FH_ERR_CONFIG;
+    }
+    char lwhy[256];
+    if (!fh_ofi_dl_load(lwhy, sizeof lwhy)) {
+        fh_log_error("ofi: %s", lwhy);
+        fh_set_error(FH_ERR_NOT_SUPPORTED, "ofi: %s", lwhy);
+        ofi_close(c);
+        return FH_ERR_NOT_SUPPORTED;
     }
     ret = ofi_getinfo(s, cfg->all_local, &c->info);
     if (ret) {

@@ -19,6 +19,7 @@
  *   ofi_rma.c      put / get / mr_reg / mr_dereg
  *   ofi_shm.c      the shm provider's files in /dev/shm: names, locks,
  *                  reclaiming what ended ranks left
+ *   ofi_dl.c       libfabric itself, loaded on first use (ofi_dl.h)
  *
  * Nothing here is global: every object hangs off struct fh_conduit or
  * struct fh_cpath.  Paths never share a lock of ours; the runtime serializes
@@ -32,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ofi_dl.h"   /* before libfabric's headers: renames its functions */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>

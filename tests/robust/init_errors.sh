@@ -3,8 +3,9 @@
 # process, and says why it failed (include/firehose.h, fh_init).
 # For every way to fail we know (an unknown FH_OFI_PROVIDER, an unknown
 # FH_OFI_DOMAIN, FH_CONDUIT=ibv without a device, a bad value, more
-# addresses than the shm provider holds), in a 2-rank fhrun job (and in one
-# rank, by init_retry_test at the end):
+# addresses than the shm provider holds, a libfabric that cannot be loaded:
+# conduits/ofi/ofi_dl.h), in a 2-rank fhrun job (and in one rank, by
+# init_retry_test at the end):
 #   - every rank's fh_init returns (config_probe prints the code and
 #     fh_last_error() and exits 3: a status 1 or 70 means fh_init exited);
 #   - fh_last_error() names the setting (a bogus FH_OFI_DOMAIN is "no such
@@ -61,6 +62,12 @@ env FH_OFI_PROVIDER=shm FH_MAX_THREADS=200 timeout 60 "$FHRUN" -n 2 --timeout 50
     "$probe" >"$out" 2>&1
 rc=$?
 check_job "shm, 2 ranks x 201 paths" 2 'at most 256: set FH_PATHS=shared'
+
+# libfabric is loaded when the ofi conduit opens: a file that is no
+# library, found first, must fail fh_init with the loader's reason.
+printf 'not a library\n' >"$tmpd/libfabric.so.1"
+case_ "libfabric cannot be loaded" 'cannot load libfabric\.so\.1: .*libfabric\.so\.1' \
+    LD_LIBRARY_PATH="$tmpd${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # One rank of three fails alone (an environment only it has).
 cat >"$tmpd/rank1" <<'W'
