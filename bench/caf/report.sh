@@ -74,6 +74,7 @@ NR == 1 { next }
     if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
     if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
     if ($4 == "caf_syncall") snp[$5 + 0] = 1
+    if ($4 == "caf_imagecost") inp[$5 + 0] = 1
     if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
 }
 END {
@@ -132,6 +133,16 @@ END {
         for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
             key = k(t, "caf_syncall", np, 0, "median_us"); kl = k(t, "caf_syncall", np, 0, "loop_us")
             printf "| %d | %s | %s / %s | %s | %s / %s | %s |\n", np, t, f(m("ours", key), "%.2f"), f(m("theirs", key), "%.2f"),
+                ratio("ours", "theirs", key), f(m("ours", kl), "%.2f"), f(m("theirs", kl), "%.2f"), ratio("ours", "theirs", kl)
+        }
+    }
+    printf "\n**What an image costs** (an empty program, `caf_imagecost`: resident memory per image after SYNC ALL, the mean over images; launch to exit: the job'"'"'s wall time around `cafrun` / `cafrun.openmpi`):\n\n"
+    printf "| images | transport | RSS/image MiB ours / theirs | ratio | launch to exit s ours / theirs | ratio |\n|---|---|---|---|---|---|\n"
+    for (np = 1; np <= 4096; np++) {
+        if (!(np in inp)) continue
+        for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
+            key = k(t, "caf_imagecost", np, 0, "rss_mib"); kl = k(t, "caf_imagecost", np, 0, "wall_s")
+            printf "| %d | %s | %s / %s | %s | %s / %s | %s |\n", np, t, f(m("ours", key), "%.1f"), f(m("theirs", key), "%.1f"),
                 ratio("ours", "theirs", key), f(m("ours", kl), "%.2f"), f(m("theirs", kl), "%.2f"), ratio("ours", "theirs", kl)
         }
     }

@@ -19,12 +19,14 @@
 #                   (the side that exists was still run and checked).
 #   --rounds R      rounds of ours/theirs pairs (default 3; the order
 #                   alternates each round: ours first in odd rounds)
-#   --np LIST       images for caf_cosum and caf_syncall (default "2 4 8")
+#   --np LIST       images for caf_cosum, caf_syncall and caf_imagecost
+#                   (default "2 4 8")
 #   --app-np P      images for caf_cannon and caf_bitonic (default 4: a 2x2
 #                   grid and a power of two; 2 runs Cannon's 1-D ring variant)
 #   --transports L  "tcp shm" (default) or one of them
 #   --benches LIST  only these programs (default "caf_putget caf_strided
-#                   caf_events caf_cosum caf_syncall caf_cannon caf_bitonic";
+#                   caf_events caf_cosum caf_syncall caf_cannon caf_bitonic
+#                   caf_imagecost";
 #                   e.g. "caf_cosum" for the co_sum rows alone); the fh_put
 #                   row and the Open MPI tcp check run only with caf_putget
 #
@@ -36,8 +38,12 @@
 #   provider, FH_OFI_PROVIDER=net,tcp (net where libfabric has it),
 #   FI_TCP_IFACE=lo FH_SHM=off (the images do not share memory); theirs
 #   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt
-# shm: ours FH_OFI_PROVIDER=shm FH_SHM=auto (the images of the machine share
-#   their segments and AM rings: the node path); theirs
+# shm: ours FH_SHM=auto on the default network provider, as a job on one
+#   machine runs unless told otherwise (the images share their segments and
+#   AM rings: the node path carries everything; the provider only sits
+#   there, and the image-cost rows count what it costs -- with
+#   FH_OFI_PROVIDER=shm, used here until session 21, 25 MiB per image
+#   instead of 11); theirs
 #   --mca pml ob1 --mca btl vader,self --mca osc rdma
 # How we know Open MPI really uses tcp: the btl list holds only tcp and self
 # (vader excluded, so no shared-memory path exists), pml ob1 excludes pml ucx
@@ -64,7 +70,9 @@
 # (each program's own CSV), results.csv (all numbers, long format:
 # round,side,transport,bench,images,size,metric,value; size is bytes for
 # put/get/co_sum, matrix order n for Cannon, key count for bitonic, 0 for
-# sync all; caf_syncall's metrics are median_us and loop_us),
+# sync all; caf_syncall's metrics are median_us and loop_us;
+# caf_imagecost's rss_mib, rss_mib_max and wall_s, the job's launch-to-exit
+# time measured here around the launcher),
 # summary.csv and summary.txt (medians over rounds and the ratios
 # ours/theirs), skipped.txt, run.log.
 set -u -o pipefail
@@ -80,7 +88,7 @@ rounds=3
 nplist="2 4 8"
 appnp=4
 transports="tcp shm"
-allbenches="caf_putget caf_strided caf_events caf_cosum caf_syncall caf_cannon caf_bitonic"
+allbenches="caf_putget caf_strided caf_events caf_cosum caf_syncall caf_cannon caf_bitonic caf_imagecost"
 benches=$allbenches
 
 usage() {
@@ -208,9 +216,9 @@ if [ $have_theirs = 1 ]; then build theirs "$OC_CAF" || true; fi
 # ---- one run ----------------------------------------------------------------
 # shm_of TRANSPORT: our FH_SHM for it (tcp: through the network only).
 shm_of() { [ "$1" = tcp ] && echo off || echo auto; }
-# prov_of TRANSPORT: our FH_OFI_PROVIDER for it (tcp: TCP sockets, the
-# default network provider).
-prov_of() { [ "$1" = tcp ] && echo "${FHB_NET_PROVIDER:-net,tcp}" || echo "$1"; }
+# prov_of TRANSPORT: our FH_OFI_PROVIDER for it: the default network
+# provider on both (tcp: TCP sockets; shm: the node path does the work).
+prov_of() { echo "${FHB_NET_PROVIDER:-net,tcp}"; }
 
 # mca_args TRANSPORT: Open MPI options of a transport (one per line)
 mca_args() {
@@ -257,7 +265,9 @@ emit() {
                           print r","s","t","$1","$2",0,loop_us,"$5 }
         /^caf_cannon,/  { print r","s","t","$1","$3","$2",seconds,"$4
                           print r","s","t","$1","$3","$2",gflops,"$5 }
-        /^caf_bitonic,/ { print r","s","t","$1","$3","$2",seconds,"$4 }' "$4" >> "$results"
+        /^caf_bitonic,/ { print r","s","t","$1","$3","$2",seconds,"$4 }
+        /^caf_imagecost,/ { print r","s","t","$1","$2",0,rss_mib,"$3
+                            print r","s","t","$1","$2",0,rss_mib_max,"$4 }' "$4" >> "$results"
 }
 
 # emit_stats ROUND TRANSPORT BENCH NP SIZE LOG: firehose cache counters
@@ -309,7 +319,7 @@ run_caf() {
     fi
     mapfile -t pargs < <(prog_args "$b" "$tr")
     say "== $tag"
-    t0=$(date +%s)
+    t0=$(date +%s); t0ns=$(date +%s%N)
     if [ "$side" = ours ]; then
         FH_OFI_PROVIDER=$(prov_of "$tr") FH_SHM=$(shm_of "$tr") FH_STATS=1 timeout -k 10 "$TO" \
             "$FH_CAFRUN" "$FH_CAFRUN_NP_FLAG" "$np" "$bin" "${pargs[@]}" > "$rlog" 2>&1
@@ -319,6 +329,7 @@ run_caf() {
             > "$rlog" 2>&1
     fi
     rc=$?
+    t1ns=$(date +%s%N)
     dt=$(( $(date +%s) - t0 ))
     cat "$rlog" >> "$log"
     # the program's own CSV: "# " lines, the header, its rows
@@ -341,6 +352,11 @@ run_caf() {
     # a runtime's wrong answer the program names instead of timing it
     grep '^# WRONG' "$csv" | while read -r line; do skip "$tag: ${line#\# }"; done
     emit "$round" "$side" "$tr" "$csv"
+    # an empty program's launch-to-exit time, launcher included
+    if [ "$b" = caf_imagecost ]; then
+        echo "$round,$side,$tr,$b,$np,0,wall_s,$(awk -v a="$t0ns" -v b="$t1ns" \
+            'BEGIN { printf "%.3f", (b - a) / 1e9 }')" >> "$results"
+    fi
     if [ "$side" = ours ]; then
         case $b in
             caf_cannon|caf_bitonic)
@@ -425,6 +441,9 @@ for round in $(seq 1 "$rounds"); do
         fi
         if has_bench caf_cannon; then pair "$round" "$tr" caf_cannon "$appnp"; fi
         if has_bench caf_bitonic; then pair "$round" "$tr" caf_bitonic "$appnp"; fi
+        if has_bench caf_imagecost; then
+            for np in $nplist; do pair "$round" "$tr" caf_imagecost "$np"; done
+        fi
     done
 done
 
@@ -462,6 +481,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
         if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
         if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
         if ($4 == "caf_syncall") snp[$5 + 0] = 1
+        if ($4 == "caf_imagecost") inp[$5 + 0] = 1
         if ($4 == "caf_cannon" || $4 == "caf_bitonic") app[$4 SUBSEP $5 SUBSEP $6] = 1
     }
     END {
@@ -477,7 +497,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
             tr = trv[ti]
             if (!(tr in trs)) continue
             theirs_name = (tr == "tcp") ? "Open MPI tcp (ob1, btl tcp, osc pt2pt)" : "Open MPI vader (ob1, btl vader, osc rdma)"
-            ours_name = "firehose FH_OFI_PROVIDER=" (tr == "tcp" ? "net,tcp (the default; TCP sockets)" : tr)
+            ours_name = "firehose FH_OFI_PROVIDER=net,tcp (the default; " (tr == "tcp" ? "TCP sockets, FH_SHM=off)" : "FH_SHM=auto: the node path)")
             printf "\n======== %s: ours = %s, theirs = %s\n", tr, ours_name, theirs_name
             o = get("ours", tr, "caf_put", 2, 8, "median_us"); f = get("fh", tr, "fh_put", 2, 8, "median_us")
             printf "\nlayer overhead: caf 8 B put %s us / fh_put 8 B %s us = %s\n", show(o, "%.3f"), show(f, "%.3f"), ratio(o, f)
@@ -536,6 +556,15 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                 printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
                 row("syncall_us", tr, "caf_syncall", np, 0, o, t, ratio(o, t))
                 row("syncall_loop_us", tr, "caf_syncall", np, 0, ol, tl, ratio(ol, tl))
+            }
+            printf "\nimage cost (an empty program: RSS per image after SYNC ALL, MiB; launch to exit, s)\n%7s %10s %10s %8s %10s %10s %8s\n", "images", "rss_ours", "rss_theirs", "ratio", "s_ours", "s_theirs", "ratio"
+            for (np = 1; np <= 4096; np++) {
+                if (!(np in inp)) continue
+                o = get("ours", tr, "caf_imagecost", np, 0, "rss_mib"); t = get("theirs", tr, "caf_imagecost", np, 0, "rss_mib")
+                ol = get("ours", tr, "caf_imagecost", np, 0, "wall_s"); tl = get("theirs", tr, "caf_imagecost", np, 0, "wall_s")
+                printf "%7d %10s %10s %8s %10s %10s %8s\n", np, show(o, "%.2f"), show(t, "%.2f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
+                row("imagecost_rss_mib", tr, "caf_imagecost", np, 0, o, t, ratio(o, t))
+                row("imagecost_wall_s", tr, "caf_imagecost", np, 0, ol, tl, ratio(ol, tl))
             }
             printf "\napplications (s, median)\n%-12s %7s %9s %12s %12s %8s %10s %10s\n", "bench", "images", "size", "ours", "theirs", "ratio", "our_hits", "our_GF/s"
             for (k in app) {

@@ -3,7 +3,8 @@
 # benchmark (tiny sizes, 1 round, 2 images) with our caf -- and with
 # OpenCoarrays when it is installed -- and bench/caf/report.sh turns its
 # results.csv into the tables of docs/performance.md (the one-node table,
-# the SYNC ALL, strided and events tables included).  No timing is checked.
+# the SYNC ALL, strided, events and image-cost tables included).  No timing
+# is checked.
 # Exit 0 pass, 1 fail, 77 skip (no caf wrapper built: gfortran missing).
 set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -34,6 +35,10 @@ for want in '^| 8 B | tcp | [0-9.]* / ' '^| 8 B | shm | [0-9.]* / ' '^| 2 | 8 B 
             '^| event ping-pong, round trip | tcp | [0-9.]* / ' '^| atomic_add | shm | [0-9.]* / '; do
     grep -q "$want" "$d/report.md" || { echo "FAIL caf_bench_smoke: no line '$want' in report.md"; fail=1; }
 done
+# the image-cost table has a row under its header (its rows look like SYNC ALL's)
+grep -A2 '^| images | transport | RSS/image MiB' "$d/report.md" | tail -n 1 |
+    grep -q '^| 2 | [a-z]* | [0-9.]* / ' ||
+    { echo "FAIL caf_bench_smoke: no row in the image-cost table of report.md"; fail=1; }
 [ -s "$d/report.err" ] && { echo "FAIL caf_bench_smoke: report.sh wrote errors: $(cat "$d/report.err")"; fail=1; }
 [ $fail -eq 0 ] || { cat "$d/report.md"; exit 1; }
 echo "PASS caf_bench_smoke"
