@@ -342,5 +342,8 @@ typedef struct fh_conduit_ops {
  * found rdma-core: FH_HAVE_IBV). */
 extern const fh_conduit_ops_t fh_conduit_ofi;
 extern const fh_conduit_ops_t fh_conduit_ibv;
+/* No network at all: a job on one host whose node path carries everything
+ * (conduits/local/). */
+extern const fh_conduit_ops_t fh_conduit_local;
 
 #endif /* FH_CONDUIT_H */

@@ -79,6 +79,22 @@ static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
     const fh_config_t *cfg = &rt->cfg;
     char why[256] = "";
     switch (cfg->conduit) {
+    case FH_CONDUIT_LOCAL:
+        /* Only where the node path will reach every rank: one host, one
+         * node group (fh_peer_groups cuts FH_SHM_MAX_GROUP runs), shared
+         * segments on; fh_init checks the rings once they are up. */
+        if (ccfg->all_local && cfg->shm != FH_SHM_OFF &&
+            (cfg->shm_max_group <= 0 || cfg->shm_max_group >= rt->nranks)) {
+            fh_log_verbose(1, "FH_CONDUIT=local: no network conduit (every rank on "
+                           "this host)");
+            return &fh_conduit_local;
+        }
+        fh_log_verbose(1, "FH_CONDUIT=local: %s: as auto", !ccfg->all_local
+                       ? "ranks on other hosts" : cfg->shm == FH_SHM_OFF
+                       ? "FH_SHM=off" : "FH_SHM_MAX_GROUP splits the host");
+        /* fall through */
+    case FH_CONDUIT_AUTO:
+        break;
     case FH_CONDUIT_IBV:
 #ifdef FH_HAVE_IBV
         return &fh_conduit_ibv;
@@ -87,7 +103,12 @@ static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
                      "not find rdma-core: install libibverbs-dev and rebuild)");
         return NULL;
 #endif
-    case FH_CONDUIT_AUTO:
+    case FH_CONDUIT_OFI:
+    default:
+        return &fh_conduit_ofi;
+    }
+    /* auto */
+    {
 #ifdef FH_HAVE_IBV
         fh_conduit_config_t pcfg = *ccfg;
         pcfg.settings = fh_conduit_settings_of(rt, fh_conduit_ibv.settings);
@@ -103,10 +124,25 @@ static const fh_conduit_ops_t *pick_conduit(const fh_rt_t *rt,
         fh_log_verbose(1, "FH_CONDUIT=auto: using ofi (built without the ibv conduit)");
 #endif
         return &fh_conduit_ofi;
-    case FH_CONDUIT_OFI:
-    default:
-        return &fh_conduit_ofi;
     }
+}
+
+/* FH_CONDUIT=local carries nothing: every other rank must be reached by
+ * the node path, its rings attached (node_am.c may have fallen back to the
+ * conduit for a member whose inbox it could not map; both sides of a pair
+ * agree, so both fail here). */
+static int local_reach_check(const fh_rt_t *rt)
+{
+    if (rt->cops != &fh_conduit_local)
+        return FH_OK;
+    for (int r = 0; r < rt->nranks; r++)
+        if (r != rt->rank && (!rt->node_peer[r] || rt->node_inbox == NULL ||
+                              rt->node_inbox[r] == NULL))
+            return fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: FH_CONDUIT=local: %s is "
+                                "on this host but its shared-memory inbox could not be "
+                                "attached (FH_VERBOSE=1 says why), and no network conduit "
+                                "is open: set FH_CONDUIT=auto", FH_RANK_NAME(r));
+    return FH_OK;
 }
 
 /* Why an earlier fh_init failed after the network was opened: what it built
@@ -355,7 +391,8 @@ int fh_init(int *argc, char ***argv)
         return init_fail(rt, rc);
     fh_wait_init(rt);                 /* before the node barrier's choice */
     fh_place_init(rt);
-    if ((rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK)
+    if ((rc = fh_route_init(rt)) != FH_OK || (rc = fh_node_am_init(rt)) != FH_OK ||
+        (rc = local_reach_check(rt)) != FH_OK)
         return init_fail(rt, rc);
     fh_net_sleep_init(rt);
     if ((rc = fh_seg_init(rt)) != FH_OK)

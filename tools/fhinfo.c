@@ -234,6 +234,7 @@ static void print_markdown(void)
 /* The conduits built into this fhinfo (and the runtime beside it). */
 static const fh_conduit_ops_t *const built[] = {
     &fh_conduit_ofi,
+    &fh_conduit_local,
 #ifdef FH_HAVE_IBV
     &fh_conduit_ibv,
 #endif
@@ -244,7 +245,7 @@ static int print_conduits(void)
     if (load_all() != 0)
         return 1;
     printf("Conduits built in (FH_CONDUIT chooses; auto takes ibv when usable, "
-           "else ofi):\n");
+           "else ofi; local takes none when every rank is on this host):\n");
 #ifndef FH_HAVE_IBV
     printf("\nibv\n    not built: configure did not find rdma-core (libibverbs-dev)\n");
 #endif
@@ -252,16 +253,17 @@ static int print_conduits(void)
         const fh_conduit_ops_t *ops = built[k];
         fh_conduit_settings_buf_t buf;
         char err[256], why[256] = "";
-        fh_conduit_settings_load(ops->settings, &buf, err, sizeof err);
+        if (ops->settings != NULL)   /* local has no variables */
+            fh_conduit_settings_load(ops->settings, &buf, err, sizeof err);
         /* One rank alone on this host: what fh_init would ask first. */
         fh_conduit_config_t cfg = {
             .rank = 0, .nranks = 1, .npaths = 1, .am_max_packet = 4096,
-            .all_local = 1, .verbose = 0, .settings = &buf,
+            .all_local = 1, .verbose = 0, .settings = ops->settings ? &buf : NULL,
         };
         int ok = ops->probe == NULL || ops->probe(&cfg, why, sizeof why);
         printf("\n%s\n    %s%s%s\n", ops->name, ok ? "usable" : "not usable",
                why[0] ? ": " : "", why);
-        for (size_t i = 0; i < ops->settings->len; i++)
+        for (size_t i = 0; ops->settings != NULL && i < ops->settings->len; i++)
             print_value("    ", &ops->settings->table[i]);
     }
     return 0;

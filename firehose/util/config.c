@@ -16,8 +16,10 @@
 #define F(field) offsetof(fh_config_t, field)
 
 const fh_cfg_entry_t fh_config_table[] = {
-    {"FH_CONDUIT", FH_CFG_ENUM, "auto", "auto|ofi|ibv", F(conduit), 1,
-     "Network conduit; auto picks ibv when a usable RDMA device exists, else ofi.", 0},
+    {"FH_CONDUIT", FH_CFG_ENUM, "auto", "auto|ofi|ibv|local", F(conduit), 1,
+     "Network conduit; auto picks ibv when a usable RDMA device exists, else ofi; local: "
+     "none at all when every rank is on this host in one node group (FH_SHM=auto), so "
+     "a job starts without loading libfabric (coarray images' default), else as auto.", 0},
     {"FH_PATHS", FH_CFG_ENUM, "independent", "independent|shared|lazy", F(paths), 1,
      "independent: each thread gets its own endpoint and CQ, all made at fh_init; shared: "
      "one path for all; lazy: as independent, but the first thread uses the service path "
