@@ -1,4 +1,4 @@
-! caf_syncall.f90 -- SYNC ALL latency on all images.
+! caf_syncall.f90 -- SYNC ALL and SYNC IMAGES latency on all images.
 !
 !   cafrun -n P ./caf_syncall [--quick] [--reps R] [--iters N]
 !
@@ -14,16 +14,22 @@
 ! image's time per statement is the barrier's period, so image 1's view is
 ! the barrier's latency (the definition of bench/bench_barrier.c and
 ! bench/peers/mpi_barrier.c too).
+! Then the same for SYNC IMAGES with each image's ring neighbours (left and
+! right; the one other image on 2, none on 1), a halo exchange's
+! synchronization: a checked warm-up (put k to the right, SYNC IMAGES,
+! check the left's k, SYNC IMAGES), then timed statements and loops.
 !
 ! Output (image 1, stdout): "# key=value" lines, the column header
 !   op,images,iters,median_us,loop_us
-! and one row, e.g. caf_syncall,4,2000,12.345,11.987.  Exit status 0 only
-! if every check passed.
+! and two rows, e.g. caf_syncall,4,2000,12.345,11.987 and
+! caf_syncimages,4,2000,6.789,6.543.  Exit status 0 only if every check
+! passed.
 program caf_syncall
   use, intrinsic :: iso_fortran_env, only: int64, real64
   implicit none
   integer(int64) :: tick[*]          ! written by the left neighbour
   real(real64), allocatable :: lat(:), loop(:)
+  integer, allocatable :: nbr(:)     ! SYNC IMAGES' partners
   integer :: reps, iters, warm, k, r, me, np, right, left, nfail
   logical :: quick
 
@@ -82,6 +88,45 @@ program caf_syncall
   if (me == 1) then
     write (*, '(a,i0,a,i0,a)') 'caf_syncall,', np, ',', iters, ','//fmt(median(lat), 3)//','// &
       fmt(median(loop), 3)
+    flush (6)
+  end if
+
+  ! ---- SYNC IMAGES with the ring neighbours ----
+  if (np == 1) then
+    allocate (nbr(0))
+  else if (np == 2) then
+    nbr = [right]
+  else
+    nbr = [left, right]
+  end if
+  sync all
+  tick = 0
+  sync all
+  do k = 1, warm
+    if (np > 1) tick[right] = int(k, int64)
+    sync images(nbr)
+    if (np > 1 .and. tick /= int(k, int64)) then
+      if (nfail == 0) write (*, '(a,i0,a,i0,a,i0,a,i0)') '# FAIL image ', me, &
+        ': sync images step ', k, ' saw ', tick, ' from image ', left
+      nfail = nfail + 1
+    end if
+    sync images(nbr)                 ! the right one checked k before k+1 comes
+  end do
+  do k = 1, iters
+    lat(k) = now_us()
+    sync images(nbr)
+    lat(k) = now_us() - lat(k)
+  end do
+  do r = 1, reps
+    loop(r) = now_us()
+    do k = 1, iters
+      sync images(nbr)
+    end do
+    loop(r) = (now_us() - loop(r)) / iters
+  end do
+  if (me == 1) then
+    write (*, '(a,i0,a,i0,a)') 'caf_syncimages,', np, ',', iters, ','//fmt(median(lat), 3)// &
+      ','//fmt(median(loop), 3)
     flush (6)
   end if
 

@@ -136,6 +136,17 @@ END {
                 ratio("ours", "theirs", key), f(m("ours", kl), "%.2f"), f(m("theirs", kl), "%.2f"), ratio("ours", "theirs", kl)
         }
     }
+    printf "\n**SYNC IMAGES** with each image'"'"'s ring neighbours (left and right; the one other image on 2) -- a halo exchange'"'"'s synchronization (us, as SYNC ALL):\n\n"
+    printf "| images | transport | ours / theirs | ratio | loop ours / theirs | loop ratio |\n|---|---|---|---|---|---|\n"
+    for (np = 1; np <= 4096; np++) {
+        if (!(np in snp)) continue
+        for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) {
+            key = k(t, "caf_syncimages", np, 0, "median_us"); kl = k(t, "caf_syncimages", np, 0, "loop_us")
+            if (m("ours", key) == "" && m("theirs", key) == "") continue
+            printf "| %d | %s | %s / %s | %s | %s / %s | %s |\n", np, t, f(m("ours", key), "%.2f"), f(m("theirs", key), "%.2f"),
+                ratio("ours", "theirs", key), f(m("ours", kl), "%.2f"), f(m("theirs", kl), "%.2f"), ratio("ours", "theirs", kl)
+        }
+    }
     printf "\n**What an image costs** (an empty program, `caf_imagecost`: resident memory per image after SYNC ALL, the mean over images; launch to exit: the job'"'"'s wall time around `cafrun` / `cafrun.openmpi`):\n\n"
     printf "| images | transport | RSS/image MiB ours / theirs | ratio | launch to exit s ours / theirs | ratio |\n|---|---|---|---|---|---|\n"
     for (np = 1; np <= 4096; np++) {

@@ -261,8 +261,8 @@ emit() {
                                   print r","s","t","$1",2,"$2",mb_s,"$5 }
         /^caf_event,|^caf_atomic_/ { print r","s","t","$1","$2",0,median_us,"$4 }
         /^caf_cosum,/   { print r","s","t","$1","$3","$2",median_us,"$4 }
-        /^caf_syncall,/ { print r","s","t","$1","$2",0,median_us,"$4
-                          print r","s","t","$1","$2",0,loop_us,"$5 }
+        /^caf_syncall,|^caf_syncimages,/ { print r","s","t","$1","$2",0,median_us,"$4
+                                           print r","s","t","$1","$2",0,loop_us,"$5 }
         /^caf_cannon,/  { print r","s","t","$1","$3","$2",seconds,"$4
                           print r","s","t","$1","$3","$2",gflops,"$5 }
         /^caf_bitonic,/ { print r","s","t","$1","$3","$2",seconds,"$4 }
@@ -299,6 +299,7 @@ well_formed() {
             if (b == "caf_putget") { if ($1 != "caf_put" && $1 != "caf_get") bad = 1 }
             else if (b == "caf_strided") { if ($1 != "caf_sput" && $1 != "caf_sget") bad = 1 }
             else if (b == "caf_events") { if ($1 !~ /^caf_(event|atomic_add|atomic_fetch_add)$/) bad = 1 }
+            else if (b == "caf_syncall") { if ($1 != "caf_syncall" && $1 != "caf_syncimages") bad = 1 }
             else if ($1 != b) bad = 1
             for (i = 2; i <= NF; i++)
                 if ($i !~ /^-?[0-9]+(\.[0-9]+)?$/) bad = 1
@@ -556,6 +557,16 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                 printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
                 row("syncall_us", tr, "caf_syncall", np, 0, o, t, ratio(o, t))
                 row("syncall_loop_us", tr, "caf_syncall", np, 0, ol, tl, ratio(ol, tl))
+            }
+            printf "\nsync images with the ring neighbours (us, as sync all)\n%7s %12s %12s %8s %12s %12s %8s\n", "images", "ours", "theirs", "ratio", "ours_loop", "theirs_loop", "ratio"
+            for (np = 1; np <= 4096; np++) {
+                if (!(np in snp)) continue
+                o = get("ours", tr, "caf_syncimages", np, 0, "median_us"); t = get("theirs", tr, "caf_syncimages", np, 0, "median_us")
+                ol = get("ours", tr, "caf_syncimages", np, 0, "loop_us"); tl = get("theirs", tr, "caf_syncimages", np, 0, "loop_us")
+                if (o == "" && t == "") continue
+                printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
+                row("syncimages_us", tr, "caf_syncimages", np, 0, o, t, ratio(o, t))
+                row("syncimages_loop_us", tr, "caf_syncimages", np, 0, ol, tl, ratio(ol, tl))
             }
             printf "\nimage cost (an empty program: RSS per image after SYNC ALL, MiB; launch to exit, s)\n%7s %10s %10s %8s %10s %10s %8s\n", "images", "rss_ours", "rss_theirs", "ratio", "s_ours", "s_theirs", "ratio"
             for (np = 1; np <= 4096; np++) {

@@ -35,6 +35,10 @@ for want in '^| 8 B | tcp | [0-9.]* / ' '^| 8 B | shm | [0-9.]* / ' '^| 2 | 8 B 
             '^| event ping-pong, round trip | tcp | [0-9.]* / ' '^| atomic_add | shm | [0-9.]* / '; do
     grep -q "$want" "$d/report.md" || { echo "FAIL caf_bench_smoke: no line '$want' in report.md"; fail=1; }
 done
+# the SYNC IMAGES table has a row under its header (its rows look like SYNC ALL's)
+grep -A2 '^\*\*SYNC IMAGES\*\*' "$d/report.md" | tail -n 1 | grep -q '^| images |' &&
+    grep -A4 '^\*\*SYNC IMAGES\*\*' "$d/report.md" | tail -n 1 | grep -q '^| 2 | [a-z]* | [0-9.]* / ' ||
+    { echo "FAIL caf_bench_smoke: no row in the SYNC IMAGES table of report.md"; fail=1; }
 # the image-cost table has a row under its header (its rows look like SYNC ALL's)
 grep -A2 '^| images | transport | RSS/image MiB' "$d/report.md" | tail -n 1 |
     grep -q '^| 2 | [a-z]* | [0-9.]* / ' ||
