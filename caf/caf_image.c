@@ -326,6 +326,7 @@ void caf_start(int *argc, char ***argv)
     caf_team_init();
     if (caf_heap_init() != 0)
         caf_fatal("start-up", "%s", fh_last_error());
+    caf_sync_heap_init();
     caf_coll_init();
     caf_heap_started();
     /* Every image's handlers exist before anyone sends. */

@@ -295,6 +295,8 @@ bool caf_coll_took_part(int rank, uint64_t team, uint64_t seq);
 
 /* ----------------------------------------------------------- sync */
 void caf_sync_init(void);
+/* After caf_heap_init: the SYNC IMAGES counts in the symmetric heap. */
+void caf_sync_heap_init(void);
 /* Barrier over the ranks of the current team that keeps working when
  * images have stopped (they take part from their termination loop), for
  * a statement of one of two kinds (F2018 11.6.11):

@@ -77,19 +77,27 @@
  * first) wait in the slot's `early` list and are checked when it enters;
  * messages may create at most BAR_UNKNOWN_MAX such slots.
  *
- * SYNC IMAGES: image i sends one message to each listed image j and waits
- * until it has received as many from j as it sent to j.  A notification
- * counts only while its sender is at most one SYNC IMAGES ahead.  A
- * partner that has stopped is matched by the notifications it sent before
+ * SYNC IMAGES: image i notifies each listed image j once and waits until
+ * it has received as many notifications from j as it sent to j.  Each
+ * image counts what it received in the symmetric heap, one word per image
+ * (sync_in[j]).  A partner whose memory this image maps (its node group,
+ * fh_addr_local) is notified by an atomic add on its word for us, with
+ * release order after fh_quiet; any other by a short AM, whose handler
+ * adds to the same word -- once the sender is checked to be at most one
+ * SYNC IMAGES ahead.  (A node peer's add is not checked: it could write
+ * any of our memory anyway.)  The waiter loads the word with acquire
+ * order, so what the partner did before its SYNC IMAGES is visible after.
+ * A partner that has stopped is matched by the notifications it sent before
  * it stopped: its STOP is reported (STAT_STOPPED_IMAGE) only when its
  * count stays behind ours, i.e. it stopped before executing the matching
  * SYNC IMAGES.  Its notifications precede its status message on the way
- * to us (AMs of a pair arrive in order), so when we see it stopped we have
- * them all.
+ * to us (AMs of a pair arrive in order; a store precedes the status AM
+ * sent after it), so when we see it stopped we have them all.
  */
 #include "caf_internal.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +153,14 @@ static unsigned bar_unknown; /* used slots whose group.ranks is NULL */
 /* The slots whose members this image knows, for serve_groups. */
 static bar_slot_t *bar_known[BAR_SLOTS];
 static unsigned bar_nknown;
-static uint64_t *sync_sent, *sync_recv; /* SYNC IMAGES counts per rank */
+/* SYNC IMAGES, per rank: notifications sent to it; received from it (our
+ * symmetric-heap words); its words for us when we map its memory. */
+static uint64_t *sync_sent;
+static _Atomic uint64_t *sync_in;
+static _Atomic uint64_t **sync_peer;
+/* One statement's partners, and which ranks it listed (kept all zero). */
+static int *sync_ranks;
+static unsigned char *sync_seen;
 
 /* The slot of group id; a free one is taken when create (NULL when none
  * is left, or none may be taken for a group we do not know yet). */
@@ -256,19 +271,25 @@ static void sync_images_handler(fh_token_t tok, void *buf, size_t n,
     const caf_job_t job = caf_job();
     bool known = m.src >= 0 && m.src < caf.nranks;
     char why[200];
-    if (!caf_wire_sync_images(&job, &m, known ? sync_recv[m.src] : 0,
-                              known ? sync_sent[m.src] : 0, why, sizeof why)) {
+    uint64_t got = known ? atomic_load_explicit(&sync_in[m.src],
+                                                memory_order_relaxed) : 0;
+    if (!caf_wire_sync_images(&job, &m, got, known ? sync_sent[m.src] : 0,
+                              why, sizeof why)) {
         caf_drop("SYNC IMAGES notification", m.src, why);
         return;
     }
-    sync_recv[m.src]++;
+    atomic_fetch_add_explicit(&sync_in[m.src], 1, memory_order_release);
 }
 
 void caf_sync_init(void)
 {
-    sync_sent = calloc((size_t)caf.nranks, sizeof *sync_sent);
-    sync_recv = calloc((size_t)caf.nranks, sizeof *sync_recv);
-    if (sync_sent == NULL || sync_recv == NULL)
+    size_t n = (size_t)caf.nranks;
+    sync_sent = calloc(n, sizeof *sync_sent);
+    sync_peer = calloc(n, sizeof *sync_peer);
+    sync_ranks = calloc(n, sizeof *sync_ranks);
+    sync_seen = calloc(n, 1);
+    if (sync_sent == NULL || sync_peer == NULL || sync_ranks == NULL ||
+        sync_seen == NULL)
         caf_fatal("start-up", "out of memory");
     int rc = fh_am_register(CAF_H_SYNC_ALL, bar_handler, "caf sync all");
     if (rc == FH_OK)
@@ -276,6 +297,22 @@ void caf_sync_init(void)
                             "caf sync images");
     if (rc != FH_OK)
         caf_fatal("start-up", "fh_am_register: %s", fh_strerror(rc));
+}
+
+void caf_sync_heap_init(void)
+{
+    size_t bytes = (size_t)caf.nranks * sizeof *sync_in;
+    size_t off = caf_sym_alloc(bytes);
+    if (off == (size_t)-1)
+        caf_fatal("start-up", "no room for %zu bytes of SYNC IMAGES counts "
+                  "in the coarray heap (FH_CAF_HEAP)", bytes);
+    /* Nobody notifies before the start-up barrier that follows. */
+    sync_in = (_Atomic uint64_t *)(void *)(caf.bases[caf.rank] + off);
+    for (int r = 0; r < caf.nranks; r++)
+        atomic_init(&sync_in[r], 0);
+    for (int r = 0; r < caf.nranks; r++)
+        if (r != caf.rank)
+            sync_peer[r] = fh_addr_local(r, caf.bases[r] + off);
 }
 
 static unsigned own_flags(void)
@@ -692,50 +729,56 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
     int all = count < 0;
     if (all)
         count = n;
-    if (count == 0) {
-        caf_ok(stat);
-        return;
-    }
-    int *ranks = malloc((size_t)count * sizeof *ranks);
-    unsigned char *seen = calloc((size_t)caf.nranks, 1);
-    if (ranks == NULL || seen == NULL)
-        caf_fatal(stmt, "out of memory");
-    int m = 0;
-    for (int i = 0; i < count; i++) {
+    int *ranks = sync_ranks, m = 0, i, rc;
+    bool listed_ok = true;
+    for (i = 0; i < count && listed_ok; i++) {
         int rank = all ? team[i] : caf_image_rank(images[i]);
         if (rank < 0) {
             caf_error(stat, errmsg, errmsg_len, 1, stmt,
                       "image index %d is out of range [1, %d]", images[i], n);
-            goto out;
-        }
-        if (seen[rank]) {
+            listed_ok = false;
+        } else if (sync_seen[rank]) {
             caf_error(stat, errmsg, errmsg_len, 3 /* STAT_DUP_SYNC_IMAGES */,
                       stmt, "image %d is listed twice", images[i]);
-            goto out;
+            listed_ok = false;
+        } else {
+            sync_seen[rank] = 1;
+            if (rank != caf.rank)
+                ranks[m++] = rank;
         }
-        seen[rank] = 1;
-        if (rank != caf.rank)
-            ranks[m++] = rank;
     }
-    int rc = fh_quiet();
+    /* Leave sync_seen all zero (the image itself is in no ranks[]). */
+    for (int j = 0; j < m; j++)
+        sync_seen[ranks[j]] = 0;
+    sync_seen[caf.rank] = 0;
+    if (!listed_ok)
+        return;
+    rc = fh_quiet();
     if (rc != FH_OK)
         caf_fatal(stmt, "completing transfers: %s", fh_strerror(rc));
-    for (int i = 0; i < m; i++) {
-        sync_sent[ranks[i]]++;
-        if (caf.status[ranks[i]] != CAF_IMG_RUNNING)
+    for (i = 0; i < m; i++) {
+        int r = ranks[i];
+        sync_sent[r]++;
+        if (caf.status[r] != CAF_IMG_RUNNING)
             continue; /* no use telling it; it may have matched already */
-        rc = fh_am_request_short(ranks[i], CAF_H_SYNC_IMAGES, NULL, 0);
+        if (sync_peer[r] != NULL) {
+            atomic_fetch_add_explicit(&sync_peer[r][caf.rank], 1,
+                                      memory_order_release);
+            continue;
+        }
+        rc = fh_am_request_short(r, CAF_H_SYNC_IMAGES, NULL, 0);
         if (rc != FH_OK)
-            caf_fatal(stmt, "notifying image %d: %s", ranks[i] + 1,
-                      fh_strerror(rc));
+            caf_fatal(stmt, "notifying image %d: %s", r + 1, fh_strerror(rc));
     }
     int bad = 0, bad_rank = -1;
-    for (int i = 0; i < m; i++) {
+    for (i = 0; i < m; i++) {
         int r = ranks[i];
         unsigned spins = 0;
-        while (sync_recv[r] < sync_sent[r] && caf.status[r] == CAF_IMG_RUNNING)
+        while (atomic_load_explicit(&sync_in[r], memory_order_acquire) <
+                   sync_sent[r] && caf.status[r] == CAF_IMG_RUNNING)
             caf_idle(&spins);
-        if (sync_recv[r] < sync_sent[r]) {
+        uint64_t got = atomic_load_explicit(&sync_in[r], memory_order_acquire);
+        if (got < sync_sent[r]) {
             /* It ended before matching: its count will never catch up. */
             int st = caf.status[r] == CAF_IMG_FAILED ? CAF_STAT_FAILED_IMAGE
                                                       : CAF_STAT_STOPPED_IMAGE;
@@ -743,16 +786,13 @@ void _gfortran_caf_sync_images(int count, int images[], int *stat,
                 bad = st;
                 bad_rank = r;
             }
-            sync_sent[r] = sync_recv[r];
+            sync_sent[r] = got;
         }
     }
     if (bad) {
         caf_error(stat, errmsg, errmsg_len, bad, stmt, "image %d has %s",
                   bad_rank + 1, bad == CAF_STAT_FAILED_IMAGE ? "failed" : "stopped");
-        goto out;
+        return;
     }
     caf_ok(stat);
-out:
-    free(ranks);
-    free(seen);
 }

@@ -17,6 +17,10 @@
 ! second gave STAT_STOPPED_IMAGE ("image 3 has stopped"), deterministically
 ! on 3 and more images (by chance on 2).
 !
+! Runs twice: on one host the images notify each other by atomic adds in
+! shared memory; with FH_SHM=off by active messages.
+! ALSO-ENV: FH_SHM=off
+!
 ! Prints "PASS caf_syncimages" on image 1 on success; otherwise
 ! "FAIL caf_syncimages image <i>: ..." and error stop 1.  Any image count.
 program caf_syncimages
