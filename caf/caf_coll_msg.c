@@ -20,9 +20,10 @@
  *     puts in flight and sends their "written" messages (pump).  Over tcp
  *     a blocking long AM was three hand-offs (data, its ack, the header)
  *     during which the image served nothing of its own (1 MiB co_sum on 2
- *     images: 320-340 us; now 272 us with 512 KiB chunks, 358 with 256
- *     KiB: each chunk costs a grant, an ack and a notice, ~40 us over
- *     tcp).
+ *     images: 320-340 us; with puts, 272 us with 512 KiB chunks, 358
+ *     with 256 KiB: each chunk costs a grant, an ack and a notice, ~40 us
+ *     over tcp; 243-258 us once two images exchange whole arrays,
+ *     caf_coll_tree.c).
  * Every message carries (team id, per-team collective sequence number,
  * phase, chunk) and is matched on those and its source rank, so messages of
  * a later collective (an image that is not a result image may run ahead by
@@ -323,28 +324,38 @@ static void pump(const coll_t *c)
     npend = keep;
 }
 
-/* caf_coll.h */
-void caf_coll_sent(const coll_t *c, int dst, uint64_t chunk)
+/* Puts in flight to dst (any image when dst < 0) for chunk (any chunk
+ * when dst < 0). */
+static unsigned pending_to(int dst, uint64_t chunk)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < npend; i++)
+        k += dst < 0 || (pend[i].dst == dst && pend[i].args[2] == chunk);
+    return k;
+}
+
+/* Serves and completes puts until fewer than `limit` of pending_to(dst,
+ * chunk) are left. */
+static void drain(const coll_t *c, int dst, uint64_t chunk, unsigned limit)
 {
     for (unsigned spin = 0;;) {
         pump(c);
-        unsigned i = 0;
-        while (i < npend && !(pend[i].dst == dst && pend[i].args[2] == chunk))
-            i++;
-        if (i == npend)
+        if (pending_to(dst, chunk) < limit)
             return;
         caf_idle(&spin);
     }
 }
 
 /* caf_coll.h */
+void caf_coll_sent(const coll_t *c, int dst, uint64_t chunk)
+{
+    drain(c, dst, chunk, 1);
+}
+
+/* caf_coll.h */
 void caf_coll_flush(const coll_t *c)
 {
-    for (unsigned spin = 0; npend > 0;) {
-        pump(c);
-        if (npend > 0)
-            caf_idle(&spin);
-    }
+    drain(c, -1, 0, 1);
 }
 
 /* Whether m, the next message of its key, is the one due: DATA of len
@@ -451,11 +462,7 @@ bool caf_coll_send(coll_t *c, int dst, int level, uint64_t chunk,
     assert(m->off == slot_off(level, chunk)); /* msg_due */
     size_t off = (size_t)m->off;
     msg_free(m);
-    for (unsigned spin = 0; npend == PENDING_MAX;) {
-        pump(c);
-        if (npend == PENDING_MAX)
-            caf_idle(&spin);
-    }
+    drain(c, -1, 0, PENDING_MAX);
     pending_t *p = &pend[npend];
     *p = (pending_t){.dst = dst, .args = {c->team, c->seq, chunk, 1, off, len}};
     check_rc(c, fh_put_nb(dst, caf.bases[dst] + off, data, len, &p->h), dst,

@@ -135,13 +135,20 @@ static int local_reach_check(const fh_rt_t *rt)
 {
     if (rt->cops != &fh_conduit_local)
         return FH_OK;
-    for (int r = 0; r < rt->nranks; r++)
-        if (r != rt->rank && (!rt->node_peer[r] || rt->node_inbox == NULL ||
-                              rt->node_inbox[r] == NULL))
+    for (int r = 0; r < rt->nranks; r++) {
+        if (r == rt->rank)
+            continue;
+        if (!rt->node_peer[r])
+            return fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: FH_CONDUIT=local: %s is "
+                                "not in this rank's node group (the ranks disagree on "
+                                "which share a host), and no network conduit is open: "
+                                "set FH_CONDUIT=auto", FH_RANK_NAME(r));
+        if (rt->node_inbox == NULL || rt->node_inbox[r] == NULL)
             return fh_set_error(FH_ERR_NOT_SUPPORTED, "fh_init: FH_CONDUIT=local: %s is "
                                 "on this host but its shared-memory inbox could not be "
                                 "attached (FH_VERBOSE=1 says why), and no network conduit "
                                 "is open: set FH_CONDUIT=auto", FH_RANK_NAME(r));
+    }
     return FH_OK;
 }
 

@@ -35,14 +35,14 @@ struct fh_conduit {
     fh_conduit_config_t cfg;
 };
 
+/* Paths and registrations are records only: nothing travels on a path,
+ * and a registration needs no key (the node path maps the memory). */
 struct fh_cpath {
-    struct fh_conduit *c;
     int index;
 };
 
 struct fh_mr {
     void *addr;
-    size_t len;
 };
 
 static int local_probe(const fh_conduit_config_t *cfg, char *why, size_t whylen)
@@ -93,7 +93,6 @@ static int local_path_create(struct fh_conduit *c, const fh_path_attr_t *attr,
     struct fh_cpath *p = calloc(1, sizeof *p);
     if (p == NULL)
         return FH_ERR_NO_MEMORY;
-    p->c = c;
     p->index = attr->index;
     *out = p;
     return FH_OK;
@@ -125,7 +124,6 @@ static int local_mr_reg(struct fh_conduit *c, void *addr, size_t len, unsigned a
     if (m == NULL)
         return fh_set_error(FH_ERR_NO_MEMORY, "local: out of memory");
     m->addr = addr;
-    m->len = len;
     *mr = m;
     if (rkey != NULL)
         *rkey = (fh_rkey_t){.key = 0, .base = (uint64_t)(uintptr_t)addr};
