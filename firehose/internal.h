@@ -133,6 +133,8 @@ typedef struct fh_path {
     int nbound;               /* threads bound (protected by rt->bind_lock) */
     int polling;              /* re-entrancy guard for poll on this path */
     unsigned quiet_polls;     /* polls that skipped an idle conduit (path.c) */
+    unsigned peer_polls;      /* polls since the last look at the clock for
+                                 peer.c's check (path.c) */
     uint64_t ndropped;        /* packets dropped here (log rate limit) */
     uint64_t nexcess;         /* credits beyond the window received here
                                  (log rate limit, am.c) */
@@ -265,6 +267,10 @@ typedef struct fh_rt {
     fh_node_piece_t node_box;
     uint32_t node_slots[2], node_slot_size;
     bool node_all_rings;      /* every other rank is reached through rings */
+    /* The rings into each of our paths (node_am.c): node_rx[p] holds
+     * node_nrx[p] consumer cursors, used under path p's lock. */
+    struct fh_node_rx **node_rx;
+    int *node_nrx;
 
     /* route[r]: how rank r is reached (route.c), fixed at init;
      * cma_pid[r] > 0: member r's memory outside the shared pieces is

@@ -98,6 +98,12 @@ char *fh_node_bar_area(const fh_rt_t *rt, int rank)
     return box != NULL ? box + ring_off(rt, rt->npaths, 0, 0) : NULL;
 }
 
+/* A ring into one of our paths, as its poller sees it. */
+struct fh_node_rx {
+    fh_ring_cursor_t cur;
+    int rank, q;              /* its producer: that member's path q */
+};
+
 struct inbox_wire {
     int64_t pid, fd;
     uint64_t size;
@@ -105,6 +111,40 @@ struct inbox_wire {
 
 static int node_poll(fh_path_t *p, int found);
 static bool node_sleep(fh_tls_t *t, unsigned idle);
+static fh_ring_t *ring_at(const fh_rt_t *rt, char *box, int p, int g, int q);
+
+/* The cursors of the rings into each of our paths: from every member we
+ * talk to through rings, each of its paths into our service path, its
+ * service path into a thread path. */
+static int rx_init(fh_rt_t *rt)
+{
+    char *box = rt->node_inbox[rt->rank];
+    rt->node_rx = calloc((size_t)rt->npaths, sizeof *rt->node_rx);
+    rt->node_nrx = calloc((size_t)rt->npaths, sizeof *rt->node_nrx);
+    if (rt->node_rx == NULL || rt->node_nrx == NULL)
+        return FH_ERR_NO_MEMORY;
+    for (int p = 0; p < rt->npaths; p++) {
+        const uint32_t slots = rt->node_slots[p == 0 ? 0 : 1];
+        const int nq = p == 0 ? rt->npaths : 1;
+        rt->node_rx[p] = calloc((size_t)rt->node_size * (size_t)nq, sizeof **rt->node_rx);
+        if (rt->node_rx[p] == NULL)
+            return FH_ERR_NO_MEMORY;
+        int n = 0;
+        for (int i = 0; i < rt->node_size; i++) {
+            const int r = rt->node_members[i];
+            if (r == rt->rank || rt->node_inbox[r] == NULL)
+                continue;
+            for (int q = 0; q < nq; q++, n++) {
+                struct fh_node_rx *x = &rt->node_rx[p][n];
+                fh_ring_cursor_init(&x->cur, ring_at(rt, box, p, rt->node_gidx[r], q), slots);
+                x->rank = r;
+                x->q = q;
+            }
+        }
+        rt->node_nrx[p] = n;
+    }
+    return FH_OK;
+}
 
 int fh_node_am_init(fh_rt_t *rt)
 {
@@ -191,6 +231,8 @@ int fh_node_am_init(fh_rt_t *rt)
     if (rings != 0) {
         static const fh_poller_t poller = {"node rings", FH_POLL_RECEIVE, node_poll,
                                              NULL};
+        if ((rc = rx_init(rt)) != FH_OK)
+            return rc;
         fh_progress_add_poller(rt, &poller);
         rt->idle_sleep = node_sleep;
     }
@@ -205,6 +247,12 @@ void fh_node_am_fini(fh_rt_t *rt)
             fh_node_memfd.detach(rt->node_inbox[r], inbox_bytes(rt));
     if (rt->node_box.base != NULL)     /* rt is zeroed until init reaches us */
         fh_node_memfd.destroy(&rt->node_box);
+    for (int p = 0; rt->node_rx != NULL && p < rt->npaths; p++)
+        free(rt->node_rx[p]);
+    free(rt->node_rx);
+    free(rt->node_nrx);
+    rt->node_rx = NULL;
+    rt->node_nrx = NULL;
     free(rt->node_inbox);
     free(rt->node_gidx);
     free(rt->node_members);
@@ -298,34 +346,29 @@ static bool node_sleep(fh_tls_t *t, unsigned idle)
 }
 
 /* Delivers up to FH_NODE_POLL_BATCH packets waiting in the rings into
- * path p (lock held); returns how many. */
+ * path p (lock held), in order per ring; returns how many. */
 static int node_poll(fh_path_t *p, int found)
 {
     (void)found;
     const int max = FH_NODE_POLL_BATCH;
     fh_rt_t *rt = p->rt;
-    char *box = rt->node_inbox != NULL ? rt->node_inbox[rt->rank] : NULL;
-    if (box == NULL)
+    if (rt->node_rx == NULL)
         return 0;
+    struct fh_node_rx *rx = rt->node_rx[p->index];
+    const int nrx = rt->node_nrx[p->index];
     const uint32_t slots = rt->node_slots[p->index == 0 ? 0 : 1];
-    const int nq = p->index == 0 ? rt->npaths : 1;
+    const uint32_t ssz = rt->node_slot_size;
     int n = 0;
-    for (int i = 0; i < rt->node_size && n < max; i++) {
-        const int r = rt->node_members[i];
-        if (r == rt->rank || rt->node_inbox[r] == NULL)
-            continue;
-        for (int q = 0; q < nq && n < max; q++) {
-            fh_ring_t *ring = ring_at(rt, box, p->index, rt->node_gidx[r], q);
-            size_t len;
-            const char *m;
-            while (n < max && (m = fh_ring_peek(ring, slots, rt->node_slot_size, &len))) {
-                if (len == SIZE_MAX)
-                    fh_am_drop(p, r, "node ring slot longer than a packet");
-                else
-                    fh_am_on_packet(p, r, q, m, len);
-                fh_ring_pop(ring);
-                n++;
-            }
+    for (int i = 0; i < nrx && n < max; i++) {
+        size_t len;
+        const char *m;
+        while (n < max && (m = fh_ring_cpeek(&rx[i].cur, ssz, &len))) {
+            if (len == SIZE_MAX)
+                fh_am_drop(p, rx[i].rank, "node ring slot longer than a packet");
+            else
+                fh_am_on_packet(p, rx[i].rank, rx[i].q, m, len);
+            fh_ring_cpop(&rx[i].cur, slots);
+            n++;
         }
     }
     return n;

@@ -168,6 +168,9 @@ void fh_path_on_complete(void *arg, void *op_ctx, int status)
  * while nothing of ours is in flight on a path, its conduit is polled once
  * in this many polls, so a wait does not pay a system call per round. */
 #define FH_POLL_IDLE_CONDUIT 64
+/* peer.c's check (once a second) looks at the clock in one poll of a path
+ * in this many: an idle poll of the node rings costs less than the clock. */
+#define FH_POLL_PEER_CHECK 64
 
 static bool conduit_idle(fh_path_t *p)
 {
@@ -200,7 +203,8 @@ int fh_path_poll_locked(fh_path_t *p)
         return 0; /* a handler's send retried poll: events wait for the outer poll */
     fh_rt_t *rt = p->rt;
     p->polling = 1;
-    fh_peer_check(rt);
+    if (++p->peer_polls % FH_POLL_PEER_CHECK == 0)
+        fh_peer_check(rt);
     int n = conduit_idle(p) ? 0 : rt->cops->poll(p->cp, FH_POLL_BATCH);
     if (n < 0 && !atomic_load(&rt->finalizing))
         fh_fatal("polling path %d failed: %s", p->index, fh_strerror(n));

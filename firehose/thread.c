@@ -36,9 +36,11 @@
 #include "internal.h"
 
 static _Atomic uint32_t next_tid = 1;
-static _Thread_local fh_tls_t *tls_self;
+/* In the static TLS block (initial-exec): every entry point reads them,
+ * without a __tls_get_addr call. */
+static _Thread_local fh_tls_t *tls_self __attribute__((tls_model("initial-exec")));
 /* Set once the thread-exit hook has freed this thread's state. */
-static _Thread_local bool tls_exited;
+static _Thread_local bool tls_exited __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t exit_gate = PTHREAD_MUTEX_INITIALIZER;
 

@@ -16,6 +16,10 @@
  * `head` only when its cached copy says the ring is full.  Full: push
  * returns FH_ERR_AGAIN (the sender polls and retries); nothing is ever
  * dropped or overwritten.  Messages come out in the order they went in.
+ * Neither side divides per message: the producer keeps tail % slots in its
+ * own line (checked against slots before use), the consumer its head and
+ * head % slots in its private memory (fh_ring_cursor_t, which node_am.c
+ * polls with); fh_ring_peek / fh_ring_pop compute them from `head`.
  * A slot's length is checked by the consumer against the slot size (a
  * member could write anything there): a bad one is reported as such; a
  * stamp of another value than h + 1 is no message (yet).
@@ -38,6 +42,7 @@
 typedef struct fh_ring {
     alignas(64) uint64_t tail;           /* producer's own: messages pushed */
     uint64_t head_seen;                  /* producer's own: head, last read */
+    uint32_t tail_idx;                   /* producer's own: tail % slots */
     alignas(64) _Atomic uint64_t head;   /* messages popped (consumer) */
 } fh_ring_t;
 
@@ -76,7 +81,10 @@ static inline int fh_ring_push(fh_ring_t *r, uint32_t slots, uint32_t slot_size,
         if (t - r->head_seen >= slots)
             return FH_ERR_AGAIN;
     }
-    char *s = fh_ring_slot(r, slots, slot_size, t);
+    uint32_t idx = r->tail_idx;
+    if (idx >= slots)                    /* never, unless the line was overwritten */
+        idx = (uint32_t)(t % slots);
+    char *s = (char *)(r + 1) + (size_t)idx * slot_size;
     uint32_t len = (uint32_t)(al + bl);
     memcpy(s + 8, &len, sizeof len);
     if (al)
@@ -85,6 +93,7 @@ static inline int fh_ring_push(fh_ring_t *r, uint32_t slots, uint32_t slot_size,
         memcpy(s + FH_RING_SLOT_HDR + al, b, bl);
     atomic_store_explicit(fh_ring_stamp(s), t + 1, memory_order_seq_cst);
     r->tail = t + 1;
+    r->tail_idx = idx + 1 == slots ? 0 : idx + 1;
     return FH_OK;
 }
 
@@ -109,6 +118,43 @@ static inline void fh_ring_pop(fh_ring_t *r)
 {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+/* The consumer's own cursor, kept in its private memory: the next message's
+ * number and slot, so that a poll of an empty ring is one load of a slot's
+ * stamp (no division, nothing the producer could have changed). */
+typedef struct fh_ring_cursor {
+    fh_ring_t *ring;
+    uint64_t head;          /* == ring->head, which only we write */
+    uint32_t idx;           /* head % slots */
+} fh_ring_cursor_t;
+
+static inline void fh_ring_cursor_init(fh_ring_cursor_t *c, fh_ring_t *r, uint32_t slots)
+{
+    c->ring = r;
+    c->head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    c->idx = (uint32_t)(c->head % slots);
+}
+
+/* fh_ring_peek through a cursor. */
+static inline const char *fh_ring_cpeek(const fh_ring_cursor_t *c, uint32_t slot_size,
+                                        size_t *len)
+{
+    char *s = (char *)(c->ring + 1) + (size_t)c->idx * slot_size;
+    if (atomic_load_explicit(fh_ring_stamp(s), memory_order_seq_cst) != c->head + 1)
+        return NULL;
+    uint32_t l;
+    memcpy(&l, s + 8, sizeof l);
+    *len = l > slot_size - FH_RING_SLOT_HDR ? SIZE_MAX : l;
+    return s + FH_RING_SLOT_HDR;
+}
+
+/* fh_ring_pop through a cursor. */
+static inline void fh_ring_cpop(fh_ring_cursor_t *c, uint32_t slots)
+{
+    c->head++;
+    c->idx = c->idx + 1 == slots ? 0 : c->idx + 1;
+    atomic_store_explicit(&c->ring->head, c->head, memory_order_release);
 }
 
 #endif /* FH_NODE_RING_H */

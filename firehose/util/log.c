@@ -20,6 +20,11 @@
 static _Atomic int log_rank = -1;
 static _Atomic int log_verbose;
 static _Thread_local char last_error[sizeof ((fh_error_stash_t *)0)->text];
+/* Whether last_error may hold text (false: it is "").  Every entry point
+ * clears the message: this flag, in the static TLS block (initial-exec: no
+ * __tls_get_addr call from a shared library), makes that one load when
+ * there is nothing to clear. */
+static _Thread_local bool last_error_set __attribute__((tls_model("initial-exec")));
 
 /* The rank names (log.h): written before the threads that log exist and
  * published by names_set (release; readers acquire). */
@@ -150,11 +155,18 @@ int fh_set_error(int err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    last_error_set = true;
     fh_log_verbose(2, "%s (%s)", last_error, fh_err_name(err));
     return err;
 }
 
-void fh_clear_error(void) { last_error[0] = '\0'; }
+void fh_clear_error(void)
+{
+    if (last_error_set) {
+        last_error[0] = '\0';
+        last_error_set = false;
+    }
+}
 
 bool fh_error_stash(fh_error_stash_t *st)
 {
@@ -170,6 +182,7 @@ void fh_error_unstash(const fh_error_stash_t *st)
         memcpy(last_error, st->text, sizeof last_error);
     else
         last_error[0] = '\0';
+    last_error_set = st->held;
 }
 
 const char *fh_last_error(void) { return last_error; }
