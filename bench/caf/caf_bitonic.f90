@@ -15,7 +15,10 @@
 ! (sum and sum of squares mod 65521, co_sum) unchanged by the sort.
 ! Time: from the sync all after key generation to the end of the last step
 ! (local sort included), slowest image (co_max), median over --reps after one
-! warmup sort.  Output (image 1): "# key=value" lines, header
+! warmup sort.  --quick runs 15 repetitions: over tcp a connection's first
+! 36 messages each fault in a fresh receive buffer (docs/design.md, "What a
+! rank costs"), so the first repetitions after the warmup measured that
+! (Cannon: 1.1 ms for the first, 0.58 from the fifth).  Output (image 1): "# key=value" lines, header
 ! op,keys,images,seconds and the row caf_bitonic,<keys>,<images>,<seconds>.
 ! P not a power of two: prints "SKIP ..." and exits 0.
 program caf_bitonic
@@ -267,7 +270,7 @@ contains
       case ('--quick')
         quick = .true.
         nkeys = 65536_int64
-        reps = 3
+        reps = 15
       case ('--keys', '--reps')
         if (ia == na) call usage('missing value for '//trim(arg))
         call get_command_argument(ia + 1, val)
