@@ -110,6 +110,8 @@ void caf_coll_node_init(void)
     if (off == (size_t)-1)
         caf_fatal(stmt, "no room for %zu bytes of collective scratch in the "
                   "coarray heap (FH_CAF_HEAP)", NODE_CTL + 2 * NODE_SLOT);
+    if (off + NODE_CTL + 2 * NODE_SLOT > caf.sym_size)
+        return; /* FH_CAF_HEAP too small: caf_heap_started says so */
     ctl = calloc((size_t)n, sizeof *ctl);
     slots = calloc((size_t)n, sizeof *slots);
     if (ctl == NULL || slots == NULL)

@@ -306,10 +306,10 @@ void caf_sync_heap_init(void)
     if (off == (size_t)-1)
         caf_fatal("start-up", "no room for %zu bytes of SYNC IMAGES counts "
                   "in the coarray heap (FH_CAF_HEAP)", bytes);
-    /* Nobody notifies before the start-up barrier that follows. */
+    /* Zero (fresh heap memory, caf_heap.c), and not touched here: the heap
+     * is checked to hold what start-up took only in caf_heap_started.
+     * Nobody notifies before the start-up barrier that follows. */
     sync_in = (_Atomic uint64_t *)(void *)(caf.bases[caf.rank] + off);
-    for (int r = 0; r < caf.nranks; r++)
-        atomic_init(&sync_in[r], 0);
     for (int r = 0; r < caf.nranks; r++)
         if (r != caf.rank)
             sync_peer[r] = fh_addr_local(r, caf.bases[r] + off);

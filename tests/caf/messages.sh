@@ -171,6 +171,12 @@ for v in 0 4k 1m; do
     # start-up) must then be enough.
     floor=$(sed -n 's/.*expected a size from \([0-9]*[kmg]\) to.*/\1/p' log | head -n 1)
 done
+# No local heap after it: the symmetric heap's end is the segment's, and
+# start-up must still name the size, not fail on the scratch it could not
+# map (it said "collective scratch is not shared memory" before).
+FH_CAF_HEAP=4k FH_CAF_LOCAL_HEAP=0 job "FH_CAF_HEAP=4k FH_CAF_LOCAL_HEAP=0" 1 hello 2
+has "FH_CAF_HEAP=4k without a local heap is refused with the range" log \
+    "^caf: image [12]: start-up: FH_CAF_HEAP=4k is too small: on 2 images the library keeps [0-9]+ bytes of it for itself; expected a size from [0-9]+[kmg] to 131072g minus FH_CAF_LOCAL_HEAP=0"
 for v in xyz 99999999999g 12q; do
     FH_CAF_HEAP=$v job "FH_CAF_HEAP=$v" 1 hello 2
     has "FH_CAF_HEAP=$v is refused with the range" log \
