@@ -2,8 +2,9 @@
  * ofi_dl.h -- libfabric, loaded when the ofi conduit first needs it.
  *
  * Linking libfabric.so.1 costs every process that loads libfirehose ~0.2 s
- * before main (libfabric 1.17's built-in psm3 provider calibrates its
- * timebase in a constructor: usleep in a loop, pinned to CPU 0) and ~2 MiB
+ * before main (two libraries libfabric 1.17 links, PSM's libinfinipath
+ * and libpsm2, each calibrate a timebase in a constructor: usleep in a
+ * loop for 100 ms, pinned to CPU 0) and ~2 MiB
  * resident, whether or not it ever uses the ofi conduit: jobs on the ibv
  * conduit, fhinfo, programs that never call fh_init.  So libfirehose does
  * not link it: the six libfabric functions the conduit calls (everything
