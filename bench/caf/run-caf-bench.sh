@@ -472,6 +472,21 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
     function row(kind, tr, op, np, sz, o, t, r) {
         printf "%s,%s,%s,%s,%s,%s,%s,%s\n", kind, tr, op, np, sz, o, t, r > csvout
     }
+    # A table of one statement timed alone and back to back (SYNC ALL,
+    # SYNC IMAGES) over the image counts run: summary rows kind_us and
+    # kind_loop_us; skip: leave out counts that neither side ran.
+    function sync_table(title, tr, b, kind, skip,   np, o, t, ol, tl) {
+        printf "\n%s\n%7s %12s %12s %8s %12s %12s %8s\n", title, "images", "ours", "theirs", "ratio", "ours_loop", "theirs_loop", "ratio"
+        for (np = 1; np <= 4096; np++) {
+            if (!(np in snp)) continue
+            o = get("ours", tr, b, np, 0, "median_us"); t = get("theirs", tr, b, np, 0, "median_us")
+            ol = get("ours", tr, b, np, 0, "loop_us"); tl = get("theirs", tr, b, np, 0, "loop_us")
+            if (skip && o == "" && t == "") continue
+            printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
+            row(kind "_us", tr, b, np, 0, o, t, ratio(o, t))
+            row(kind "_loop_us", tr, b, np, 0, ol, tl, ratio(ol, tl))
+        }
+    }
     NR == 1 { next }
     {
         k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5 SUBSEP $6 SUBSEP $7
@@ -549,25 +564,8 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                     row("cosum_us", tr, "caf_cosum", np, s, o, t, ratio(o, t))
                 }
             }
-            printf "\nsync all (us, median of image 1'"'"'s timed statements; loop = back to back)\n%7s %12s %12s %8s %12s %12s %8s\n", "images", "ours", "theirs", "ratio", "ours_loop", "theirs_loop", "ratio"
-            for (np = 1; np <= 4096; np++) {
-                if (!(np in snp)) continue
-                o = get("ours", tr, "caf_syncall", np, 0, "median_us"); t = get("theirs", tr, "caf_syncall", np, 0, "median_us")
-                ol = get("ours", tr, "caf_syncall", np, 0, "loop_us"); tl = get("theirs", tr, "caf_syncall", np, 0, "loop_us")
-                printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
-                row("syncall_us", tr, "caf_syncall", np, 0, o, t, ratio(o, t))
-                row("syncall_loop_us", tr, "caf_syncall", np, 0, ol, tl, ratio(ol, tl))
-            }
-            printf "\nsync images with the ring neighbours (us, as sync all)\n%7s %12s %12s %8s %12s %12s %8s\n", "images", "ours", "theirs", "ratio", "ours_loop", "theirs_loop", "ratio"
-            for (np = 1; np <= 4096; np++) {
-                if (!(np in snp)) continue
-                o = get("ours", tr, "caf_syncimages", np, 0, "median_us"); t = get("theirs", tr, "caf_syncimages", np, 0, "median_us")
-                ol = get("ours", tr, "caf_syncimages", np, 0, "loop_us"); tl = get("theirs", tr, "caf_syncimages", np, 0, "loop_us")
-                if (o == "" && t == "") continue
-                printf "%7d %12s %12s %8s %12s %12s %8s\n", np, show(o, "%.3f"), show(t, "%.3f"), ratio(o, t), show(ol, "%.3f"), show(tl, "%.3f"), ratio(ol, tl)
-                row("syncimages_us", tr, "caf_syncimages", np, 0, o, t, ratio(o, t))
-                row("syncimages_loop_us", tr, "caf_syncimages", np, 0, ol, tl, ratio(ol, tl))
-            }
+            sync_table("sync all (us, median of image 1'"'"'s timed statements; loop = back to back)", tr, "caf_syncall", "syncall", 0)
+            sync_table("sync images with the ring neighbours (us, as sync all)", tr, "caf_syncimages", "syncimages", 1)
             printf "\nimage cost (an empty program: RSS per image after SYNC ALL, MiB; launch to exit, s)\n%7s %10s %10s %8s %10s %10s %8s\n", "images", "rss_ours", "rss_theirs", "ratio", "s_ours", "s_theirs", "ratio"
             for (np = 1; np <= 4096; np++) {
                 if (!(np in inp)) continue
