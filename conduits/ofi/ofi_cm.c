@@ -194,7 +194,7 @@ void ofi_cm_conn_kill(struct ofi_conn *k, const char *why)
     }
     free(k->rmem);
     k->rmem = NULL;
-    c->ndead++;
+    atomic_fetch_add_explicit(&c->ndead, 1, memory_order_relaxed);
     atomic_store(&k->p->cm_work, 1);    /* its path looks (ofi_cm_redial.c) */
 }
 

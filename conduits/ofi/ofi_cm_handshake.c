@@ -57,7 +57,8 @@ static void on_connreq(struct fh_conduit *c, struct fi_eq_cm_entry *e, size_t dl
         else if (c->connected && (c->accepted[src] || sp <= c->nthread_eager)
                  && !ofi_cm_redial_expected(c, src, req.nonce))
             why = "connection request after start-up (not announced by its rank)";
-        else if (c->npending >= OFI_CM_PENDING_MAX || c->ndead >= OFI_CM_DEAD_MAX) {
+        else if (c->npending >= OFI_CM_PENDING_MAX
+                 || atomic_load_explicit(&c->ndead, memory_order_relaxed) >= OFI_CM_DEAD_MAX) {
             /* Most likely one of our own ranks, which asks again (see the
              * top): refused and counted, but not reported as a stranger. */
             fi_reject(c->pep, e->info->handle, NULL, 0);
@@ -242,6 +243,37 @@ static void redo_later(struct ofi_conn *k)
     retry_later(k2);
 }
 
+/* k is down (the peer shut it down, or an event says it failed), unless
+ * already closed; returns the state it had. */
+static int mark_down(struct fh_conduit *c, struct ofi_conn *k)
+{
+    int st = atomic_load(&k->state);
+    while (st != OFI_CONN_DEAD && st != OFI_CONN_DOWN
+           && !atomic_compare_exchange_weak(&k->state, &st, OFI_CONN_DOWN))
+        ;                               /* a closed one stays DEAD */
+    if (st == OFI_CONN_UP)
+        fh_log_verbose(1, "ofi: %s path %u closed its connection",
+                       FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
+                       k->src % (uint32_t)c->cfg.npaths);
+    return st;
+}
+
+/* Path 0's poll ends connection k after an event.  Another path's
+ * connection after start-up (one up, or one being made again) is only
+ * marked down: that path may be using its endpoint at this moment, and it
+ * closes it in its own poll (ofi_cm_redial.c: a lost pair, or a successor
+ * dialled again).  Path 0's own, and any during start-up or during its
+ * path's path_connect (whose caller holds path 0's lock), are closed here. */
+static void end_conn(struct fh_conduit *c, struct ofi_conn *k, const char *why)
+{
+    if (!c->connected || k->p == c->paths[0] || k->p->connecting) {
+        ofi_cm_conn_kill(k, why);
+        return;
+    }
+    (void)mark_down(c, k);
+    atomic_store(&k->p->cm_work, 1);
+}
+
 /* Reads the event queue until it is empty.  During set-up an error is
  * returned for failures of our own connections; after it, FH_OK. */
 int ofi_cm_events(struct fh_conduit *c)
@@ -268,12 +300,11 @@ int ofi_cm_events(struct fh_conduit *c)
             const int setup = k->initiator
                               && (!c->connected || k->p->connecting || k->redial);
             if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
-                /* Its own path makes a new one after a backoff (state is
-                 * all that path 0 writes of another path's connection). */
+                /* Its own path makes a new one after a backoff. */
                 fh_log_verbose(2, "ofi: path %d: %s refused our new connection: %s",
                                k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)np)),
                                fi_strerror(err.err));
-                ofi_cm_conn_kill(k, NULL);
+                end_conn(c, k, NULL);
                 continue;
             }
             if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
@@ -292,7 +323,7 @@ int ofi_cm_events(struct fh_conduit *c)
                 ofi_cm_conn_kill(k, NULL);
                 return FH_ERR_PEER_DEAD;
             }
-            ofi_cm_conn_kill(k, k->pending ? "connection that failed during its handshake" : NULL);
+            end_conn(c, k, k->pending ? "connection that failed during its handshake" : NULL);
             continue;
         }
         if (n < 0) {
@@ -314,7 +345,7 @@ int ofi_cm_events(struct fh_conduit *c)
             if (why != NULL) {
                 fh_log_error("ofi: path %d: %s refused as our peer: %s", k->p->index,
                              FH_RANK_NAME((int)(k->src / (uint32_t)np)), why);
-                ofi_cm_conn_kill(k, NULL);
+                end_conn(c, k, NULL);
             } else {
                 ofi_cm_redial_accepted(k);
             }
@@ -330,10 +361,8 @@ int ofi_cm_events(struct fh_conduit *c)
             } else if (k->pending) {
                 ofi_cm_conn_kill(k, "connection closed during its handshake");
             } else if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
-                ofi_cm_conn_kill(k, NULL);          /* its path dials again */
-            } else if (atomic_exchange(&k->state, OFI_CONN_DOWN) == OFI_CONN_UP) {
-                fh_log_verbose(1, "ofi: %s path %u closed its connection",
-                               FH_RANK_NAME((int)(k->src / (uint32_t)np)), k->src % (uint32_t)np);
+                end_conn(c, k, NULL);               /* its path dials again */
+            } else if (mark_down(c, k) == OFI_CONN_UP) {
                 /* Its path fails what was live on it; an initiator's path
                  * connects again, an acceptor waits for its peer to
                  * (ofi_cm_redial.c; a thread path made after start-up

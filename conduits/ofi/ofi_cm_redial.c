@@ -30,7 +30,8 @@
  * Threads: every step that touches a path's endpoints, slots, sequence
  * numbers or conn[] runs in that path's own poll or send (the runtime
  * serializes them); path 0's event poll only checks the acceptor's answer
- * and sets flags (ready, cm_work), as it marks connections down.
+ * and sets flags (ready, cm_work) and marks connections down (state), and
+ * the path closes what is down (ofi_cm_handshake.c end_conn).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -201,11 +202,11 @@ static void finish(struct fh_cpath *p, struct ofi_conn *k, size_t dst)
     int rc = ofi_cm_conn_bufs(s, p->rx_per_conn);
     if (!rc)
         rc = ofi_cm_send_proof(s);
-    if (rc) {
+    int setup = OFI_CONN_SETUP;         /* path 0 may have marked it down */
+    if (rc || !atomic_compare_exchange_strong(&s->state, &setup, OFI_CONN_UP)) {
         ofi_cm_conn_abort(s);
         return;                         /* dialled again after a backoff */
     }
-    atomic_store(&s->state, OFI_CONN_UP);
     p->conn[dst] = s;
     k->succ = NULL;
     k->gave_up = 1;
@@ -240,7 +241,10 @@ static void step(struct fh_cpath *p, struct ofi_conn *k, size_t dst, double t)
         p->lost--;
         return;
     }
-    if (s != NULL && atomic_load(&s->state) == OFI_CONN_DEAD) {
+    const int sst = s != NULL ? atomic_load(&s->state) : OFI_CONN_DEAD;
+    if (s != NULL && (sst == OFI_CONN_DEAD || sst == OFI_CONN_DOWN)) {
+        if (sst == OFI_CONN_DOWN)       /* path 0 saw it fail: ours to close */
+            ofi_cm_conn_abort(s);
         k->succ = s = NULL;             /* refused (not announced yet, or the
                                            listener was full), or failed */
         ofi_cm_backoff(k);

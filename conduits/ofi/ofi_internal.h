@@ -106,7 +106,8 @@ struct fh_mr {
 enum ofi_conn_state {
     OFI_CONN_SETUP = 0,        /* connecting, or accepted and owing its proof */
     OFI_CONN_UP,               /* authenticated: its messages are delivered */
-    OFI_CONN_DOWN,             /* the peer shut it down: sends fail */
+    OFI_CONN_DOWN,             /* shut down by the peer, or failed (path 0's
+                                  events): sends fail; its path closes it */
     OFI_CONN_DEAD              /* closed by us: refused, failed or unproven */
 };
 
@@ -252,7 +253,8 @@ struct fh_conduit {
     size_t lname_len;      /* MSG: bytes of a listener name */
     char *peer_names;      /* MSG: [rank] listener names, during connect */
     unsigned char *accepted;   /* MSG: [rank * npaths + path] proven */
-    unsigned naccepted, npending, ndead;
+    unsigned naccepted, npending;  /* path 0's */
+    atomic_uint ndead;     /* closed connections (any path closes its own) */
     int nthread_eager;         /* MSG: thread paths connected by connect()
                                   (the same on every rank), 1..nthread_eager */
     unsigned long cm_refused;  /* connection requests refused */
