@@ -168,6 +168,15 @@ static void ofi_retry_reposts(struct fh_cpath *p)
                 ofi_maybe_repost(p, &k->rbufs[i]);
 }
 
+/* MSG: connection k, up until now, broke under one of its operations:
+ * down, and its path looks at it (ofi_cm_redial.c: lost, made again). */
+static void conn_broken(struct ofi_conn *k)
+{
+    int up = OFI_CONN_UP;
+    if (atomic_compare_exchange_strong(&k->state, &up, OFI_CONN_DOWN))
+        atomic_store(&k->p->cm_work, 1);
+}
+
 static void ofi_handle_error(struct fh_cpath *p)
 {
     struct fh_conduit *c = p->c;
@@ -208,6 +217,15 @@ static void ofi_handle_error(struct fh_cpath *p)
         if (st != FH_ERR_PEER_DEAD && e.prov_errno > 0 &&
             ofi_err_to_fh(e.prov_errno) == FH_ERR_PEER_DEAD)
             st = FH_ERR_PEER_DEAD;
+        /* MSG: the provider failed it with its connection (a socket error,
+         * or cancelled as the connection broke: the RMAs of a connection
+         * we close are failed before, fail_live).  No event may say so
+         * (a socket that broke on our side), and every later RMA on it
+         * would fail the same way: it is down, and made again. */
+        if (op->conn != NULL && (st == FH_ERR_PEER_DEAD || e.err == FI_ECANCELED)) {
+            st = FH_ERR_PEER_DEAD;
+            conn_broken(op->conn);
+        }
         if (st == FH_ERR_AGAIN || st == FH_ERR_NO_MEMORY)
             st = FH_ERR_TRANSPORT;
         fh_log_error("ofi: path %d: %s %s (path %d) at 0x%llx (+%zu) failed: %s (%s)",
@@ -252,8 +270,8 @@ static void ofi_handle_error(struct fh_cpath *p)
                                p->index, FH_RANK_NAME(rank), fi_strerror(e.err));
             else if (e.err != FI_ECANCELED && st == OFI_CONN_SETUP && op->conn->pending)
                 ofi_drop(p, -1, "connection whose proof could not be received");
-            if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
-                atomic_store(&op->conn->state, OFI_CONN_DOWN);
+            if (st == OFI_CONN_UP)      /* cancelled too: ours are DEAD first */
+                conn_broken(op->conn);
             op->repost = 0;
             break;
         }

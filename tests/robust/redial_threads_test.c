@@ -1,0 +1,193 @@
+/*
+ * redial_threads_test.c -- issue 29 class 3 (tests/robust/README.md): the
+ * connections of several thread paths are lost at once while their threads
+ * keep calling in; each pair is connected again and every thread's traffic
+ * goes on (docs/reliability.md, "A request whose connection is lost
+ * fails").  Under ThreadSanitizer (lost_reply.sh runs in the tsan stage)
+ * it checks that the threads' reconnections share nothing unguarded: two
+ * thread paths close their lost connections at the same moment, while the
+ * service path's poll reads the connection events.
+ *
+ * 2 ranks over tcp, message endpoints, FH_PATHS=lazy with FH_MAX_THREADS=3
+ * (the script sets them): the main thread has the service path, and each
+ * of the NW workers per rank makes its own path at its first call, so the
+ * TCP sockets that appear after start-up (compared by inode, as in
+ * lost_reply_test.c) are exactly the workers' connections, ours and the
+ * peer's.  Every worker puts 8-byte sequence numbers into its own word of
+ * the peer's segment as fast as it can; a put returns FH_OK, or
+ * FH_ERR_PEER_DEAD when its connection was lost under it.  Rank 0's main
+ * thread shuts every one of those sockets down at once (shutdown(2)), then
+ * waits until each of its workers has completed MIN_AFTER more puts (its
+ * path connected again), and tells rank 1, whose main thread then waits
+ * for as many more from each of its own workers (the peer's connections,
+ * made again from its side).  Then the workers stop, and each rank checks
+ * that its segment holds every peer worker's last successful value (a
+ * lost put may or may not have landed; the later successful one
+ * overwrites it).  Both ranks finish with fh_barrier and fh_finalize.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "tcp_fds.h"
+
+#define NW 2                    /* workers per rank */
+#define MIN_AFTER 50            /* puts each worker completes after the loss */
+#define WAIT_S 60.0             /* at most, for them */
+
+enum { W_STOP = 0, W_PHASE = 1, W_DATA = 8 };  /* words of the segment */
+
+static uint64_t *seg;           /* ours: [W_STOP], [W_PHASE], then NW words per rank */
+static void *peer_seg;
+static int me, peer;
+
+struct worker {
+    pthread_t th;
+    int w;
+    _Atomic uint64_t ok;        /* puts that returned FH_OK */
+    _Atomic uint64_t lost;      /* puts that returned FH_ERR_PEER_DEAD */
+    _Atomic uint64_t last_ok;   /* the value of the last FH_OK put */
+    _Atomic int ready;
+};
+static struct worker wk[NW];
+static _Atomic int stop;
+
+static void *worker(void *arg)
+{
+    struct worker *k = arg;
+    uint64_t *dst = (uint64_t *)peer_seg + W_DATA + (size_t)me * NW + (size_t)k->w;
+    for (uint64_t v = 1; !atomic_load(&stop); v++) {
+        uint64_t src = v;
+        int rc = fh_put(peer, dst, &src, sizeof src);
+        if (rc == FH_OK) {
+            atomic_store(&k->last_ok, v);
+            atomic_fetch_add(&k->ok, 1);
+            atomic_store(&k->ready, 1);     /* its path is made */
+        } else if (rc == FH_ERR_PEER_DEAD) {
+            atomic_fetch_add(&k->lost, 1);
+        } else {
+            tu_fail("worker %d: fh_put returned %s: %s", k->w, fh_err_name(rc),
+                    fh_last_error());
+        }
+    }
+    return NULL;
+}
+
+/* Polls until each worker completed `more` puts beyond base[], or fails. */
+static void wait_more(const uint64_t *base, uint64_t more, const char *what)
+{
+    double t0 = tu_now();
+    for (;;) {
+        int done = 1;
+        for (int w = 0; w < NW; w++)
+            done &= atomic_load(&wk[w].ok) >= base[w] + more;
+        if (done)
+            return;
+        CHECK(tu_now() - t0 < WAIT_S, what, "workers' puts after the loss: %llu and %llu "
+              "of %llu more in %.0f s (lost %llu, %llu)",
+              (unsigned long long)(atomic_load(&wk[0].ok) - base[0]),
+              (unsigned long long)(atomic_load(&wk[1].ok) - base[1]), (unsigned long long)more,
+              WAIT_S, (unsigned long long)atomic_load(&wk[0].lost),
+              (unsigned long long)atomic_load(&wk[1].lost));
+        CHECK_OK(fh_poll());
+    }
+}
+
+static void snap(uint64_t *base)
+{
+    for (int w = 0; w < NW; w++)
+        base[w] = atomic_load(&wk[w].ok);
+}
+
+/* Our word w_ of the peer's segment := v, from the main thread (the
+ * service path's connection, made at start-up and never shut down). */
+static void tell(int w_, uint64_t v)
+{
+    CHECK_OK(fh_put(peer, (uint64_t *)peer_seg + w_, &v, sizeof v));
+}
+
+int main(int argc, char **argv)
+{
+    CHECK_OK(fh_init(&argc, &argv));
+    tu_init_rank("redial_threads_test");
+    CHECK(fh_nranks() == 2, "ranks", "needs 2, has %d", fh_nranks());
+    me = fh_rank();
+    peer = 1 - me;
+    fh_seg_t sh;
+    void *base;
+    CHECK_OK(fh_segment_create(4096, &sh, &base));
+    seg = base;
+    CHECK_OK(fh_segment_query(sh, peer, &peer_seg, NULL));
+    CHECK_OK(fh_barrier());
+
+    int old[MAXFD], nold = tcp_fds(old);
+    ino_t old_ino[MAXFD];
+    for (int i = 0; i < nold; i++) {
+        struct stat st;
+        old_ino[i] = fstat(old[i], &st) == 0 ? st.st_ino : 0;
+    }
+    for (int w = 0; w < NW; w++) {
+        wk[w].w = w;
+        CHECK(pthread_create(&wk[w].th, NULL, worker, &wk[w]) == 0, "pthread_create", "failed");
+    }
+    for (int w = 0; w < NW; w++)        /* its path made (the peer polls meanwhile) */
+        while (!atomic_load(&wk[w].ready))
+            CHECK_OK(fh_poll());
+    CHECK_OK(fh_barrier());             /* both ranks' workers connected */
+
+    uint64_t b[NW];
+    if (me == 0) {
+        int fds[MAXFD], n = tcp_fds(fds), nfresh = 0;
+        for (int i = 0; i < n; i++) {
+            struct stat st;
+            int seen = 0;
+            for (int j = 0; fstat(fds[i], &st) == 0 && j < nold; j++)
+                seen |= st.st_ino == old_ino[j];
+            if (!seen) {
+                shutdown(fds[i], SHUT_RDWR);
+                nfresh++;
+            }
+        }
+        /* Each worker's path: to both ranks' service paths; the peer's
+         * workers' to ours; a loop connection has both ends here. */
+        CHECK(nfresh >= 2 * NW, "sockets", "%d fresh TCP sockets shut down, expected >= %d",
+              nfresh, 2 * NW);
+        printf("rank 0: shut down %d sockets of the workers' connections\n", nfresh);
+        snap(b);
+        wait_more(b, MIN_AFTER, "rank 0's workers go on");
+        tell(W_PHASE, 1);
+        while (seg[W_STOP] == 0)        /* rank 1's workers went on too */
+            CHECK_OK(fh_poll());
+    } else {
+        while (seg[W_PHASE] == 0)
+            CHECK_OK(fh_poll());
+        snap(b);
+        wait_more(b, MIN_AFTER, "rank 1's workers go on");
+        tell(W_STOP, 1);
+    }
+    atomic_store(&stop, 1);
+    for (int w = 0; w < NW; w++)
+        CHECK(pthread_join(wk[w].th, NULL) == 0, "pthread_join", "failed");
+    uint64_t mine[NW], theirs[2 * NW];
+    for (int w = 0; w < NW; w++)
+        mine[w] = atomic_load(&wk[w].last_ok);
+    CHECK_OK(fh_allgather(mine, theirs, sizeof mine));
+    CHECK_OK(fh_barrier());             /* every put has landed */
+    for (int w = 0; w < NW; w++) {
+        uint64_t got = seg[W_DATA + (size_t)peer * NW + (size_t)w];
+        CHECK(got == theirs[(size_t)peer * NW + (size_t)w], "data",
+              "rank %d worker %d's word: %llu, its last successful put wrote %llu", peer, w,
+              (unsigned long long)got, (unsigned long long)theirs[(size_t)peer * NW + (size_t)w]);
+        printf("rank %d worker %d: %llu puts, %llu lost with the connection\n", me, w,
+               (unsigned long long)atomic_load(&wk[w].ok),
+               (unsigned long long)atomic_load(&wk[w].lost));
+    }
+    CHECK_OK(fh_barrier());
+    CHECK_OK(fh_finalize());
+    printf("redial_threads_test: PASS\n");
+    return 0;
+}
