@@ -68,13 +68,16 @@ expect "... and sent again from a wait outside any barrier (status $rc)" \
 # Two workers' thread paths per rank lose their connections at once (rank
 # 0 shuts down every socket made after start-up) while they keep putting:
 # each pair is connected again, every worker completes puts afterwards,
-# the last successful value of each is what its peer holds.  Under TSan:
+# reads back what it wrote, and the last successful value of each is what
+# its peer holds; over tcp and net (the default provider).  Under TSan:
 # the thread paths close their lost connections at the same moment.
 bin=$(prog redial_threads_test) || { echo "SKIP: redial_threads_test not built"; exit 77; }
-run atomic FH_MAX_THREADS=3
-expect "thread paths that lose their connections at once are connected again (status $rc)" \
-    $([ $rc -eq 0 ] && [ "$(grep -c '^redial_threads_test: PASS' "$out")" -eq 2 ] &&
-      grep -q 'rank 0: shut down [0-9]* sockets' "$out"; echo $?)
+for prov in tcp net; do
+    run atomic FH_MAX_THREADS=3 FH_OFI_PROVIDER=$prov
+    expect "thread paths that lose their connections at once are connected again ($prov, status $rc)" \
+        $([ $rc -eq 0 ] && [ "$(grep -c '^redial_threads_test: PASS' "$out")" -eq 2 ] &&
+          grep -q 'rank 0: shut down [0-9]* sockets' "$out"; echo $?)
+done
 bin=$bin_lost
 run barrier
 expect "a barrier whose peer's connection was lost fails naming it; the peer's returns" \

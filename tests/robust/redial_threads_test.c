@@ -14,8 +14,10 @@
  * TCP sockets that appear after start-up (compared by inode, as in
  * lost_reply_test.c) are exactly the workers' connections, ours and the
  * peer's.  Every worker puts 8-byte sequence numbers into its own word of
- * the peer's segment as fast as it can; a put returns FH_OK, or
- * FH_ERR_PEER_DEAD when its connection was lost under it.  Rank 0's main
+ * the peer's segment as fast as it can, and every 8th time reads the word
+ * back (a get: the last successful put's value, or a later lost one's); a
+ * call returns FH_OK, or FH_ERR_PEER_DEAD when its connection was lost
+ * under it.  Rank 0's main
  * thread shuts every one of those sockets down at once (shutdown(2)), then
  * waits until each of its workers has completed MIN_AFTER more puts (its
  * path connected again), and tells rank 1, whose main thread then waits
@@ -49,7 +51,7 @@ struct worker {
     pthread_t th;
     int w;
     _Atomic uint64_t ok;        /* puts that returned FH_OK */
-    _Atomic uint64_t lost;      /* puts that returned FH_ERR_PEER_DEAD */
+    _Atomic uint64_t lost;      /* puts and gets that returned FH_ERR_PEER_DEAD */
     _Atomic uint64_t last_ok;   /* the value of the last FH_OK put */
     _Atomic int ready;
 };
@@ -61,7 +63,7 @@ static void *worker(void *arg)
     struct worker *k = arg;
     uint64_t *dst = (uint64_t *)peer_seg + W_DATA + (size_t)me * NW + (size_t)k->w;
     for (uint64_t v = 1; !atomic_load(&stop); v++) {
-        uint64_t src = v;
+        uint64_t src = v, back = 0;
         int rc = fh_put(peer, dst, &src, sizeof src);
         if (rc == FH_OK) {
             atomic_store(&k->last_ok, v);
@@ -73,6 +75,21 @@ static void *worker(void *arg)
             tu_fail("worker %d: fh_put returned %s: %s", k->w, fh_err_name(rc),
                     fh_last_error());
         }
+        if (v % 8 != 0)
+            continue;
+        /* Every 8th round a get of the word: the last successful put's
+         * value, or a later one's that was lost (it may have landed). */
+        rc = fh_get(&back, peer, dst, sizeof back);
+        if (rc == FH_ERR_PEER_DEAD) {
+            atomic_fetch_add(&k->lost, 1);
+            continue;
+        }
+        CHECK(rc == FH_OK, "fh_get", "worker %d: %s: %s", k->w, fh_err_name(rc),
+              fh_last_error());
+        const uint64_t last = atomic_load(&k->last_ok);
+        CHECK(back >= last && back <= v, "data", "worker %d read %llu back, its last "
+              "successful put wrote %llu, its last put %llu", k->w, (unsigned long long)back,
+              (unsigned long long)last, (unsigned long long)v);
     }
     return NULL;
 }
