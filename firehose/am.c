@@ -297,6 +297,7 @@ static void up_on_lost(void *arg, int rank, int rpath)
     fh_path_t *p = arg;
     fh_rt_t *rt = p->rt;
     assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
+    FH_STAT_ADD(p->stats[rank].links_lost, 1);
     if (rpath == 0 || p->index == 0) {
         /* An AM between us and rank may be gone (ours to its service path,
          * or its to ours): waits for one fail (coll.c, fh_am_lost). */

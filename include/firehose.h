@@ -911,7 +911,11 @@ int fh_config_size(const char *name, size_t *value);
  *                          window at once, or what is owed after a run of
  *                          empty polls); a 2-rank barrier loop sends almost
  *                          none
- * (reg_maxvictim_now .. am_credit_msgs: version 2) */
+ *   links_lost             connections with the peer lost after start-up,
+ *                          one per path and link (ofi message endpoints:
+ *                          a thread path's is made again, the service
+ *                          paths' is not; docs/reliability.md)
+ * (reg_maxvictim_now .. am_credit_msgs: version 2; links_lost: version 3) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -941,9 +945,11 @@ typedef struct fh_peer_stats {
                                     larger victim FIFO) */
     uint64_t reg_budget, reg_grants, reg_reclaims, reg_deferred;
     uint64_t am_credit_msgs;
+    /* version 3 */
+    uint64_t links_lost;
 } fh_peer_stats_t;
 
-#define FH_PEER_STATS_VERSION 2
+#define FH_PEER_STATS_VERSION 3
 /* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
  *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
 #define FH_PEER_STATS_INIT \

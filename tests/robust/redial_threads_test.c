@@ -25,7 +25,8 @@
  * made again from its side).  Then the workers stop, and each rank checks
  * that its segment holds every peer worker's last successful value (a
  * lost put may or may not have landed; the later successful one
- * overwrites it).  Both ranks finish with fh_barrier and fh_finalize.
+ * overwrites it) and that fh_stats_peer counted the lost links
+ * (links_lost >= NW: each worker's link to the peer's service path).  Both ranks finish with fh_barrier and fh_finalize.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -189,6 +190,14 @@ int main(int argc, char **argv)
     atomic_store(&stop, 1);
     for (int w = 0; w < NW; w++)
         CHECK(pthread_join(wk[w].th, NULL) == 0, "pthread_join", "failed");
+    /* Each worker's path lost its link to the peer's service path (and
+     * our service path those of the peer's workers): counted per peer. */
+    fh_peer_stats_t st = FH_PEER_STATS_INIT;
+    CHECK_OK(fh_stats_peer(peer, &st));
+    CHECK(st.links_lost >= NW, "links_lost", "fh_stats_peer(%d).links_lost = %llu, expected "
+          ">= %d", peer, (unsigned long long)st.links_lost, NW);
+    printf("rank %d: %llu links with rank %d lost and counted\n", me,
+           (unsigned long long)st.links_lost, peer);
     uint64_t mine[NW], theirs[2 * NW];
     for (int w = 0; w < NW; w++)
         mine[w] = atomic_load(&wk[w].last_ok);
