@@ -205,6 +205,7 @@ struct fhc_op {
         int prio;                           /* was at the budget queue head */
         int state;                          /* enum fhc_op_state (internal) */
         int absorbed;                       /* sent a move that absorbed: never again */
+        int reaimed;                        /* sent a move to re-aim: never again */
     } priv;
 };
 
@@ -314,6 +315,9 @@ typedef struct fhc_peer_stats {
                                  to merge them into one region (absorb) */
     uint64_t splits;          /* ops cut after their resident (or cold) first
                                  run (fhc_op.may_split) */
+    uint64_t reaims;          /* moves that re-asked for firehoses of ours
+                                 whose region reached another run of the
+                                 memory than the op's bytes (re-aim) */
     /* budgets (adaptive; static: budget == t_budget == F, counters 0) */
     size_t budget;            /* initiator: our budget on the peer now */
     size_t t_budget;          /* target: the budget we enforce for it */
@@ -326,6 +330,8 @@ typedef struct fhc_peer_stats {
 typedef struct fhc_stats {
     uint64_t registrations, evictions;  /* pin calls; victim deregistrations */
     uint64_t moves_served, refused;
+    uint64_t reaims;                    /* victims freed to register the run
+                                           a move wanted (re-aim) */
     uint64_t invalidations;             /* regions invalidated (fhc_invalidate) */
     uint64_t dead_freed;                /* ... of which deregistered since */
     uint64_t revokes_sent;              /* REVOKE messages to holders */

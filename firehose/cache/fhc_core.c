@@ -194,6 +194,7 @@ void fhc_stats(const fhc_t *c, fhc_stats_t *s)
     s->evictions = c->evictions;
     s->moves_served = c->moves_served;
     s->refused = c->refused;
+    s->reaims = c->reaims;
     s->pinned_bytes = c->pinned_bytes;
     s->remote_bytes = c->remote_bytes;
     s->local_bytes = c->local_bytes;

@@ -50,13 +50,47 @@ static size_t absorb(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uint64_t *rel,
     return bytes;
 }
 
+/* Re-aim (FH_SEGMENT=everything): op's bytes lie outside what one of its
+ * firehoses reaches -- the target registered another run of the memory
+ * in that bucket (two mappings with a hole between them: a region
+ * registers one run, firehose_env.c remote_run) -- and op alone uses them
+ * all: the move absorbs them (their releases ride in it) and names op's
+ * first byte, so the target, finding the region nobody holds any more,
+ * registers the run that holds it instead (fhc_target_move.c "Re-aim").
+ * Once per op: if the region is held elsewhere, or the byte lies in no
+ * run, the op is refused as before.  Not for a write into a read-only
+ * run that holds the bytes (registering again cannot help). */
+static int reaimable(const fhc_op_t *op)
+{
+    if (op->priv.reaimed || op->priv.nref == 0)
+        return 0;
+    const uintptr_t a = op->raddr, e = op->raddr + op->len;
+    int outside = 0;
+    for (unsigned i = 0; i < op->priv.nref; i++) {
+        const fhc_fh_t *f = op->priv.ref[i];
+        if (f->inuse != 1 || f->revoked)
+            return 0;
+        if (!(f->reach & FHC_REACH_PART))
+            continue;
+        const uintptr_t lo = a > f->base ? a : f->base;
+        const uintptr_t hi = e < f->base + f->len ? e : f->base + f->len;
+        outside |= lo < f->base + fhc_reach_lo(f->reach) ||
+                   hi > f->base + fhc_reach_hi(f->reach, f->len);
+    }
+    return outside;
+}
+
 /* op is covered by the firehoses it holds: its pieces, and it runs
- * (FHC_HIT), or FHC_ERR_OUT_OF_SEGMENT with its references dropped. */
-static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op)
+ * (FHC_HIT), or FHC_ERR_OUT_OF_SEGMENT with its references dropped -- or,
+ * when `may_reaim` and the op is reaimable, FHC_REACH_MISS with them kept. */
+#define FHC_REACH_MISS 100          /* internal to this file: no FHC_* value */
+static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int may_reaim)
 {
     if (fhc_fill_pieces(c, op) < 0) {
-        fhc_op_drop_refs(c, P, op);
         op->npieces = 0;
+        if (may_reaim && reaimable(op))
+            return FHC_REACH_MISS;
+        fhc_op_drop_refs(c, P, op);
         return FHC_ERR_OUT_OF_SEGMENT;
     }
     op->priv.state = FHC_OP_ACTIVE;
@@ -84,7 +118,7 @@ static int all_absorbable(const fhc_op_t *op)
  * see absorb), op waiting on it.  need: what the target may grant, R minus
  * what we hold in the frame. */
 static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
-                     uintptr_t mhi, size_t need, int put)
+                     uintptr_t mhi, size_t need, int put, int reaim)
 {
     uint32_t peer = op->peer;
     fhc_move_t *m = calloc(1, sizeof *m);
@@ -97,13 +131,16 @@ static int send_move(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, uintptr_t mlo,
     /* Absorbing leaves held + need as they were: the caller's budget check
      * stands.  Nothing fails after this point (the releases must go out). */
     uintptr_t alo = fhc_span_lo(c, op), ahi = fhc_span_hi(c, op);
-    if (!op->priv.absorbed)
+    if (!op->priv.absorbed || reaim)
         need += absorb(c, P, op, q.rel, &q.nrel, &alo, &ahi);
     if (q.nrel) {
         q.lo = mlo = alo;
         q.hi = mhi = ahi;
-        P->st.merges++;
-        m->merge = 1;
+        if (reaim)
+            P->st.reaims++;
+        else
+            P->st.merges++;
+        m->merge = !reaim;
         op->priv.absorbed = 1;      /* if the target keeps them apart, so be it */
     }
     int nocheck = (c->p.debug_bugs & FHC_BUG_NO_F_CHECK) != 0;
@@ -197,11 +234,16 @@ int fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
      * them into one region (absorb), once; otherwise hit as they are. */
     int merge = !mhi && op->priv.nref > 1 && !op->priv.absorbed && all_absorbable(op) &&
                 !(!head && P->q_head);
-    if (!mhi && !merge)
-        return hit_now(c, P, op);
+    int reaim = 0;
+    if (!mhi && !merge) {
+        int rc = hit_now(c, P, op, 1);
+        if (rc != FHC_REACH_MISS)
+            return rc;
+        reaim = 1;                      /* its references kept for absorb */
+    }
     if (!head && P->q_head)
         return fhc_to_budget_queue(c, P, op, 0);
-    if (merge) {
+    if (merge || reaim) {
         mlo = fhc_span_lo(c, op);
         mhi = fhc_span_hi(c, op);
     }
@@ -218,17 +260,18 @@ int fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
         frame_unused += f->inuse ? 0 : f->len;
         a = f->base + f->len;
     }
-    assert(merge || frame_held < c->R);
+    assert(merge || reaim || frame_held < c->R);
     size_t need = c->R - frame_held;
     /* Victims in the same frame would raise need as much as they free. */
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
         P->held + P->reserved + need > fhc_i_budget(c, P) + P->unused_bytes - frame_unused) {
         if (merge)          /* no budget to merge now: hit as they are */
-            return hit_now(c, P, op);
+            return hit_now(c, P, op, 0);
         return fhc_to_budget_queue(c, P, op, head);
     }
     int put = op->put_data && op->len <= c->p.put_in_move;
-    int rc = send_move(c, P, op, mlo, mhi, need, put);
+    op->priv.reaimed |= reaim;
+    int rc = send_move(c, P, op, mlo, mhi, need, put, reaim);
     if (rc < 0)
         fhc_op_drop_refs(c, P, op);
     return rc;

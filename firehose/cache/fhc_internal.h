@@ -173,6 +173,7 @@ struct fhc {
     size_t pinned_bytes, remote_bytes, local_bytes, victim_bytes, dead_bytes;
     uint32_t nregions, victim_len, revokes_pending;
     uint64_t registrations, evictions, moves_served, refused;
+    uint64_t reaims;            /* victims freed to register another run */
     int pin_rc;                 /* the last failed pin()'s error */
     uint64_t invalidations, revokes_sent, dead_freed;
 

@@ -228,6 +228,24 @@ int fhc_target_serve(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *qp
         fhc_fifo_remove(c, r);
         fhc_region_free(c, r);
     }
+    /* Re-aim: the region over the byte the move wants (q.data_dst)
+     * registers another run of the memory there (FH_SEGMENT=everything: a
+     * bucket holding two mappings with a hole between them; the region
+     * was registered for the run of the first request, remote_run) and
+     * nobody holds it (the initiator released its firehose in this very
+     * request: fhc_initiator_step.c "re-aim"): it goes, and the gap below
+     * registers the run that holds the byte.  A region someone holds
+     * stays as it is, and the initiator refuses the transfer. */
+    fhc_region_t *w = q.data_dst >= lo && q.data_dst < hi
+                          ? fhc_region_at(c, (uintptr_t)q.data_dst) : NULL;
+    if (w && w->in_fifo && w->exposed && (w->reach & FHC_REACH_PART) &&
+        w->base >= lo && w->base + w->len <= hi &&
+        (q.data_dst < w->base + fhc_reach_lo(w->reach) ||
+         q.data_dst >= w->base + fhc_reach_hi(w->reach, w->len))) {
+        fhc_fifo_remove(c, w);
+        fhc_region_free(c, w);
+        c->reaims++;
+    }
 
     /* 4. Cover: first hold the existing regions (taking them out of the
      * FIFO), then register the gaps, so evictions for a failing pin() can

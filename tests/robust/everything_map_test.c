@@ -18,6 +18,13 @@
  *            the span's first bucket holds two runs, the second is the
  *            one asked for -- refused at random before, by address
  *            layout, when only the first run was looked at);
+ *   twin1, twin2  two mappings in one bucket with an unmapped page
+ *            between them (an mmap of two buckets, a page unmapped at 16
+ *            KiB into the first): one region registers one run, so the
+ *            other was refused (FH_ERR_OUT_OF_SEGMENT) while the region
+ *            stayed cached; the target now registers the other run when
+ *            nobody holds the region (re-aim), and after the sizes below
+ *            rank 0 alternates between the two, 12 round trips;
  *   mremap   after peers reached an mmap (so the runtime watches it), its
  *            owner grows it with mremap(MREMAP_MAYMOVE), then shrinks and
  *            splits it with munmap: each call must succeed and peers
@@ -37,9 +44,9 @@
 
 #include "../integ/testutil.h"
 
-enum { A_HEAP, A_STACK, A_EDGE, A_FILE, A_HUGE, A_GUARD, A_REMAP, NAREA };
-static const char *area_name[NAREA] = {"heap",  "stack", "edge",  "file",
-                                       "huge",  "guard", "mremap"};
+enum { A_HEAP, A_STACK, A_EDGE, A_FILE, A_HUGE, A_GUARD, A_TWIN1, A_TWIN2, A_REMAP, NAREA };
+static const char *area_name[NAREA] = {"heap",  "stack", "edge",  "file",  "huge",
+                                       "guard", "twin1", "twin2", "mremap"};
 enum { BUCKET = 64 * 1024 };   /* FH_BUCKET_SIZE's default */
 
 typedef struct { uint64_t addr[NAREA], len[NAREA]; } areas_t;
@@ -136,6 +143,13 @@ int main(int argc, char **argv)
         CHECK(mprotect(b0 + 4 * pg, pg, PROT_NONE) == 0, "mprotect", "%s", strerror(errno));
         mine.addr[A_GUARD] = (uintptr_t)(b0 + 5 * pg);
         mine.len[A_GUARD] = 2 * BUCKET - 5 * pg;
+        char *t = must_mmap(3 * BUCKET, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        char *t0 = (char *)(((uintptr_t)t + BUCKET - 1) & ~(uintptr_t)(BUCKET - 1));
+        CHECK(munmap(t0 + 4 * pg, pg) == 0, "munmap", "%s", strerror(errno));
+        mine.addr[A_TWIN1] = (uintptr_t)t0;
+        mine.len[A_TWIN1] = 4 * pg;
+        mine.addr[A_TWIN2] = (uintptr_t)(t0 + 5 * pg);
+        mine.len[A_TWIN2] = BUCKET - 5 * pg;
         mine.len[A_REMAP] = 3 * pg;
         mine.addr[A_REMAP] = (uintptr_t)must_mmap(3 * pg, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         for (int a = 0; a < NAREA; a++)
@@ -173,6 +187,14 @@ int main(int argc, char **argv)
                     nbad += round_trip(ar, a, o2, n, ++i, buf);
                     ntried++;
                 }
+        /* The two runs of one bucket, in turn: each switch re-aims. */
+        static const size_t tw_n[] = {8, 4097, 3000, 2 * 4096 + 1};
+        for (int k = 0; k < 12; k++) {
+            int a = k % 2 ? A_TWIN2 : A_TWIN1;
+            size_t n = tw_n[(k / 2) % 4];
+            nbad += round_trip(ar, a, (size_t)k * 3 % 64, n, ++i, buf);
+            ntried++;
+        }
         TU_LOG("%d of %d round trips failed\n", nbad, ntried);
     }
     int counts[2] = {nbad, file_reached}, all0[4];

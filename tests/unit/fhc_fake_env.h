@@ -52,15 +52,27 @@ static unsigned nq;
 static rank_t ranks[FAKE_MAXRANKS];
 static uint64_t next_mr;
 
+/* Non-zero: an unmapped page [fake_hole, + FHC_REACH_GRAIN) in every
+ * rank's memory.  A remote region over it registers one run, the one that
+ * holds `want` (else the first), as firehose_env.c remote_run does. */
+static uintptr_t fake_hole;
+
 static inline int t_pin(void *arg, uintptr_t addr, size_t len, int remote, uintptr_t want,
                    void **mr,
                  uint64_t key[2], uint64_t *reach)
 {
     *reach = 0;
-    (void)want;
     rank_t *r = arg;
-    (void)len;
-    (void)remote;
+    if (remote && fake_hole && fake_hole >= addr && fake_hole < addr + len) {
+        uintptr_t lo = addr, hi = addr + len;
+        if (want >= fake_hole + FHC_REACH_GRAIN)
+            lo = fake_hole + FHC_REACH_GRAIN;
+        else
+            hi = fake_hole;
+        if (lo >= hi)
+            return FHC_ERR_INVALID;
+        *reach = fhc_reach_part(lo - addr, hi - addr);
+    }
     r->pins++;
     next_mr++;
     ck_assert_uint_lt(next_mr, 1024);

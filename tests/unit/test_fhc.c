@@ -92,6 +92,55 @@ START_TEST(a_chunk_spans_several_regions)
 }
 END_TEST
 
+/* Issue 29 class 1 (FH_SEGMENT=everything): a region over a hole registers
+ * one run (fake_hole: the run that holds the move's first byte).  A later
+ * op into the other run, whose firehose only it uses, re-aims: its move
+ * releases the firehose and names its byte, and the target, whose region
+ * nobody holds then, registers the other run.  A chunk over the hole
+ * itself stays refused; so does a re-aim while another peer holds the
+ * region. */
+START_TEST(a_region_over_a_hole_is_aimed_again_at_the_run_asked_for)
+{
+    setup_n(3, 4 * RMAX, 2 * RMAX);
+    fake_hole = SEG + B;                      /* bucket 1 unmapped */
+    top_t x, y, z, h;
+    /* A chunk over buckets 0..2: the region registers bucket 0's run. */
+    ck_assert_int_eq(acquire(0, &x, 1, SEG, 3 * B, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(x.status, FHC_ERR_OUT_OF_SEGMENT);   /* the hole itself */
+    ck_assert_uint_eq(pstats(0, 1).reaims, 1);  /* it tried, once: nothing freed */
+    ck_assert_uint_eq(stats(1).reaims, 0);
+    /* Into bucket 2, the firehose over 0..2 (reaching bucket 0) idle: re-aimed. */
+    ck_assert_int_eq(acquire(0, &y, 1, SEG + 2 * B + 5, 10, NULL), FHC_PENDING);
+    ck_assert_uint_eq(nq, 1);
+    deliver_all();
+    ck_assert_int_eq(y.status, FHC_HIT);
+    ck_assert_uint_eq(y.op.npieces, 1);
+    ck_assert_uint_eq(y.op.piece[0].addr, SEG + 2 * B + 5);
+    ck_assert_uint_eq(stats(1).reaims, 1);
+    ck_assert_uint_eq(pstats(0, 1).reaims, 2);
+    fhc_release(ranks[0].c, &y.op);
+    /* And back into bucket 0: aimed again. */
+    ck_assert_int_eq(acquire(0, &z, 1, SEG + 7, 100, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(z.status, FHC_HIT);
+    ck_assert_uint_eq(stats(1).reaims, 2);
+    /* Rank 2 holds the region (bucket 0's run) while rank 0 asks for
+     * bucket 2 again: not re-aimed, refused, nothing freed. */
+    ck_assert_int_eq(acquire(2, &h, 1, SEG + 9, 10, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(h.status, FHC_HIT);
+    fhc_release(ranks[0].c, &z.op);
+    ck_assert_int_eq(acquire(0, &y, 1, SEG + 2 * B + 5, 10, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(y.status, FHC_ERR_OUT_OF_SEGMENT);
+    ck_assert_uint_eq(stats(1).reaims, 2);
+    fhc_release(ranks[2].c, &h.op);
+    fake_hole = 0;
+    teardown_n(3);
+}
+END_TEST
+
 /* Issue 30: an op over a resident run and a cold one (may_split) is cut;
  * the resident run's pieces are issued (FHC_HIT) while the cold run's move
  * is still unanswered, and a put's cold run carries only its own bytes in
@@ -559,6 +608,7 @@ int main(void)
     tcase_add_test(tc, adjacent_missing_buckets_become_one_region);
     tcase_add_test(tc, a_chunk_spans_several_regions);
     tcase_add_test(tc, a_resident_run_goes_out_before_the_cold_runs_move_is_answered);
+    tcase_add_test(tc, a_region_over_a_hole_is_aimed_again_at_the_run_asked_for);
     tcase_add_test(tc, victim_fifo_is_lazy_ordered_and_bounded_by_maxvictim);
     tcase_add_test(tc, remote_release_feeds_the_victim_fifo_and_evicts_at_maxvictim);
     tcase_add_test(tc, unused_fifo_gives_the_least_recently_used_victim);
