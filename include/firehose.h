@@ -915,7 +915,13 @@ int fh_config_size(const char *name, size_t *value);
  *                          one per path and link (ofi message endpoints:
  *                          a thread path's is made again, the service
  *                          paths' is not; docs/reliability.md)
- * (reg_maxvictim_now .. am_credit_msgs: version 2; links_lost: version 3) */
+ *   reg_reaims             firehose, FH_SEGMENT=everything: moves that asked
+ *                          the peer to register another run of a bucket's
+ *                          memory (the op's bytes lay outside its region);
+ *                          the own row adds the regions we freed to do so
+ *                          for peers (docs/firehose-cache.md "Re-aim")
+ * (reg_maxvictim_now .. am_credit_msgs: version 2; links_lost, reg_reaims:
+ * version 3) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -947,6 +953,7 @@ typedef struct fh_peer_stats {
     uint64_t am_credit_msgs;
     /* version 3 */
     uint64_t links_lost;
+    uint64_t reg_reaims;
 } fh_peer_stats_t;
 
 #define FH_PEER_STATS_VERSION 3

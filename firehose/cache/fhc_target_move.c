@@ -235,13 +235,16 @@ int fhc_target_serve(fhc_t *c, uint32_t peer, fhc_peer_t *P, const fhc_req_t *qp
      * nobody holds it (the initiator released its firehose in this very
      * request: fhc_initiator_step.c "re-aim"): it goes, and the gap below
      * registers the run that holds the byte.  A region someone holds
-     * stays as it is, and the initiator refuses the transfer. */
+     * stays as it is, and the initiator refuses the transfer; so does one
+     * whose byte no run may reach (unmapped, or a file mapping the
+     * monitor cannot watch: freeing it would only register it again). */
     fhc_region_t *w = q.data_dst >= lo && q.data_dst < hi
                           ? fhc_region_at(c, (uintptr_t)q.data_dst) : NULL;
     if (w && w->in_fifo && w->exposed && (w->reach & FHC_REACH_PART) &&
         w->base >= lo && w->base + w->len <= hi &&
         (q.data_dst < w->base + fhc_reach_lo(w->reach) ||
-         q.data_dst >= w->base + fhc_reach_hi(w->reach, w->len))) {
+         q.data_dst >= w->base + fhc_reach_hi(w->reach, w->len)) &&
+        c->env.allowed(c->env.arg, (uintptr_t)q.data_dst, 1)) {
         fhc_fifo_remove(c, w);
         fhc_region_free(c, w);
         c->reaims++;

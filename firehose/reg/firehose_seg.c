@@ -178,6 +178,7 @@ void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_grants += s.grants;
         out->reg_reclaims += s.reclaims + s.reclaimed;
         out->reg_deferred += s.deferred;
+        out->reg_reaims += s.reaims;
     }
     if (peer == rt->rank) {
         fhc_stats_t s;
@@ -192,6 +193,7 @@ void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
         out->bytes_pinned_local += s.local_bytes;
         out->reg_maxvictim_now = s.maxvictim_now;
         out->reg_victim_repins += s.victim_repins;
+        out->reg_reaims += s.reaims;
     }
     pthread_mutex_unlock(&g->lock);
 }

@@ -202,6 +202,16 @@ int main(int argc, char **argv)
             ntried++;
         }
         TU_LOG("%d of %d round trips failed\n", nbad, ntried);
+        /* Over the network (the node route does not use the cache) each
+         * switch between the two runs was a re-aim, counted. */
+        const char *shm = getenv("FH_SHM");
+        fh_peer_stats_t st = FH_PEER_STATS_INIT;
+        CHECK_OK(fh_stats_peer(1, &st));
+        if (shm != NULL && strcmp(shm, "off") == 0 && st.reg_reaims < 6) {
+            TU_LOG("FAIL twin: %llu re-aims counted, expected >= 6\n",
+                   (unsigned long long)st.reg_reaims);
+            nbad++;
+        }
     }
     int counts[2] = {nbad, file_reached}, all0[4];
     CHECK_OK(fh_allgather(counts, all0, sizeof counts));   /* rank 0's counts to all */

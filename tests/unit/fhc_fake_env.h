@@ -94,6 +94,8 @@ static inline void t_unpin(void *arg, void *mr)
 static inline int t_allowed(void *arg, uintptr_t addr, size_t len)
 {
     (void)arg;
+    if (fake_hole && addr >= fake_hole && addr + len <= fake_hole + FHC_REACH_GRAIN)
+        return 0;                   /* nothing of it mapped */
     return addr >= SEG && len <= SEGLEN && addr - SEG <= SEGLEN - len;
 }
 

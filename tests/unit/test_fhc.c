@@ -96,9 +96,9 @@ END_TEST
  * one run (fake_hole: the run that holds the move's first byte).  A later
  * op into the other run, whose firehose only it uses, re-aims: its move
  * releases the firehose and names its byte, and the target, whose region
- * nobody holds then, registers the other run.  A chunk over the hole
- * itself stays refused; so does a re-aim while another peer holds the
- * region. */
+ * nobody holds then, registers the other run.  A chunk over the hole and
+ * an op inside it stay refused (the region is not freed for a byte no run
+ * holds); so does a re-aim while another peer holds the region. */
 START_TEST(a_region_over_a_hole_is_aimed_again_at_the_run_asked_for)
 {
     setup_n(3, 4 * RMAX, 2 * RMAX);
@@ -110,6 +110,12 @@ START_TEST(a_region_over_a_hole_is_aimed_again_at_the_run_asked_for)
     ck_assert_int_eq(x.status, FHC_ERR_OUT_OF_SEGMENT);   /* the hole itself */
     ck_assert_uint_eq(pstats(0, 1).reaims, 1);  /* it tried, once: nothing freed */
     ck_assert_uint_eq(stats(1).reaims, 0);
+    /* Into the hole, the region idle: asked, but not freed (no run there). */
+    ck_assert_int_eq(acquire(0, &y, 1, SEG + B + 5, 10, NULL), FHC_PENDING);
+    deliver_all();
+    ck_assert_int_eq(y.status, FHC_ERR_OUT_OF_SEGMENT);
+    ck_assert_uint_eq(pstats(0, 1).reaims, 2);
+    ck_assert_uint_eq(stats(1).reaims, 0);
     /* Into bucket 2, the firehose over 0..2 (reaching bucket 0) idle: re-aimed. */
     ck_assert_int_eq(acquire(0, &y, 1, SEG + 2 * B + 5, 10, NULL), FHC_PENDING);
     ck_assert_uint_eq(nq, 1);
@@ -118,7 +124,7 @@ START_TEST(a_region_over_a_hole_is_aimed_again_at_the_run_asked_for)
     ck_assert_uint_eq(y.op.npieces, 1);
     ck_assert_uint_eq(y.op.piece[0].addr, SEG + 2 * B + 5);
     ck_assert_uint_eq(stats(1).reaims, 1);
-    ck_assert_uint_eq(pstats(0, 1).reaims, 2);
+    ck_assert_uint_eq(pstats(0, 1).reaims, 3);
     fhc_release(ranks[0].c, &y.op);
     /* And back into bucket 0: aimed again. */
     ck_assert_int_eq(acquire(0, &z, 1, SEG + 7, 100, NULL), FHC_PENDING);
