@@ -20,7 +20,7 @@
  * under it.  Rank 0's main
  * thread shuts every one of those sockets down at once (shutdown(2)), then
  * waits until each of its workers has completed MIN_AFTER more puts (its
- * path connected again), and tells rank 1, whose main thread then waits
+ * path connected again), and tells rank 1 (an AM), whose main thread then waits
  * for as many more from each of its own workers (the peer's connections,
  * made again from its side).  Then the workers stop, and each rank checks
  * that its segment holds every peer worker's last successful value (a
@@ -42,9 +42,12 @@
 #define MIN_AFTER 50            /* puts each worker completes after the loss */
 #define WAIT_S 60.0             /* at most, for them */
 
-enum { W_STOP = 0, W_PHASE = 1, W_DATA = 8 };  /* words of the segment */
+enum { W_DATA = 8 };            /* the workers' words start here in the segment */
+enum { SIG_PHASE = 1, SIG_STOP = 2 };
+#define H_SIGNAL 210            /* a short AM: the peer's main thread's signal */
 
-static uint64_t *seg;           /* ours: [W_STOP], [W_PHASE], then NW words per rank */
+static uint64_t *seg;           /* ours: NW words per rank from W_DATA */
+static _Atomic uint64_t signals;    /* SIG_* bits received (h_signal) */
 static void *peer_seg;
 static int me, peer;
 
@@ -121,11 +124,27 @@ static void snap(uint64_t *base)
         base[w] = atomic_load(&wk[w].ok);
 }
 
-/* Our word w_ of the peer's segment := v, from the main thread (the
- * service path's connection, made at start-up and never shut down). */
-static void tell(int w_, uint64_t v)
+/* The peer's main thread signals through the service paths' connection
+ * (made at start-up, never shut down); an AM, not a put into a word we
+ * poll, so that nothing is written behind the reader's back. */
+static void h_signal(fh_token_t tok, void *buf, size_t n, const uint64_t *a, unsigned na)
 {
-    CHECK_OK(fh_put(peer, (uint64_t *)peer_seg + w_, &v, sizeof v));
+    (void)tok;
+    (void)buf;
+    (void)n;
+    CHECK(na == 1, "signal", "1 argument, saw %u", na);
+    atomic_fetch_or(&signals, a[0]);
+}
+
+static void tell(uint64_t sig)
+{
+    CHECK_OK(fh_am_request_short(peer, H_SIGNAL, &sig, 1));
+}
+
+static void wait_signal(uint64_t sig)
+{
+    while (!(atomic_load(&signals) & sig))
+        CHECK_OK(fh_poll());
 }
 
 int main(int argc, char **argv)
@@ -133,6 +152,7 @@ int main(int argc, char **argv)
     CHECK_OK(fh_init(&argc, &argv));
     tu_init_rank("redial_threads_test");
     CHECK(fh_nranks() == 2, "ranks", "needs 2, has %d", fh_nranks());
+    CHECK_OK(fh_am_register(H_SIGNAL, h_signal, "redial_threads signal"));
     me = fh_rank();
     peer = 1 - me;
     fh_seg_t sh;
@@ -177,15 +197,13 @@ int main(int argc, char **argv)
         printf("rank 0: shut down %d sockets of the workers' connections\n", nfresh);
         snap(b);
         wait_more(b, MIN_AFTER, "rank 0's workers go on");
-        tell(W_PHASE, 1);
-        while (seg[W_STOP] == 0)        /* rank 1's workers went on too */
-            CHECK_OK(fh_poll());
+        tell(SIG_PHASE);
+        wait_signal(SIG_STOP);          /* rank 1's workers went on too */
     } else {
-        while (seg[W_PHASE] == 0)
-            CHECK_OK(fh_poll());
+        wait_signal(SIG_PHASE);
         snap(b);
         wait_more(b, MIN_AFTER, "rank 1's workers go on");
-        tell(W_STOP, 1);
+        tell(SIG_STOP);
     }
     atomic_store(&stop, 1);
     for (int w = 0; w < NW; w++)
