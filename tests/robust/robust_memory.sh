@@ -11,6 +11,9 @@
 #                        network and the node route, and to one's own
 #                        rank), give an error naming rank and address, both
 #                        ranks live on;
+#   destroyed_seg_test   transfers from and into a piece its owner destroys
+#                        meanwhile end with FH_OK or an error naming the
+#                        peer, and the pair works afterwards;
 #   prot_round_test      an mprotect of segment memory with a stopped peer
 #                        returns after FH_SEG_PROT_WAIT, naming the peer,
 #                        and at once when the peer's link is lost.
@@ -94,4 +97,22 @@ if bin=$(fh_bin prot_round_test); then
         sh -c '"$1" -n 2 --timeout "$2" "$3" lost; exit 0' sh "$FHRUN" "$TIMEOUT" "$bin"
 fi
 unset FH_SEG_PROT_WAIT FH_PATHS FH_AM_CREDITS
+# destroyed_seg_test: a worker thread per rank keeps reading and writing
+# the peer's piece while the main threads destroy the segment (a contract
+# violation): every transfer ends with FH_OK or an error naming the peer,
+# a successful get brought the piece's bytes, transfers after the destroy
+# are refused, and a new segment works between the ranks afterwards.
+# Every strategy over tcp and net; FH_OFI_RMA_TIMEOUT=1 bounds a transfer
+# the provider stopped serving.
+echo "---- destroyed_seg_test (a segment destroyed under transfers)"
+export FH_OFI_RMA_TIMEOUT=1
+for p in tcp net; do
+    export FH_OFI_PROVIDER=$p
+    for s in ${FH_TEST_FAULT_STRATEGIES:-pin-everything firehose rendezvous rendezvous-cache bounce}; do
+        export FH_REG_STRATEGY=$s
+        run_np destroyed_seg_test 2
+    done
+done
+export FH_OFI_PROVIDER=tcp
+unset FH_OFI_RMA_TIMEOUT FH_REG_STRATEGY
 finish
