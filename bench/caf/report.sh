@@ -104,7 +104,7 @@ END {
         if (!(e in ssz)) continue
         kp = k(t, "caf_sput", 2, e, "median_us"); kg = k(t, "caf_sget", 2, e, "median_us")
         if (m("ours", kp) == "" && m("theirs", kp) == "") continue
-        printf "| %s | %s | %s / %s | %s | %s / %s | %s / %s | %s |\n", e >= 1048576 ? e / 1048576 " Mi" : e >= 1024 ? e / 1024 " Ki" : e, t,
+        printf "| %s | %s | %s / %s | %s | %s / %s | %s / %s | %s |\n", (e >= 1048576 ? e / 1048576 " Mi" : e >= 1024 ? e / 1024 " Ki" : e), t,
             f(m("ours", kp), "%.1f"), f(m("theirs", kp), "%.1f"), ratio("ours", "theirs", kp),
             f(m("ours", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"), f(m("theirs", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"),
             f(m("ours", kg), "%.1f"), f(m("theirs", kg), "%.1f"), ratio("ours", "theirs", kg)
