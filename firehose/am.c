@@ -105,6 +105,7 @@ static void queue_packet(fh_backlog_t ***tail, int rank, int rpath, const void *
     b->next = NULL;
     b->rank = rank;
     b->rpath = rpath;
+    b->stale = false;
     b->len = hdr_len + len;
     memcpy(b->bytes, hdr, hdr_len);
     if (len)
@@ -156,7 +157,8 @@ void fh_am_flush_backlog(fh_path_t *p)
 {
     while (p->backlog != NULL) {
         fh_backlog_t *b = p->backlog;
-        int rc = fh_path_am_send(p, b->rank, b->rpath, b->bytes, b->len, NULL, 0);
+        int rc = b->stale ? FH_OK : fh_path_am_send(p, b->rank, b->rpath, b->bytes, b->len,
+                                                    NULL, 0);
         if (rc == FH_ERR_AGAIN)
             return;
         if (rc != FH_OK && !atomic_load(&p->rt->finalizing))
@@ -257,25 +259,53 @@ static void up_on_drop(void *arg, int src_rank, const char *why)
     fh_am_drop(arg, src_rank, "%s", why);
 }
 
+/* Marks the packets of queue q addressed to (rank, rpath) stale; returns
+ * how many.  (Marked, not unlinked: the conduit may call on_reset from the
+ * send of the queue's head, fh_am_flush_backlog.) */
+static unsigned mark_stale(fh_backlog_t *q, int rank, int rpath)
+{
+    unsigned n = 0;
+    for (fh_backlog_t *b = q; b != NULL; b = b->next)
+        if (b->rank == rank && b->rpath == rpath && !b->stale) {
+            b->stale = true;
+            n++;
+        }
+    return n;
+}
+
 /* The link to (rank, rpath) was made again (conduit.h on_reset): what was
  * in flight on the old one is lost, so this path's credits towards rank's
  * service path are a full window again and it owes (rank, rpath) none.
+ * Replies and credit messages queued for it while the link was down go
+ * too: they carry credits the peer's own reset gave back already (sent on
+ * the new link they came back twice: "returned more AM credits than it was
+ * given"), and they answer requests the peer has given up (on_lost; "a
+ * reply ... may never come").
  * Path lock held (the conduit calls from the path's poll or send). */
 static void up_on_reset(void *arg, int rank, int rpath)
 {
     fh_path_t *p = arg;
     fh_rt_t *rt = p->rt;
     assert(rank >= 0 && rank < rt->nranks && rpath >= 0 && rpath < rt->npaths);
+    unsigned stale = mark_stale(p->backlog, rank, rpath) + mark_stale(p->held, rank, rpath);
+    if (stale != 0)
+        fh_log_verbose(1, "path %d: %u replies or credit messages queued for %s path %d "
+                       "while its link was down are dropped", p->index, stale,
+                       FH_RANK_NAME(rank), rpath);
     if (rpath == 0) {
         /* Credits not back: requests whose processing the old link did
          * not confirm.  They are not failed (their replies, if any, may
-         * never come): say so, naming the peer. */
-        uint32_t out = (uint32_t)rt->cfg.am_credits - p->credits[rank];
-        if (p->credits[rank] < (uint32_t)rt->cfg.am_credits)
+         * never come): say so, naming the peer.  A request that holds its
+         * credit while it waits to be sent (send_on_path) goes on the new
+         * link: its credit stays taken. */
+        const uint32_t window = (uint32_t)rt->cfg.am_credits, held = p->credit_held[rank];
+        assert(p->credits[rank] + held <= window);
+        uint32_t out = window - held - p->credits[rank];
+        if (out != 0)
             fh_log_error("path %d: the link to %s was lost with up to %u AM requests "
                          "unconfirmed: a reply to one of them may never come", p->index,
                          FH_RANK_NAME(rank), out);
-        p->credits[rank] = (uint32_t)rt->cfg.am_credits;
+        p->credits[rank] = window - held;
     }
     if (p->owed != NULL) {
         uint32_t *o = &p->owed[(size_t)rank * (size_t)rt->npaths + (size_t)rpath];
@@ -468,30 +498,38 @@ static int send_on_path(fh_tls_t *t, fh_path_t *p, int rank, unsigned kind,
         pthread_mutex_lock(&p->lock);
     }
     p->credits[rank]--;
+    p->credit_held[rank]++;
     m.src_path = (uint16_t)p->index;
-    m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
-    size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
     int rc;
     /* A text set from here on is the conduit's reason: kept below. */
     const bool quiet = fh_last_error()[0] == '\0';
     /* Out of transmit resources: wait as every waiting loop does, without
      * the path lock between rounds (other threads of the path go on).  The
-     * credit and the owed credits in hdr stay ours meanwhile. */
-    for (unsigned idle = 0; (rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload,
-                                                  inline_len)) == FH_ERR_AGAIN && wait;) {
+     * credit stays ours meanwhile (credit_held: a reset of the link leaves
+     * it out of the window it restores); the owed credits that ride along
+     * are taken at each attempt and given back when it fails, so a reset
+     * meanwhile (which zeroes them) sends none twice. */
+    for (unsigned idle = 0;;) {
+        m.credits = take_owed(p, rank, 0);   /* service path: piggyback owed credits */
+        size_t hl = fh_am_encode(&m, hdr, sizeof hdr);
+        rc = fh_path_am_send(p, rank, 0, hdr, hl, inline_payload, inline_len);
+        if (rc == FH_ERR_AGAIN && m.credits != 0) {
+            /* Not sent: the credits we owed rank's service path stay owed. */
+            p->owed[(size_t)rank * (size_t)rt->npaths] += m.credits;
+            p->owed_total += m.credits;
+        }
+        if (rc != FH_ERR_AGAIN || !wait)
+            break;
         pthread_mutex_unlock(&p->lock);
         fh_wait_round(t, &idle);
         pthread_mutex_lock(&p->lock);
     }
+    assert(p->credit_held[rank] > 0);
+    p->credit_held[rank]--;
     if (rc == FH_OK && !is_move_handler(handler))
         FH_STAT_ADD(p->stats[rank].am_sent, 1);
     else if (rc != FH_OK)
         p->credits[rank]++;
-    if (rc == FH_ERR_AGAIN && m.credits != 0) {
-        /* Not sent: the credits we owed rank's service path stay owed. */
-        p->owed[(size_t)rank * (size_t)rt->npaths] += m.credits;
-        p->owed_total += m.credits;
-    }
     pthread_mutex_unlock(&p->lock);
     if (rc == FH_ERR_AGAIN)
         return rc;
@@ -763,8 +801,10 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
     }
     int src = src_rank;
     if (m.credits) {
+        /* Credits held by requests waiting to be sent are out too. */
+        const uint32_t room = (uint32_t)rt->cfg.am_credits - p->credit_held[src];
         p->credits[src] += m.credits;
-        if (p->credits[src] > (uint32_t)rt->cfg.am_credits) {
+        if (p->credits[src] > room) {
             /* Credits for requests it says we sent without one (we never
              * do): a peer's error, or the answer to our own flood. */
             uint64_t n = ++p->nexcess;
@@ -774,7 +814,7 @@ void fh_am_on_packet(fh_path_t *p, int src_rank, int src_path, const void *buf, 
                              (unsigned long long)n, p->index,
                              n == FH_DROP_LOG_FIRST ? "; logging every 1000th from now on"
                                                     : "");
-            p->credits[src] = (uint32_t)rt->cfg.am_credits;
+            p->credits[src] = room;
         }
     }
     if (m.kind == FH_AM_CREDIT)

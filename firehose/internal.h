@@ -101,6 +101,7 @@ struct fh_poller;
 typedef struct fh_backlog {
     struct fh_backlog *next;
     int rank, rpath;
+    bool stale;               /* for a link made again since: dropped, not sent */
     size_t len;
     unsigned char bytes[];    /* header + payload */
 } fh_backlog_t;
@@ -116,6 +117,8 @@ typedef struct fh_path {
     struct fh_rt *rt;
 
     uint32_t *credits;        /* [nranks] requests we may still send */
+    uint32_t *credit_held;    /* [nranks] credits taken by requests that wait to
+                                 be sent (am.c send_on_path) */
     uint32_t *owed;           /* [nranks*npaths] credits owed (service path) */
     uint32_t *link_lost;      /* [nranks] times this path's link to the rank's
                                  service path was lost (conduit.h on_lost);

@@ -59,11 +59,12 @@ int fh_path_setup(fh_rt_t *rt, fh_path_t *p, int index)
         rt->reg_ops->path_init(&p->base);
     fh_ht_init(&p->handles, (unsigned)index);
     p->credits = malloc(sizeof *p->credits * (size_t)rt->nranks);
+    p->credit_held = calloc((size_t)rt->nranks, sizeof *p->credit_held);
     p->stats = calloc((size_t)rt->nranks, sizeof *p->stats);
     p->link_lost = calloc((size_t)rt->nranks, sizeof *p->link_lost);
     if (index == 0)
         p->owed = calloc((size_t)rt->nranks * (size_t)rt->npaths, sizeof *p->owed);
-    if (p->credits == NULL || p->stats == NULL || p->link_lost == NULL
+    if (p->credits == NULL || p->credit_held == NULL || p->stats == NULL || p->link_lost == NULL
         || (index == 0 && p->owed == NULL))
         return FH_ERR_NO_MEMORY;
     for (int r = 0; r < rt->nranks; r++)
@@ -137,6 +138,8 @@ void fh_path_teardown(fh_rt_t *rt, fh_path_t *p)
             rt->pollers[i]->fini(p);
     fh_ht_fini(&p->handles);
     free(p->credits);
+    free(p->credit_held);
+    p->credit_held = NULL;
     free(p->link_lost);
     p->link_lost = NULL;
     free(p->owed);

@@ -103,7 +103,11 @@ unset FH_SEG_PROT_WAIT FH_PATHS FH_AM_CREDITS
 # a successful get brought the piece's bytes, transfers after the destroy
 # are refused, and a new segment works between the ranks afterwards.
 # Every strategy over tcp and net; FH_OFI_RMA_TIMEOUT=1 bounds a transfer
-# the provider stopped serving.
+# the provider stopped serving.  A connection lost there is made again
+# without a word about credits: a request that waited for transmit room
+# while its link was made again kept its credit out of the restored
+# window (on main: "rank 1 returned more AM credits than it was given",
+# pin-everything over tcp, 5 runs of 6).
 echo "---- destroyed_seg_test (a segment destroyed under transfers)"
 export FH_OFI_RMA_TIMEOUT=1
 for p in tcp net; do
@@ -111,6 +115,10 @@ for p in tcp net; do
     for s in ${FH_TEST_FAULT_STRATEGIES:-pin-everything firehose rendezvous rendezvous-cache bounce}; do
         export FH_REG_STRATEGY=$s
         run_np destroyed_seg_test 2
+        if grep -q 'returned more AM credits' "$log"; then
+            echo "FAIL destroyed_seg_test $p $s: $(grep -m1 'returned more AM credits' "$log")"
+            fail=$((fail + 1))
+        fi
     done
 done
 export FH_OFI_PROVIDER=tcp
