@@ -245,16 +245,16 @@ static void redo_later(struct ofi_conn *k)
 
 /* k is down (the peer shut it down, or an event says it failed), unless
  * already closed; returns the state it had. */
-static int mark_down(struct fh_conduit *c, struct ofi_conn *k)
+static int mark_down(struct fh_conduit *c, struct ofi_conn *k, const char *cause)
 {
     int st = atomic_load(&k->state);
     while (st != OFI_CONN_DEAD && st != OFI_CONN_DOWN
            && !atomic_compare_exchange_weak(&k->state, &st, OFI_CONN_DOWN))
         ;                               /* a closed one stays DEAD */
     if (st == OFI_CONN_UP)
-        fh_log_verbose(1, "ofi: %s path %u closed its connection",
-                       FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
-                       k->src % (uint32_t)c->cfg.npaths);
+        fh_log_verbose(1, "ofi: path %d: the connection with %s path %u went down: %s",
+                       k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)c->cfg.npaths)),
+                       k->src % (uint32_t)c->cfg.npaths, cause);
     return st;
 }
 
@@ -264,13 +264,14 @@ static int mark_down(struct fh_conduit *c, struct ofi_conn *k)
  * closes it in its own poll (ofi_cm_redial.c: a lost pair, or a successor
  * dialled again).  Path 0's own, and any during start-up or during its
  * path's path_connect (whose caller holds path 0's lock), are closed here. */
-static void end_conn(struct fh_conduit *c, struct ofi_conn *k, const char *why)
+static void end_conn(struct fh_conduit *c, struct ofi_conn *k, const char *why,
+                     const char *cause)
 {
     if (!c->connected || k->p == c->paths[0] || k->p->connecting) {
         ofi_cm_conn_kill(k, why);
         return;
     }
-    (void)mark_down(c, k);
+    (void)mark_down(c, k, cause);
     atomic_store(&k->p->cm_work, 1);
 }
 
@@ -304,7 +305,7 @@ int ofi_cm_events(struct fh_conduit *c)
                 fh_log_verbose(2, "ofi: path %d: %s refused our new connection: %s",
                                k->p->index, FH_RANK_NAME((int)(k->src / (uint32_t)np)),
                                fi_strerror(err.err));
-                end_conn(c, k, NULL);
+                end_conn(c, k, NULL, "our new connection refused");
                 continue;
             }
             if (setup && atomic_load(&k->state) == OFI_CONN_SETUP && err.err == FI_ECONNREFUSED) {
@@ -323,7 +324,8 @@ int ofi_cm_events(struct fh_conduit *c)
                 ofi_cm_conn_kill(k, NULL);
                 return FH_ERR_PEER_DEAD;
             }
-            end_conn(c, k, k->pending ? "connection that failed during its handshake" : NULL);
+            end_conn(c, k, k->pending ? "connection that failed during its handshake" : NULL,
+                     fi_strerror(err.err));
             continue;
         }
         if (n < 0) {
@@ -345,7 +347,7 @@ int ofi_cm_events(struct fh_conduit *c)
             if (why != NULL) {
                 fh_log_error("ofi: path %d: %s refused as our peer: %s", k->p->index,
                              FH_RANK_NAME((int)(k->src / (uint32_t)np)), why);
-                end_conn(c, k, NULL);
+                end_conn(c, k, NULL, "the peer failed its proof");
             } else {
                 ofi_cm_redial_accepted(k);
             }
@@ -361,8 +363,8 @@ int ofi_cm_events(struct fh_conduit *c)
             } else if (k->pending) {
                 ofi_cm_conn_kill(k, "connection closed during its handshake");
             } else if (k->redial && atomic_load(&k->state) == OFI_CONN_SETUP) {
-                end_conn(c, k, NULL);               /* its path dials again */
-            } else if (mark_down(c, k) == OFI_CONN_UP) {
+                end_conn(c, k, NULL, "closed by the peer"); /* its path dials again */
+            } else if (mark_down(c, k, "closed by the peer") == OFI_CONN_UP) {
                 /* Its path fails what was live on it; an initiator's path
                  * connects again, an acceptor waits for its peer to
                  * (ofi_cm_redial.c; a thread path made after start-up

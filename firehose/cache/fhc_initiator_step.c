@@ -82,14 +82,16 @@ static int reaimable(const fhc_op_t *op)
 
 /* op is covered by the firehoses it holds: its pieces, and it runs
  * (FHC_HIT), or FHC_ERR_OUT_OF_SEGMENT with its references dropped -- or,
- * when `may_reaim` and the op is reaimable, FHC_REACH_MISS with them kept. */
-#define FHC_REACH_MISS 100          /* internal to this file: no FHC_* value */
-static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int may_reaim)
+ * when `reaim` is given and the op is reaimable, FHC_PENDING with them
+ * kept and *reaim set: the caller sends the move that aims them again. */
+static int hit_now(fhc_t *c, fhc_peer_t *P, fhc_op_t *op, int *reaim)
 {
     if (fhc_fill_pieces(c, op) < 0) {
         op->npieces = 0;
-        if (may_reaim && reaimable(op))
-            return FHC_REACH_MISS;
+        if (reaim != NULL && reaimable(op)) {
+            *reaim = 1;
+            return FHC_PENDING;
+        }
         fhc_op_drop_refs(c, P, op);
         return FHC_ERR_OUT_OF_SEGMENT;
     }
@@ -234,12 +236,11 @@ int fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
      * them into one region (absorb), once; otherwise hit as they are. */
     int merge = !mhi && op->priv.nref > 1 && !op->priv.absorbed && all_absorbable(op) &&
                 !(!head && P->q_head);
-    int reaim = 0;
+    int reaim = 0;                      /* set: its references kept for absorb */
     if (!mhi && !merge) {
-        int rc = hit_now(c, P, op, 1);
-        if (rc != FHC_REACH_MISS)
+        int rc = hit_now(c, P, op, &reaim);
+        if (!reaim)
             return rc;
-        reaim = 1;                      /* its references kept for absorb */
     }
     if (!head && P->q_head)
         return fhc_to_budget_queue(c, P, op, 0);
@@ -266,7 +267,7 @@ int fhc_step(fhc_t *c, fhc_op_t *op, enum step_mode mode)
     if (!(c->p.debug_bugs & FHC_BUG_NO_F_CHECK) &&
         P->held + P->reserved + need > fhc_i_budget(c, P) + P->unused_bytes - frame_unused) {
         if (merge)          /* no budget to merge now: hit as they are */
-            return hit_now(c, P, op, 0);
+            return hit_now(c, P, op, NULL);
         return fhc_to_budget_queue(c, P, op, head);
     }
     int put = op->put_data && op->len <= c->p.put_in_move;

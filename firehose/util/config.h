@@ -17,8 +17,6 @@
 
 #include <stddef.h>
 
-#include "firehose.h"
-
 /* FH_BOOT_TIMEOUT's default, in seconds: how long a rank waits for the
  * launcher and its peers, and fhrun for its ranks to connect.  A number
  * here because the bootstrap and fhrun read the variable without the table
@@ -87,16 +85,6 @@ enum { FH_REG_PIN_EVERYTHING = 0, FH_REG_FIREHOSE = 1, FH_REG_RENDEZVOUS = 2,
        FH_REG_RENDEZVOUS_CACHE = 3, FH_REG_BOUNCE = 4 };
 enum { FH_SEGMENT_SEGMENTS = 0, FH_SEGMENT_EVERYTHING = 1 };
 
-/* fh_strerror(rc) for a transfer's failure, except that under
- * FH_SEGMENT=everything FH_ERR_OUT_OF_SEGMENT says what the target
- * refused (fh_strerror's text is the segments mode's). */
-static inline const char *fh_xfer_strerror(int rc, int segment_mode)
-{
-    if (rc == FH_ERR_OUT_OF_SEGMENT && segment_mode == FH_SEGMENT_EVERYTHING)
-        return "no run of mapped memory the target exposes holds all of it (readable, "
-               "writable for a put, watched by its memory monitor: FH_SEGMENT=everything)";
-    return fh_strerror(rc);
-}
 enum { FH_FIREHOSE_BUDGET_STATIC = 0, FH_FIREHOSE_BUDGET_ADAPTIVE = 1 };
 enum { FH_SHM_AUTO = 0, FH_SHM_OFF = 1 };
 enum { FH_SHM_CMA_AUTO = 0, FH_SHM_CMA_OFF = 1 };

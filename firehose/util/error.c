@@ -1,7 +1,9 @@
 /*
- * error.c -- fh_strerror / fh_err_name: one table, indexed by -code.
+ * error.c -- fh_strerror / fh_err_name: one table, indexed by -code;
+ * fh_xfer_strerror (log.h): a transfer's failure in words.
  */
 #include "firehose.h"
+#include "firehose/util/log.h"
 
 static const struct {
     const char *name;
@@ -43,4 +45,12 @@ const char *fh_err_name(int err)
     if (err > 0 || err <= -NERRORS)
         return "FH_ERR_UNKNOWN";
     return errors[-err].name;
+}
+
+const char *fh_xfer_strerror(int err, bool everything)
+{
+    if (err == FH_ERR_OUT_OF_SEGMENT && everything)
+        return "no run of mapped memory the target exposes holds all of it (readable, "
+               "writable for a put, watched by its memory monitor: FH_SEGMENT=everything)";
+    return fh_strerror(err);
 }

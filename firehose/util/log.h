@@ -59,6 +59,10 @@ void fh_log_error(const char *fmt, ...) FH_PRINTF(1, 2);
 void fh_log_verbose(int level, const char *fmt, ...) FH_PRINTF(2, 3);
 void fh_fatal(const char *fmt, ...) FH_PRINTF(1, 2) __attribute__((noreturn));
 int  fh_set_error(int err, const char *fmt, ...) FH_PRINTF(2, 3);
+/* fh_strerror(err) for a transfer's failure, except that with `everything`
+ * (FH_SEGMENT=everything) FH_ERR_OUT_OF_SEGMENT says what the target
+ * refused: fh_strerror's text is the segments mode's (error.c). */
+const char *fh_xfer_strerror(int err, bool everything);
 /* Empties this thread's record: every public call that can fail calls it on
  * entry, so fh_last_error() only ever describes the call just made. */
 void fh_clear_error(void);
