@@ -190,7 +190,8 @@ int fh_rma_net(fh_tls_t *t, const fh_rma_req_t *q)
         if (rc == FH_OK && wrc != FH_OK)
             rc = fh_set_error(wrc, "%s: transfer to %s at %p (+%zu) failed: %s", fn,
                               FH_RANK_NAME(rank), q->remote, n,
-                              fh_xfer_strerror(wrc, fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING));
+                              fh_xfer_strerror(wrc, fh_rt->cfg.segment_mode ==
+                                                        FH_SEGMENT_EVERYTHING));
         return rc;
     }
     if (rc != FH_OK && mode == FH_RMA_NB) {
@@ -285,7 +286,8 @@ int fh_wait(fh_handle_t h)
         return fh_set_error(rc, "fh_wait: the %s %s %s at 0x%llx failed: %s",
                             rput ? "put" : "get", rput ? "to" : "from", FH_RANK_NAME(rrank),
                             (unsigned long long)raddr,
-                            fh_xfer_strerror(rc, fh_rt->cfg.segment_mode == FH_SEGMENT_EVERYTHING));
+                            fh_xfer_strerror(rc, fh_rt->cfg.segment_mode ==
+                                                     FH_SEGMENT_EVERYTHING));
     if (rc != FH_OK)
         return fh_set_error(rc, "fh_wait: the operation failed: %s", fh_strerror(rc));
     return rc;

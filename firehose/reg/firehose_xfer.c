@@ -456,7 +456,8 @@ int fh_reg_xfer(fh_thread_t *t, bool is_put, int rank, char *local, struct fh_mr
             rc = fh_set_error(a, "%s to %s: the firehose cache could not map "
                               "[0x%llx, +%zu): %s", is_put ? "put" : "get", FH_RANK_NAME(rank),
                               (unsigned long long)raddr, len,
-                              fh_xfer_strerror(a, fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING));
+                              fh_xfer_strerror(a, fh_reg_core->cfg.segment_mode ==
+                                                      FH_SEGMENT_EVERYTHING));
             break;
         }
         len = x->op.len;        /* fhc cut it after a resident run: rest next */
