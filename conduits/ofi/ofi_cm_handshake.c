@@ -118,6 +118,7 @@ static int on_accepted(struct fh_conduit *c, struct ofi_conn *k, const void *dat
         ofi_cm_conn_kill(k, NULL);
         return rc;
     }
+    k->proven = 1;
     atomic_store(&k->state, OFI_CONN_UP);
     return FH_OK;
 }
@@ -183,6 +184,7 @@ void ofi_cm_on_proof(struct fh_cpath *p, struct ofi_op *rb, size_t len)
     }
     k->pending = 0;
     c->npending--;
+    k->proven = 1;
     if (again) {                 /* after start-up: the pair's new connection */
         atomic_store(&k->state, OFI_CONN_UP);
         ofi_cm_replace_accepted(k);

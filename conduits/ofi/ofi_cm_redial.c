@@ -207,6 +207,7 @@ static void finish(struct fh_cpath *p, struct ofi_conn *k, size_t dst)
         ofi_cm_conn_abort(s);
         return;                         /* dialled again after a backoff */
     }
+    s->proven = 1;
     p->conn[dst] = s;
     k->succ = NULL;
     k->gave_up = 1;

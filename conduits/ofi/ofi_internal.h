@@ -118,6 +118,9 @@ struct ofi_conn {
     _Atomic int state;         /* enum ofi_conn_state */
     int initiator;             /* we connected (else we accepted) */
     int pending;               /* accepted, proof not yet checked */
+    int proven;                /* has been UP: src is proven, whatever the
+                                  state now (set before UP is stored, or
+                                  by its path after its own move to UP) */
     int proof_sent;            /* initiator: our proof's send completed */
     unsigned tries;            /* initiator: requests refused so far */
     double retry_at;           /* initiator refused during start-up: when to

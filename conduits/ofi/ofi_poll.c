@@ -258,11 +258,16 @@ static void ofi_handle_error(struct fh_cpath *p)
             /* A connection's receive failed: the connection is over (its
              * peer is gone, or we closed it).  The provider may have
              * reported the shutdown on the event queue first (path 0's
-             * poll then marked it DOWN): a truncation is a drop either
-             * way, counted against the proven sender. */
+             * poll then marked it DOWN, and this path's may have closed it
+             * since, before reading this entry): a truncation is a drop
+             * in every state, counted against the sender if it was ever
+             * proven. */
             int st = atomic_load(&op->conn->state);
             int rank = (int)(op->conn->src / (uint32_t)c->cfg.npaths);
-            if (e.err == FI_ETRUNC && (st == OFI_CONN_UP || st == OFI_CONN_DOWN))
+            if (e.err == FI_ETRUNC && !op->conn->proven)
+                ofi_drop(p, -1, "message truncated by the provider (longer than the "
+                         "receive space) on an unproven connection");
+            else if (e.err == FI_ETRUNC)
                 c->up.on_drop(p->upcall_arg, rank, "message truncated by the provider "
                               "(longer than the receive space); its connection ends");
             else if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
