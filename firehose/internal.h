@@ -682,7 +682,8 @@ void fh_rma_local_mr_release(struct fh_mr *lmr);
  * zeroed when the range is outside segments under FH_SEGMENT=everything). */
 int  fh_rma_validate(const char *fn, int rank, const void *local, const void *remote,
                      size_t n, fh_seg_range_t *r);
-/* Polls until ctr->pending == 0 (fh_wait_round); returns ctr->status. */
+/* Polls until ctr->pending == 0 (own-path rounds while spinning, every
+ * 4th a full fh_wait_round); returns ctr->status. */
 int  fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr);
 /* Polls until every NB/NBI operation of t is complete (t->quiet_ops == 0;
  * no poll when it already is): fh_quiet, and the thread-exit hook. */
