@@ -41,7 +41,9 @@ static const fh_cfg_entry_t ofi_config_table[] = {
      "and address named; the connection is closed and made again) only when the target "
      "then answered, polled for this long again and its connection moved nothing, since a "
      "provider that met a fault in the target's memory stops serving it without a word; a "
-     "target that computes without calling the runtime is waited for. 0 = wait for ever.",
+     "target that computes without calling the runtime is waited for. A service-path RMA "
+     "(every thread under FH_PATHS=shared, the first one under FH_PATHS=lazy) has no second "
+     "connection to probe on: it waits. 0 = wait for ever.",
      0},
 };
 

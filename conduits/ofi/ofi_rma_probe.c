@@ -23,13 +23,20 @@
  * connection that moves is waited for).  No answer -- the target
  * computes, or is stopped -- means wait on: the caller waits as long as
  * the target does not call the runtime.  An RMA of the service path itself
- * (whose probe would travel on the connection in question) fails at the
- * timeout as before.
+ * is waited for, never failed: its probe would travel on the connection in
+ * question (under FH_PATHS=shared the pair has no other; the first thread
+ * of a rank under FH_PATHS=lazy uses the service path), where an answer
+ * cannot overtake the RMA's own bytes and no answer cannot tell a stuck
+ * provider from a target that computes -- and failing it ended the pair
+ * (a service paths' connection is not made again), so a get from a rank
+ * that computed past the timeout failed a correct program.  A target that
+ * dies ends the job through the launcher (docs/reliability.md).
  *
  * Per op: pstate 0 (not yet past the timeout) -> 1 (probe asked, waiting
  * for an answer to a probe sent after the asking) -> 2 (answered: grace)
  * -> 3 (a second probe asked) -> fail, or back to 2 when the target polled
- * less than OFI_PROBE_POLLS times (it answered, then computed again).
+ * less than OFI_PROBE_POLLS times (it answered, then computed again); 4: a
+ * service-path RMA past the timeout (waits).
  */
 #include <stdlib.h>
 
@@ -74,7 +81,17 @@ static uint32_t ask(struct fh_conduit *c, int rank)
 int ofi_probe_fail(struct fh_cpath *p, struct ofi_op *op, double now)
 {
     struct fh_conduit *c = p->c;
-    if (p->index == 0 || c->probe_ans == NULL || op->rank == c->cfg.rank)
+    if (p->index == 0) {
+        if (op->pstate == 0)
+            fh_log_verbose(1, "ofi: path 0: %s %s at 0x%llx (+%zu) incomplete after %.0f s: "
+                           "waiting (a service-path RMA is not probed)",
+                           op->kind == OFI_OP_PUT ? "put to" : "get from",
+                           FH_RANK_NAME(op->rank), (unsigned long long)op->raddr, op->len,
+                           c->rma_timeout);
+        op->pstate = 4;
+        return 0;
+    }
+    if (c->probe_ans == NULL || op->rank == c->cfg.rank)
         return 1;
     const uint64_t a = atomic_load(&c->probe_ans[op->rank]);
     const int answered = (int32_t)((uint32_t)(a >> 32) - op->pneed) >= 0;

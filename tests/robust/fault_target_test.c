@@ -29,11 +29,11 @@
  *   compute    (argv[1] "compute", pin-everything, FH_OFI_RMA_TIMEOUT=1)
  *              a get from a rank that computes 4 s without calling the
  *              runtime succeeds: the timeout probes, and waits on a target
- *              that does not answer.
+ *              that does not answer (under FH_PATHS=shared or lazy the get
+ *              leaves from the service path, which is not probed: it waits);
  * (Not here, docs/reliability.md "Open": a put into a peer's memory that
- * is protected while the put is under way, which under pin-everything
- * can still kill the target, and an fh_get_nb from a segment its owner
- * destroys meanwhile.)
+ * is protected while the put is under way.  An fh_get_nb from a segment
+ * its owner destroys meanwhile: destroyed_seg_test.c.)
  * argv[1] "remote": the peer's memory only.
  * Each mistake must return an error (here, or from fh_wait) whose
  * fh_last_error() names the rank and the address, and both ranks must

@@ -26,7 +26,7 @@
 # pin-everything also its "stall" part (a get from a page protected behind
 # the runtime's back ends by FH_OFI_RMA_TIMEOUT, the pair is connected
 # again and finishes) and its "compute" part (a computing target is waited
-# for); FH_SEGMENT=everything is firehose's only.  FH_TEST_LONG=1: more
+# for, from a thread path and from the service path); FH_SEGMENT=everything is firehose's only.  FH_TEST_LONG=1: more
 # sizes and offsets.
 . "$(dirname "$0")/../integ/common.sh"
 need_fhrun
@@ -64,11 +64,18 @@ export FH_SHM=off
 # stall: the get ends by FH_OFI_RMA_TIMEOUT (after probing rank 1, which
 # polls), the pair is connected again, and both ranks finish with a barrier
 # and fh_finalize (exit 0).  compute: a get from a rank that computes 4 s
-# waits for it (its probe is not answered) and succeeds.
+# waits for it (its probe is not answered) and succeeds -- also from the
+# service path (every thread's under FH_PATHS=shared, the first thread's
+# under lazy), which is never probed: there the get failed at the timeout
+# and the pair was over.
 export FH_OFI_RMA_TIMEOUT=1
 run_np fault_target_test 2 stall
 run_np fault_target_test 2 compute
-unset FH_OFI_RMA_TIMEOUT
+for paths in shared lazy; do
+    export FH_PATHS=$paths
+    run_np fault_target_test 2 compute
+done
+unset FH_OFI_RMA_TIMEOUT FH_PATHS
 echo "---- FH_SEGMENT=everything FH_SHM=off"
 export FH_SEGMENT=everything FH_REG_STRATEGY=firehose
 run_np fault_target_test 2
