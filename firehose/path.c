@@ -496,8 +496,8 @@ void fh_wait_rank_sent(fh_tls_t *t)
 /* A spinning wait makes only every WAIT_FULL_EVERY-th round a full one
  * (fh_wait_round: the service path, the strategy's and the threads'
  * progress); the others poll the caller's own path, where the completion
- * it waits for arrives.  An 8 B put over net: 1.08 -> 1.06 of raw
- * libfabric (docs/plans/open-work.md, issue 30). */
+ * it waits for arrives.  An 8 B put over net, paired with raw libfabric:
+ * 1.08 -> 1.05 (docs/performance.md, "Findings at 871a041"). */
 #define WAIT_FULL_EVERY 4
 
 int fh_wait_ctr(fh_tls_t *t, fh_ctr_t *ctr)
