@@ -8,7 +8,10 @@
 # connections that never send a byte, reopening each one the launcher
 # closes (so the pressure lasts the whole job), plus FLOOD_SLOW that send a
 # random byte every 0.7 s.  The ranks start (--prefix-cmd waits for it)
-# only once the flood is in place, so they always meet it.  Expected: exit
+# only once the flood is in place, so they always meet it, and only
+# HOLD_S later, so the launcher has served the flood past its handshake
+# deadline (3 s) before the ranks connect: a fast job (0.7 s) used to end
+# before any slow connection was due to be closed.  Expected: exit
 # 0, every rank ok, the flood's connections closed by the launcher (the
 # slow ones too) and reported in a few lines, not one per connection.
 . "$(dirname "$0")/lib.sh"
@@ -16,6 +19,7 @@ FLOOD_SILENT=${FLOOD_SILENT:-320}
 FLOOD_SLOW=${FLOOD_SLOW:-8}
 NR=4
 LIMIT=30          # s, for the whole job; FH_BOOT_TIMEOUT is 60 (default)
+HOLD_S=4          # s between the flood's ready and the ranks' start (> 3)
 
 . "$HERE/../stranger.sh"
 PY=$(stranger_python) ||
@@ -26,7 +30,7 @@ cat >"$TMP/after-flood" <<EOF
 #!/bin/sh
 # Run by fhrun for each rank: start the rank once the flood is in place.
 for i in \$(seq 300); do
-    grep -q '^ready' "$TMP/flood.out" 2>/dev/null && exec "\$@"
+    grep -q '^ready' "$TMP/flood.out" 2>/dev/null && sleep $HOLD_S && exec "\$@"
     [ -e "$TMP/flood.failed" ] && break
     sleep 0.1
 done
