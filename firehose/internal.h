@@ -630,13 +630,13 @@ enum {
     FH_H_ATOMIC_REP = 2,
     FH_H_BARRIER    = 3,
     FH_H_NOP        = 4,
-    /* 5..11: the strategies' (reg/services.h) */
-    FH_H_STRIDED_PUT = 12,    /* strided.c: packed blocks to scatter */
-    FH_H_STRIDED_GET = 13,    /* strided.c: blocks to gather and send back */
-    FH_H_STRIDED_REP = 14,    /* strided.c: acknowledgement or gathered data */
-    FH_H_SEG_PROT    = 15,    /* seg_protect.c: a piece's holes changed */
-    FH_H_SEG_PROT_ACK = 16,   /* ... applied */
-    FH_H_BARRIER_FAIL = 17    /* coll.c: a leader's barrier failed */
+    /* 5..14: the strategies' (reg/services.h) */
+    FH_H_STRIDED_PUT = 15,    /* strided.c: packed blocks to scatter */
+    FH_H_STRIDED_GET = 16,    /* strided.c: blocks to gather and send back */
+    FH_H_STRIDED_REP = 17,    /* strided.c: acknowledgement or gathered data */
+    FH_H_SEG_PROT    = 18,    /* seg_protect.c: a piece's holes changed */
+    FH_H_SEG_PROT_ACK = 19,   /* ... applied */
+    FH_H_BARRIER_FAIL = 20    /* coll.c: a leader's barrier failed */
 };
 /* Handlers of the registration strategies' own protocols: their messages
  * count in reg_moves, not in am_sent/am_received. */

@@ -66,7 +66,7 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
             "pinned_local=%llu invalidations=%llu revokes=%llu revoked=%llu "
             "revoked_busy=%llu dropped=%llu atomics_refused=%llu maxvictim_now=%llu "
             "victim_repins=%llu budget=%llu grants=%llu reclaims=%llu deferred=%llu "
-            "credit_msgs=%llu links_lost=%llu reaims=%llu\n",
+            "credit_msgs=%llu links_lost=%llu reaims=%llu copies=%llu\n",
             me, who, (unsigned long long)s->puts, (unsigned long long)s->put_bytes,
             (unsigned long long)s->gets, (unsigned long long)s->get_bytes,
             (unsigned long long)s->am_sent, (unsigned long long)s->am_received,
@@ -86,7 +86,7 @@ static void print_row(FILE *f, int me, const char *who, const fh_peer_stats_t *s
             (unsigned long long)s->reg_budget, (unsigned long long)s->reg_grants,
             (unsigned long long)s->reg_reclaims, (unsigned long long)s->reg_deferred,
             (unsigned long long)s->am_credit_msgs, (unsigned long long)s->links_lost,
-            (unsigned long long)s->reg_reaims);
+            (unsigned long long)s->reg_reaims, (unsigned long long)s->reg_copies);
 }
 
 int fh_stats_print(void *file)

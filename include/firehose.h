@@ -471,12 +471,17 @@ int fh_am_lost(int rank, uint64_t *mark);
  * process's memory.  The remote range [dst, dst+n) must lie in one segment of
  * `rank` -- or, with FH_SEGMENT=everything (FH_REG_STRATEGY=firehose), in
  * memory `rank` has mapped readable (and writable, for a put), at any
- * alignment and wherever the mapping starts or ends; over the network only
- * anonymous memory (heap, stack, mmap, huge pages: what the memory monitor
- * can watch), else FH_ERR_OUT_OF_SEGMENT, refused by the target.
- * Transfers to or from one's own rank are allowed.  Such memory of a rank
+ * alignment and wherever the mapping starts or ends, file mappings
+ * included; else FH_ERR_OUT_OF_SEGMENT, refused by the target.  Over the
+ * network, memory the target does not register (a file mapping, which its
+ * memory monitor cannot watch; the other run of a bucket whose region
+ * another transfer holds) is carried by copies through AMs, checked whole
+ * at the target before a byte moves (slower: one message per
+ * fh_am_max_medium() bytes; counted in reg_copies); pages past the end of
+ * a file truncated under its mapping give FH_ERR_OUT_OF_SEGMENT, never a
+ * fault.  Transfers to or from one's own rank are allowed.  Such memory of a rank
  * of the caller's node group is reached by cross-memory attach when
- * FH_SHM_CMA allows it (fhinfo --node), file mappings included.
+ * FH_SHM_CMA allows it (fhinfo --node).
  * Pages the target protected (PROT_NONE, or read-only under a put) give
  * FH_ERR_OUT_OF_SEGMENT naming the rank and address, never a fault at the
  * target, under every FH_REG_STRATEGY (docs/reliability.md, "A peer's
@@ -920,8 +925,14 @@ int fh_config_size(const char *name, size_t *value);
  *                          memory (the op's bytes lay outside its region);
  *                          the own row adds the regions we freed to do so
  *                          for peers (docs/firehose-cache.md "Re-aim")
+ *   reg_copies             firehose, FH_SEGMENT=everything: copy messages
+ *                          sent to the peer for chunks it would not
+ *                          register (a file mapping; the other run of a
+ *                          region another transfer holds), plus those we
+ *                          served for it (docs/reliability.md); refused
+ *                          ones count in reg_refused too
  * (reg_maxvictim_now .. am_credit_msgs: version 2; links_lost, reg_reaims:
- * version 3) */
+ * version 3; reg_copies: version 4) */
 typedef struct fh_peer_stats {
     uint32_t size;     /* in: bytes the caller's struct has (the
                           FH_PEER_STATS_INIT it was built with); out: bytes
@@ -954,9 +965,11 @@ typedef struct fh_peer_stats {
     /* version 3 */
     uint64_t links_lost;
     uint64_t reg_reaims;
+    /* version 4 */
+    uint64_t reg_copies;
 } fh_peer_stats_t;
 
-#define FH_PEER_STATS_VERSION 3
+#define FH_PEER_STATS_VERSION 4
 /* Every fh_peer_stats_t passed to fh_stats_peer starts like this:
  *   fh_peer_stats_t s = FH_PEER_STATS_INIT; */
 #define FH_PEER_STATS_INIT \

@@ -23,6 +23,10 @@
  * (peer dead) is answered locally with an error reply, which completes the
  * operations waiting for it with that error.
  *
+ * Chunks the target will not register (FH_SEGMENT=everything: a file
+ * mapping, the other run of a held region) travel by copies
+ * (firehose_copy.c), whose messages fh_reg_flush sends too.
+ *
  * Operations never block inside the cache: a miss returns at once and the
  * chunk proceeds when its move reply (or budget) arrives; see firehose_xfer.c.
  *
@@ -131,6 +135,11 @@ void fh_reg_flush(fh_thread_t *t)
             }
             free(m);
         }
+        pthread_mutex_unlock(&g->flush_lock);
+    }
+    if (__atomic_load_n(&g->ncopies, __ATOMIC_RELAXED) != 0 &&
+        pthread_mutex_trylock(&g->flush_lock) == 0) {
+        reg_copy_flush(t, g);     /* firehose_copy.c */
         pthread_mutex_unlock(&g->flush_lock);
     }
 }
@@ -344,6 +353,7 @@ int fh_reg_init(fh_core_t *rt)
     }
     svc_am_register(FH_H_MOVE_REQ, h_move_req, "firehose-move-req");
     svc_am_register(FH_H_MOVE_REP, h_move_rep, "firehose-move-rep");
+    reg_copy_register_handlers();
     rt->reg = g;
     if (rt->cfg.verbose >= 1 && rt->rank == 0)
         fh_log_verbose(1, "firehose cache: M=%zu MAXVICTIM=%zu F=%zu R=%zu B=%zu "
@@ -368,6 +378,7 @@ void fh_reg_fini(fh_core_t *rt)
         g->out = m->next;
         free(m);
     }
+    reg_copy_fini(g);
     pthread_mutex_unlock(&g->lock);
     fh_mm_fini(rt);    /* before unmapping watched memory: no reader after this */
     for (size_t i = 0; i < g->nretired; i++)
@@ -461,11 +472,12 @@ static void fhs_link_lost(fh_path_base_t *p, int rank)
         n = fhc_peer_lost(g->c, (uint32_t)rank, FH_ERR_PEER_DEAD);
         reg_hit_budget(g, (uint32_t)rank);
     }
+    n += reg_copy_lost(g, rank, FH_ERR_PEER_DEAD);
     pthread_mutex_unlock(&g->lock);
     if (n != 0)
-        fh_log_error("firehose cache: the link to %s was lost with %u move%s waiting "
-                     "for a reply: %s transfers fail", FH_RANK_NAME(rank), n, n == 1 ? "" : "s",
-                     n == 1 ? "its" : "their");
+        fh_log_error("firehose cache: the link to %s was lost with %u move%s or copied "
+                     "chunk%s waiting for a reply: %s transfers fail", FH_RANK_NAME(rank), n,
+                     n == 1 ? "" : "s", n == 1 ? "" : "s", n == 1 ? "its" : "their");
 }
 
 const fh_reg_ops_t fh_reg_firehose = {

@@ -197,7 +197,13 @@ static void env_put_in_move(void *arg, uintptr_t dst, const void *data, size_t l
 static void env_log(void *arg, const char *line)
 {
     (void)arg;
-    fh_log_error("firehose cache: %s", line);
+    /* Under FH_SEGMENT=everything a refused move is followed by copies
+     * (firehose_copy.c), whose refusal, if any, is the one that counts. */
+    if (fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING &&
+        strncmp(line, "fhc: refused move", 17) == 0)
+        fh_log_verbose(1, "firehose cache: %s", line);
+    else
+        fh_log_error("firehose cache: %s", line);
 }
 
 static void env_name(void *arg, uint32_t peer, char *buf, size_t len)

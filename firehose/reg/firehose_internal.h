@@ -76,7 +76,15 @@ struct fh_reg {
     struct reg_hpeer {
         uint8_t swept;             /* see reg_hit_budget() */
         uint64_t revoked_busy;     /* REVOKEs that found a busy entry */
+        uint64_t copies;           /* copy messages sent to / served for it */
+        uint64_t copy_refused;     /* its copy requests we refused */
     } *hpeer;                      /* [nranks] */
+
+    /* Chunks carried by copies (firehose_copy.c), under lock. */
+    struct reg_copy *copies;       /* in flight, oldest first */
+    uint64_t copy_id;              /* the last id given */
+    unsigned ncopies;              /* on the list (atomic stores: read
+                                      unlocked by fh_reg_flush) */
 };
 
 /* ---- hit layer entries (firehose_hit.c) */
@@ -131,7 +139,9 @@ typedef struct reg_xop {
     size_t bulk;                   /* bytes of the path's bulk budget this
                                       chunk holds (FH_BULK_*): its length from
                                       its first post to its last completion */
-    int status;                    /* from ready(): FHC_HIT, DONE_IN_MOVE, <0 */
+    int status;                    /* from ready(): FHC_HIT, DONE_IN_MOVE, <0;
+                                      REG_COPY_DONE (firehose_copy.c) */
+    int copy_rc;                   /* REG_COPY_DONE: the copies' status */
     unsigned nposted;              /* pieces posted completely so far */
     size_t poff;                   /* bytes of piece[nposted] posted */
     fhc_op_t op;                   /* pieces; fhc's record when ent == NULL */
@@ -149,6 +159,31 @@ static inline void reg_check(struct fh_reg *g, uint32_t peer)
 
 /* ---- firehose.c */
 /* (fh_reg_flush, internal.h: sends queued cache messages.) */
+
+/* ---- firehose_xfer.c */
+/* Puts x on its path's ready list (any thread, any lock): the path's next
+ * poll drains it (fh_reg_drain_locked). */
+void reg_xop_push_ready(reg_xop_t *x);
+
+/* ---- firehose_copy.c: FH_SEGMENT=everything, chunks the target will not
+ * register, carried by copies through AMs */
+/* A chunk's status after its copies (reg_xop_t.status; not an FHC_* value). */
+#define REG_COPY_DONE 3
+/* x (p->lock held, on no list) was refused by the cache with
+ * FHC_ERR_OUT_OF_SEGMENT: true when it now travels by copies (it completes
+ * through p's ready list with REG_COPY_DONE), false when it fails as it is
+ * (not FH_SEGMENT=everything, no transfer, out of memory). */
+bool reg_copy_start(fh_path_base_t *p, reg_xop_t *x);
+/* Sends the copy messages credits allow (from fh_reg_flush: outside
+ * handlers, no lock held, g->flush_lock held). */
+void reg_copy_flush(fh_thread_t *t, struct fh_reg *g);
+/* The service paths' link with rank is lost: its copies fail with status
+ * (g->lock held).  Returns how many transfers failed. */
+unsigned reg_copy_lost(struct fh_reg *g, int rank, int status);
+void reg_copy_register_handlers(void);
+/* fh_reg_fini (g->lock held): frees what is left (after fh_finalize's
+ * quiet, nothing). */
+void reg_copy_fini(struct fh_reg *g);
 
 /* ---- firehose_hit.c (all under g->lock unless said otherwise) */
 /* A peer may have a budget queue now: return idle hit-layer references on

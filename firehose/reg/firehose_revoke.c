@@ -227,6 +227,7 @@ void fh_reg_peer_lost(fh_core_t *rt, int rank)
     fhc_peer_stats(g->c, (uint32_t)rank, &before);
     uint32_t revoking = fhc_revokes_pending(g->c);
     fhc_peer_dead(g->c, (uint32_t)rank);
+    reg_copy_lost(g, rank, FH_ERR_PEER_DEAD);   /* its copies' replies never come */
     uint32_t left = fhc_revokes_pending(g->c);
     if (rt->mm != NULL)     /* stored under the cache lock, as every store */
         atomic_store_explicit(&rt->mm->revoking, left, memory_order_relaxed);

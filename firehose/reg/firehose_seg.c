@@ -179,6 +179,8 @@ void fh_reg_stats(fh_core_t *rt, int peer, fh_peer_stats_t *out)
         out->reg_reclaims += s.reclaims + s.reclaimed;
         out->reg_deferred += s.deferred;
         out->reg_reaims += s.reaims;
+        out->reg_copies += g->hpeer[r].copies;
+        out->reg_refused += g->hpeer[r].copy_refused;
     }
     if (peer == rt->rank) {
         fhc_stats_t s;

@@ -68,18 +68,23 @@ static size_t post_limit(const fh_core_t *rt)
     return c;
 }
 
-/* fhc's ready() for chunk records (g->lock held). */
-static void reg_xop_ready(fhc_op_t *op, int status)
+void reg_xop_push_ready(reg_xop_t *x)
 {
-    reg_xop_t *x = op->user;
     fh_path_base_t *p = x->path;
-    x->status = status;
     struct reg_xop *head = atomic_load_explicit(&p->reg_ready, memory_order_relaxed);
     do {
         x->next = head;
     } while (!atomic_compare_exchange_weak_explicit(&p->reg_ready, &head, x,
                                                     memory_order_release,
                                                     memory_order_relaxed));
+}
+
+/* fhc's ready() for chunk records (g->lock held). */
+static void reg_xop_ready(fhc_op_t *op, int status)
+{
+    reg_xop_t *x = op->user;
+    x->status = status;
+    reg_xop_push_ready(x);
 }
 
 /* Chunk records are recycled per path (p->lock held): a blocking 8-byte
@@ -273,7 +278,9 @@ static void posted(fh_path_base_t *p, reg_xop_t *x)
             pieces_done(p, x);
     } else {
         x->pc.pending = 0;
-        chunk_done(p, x, x->status == FHC_DONE_IN_MOVE ? FH_OK : x->status);
+        chunk_done(p, x, x->status == FHC_DONE_IN_MOVE ? FH_OK
+                         : x->status == REG_COPY_DONE  ? x->copy_rc
+                                                        : x->status);
     }
 }
 
@@ -333,6 +340,16 @@ void fh_reg_drain_locked(fh_path_base_t *p)
     }
     reg_xop_t *x;
     while ((x = p->reg_retry) != NULL) {
+        if (x->status == FHC_ERR_OUT_OF_SEGMENT && !x->noxfer) {
+            /* Refused by the cache: FH_SEGMENT=everything carries it by
+             * copies (firehose_copy.c); it leaves the list either way. */
+            p->reg_retry = x->next;
+            if (p->reg_retry == NULL)
+                p->reg_retry_tail = &p->reg_retry;
+            if (!reg_copy_start(p, x))
+                posted(p, x);
+            continue;
+        }
         if (x->status == FHC_HIT && !x->noxfer && !x->lpinned && x->lmr == NULL)
             local_pin(x);
         /* Bulk keeps its order behind held bulk; the rest passes it. */
@@ -415,7 +432,10 @@ static int submit(fh_thread_t *t, reg_xop_t *x)
         }
         reg_hit_budget(g, x->op.peer);
         pthread_mutex_unlock(&g->lock);
-        if (a < 0) {
+        if (a == FHC_ERR_OUT_OF_SEGMENT && !x->noxfer &&
+            fh_reg_core->cfg.segment_mode == FH_SEGMENT_EVERYTHING) {
+            x->status = a;    /* the drain carries it by copies */
+        } else if (a < 0) {
             fh_ctr_complete(x->uctr, FH_OK);    /* not submitted after all */
             p->inflight--;
             return a;

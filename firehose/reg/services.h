@@ -242,7 +242,12 @@ enum {
     FH_H_BOUNCE_PUT = 9,      /* bounce: put payload (bounce.c) */
     FH_H_BOUNCE_GET = 10,     /* bounce: get request */
     FH_H_BOUNCE_REP = 11,     /* bounce: put ack / get data */
-    FH_H_REG_LAST   = 11
+    FH_H_COPY_PUT   = 12,     /* firehose, FH_SEGMENT=everything: a chunk the
+                                 target will not register, copied in
+                                 (firehose_copy.c) */
+    FH_H_COPY_GET   = 13,     /* ... copied out */
+    FH_H_COPY_REP   = 14,     /* ... ack / data */
+    FH_H_REG_LAST   = 14
 };
 
 /* ---------------------------------------------------------- segments */

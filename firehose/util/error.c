@@ -50,7 +50,7 @@ const char *fh_err_name(int err)
 const char *fh_xfer_strerror(int err, bool everything)
 {
     if (err == FH_ERR_OUT_OF_SEGMENT && everything)
-        return "no run of mapped memory the target exposes holds all of it (readable, "
-               "writable for a put, watched by its memory monitor: FH_SEGMENT=everything)";
+        return "a byte of it is not mapped at the target, or not readable (writable for "
+               "a put), or past the end of a file mapped there (FH_SEGMENT=everything)";
     return fh_strerror(err);
 }

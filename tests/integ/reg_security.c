@@ -17,7 +17,13 @@
  *                     and beyond F: one frame granted (F = R here), the
  *                     next refused with FH_ERR_LIMIT, then the grant
  *                     released by a refused request (releases in a refused
- *                     request still apply).
+ *                     request still apply).  FH_H_COPY_PUT/GET (copies
+ *                     under FH_SEGMENT=everything, firehose_copy.c):
+ *                     missing arguments, length mismatch, too long, a
+ *                     piece outside its chunk, a chunk longer than a
+ *                     frame, wrapping; a well-formed one is refused here
+ *                     (FH_SEGMENT=segments).  And a forged copy reply for
+ *                     no copy in flight is dropped.
  *   rendezvous(-cache) FH_H_RDV_REQ: outside the segments, straddling the
  *                     end, wrapping, larger than FH_REGION_MAX, unknown op,
  *                     truncated, (cache) crossing a frame; plus a
@@ -78,6 +84,14 @@ static void cap_rdv_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t
 
 static void cap_bounce_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
                            unsigned nargs)
+{
+    (void)tok; (void)buf;
+    got_status = (nargs == 3 && nbytes == 0) ? (int64_t)args[1] : 1;
+    got = 1;
+}
+
+static void cap_copy_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t *args,
+                         unsigned nargs)
 {
     (void)tok; (void)buf;
     got_status = (nargs == 3 && nbytes == 0) ? (int64_t)args[1] : 1;
@@ -184,6 +198,42 @@ static void attack_firehose(uint64_t *granted_bases, unsigned *ngranted)
     move("move: beyond F", f1 + R, f1 + 2 * R, 0, NULL, 0, 0, FH_ERR_LIMIT);
     move("move: release the grant, span outside", end + 16 * B, end + 17 * B, *ngranted,
          granted_bases, 0, 0, FH_ERR_OUT_OF_SEGMENT);
+}
+
+static void copy(const char *what, bool put, uint64_t addr, uint64_t len, size_t n,
+                 uint64_t caddr, uint64_t clen, unsigned nargs, int want)
+{
+    static uint8_t payload[256];
+    uint64_t args[6] = {77, addr, addr - caddr, len, caddr, clen};
+    int rc = fh_am_send_request(fh_tls(), 1, put ? FH_AM_REQ_MEDIUM : FH_AM_REQ_SHORT,
+                                put ? FH_H_COPY_PUT : FH_H_COPY_GET, put ? payload : NULL,
+                                n, 0, args, nargs);
+    CHECK(rc == FH_OK, "send a forged copy request", "FH_OK, saw %s", tu_errname(rc));
+    expect(what, await(what), want);
+}
+
+static void attack_copy(void)
+{
+    uintptr_t b = (uintptr_t)tbase;
+    fh_am_handler_t saved = fh_handlers[FH_H_COPY_REP].fn;
+    const char *saved_name = fh_handlers[FH_H_COPY_REP].name;
+    fh_am_register_internal(FH_H_COPY_REP, cap_copy_rep, "reg_security capture");
+    size_t R = fh_rt->cfg.region_max;
+    copy("copy: put without arguments", true, b, 64, 64, b, 64, 4, FH_ERR_INVALID);
+    copy("copy: put length mismatch", true, b, 200, 64, b, 200, 6, FH_ERR_INVALID);
+    copy("copy: get longer than a medium reply", false, b, fh_am_max_medium() + 1, 0, b,
+         fh_am_max_medium() + 1, 6, FH_ERR_INVALID);
+    copy("copy: piece outside its chunk", true, b + 4096, 64, 64, b, 64, 6, FH_ERR_INVALID);
+    copy("copy: chunk longer than a frame", false, b, 64, 0, b, 2 * R, 6, FH_ERR_INVALID);
+    copy("copy: put wraps", true, UINT64_MAX - 10, 64, 64, UINT64_MAX - 10, 64, 6,
+         FH_ERR_OVERFLOW);
+    copy("copy: well-formed, FH_SEGMENT=segments at the target", true, b, 64, 64, b, 64, 6,
+         FH_ERR_CONFIG);
+    fh_am_register_internal(FH_H_COPY_REP, saved, saved_name);
+    /* A reply for no copy in flight: dropped (logged), nothing else. */
+    uint64_t rep[3] = {12345, 0, 0};
+    CHECK_RC(fh_am_send_request(fh_tls(), 1, FH_AM_REQ_SHORT, FH_H_COPY_REP, NULL, 0, 0,
+                                rep, 3), FH_OK);
 }
 
 /* ---- rendezvous */
@@ -299,8 +349,10 @@ int main(int argc, char **argv)
         fh_am_register_internal(hidx, kind == FH_REG_FIREHOSE ? cap_move_rep
                                       : kind == FH_REG_BOUNCE ? cap_bounce_rep : cap_rdv_rep,
                                 "reg_security capture");
-        if (kind == FH_REG_FIREHOSE)
+        if (kind == FH_REG_FIREHOSE) {
             attack_firehose(granted, &ngranted);
+            attack_copy();
+        }
         else if (kind == FH_REG_BOUNCE)
             attack_bounce();
         else

@@ -8,10 +8,16 @@
  *   stack    a buffer on rank 1's main stack;
  *   edge     an mmap of 5 pages, whose end is inside a firehose bucket,
  *            transfers that end on its last byte and start on its first;
- *   file     a MAP_SHARED mapping of a file: over the network the memory
- *            monitor cannot watch it, so every put and get is refused
- *            with FH_ERR_OUT_OF_SEGMENT and changes nothing; the node
- *            route (cross-memory attach) reaches it (docs/reliability.md);
+ *   file     a MAP_SHARED mapping of a file: the memory monitor cannot
+ *            watch it, so over the network the target does not register
+ *            it and the transfer travels by copies (firehose_copy.c,
+ *            counted in reg_copies); the node route reaches it by
+ *            cross-memory attach.  Rank 1 then reads the file through
+ *            its descriptor: the bytes are in the file.  Then rank 1
+ *            truncates the file under the mapping (its pages past the end
+ *            raise SIGBUS on access): a transfer there fails with
+ *            FH_ERR_OUT_OF_SEGMENT naming the address, nothing written,
+ *            both ranks live, and the part before the end still works;
  *   huge     a 4 MiB mapping with MADV_HUGEPAGE;
  *   guard    the part of a two-bucket mapping after a PROT_NONE page in
  *            its first bucket (readable memory, a hole, then the area:
@@ -24,17 +30,23 @@
  *            other was refused (FH_ERR_OUT_OF_SEGMENT) while the region
  *            stayed cached; the target now registers the other run when
  *            nobody holds the region (re-aim), and after the sizes below
- *            rank 0 alternates between the two, 12 round trips;
+ *            rank 0 alternates between the two, 12 round trips.  With a
+ *            third rank, it holds the region over twin1's run first, so
+ *            twin2 cannot be re-aimed: those transfers go by copies
+ *            (counted in reg_copies);
  *   mremap   after peers reached an mmap (so the runtime watches it), its
  *            owner grows it with mremap(MREMAP_MAYMOVE), then shrinks and
  *            splits it with munmap: each call must succeed and peers
  *            reach the new bytes; rank 0 does the same to a source buffer.
+ * Then rank 0's threads reach the file area at once (copies in parallel).
+ * Run on 2 ranks, or 3 (the third only holds twin1's region).
  * Sizes 1, 8, 3000 (put-in-move), 4097, 64 KiB + 17 at offsets 0, 1, 7,
  * 4095; FH_TEST_LONG=1 adds 1 MiB + 4096 and more offsets.  Every put is
  * checked at the target, every get against the target's bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +65,6 @@ typedef struct { uint64_t addr[NAREA], len[NAREA]; } areas_t;
 
 static size_t pg;
 static int longrun;
-static int file_reached;   /* rank 0: transfers into the file mapping that worked */
 
 static void *must_mmap(size_t len, int flags, int fd)
 {
@@ -69,29 +80,6 @@ static int round_trip(const areas_t *ar, int a, size_t off, size_t n, int i, cha
     char *dst = (char *)(uintptr_t)ar->addr[a] + off;
     tu_fill(buf, n, tu_key((uint64_t)a, (uint64_t)i, 1), 0);
     int rc = fh_put(1, dst, buf, n);
-    if (a == A_FILE) {
-        /* The memory monitor cannot watch file mappings, so peers may not
-         * cache a registration of them: refused, and nothing written
-         * (rank 1 checks the file's bytes are still zero). */
-        int rg = fh_get(buf, 1, dst, n);
-        if (rc == FH_ERR_OUT_OF_SEGMENT && rg == FH_ERR_OUT_OF_SEGMENT) {
-            /* The message says what the target refused, not "segment". */
-            if (strstr(fh_last_error(), "FH_SEGMENT=everything") != NULL)
-                return 0;
-            TU_LOG("FAIL file [%p +%zu]: the refusal says \"%s\"\n", (void *)dst, n,
-                   fh_last_error());
-            return 1;
-        }
-        /* The node route (FH_SHM, cross-memory attach) reaches it. */
-        if (rc == FH_OK && rg == FH_OK &&
-            tu_check(buf, n, tu_key((uint64_t)a, (uint64_t)i, 1), 0) == (size_t)-1) {
-            file_reached++;
-            return 0;
-        }
-        TU_LOG("FAIL file [%p +%zu]: put %s, get %s; expected FH_ERR_OUT_OF_SEGMENT (%s)\n",
-               (void *)dst, n, fh_err_name(rc), fh_err_name(rg), fh_last_error());
-        return 1;
-    }
     if (rc != FH_OK) {
         TU_LOG("FAIL put %s [%p +%zu] (offset %zu of %llu): %s\n", area_name[a], (void *)dst,
                n, off, (unsigned long long)ar->len[a], fh_last_error());
@@ -110,6 +98,129 @@ static int round_trip(const areas_t *ar, int a, size_t off, size_t n, int i, cha
     return 0;
 }
 
+/* Rank 0's threads at once, each in its own 64 KiB of the file area:
+ * every transfer goes by copies, concurrently (the copy list, its sender
+ * and the reply handler under ThreadSanitizer: copy_threads.sh). */
+enum { NTHREADS = 4 };
+typedef struct { char *dst; int k, bad; } tjob_t;
+
+static void *copy_thread(void *arg)
+{
+    tjob_t *j = arg;
+    static const size_t sz[] = {1, 100, 4097, 20000};
+    char *b = malloc(20000);
+    for (int i = 0; b != NULL && i < 16; i++) {
+        size_t n = sz[i % 4], off = (size_t)j->k * 65536 + (size_t)i * 37 % 1000;
+        uint64_t key = tu_key(100 + (uint64_t)j->k, (uint64_t)i, 1);
+        tu_fill(b, n, key, 0);
+        int rc = fh_put(1, j->dst + off, b, n);
+        memset(b, 0, n);
+        int rg = rc == FH_OK ? fh_get(b, 1, j->dst + off, n) : rc;
+        if (rc != FH_OK || rg != FH_OK || tu_check(b, n, key, 0) != (size_t)-1) {
+            TU_LOG("FAIL thread %d: file [+%zu, %zu B]: put %s, get %s\n", j->k, off, n,
+                   fh_err_name(rc), fh_err_name(rg));
+            j->bad++;
+        }
+    }
+    free(b);
+    return NULL;
+}
+
+static int file_threads(const areas_t *ar)
+{
+    pthread_t th[NTHREADS];
+    tjob_t jobs[NTHREADS];
+    int bad = 0;
+    for (int k = 0; k < NTHREADS; k++) {
+        jobs[k] = (tjob_t){(char *)(uintptr_t)ar->addr[A_FILE], k, 0};
+        CHECK(pthread_create(&th[k], NULL, copy_thread, &jobs[k]) == 0, "pthread_create",
+              "thread %d", k);
+    }
+    for (int k = 0; k < NTHREADS; k++) {
+        pthread_join(th[k], NULL);
+        bad += jobs[k].bad;
+    }
+    return bad;
+}
+
+/* The file area after the round trips: rank 0 puts a pattern over all of
+ * it, rank 1 reads the file itself; then rank 1 truncates the file to
+ * FILE_KEEP bytes and rank 0 reaches past the end (refused, nothing
+ * written, both live) and before it (works). */
+enum { FILE_LEN = 256 * 1024, FILE_KEEP = 64 * 1024 + 4096 };
+
+static void file_checks(int me, int fd, const areas_t *ar, const areas_t *mine, char *buf)
+{
+    char *dst = (char *)(uintptr_t)ar->addr[A_FILE];
+    if (me == 0) {
+        tu_fill(buf, FILE_LEN, 4242, 0);
+        CHECK_OK(fh_put(1, dst, buf, FILE_LEN));
+        const char *shm = getenv("FH_SHM");
+        fh_peer_stats_t st = FH_PEER_STATS_INIT;
+        CHECK_OK(fh_stats_peer(1, &st));
+        if (shm != NULL && strcmp(shm, "off") == 0)
+            CHECK(st.reg_copies >= FILE_LEN / (64 * 1024), "file mapping over the network",
+                  "carried by copies (reg_copies >= 4), saw %llu",
+                  (unsigned long long)st.reg_copies);
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        char *f = malloc(FILE_LEN);
+        CHECK(f != NULL && pread(fd, f, FILE_LEN, 0) == FILE_LEN, "pread", "%s",
+              strerror(errno));
+        CHECK(tu_check(f, FILE_LEN, 4242, 0) == (size_t)-1, "a put into a file mapping",
+              "the bytes are in the file");
+        free(f);
+        CHECK(ftruncate(fd, FILE_KEEP) == 0, "ftruncate", "%s", strerror(errno));
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 0) {
+        static const size_t at[][2] = {{FILE_KEEP, 8},
+                                       {FILE_KEEP - 100, 200},
+                                       {FILE_KEEP + 5000, 3000},
+                                       {0, FILE_LEN}};
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            char *d = dst + at[k][0];
+            size_t n = at[k][1];
+            memset(buf, 0x5a, n);
+            int rc = fh_put(1, d, buf, n);
+            char addr[32];
+            snprintf(addr, sizeof addr, "%p", (void *)d);
+            CHECK(rc == FH_ERR_OUT_OF_SEGMENT && strstr(fh_last_error(), "rank 1") != NULL &&
+                  strstr(fh_last_error(), addr) != NULL,
+                  "a put past a truncated file's end", "FH_ERR_OUT_OF_SEGMENT naming rank 1 "
+                  "and %s, saw %s: %s", addr, fh_err_name(rc), fh_last_error());
+            rc = fh_get(buf, 1, d, n);
+            CHECK(rc == FH_ERR_OUT_OF_SEGMENT && strstr(fh_last_error(), addr) != NULL,
+                  "a get past a truncated file's end", "FH_ERR_OUT_OF_SEGMENT naming %s, "
+                  "saw %s: %s", addr, fh_err_name(rc), fh_last_error());
+        }
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 1) {
+        /* The refused transfers wrote nothing before the end (the one at
+         * KEEP - 100 would have written 100 bytes there, the whole-area
+         * one all of them). */
+        char *f = malloc(FILE_KEEP);
+        CHECK(f != NULL && pread(fd, f, FILE_KEEP, 0) == FILE_KEEP, "pread", "%s",
+              strerror(errno));
+        CHECK(tu_check(f, FILE_KEEP, 4242, 0) == (size_t)-1,
+              "refused puts past a truncated file's end", "nothing written before it");
+        free(f);
+        (void)mine;
+    }
+    CHECK_OK(fh_barrier());
+    if (me == 0) {
+        /* Before the end: still reached. */
+        tu_fill(buf, FILE_KEEP - 1, 4343, 0);
+        CHECK_OK(fh_put(1, dst + 1, buf, FILE_KEEP - 1));
+        memset(buf, 0, FILE_KEEP);
+        CHECK_OK(fh_get(buf, 1, dst + 1, FILE_KEEP - 1));
+        CHECK(tu_check(buf, FILE_KEEP - 1, 4343, 0) == (size_t)-1, "the file before its end",
+              "the bytes put come back");
+    }
+}
+
 int main(int argc, char **argv)
 {
     char stackbuf[96 * 1024];   /* rank 1: a peer's target on the stack */
@@ -119,14 +230,15 @@ int main(int argc, char **argv)
     pg = (size_t)sysconf(_SC_PAGESIZE);
     longrun = getenv("FH_TEST_LONG") != NULL;
     int me = fh_rank();
-    CHECK(fh_nranks() == 2, "ranks", "expected 2, saw %d", fh_nranks());
+    CHECK(fh_nranks() == 2 || fh_nranks() == 3, "ranks", "expected 2 or 3, saw %d",
+          fh_nranks());
     fh_info_t info = FH_INFO_INIT;
     CHECK_OK(fh_query(&info));
     if (!info.any_address) {
         TU_SAY("SKIP everything_map_test: FH_SEGMENT=everything is not in use\n");
         return fh_finalize() == FH_OK ? 0 : 1;
     }
-    areas_t mine = {{0}, {0}}, all[2];
+    areas_t mine = {{0}, {0}}, all[3];
     char path[] = "/tmp/fh_everything_XXXXXX";
     int fd = -1;
     if (me == 1) {
@@ -140,7 +252,13 @@ int main(int argc, char **argv)
         CHECK(fd >= 0 && ftruncate(fd, 256 * 1024) == 0, "file", "%s", strerror(errno));
         unlink(path);
         mine.len[A_FILE] = 256 * 1024;
-        mine.addr[A_FILE] = (uintptr_t)must_mmap(256 * 1024, MAP_SHARED, fd);
+        /* On a 1 MiB boundary: one FH_REGION_MAX frame holds it all, so a
+         * refused transfer is refused whole (file_checks). */
+        char *res = must_mmap(2u << 20, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        char *fa = (char *)(((uintptr_t)res + (1u << 20) - 1) & ~(uintptr_t)((1u << 20) - 1));
+        CHECK(mmap(fa, 256 * 1024, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == fa,
+              "mmap", "the file at %p: %s", (void *)fa, strerror(errno));
+        mine.addr[A_FILE] = (uintptr_t)fa;
         mine.len[A_HUGE] = 4u << 20;
         mine.addr[A_HUGE] = (uintptr_t)must_mmap(4u << 20, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         madvise((void *)(uintptr_t)mine.addr[A_HUGE], 4u << 20, MADV_HUGEPAGE);
@@ -163,6 +281,13 @@ int main(int argc, char **argv)
     }
     CHECK_OK(fh_allgather(&mine, all, sizeof mine));
     const areas_t *ar = &all[1];
+    if (me == 2) {
+        /* A third rank holds the region over twin1's run: rank 0's
+         * transfers into twin2 cannot re-aim it and go by copies. */
+        char b8[8];
+        CHECK_OK(fh_get(b8, 1, (void *)(uintptr_t)ar->addr[A_TWIN1], 8));
+    }
+    CHECK_OK(fh_barrier());
     char *buf = malloc((2u << 20) + 8192);
     CHECK(buf != NULL, "malloc", "buffer");
     static const size_t sizes_s[] = {1, 8, 3000, 4097, 65536 + 17};
@@ -193,7 +318,10 @@ int main(int argc, char **argv)
                     nbad += round_trip(ar, a, o2, n, ++i, buf);
                     ntried++;
                 }
-        /* The two runs of one bucket, in turn: each switch re-aims. */
+        /* The two runs of one bucket, in turn: each switch re-aims (with
+         * 3 ranks, twin2 goes by copies). */
+        fh_peer_stats_t st0 = FH_PEER_STATS_INIT;
+        CHECK_OK(fh_stats_peer(1, &st0));
         static const size_t tw_n[] = {8, 4097, 3000, 2 * 4096 + 1};
         for (int k = 0; k < 12; k++) {
             int a = k % 2 ? A_TWIN2 : A_TWIN1;
@@ -201,27 +329,28 @@ int main(int argc, char **argv)
             nbad += round_trip(ar, a, (size_t)k * 3 % 64, n, ++i, buf);
             ntried++;
         }
+        nbad += file_threads(ar);
         TU_LOG("%d of %d round trips failed\n", nbad, ntried);
         /* Over the network (the node route does not use the cache) each
          * switch between the two runs was a re-aim, counted. */
         const char *shm = getenv("FH_SHM");
         fh_peer_stats_t st = FH_PEER_STATS_INIT;
         CHECK_OK(fh_stats_peer(1, &st));
+        if (shm != NULL && strcmp(shm, "off") == 0 && fh_nranks() == 3 &&
+            st.reg_copies == st0.reg_copies) {
+            TU_LOG("FAIL twin2 while rank 2 holds twin1's region: no copies counted\n");
+            nbad++;
+        }
         if (shm != NULL && strcmp(shm, "off") == 0 && st.reg_reaims < 6) {
             TU_LOG("FAIL twin: %llu re-aims counted, expected >= 6\n",
                    (unsigned long long)st.reg_reaims);
             nbad++;
         }
     }
-    int counts[2] = {nbad, file_reached}, all0[4];
-    CHECK_OK(fh_allgather(counts, all0, sizeof counts));   /* rank 0's counts to all */
+    int all0[3];
+    CHECK_OK(fh_allgather(&nbad, all0, sizeof nbad));   /* rank 0's count to all */
     CHECK(all0[0] == 0, "round trips", "rank 0 saw %d failures (see FAIL lines)", all0[0]);
-    if (me == 1 && all0[1] == 0) {
-        const unsigned char *f = (const unsigned char *)(uintptr_t)mine.addr[A_FILE];
-        for (size_t k = 0; k < mine.len[A_FILE]; k++)
-            CHECK(f[k] == 0, "refused puts into a file mapping", "byte %zu still 0, saw %u", k,
-                  f[k]);
-    }
+    file_checks(me, fd, ar, &mine, buf);
 
     /* mremap: rank 0 reached A_REMAP (so rank 1 watches it); rank 1 grows
      * it, moving it, then reports the new address. */
@@ -240,7 +369,7 @@ int main(int argc, char **argv)
         CHECK(tu_check(p, 3 * pg, tu_key(A_REMAP, 1, 1), 0) == (size_t)-1, "mremap", "bytes moved along");
         naddr = (uintptr_t)p;
     }
-    uint64_t addrs[2];
+    uint64_t addrs[3];
     CHECK_OK(fh_allgather(&naddr, addrs, sizeof naddr));
     areas_t moved = *ar;
     moved.addr[A_REMAP] = addrs[1];

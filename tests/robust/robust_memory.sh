@@ -17,7 +17,7 @@
 #   prot_round_test      an mprotect of segment memory with a stopped peer
 #                        returns after FH_SEG_PROT_WAIT, naming the peer,
 #                        and at once when the peer's link is lost.
-# 2 ranks each, over tcp; the network route (FH_SHM=off) and, for the
+# 2 ranks each (everything_map_test also on 3: copies), over tcp; the network route (FH_SHM=off) and, for the
 # FH_SEGMENT=everything programs, the node route (FH_SHM=auto: cross-memory
 # attach).  fault_target_test runs whole under every FH_REG_STRATEGY
 # (FH_TEST_FAULT_STRATEGIES), pin-everything included, and its peer part
@@ -41,6 +41,10 @@ for shm in off auto; do
     run_np everything_map_test 2
     run_np failed_put_test 2
 done
+# A third rank holding a region another run of whose bucket rank 0 wants:
+# copies instead of a re-aim (firehose_copy.c).
+export FH_SHM=off
+run_np everything_map_test 3
 export FH_SHM=off FH_SEGMENT=segments
 echo "---- FH_SEGMENT=segments FH_SHM=off"
 for s in ${FH_TEST_FAULT_STRATEGIES:-pin-everything firehose rendezvous rendezvous-cache bounce}; do
