@@ -18,11 +18,12 @@
  *              sent by fh_reg_flush from a progressing thread on the
  *              service path (like moves; credits bound the pieces in
  *              flight; a piece without a credit waits for the next flush).
- *   target     checks the arguments, that FH_SEGMENT=everything is in use
- *              here, and that the whole chunk is mapped readable (and
- *              writable for a put) and every page of it can be read (one
- *              byte each, through the kernel) before it copies a byte of
- *              any piece, then copies
+ *   target     checks the arguments and that FH_SEGMENT=everything is in
+ *              use here; for the first piece, that the whole chunk is
+ *              mapped readable (and writable for a put) and every page of
+ *              it can be read (one byte each, through the kernel) -- the
+ *              initiator sends the other pieces only once the first was
+ *              answered, and none if it failed -- then copies
  *              with process_vm_writev/readv on itself: a page that faults
  *              meanwhile (a file truncated under its mapping) is EFAULT,
  *              never SIGBUS.  It answers FH_H_COPY_REP {id, status, off}
@@ -129,13 +130,17 @@ static int copy_check(int src, bool is_put, const uint64_t *args, unsigned nargs
         /* Our peers fall back to copies only under everything-mode. */
         st = FH_ERR_CONFIG;
         why = "FH_SEGMENT=everything is not in use here";
-    } else if (!fh_vma_check((uintptr_t)args[4], (size_t)args[5],
+    } else if (args[2] == 0 &&
+               !fh_vma_check((uintptr_t)args[4], (size_t)args[5],
                              FH_VMA_READ | (is_put ? FH_VMA_WRITE : 0), NULL)) {
-        /* Checked for the whole chunk before any byte of it moves. */
+        /* The first piece checks the whole chunk before any byte of it
+         * moves; the initiator sends the others only once it was copied
+         * (their own faults, if the mapping changed since, are the copy's
+         * EFAULT). */
         st = FH_ERR_OUT_OF_SEGMENT;
         why = is_put ? "not mapped writable (FH_SEGMENT=everything)"
                      : "not mapped readable (FH_SEGMENT=everything)";
-    } else if (probe_pages((uintptr_t)args[4], (size_t)args[5]) != 0) {
+    } else if (args[2] == 0 && probe_pages((uintptr_t)args[4], (size_t)args[5]) != 0) {
         st = FH_ERR_OUT_OF_SEGMENT;
         why = "a page faults (past the end of a truncated file?)";
     }
@@ -257,6 +262,12 @@ static void h_copy_rep(fh_token_t tok, void *buf, size_t nbytes, const uint64_t 
             c->status = st;
         c->done[k] = 1;
         c->answered++;
+        if (k == 0 && st != FH_OK && c->sent == 1) {
+            /* The chunk's check failed: the other pieces are never sent. */
+            for (uint32_t j = 1; j < c->npieces; j++)
+                c->done[j] = 1;
+            c->answered = c->sent = c->npieces;
+        }
         if (c->answered == c->npieces && !c->sending)
             copy_finish(g, c);
     }
@@ -356,7 +367,9 @@ void reg_copy_flush(fh_thread_t *t, struct fh_reg *g)
     int blocked[NBLOCKED], nblocked = 0;
     pthread_mutex_lock(&g->lock);
     for (reg_copy_t *c = g->copies; c != NULL;) {
-        bool skip = c->lost || c->sent == c->npieces;
+        /* The first piece alone until it is answered (it checks the
+         * whole chunk at the target). */
+        bool skip = c->lost || c->sent == c->npieces || (c->sent == 1 && !c->done[0]);
         for (int i = 0; i < nblocked && !skip; i++)
             skip = blocked[i] == c->x->rank;
         if (skip) {
