@@ -20,6 +20,8 @@
 
 #define OFI_CQ_BATCH   32
 #define OFI_ALIGN      16                   /* alignment of on_am buffers */
+/* A receive longer than its buffer (FI_ETRUNC): forge_test greps for it. */
+#define TRUNC_WHY "message truncated by the provider (longer than the receive space)"
 
 static void ofi_maybe_repost(struct fh_cpath *p, struct ofi_op *rb)
 {
@@ -265,11 +267,9 @@ static void ofi_handle_error(struct fh_cpath *p)
             int st = atomic_load(&op->conn->state);
             int rank = (int)(op->conn->src / (uint32_t)c->cfg.npaths);
             if (e.err == FI_ETRUNC && !op->conn->proven)
-                ofi_drop(p, -1, "message truncated by the provider (longer than the "
-                         "receive space) on an unproven connection");
+                ofi_drop(p, -1, TRUNC_WHY " on an unproven connection");
             else if (e.err == FI_ETRUNC)
-                c->up.on_drop(p->upcall_arg, rank, "message truncated by the provider "
-                              "(longer than the receive space); its connection ends");
+                c->up.on_drop(p->upcall_arg, rank, TRUNC_WHY "; its connection ends");
             else if (e.err != FI_ECANCELED && st == OFI_CONN_UP)
                 fh_log_verbose(1, "ofi: path %d: receive from %s failed: %s",
                                p->index, FH_RANK_NAME(rank), fi_strerror(e.err));
@@ -283,8 +283,7 @@ static void ofi_handle_error(struct fh_cpath *p)
         if (e.err == FI_ECANCELED)
             break;              /* endpoint shutting down */
         if (e.err == FI_ETRUNC)
-            ofi_drop(p, -1, "message truncated by the provider (longer than "
-                     "the receive space)");
+            ofi_drop(p, -1, TRUNC_WHY);
         else
             fh_log_error("ofi: path %d: receive failed: %s (%s)", p->index,
                          fi_strerror(e.err), detail);
