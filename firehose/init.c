@@ -198,6 +198,7 @@ static int init_fail(fh_rt_t *rt, int err)
         pthread_mutex_destroy(&rt->bind_lock);
         pthread_mutex_destroy(&rt->seg_lock);
         pthread_mutex_destroy(&rt->coll_lock);
+        pthread_mutex_destroy(&rt->tls_all_lock);
     }
     free(rt->am_lost_req);
     free(rt->am_lost_in);
@@ -322,10 +323,13 @@ int fh_init(int *argc, char ***argv)
     pthread_mutex_init(&rt->bind_lock, NULL);
     pthread_mutex_init(&rt->seg_lock, NULL);
     pthread_mutex_init(&rt->coll_lock, NULL);
+    pthread_mutex_init(&rt->tls_all_lock, NULL);
+    atomic_store(&rt->seg_epoch, 1);
     if (pthread_key_create(&rt->tls_key, fh_tls_release) != 0) {
         pthread_mutex_destroy(&rt->bind_lock);
         pthread_mutex_destroy(&rt->seg_lock);
         pthread_mutex_destroy(&rt->coll_lock);
+        pthread_mutex_destroy(&rt->tls_all_lock);
         return init_fail(rt, fh_set_error(FH_ERR_NO_MEMORY, "fh_init: pthread_key_create "
                                           "failed (too many thread-specific keys)"));
     }

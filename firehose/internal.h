@@ -199,7 +199,12 @@ typedef struct fh_rt {
     _Atomic(struct fh_segmap *) segmap;   /* immutable snapshot, swapped */
     pthread_mutex_t seg_lock;             /* create/destroy */
     struct fh_segment *segs;              /* [cfg.max_segments] */
-    struct fh_segmap *retired;            /* old snapshots, freed at finalize */
+    struct fh_segmap *retired;            /* old snapshots, freed once no
+                                             thread can read them (segment.c
+                                             "Reclaiming") or at finalize */
+    _Atomic uint64_t seg_epoch;           /* bumped by every publish */
+    pthread_mutex_t tls_all_lock;         /* tls_all (a leaf lock) */
+    struct fh_tls *tls_all;               /* every live thread state */
 
     pthread_mutex_t coll_lock;            /* one collective at a time (coll.c) */
     _Atomic uint64_t barrier_epoch;       /* the last barrier begun (coll.c) */
@@ -312,6 +317,10 @@ typedef struct fh_tls {
                                  FH_NODE_PROGRESS-th makes progress (route.c) */
     int bound;                /* path->nbound counted for us */
     struct fh_tls *exited_next;   /* rt->exited (exit gate) */
+    struct fh_tls *all_next;      /* rt->tls_all (tls_all_lock) */
+    _Atomic uint64_t seg_seen;    /* rt->seg_epoch at the thread's last
+                                     entry: it holds no segment table or
+                                     hole list older (segment.c) */
     double idle_since;        /* path.c's net_sleep: when this thread's
                                  current wait passed its spinning (0: not) */
 } fh_tls_t;
@@ -338,6 +347,8 @@ extern _Atomic int fh_rt_state;
  * later pthread-key destructor).  A thread that is polling, and hence any
  * handler, always has one. */
 fh_tls_t *fh_tls(void);
+/* The smallest seg_seen of the live thread states (UINT64_MAX: none). */
+uint64_t fh_tls_min_seen(fh_rt_t *rt);
 /* The calling thread's state if it has one, else NULL; never binds. */
 fh_tls_t *fh_tls_peek(void);
 /* Common entry check: initialized, the thread not exiting (FH_ERR_STATE)
@@ -696,6 +707,7 @@ struct fh_seg_hole {
 };
 struct fh_seg_holes {
     struct fh_seg_holes *retired_next;   /* segment.c's list of old ones */
+    uint64_t retired_at;                 /* rt->seg_epoch then */
     uint32_t n;
     struct fh_seg_hole h[];    /* sorted, disjoint */
 };

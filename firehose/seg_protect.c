@@ -82,16 +82,18 @@ static _Thread_local int in_hook;
 
 bool fh_seg_meets_own(fh_rt_t *rt, uintptr_t lo, uintptr_t hi, int prot)
 {
-    struct fh_segmap *m = atomic_load_explicit(&rt->segmap, memory_order_acquire);
-    if (m == NULL)
-        return false;
+    /* Any thread, one without runtime state too: counted while it reads
+     * (segment.c "Reclaiming"). */
+    fh_seg_hook_enter();
+    struct fh_segmap *m = atomic_load(&rt->segmap);
     bool reduces = prot < 0 || (prot & (PROT_READ | PROT_WRITE)) != (PROT_READ | PROT_WRITE);
-    for (uint32_t i = 0; i < m->count[rt->rank]; i++) {
+    bool meets = false;
+    for (uint32_t i = 0; m != NULL && i < m->count[rt->rank] && !meets; i++) {
         const fh_seg_range_t *r = &m->ranges[rt->rank][i];
-        if (r->base < hi && r->end > lo && (reduces || r->holes != NULL))
-            return true;
+        meets = r->base < hi && r->end > lo && (reduces || r->holes != NULL);
     }
-    return false;
+    fh_seg_hook_leave();
+    return meets;
 }
 
 /* Sets [lo, hi) of piece p to prot; whether it changed.  seg_lock held.

@@ -5,9 +5,24 @@
  * on every RMA from every thread.  So lookups read an immutable snapshot
  * (struct fh_segmap: per rank, the non-empty pieces sorted by base address)
  * through one atomic pointer, with no lock and no write; create/destroy build
- * a new snapshot under seg_lock and publish it.  Old snapshots are kept until
- * fh_finalize, because a reader may still hold one (their number is bounded
- * by the number of create/destroy calls).
+ * a new snapshot under seg_lock and publish it.
+ *
+ * Reclaiming.  A replaced snapshot, and a piece's replaced hole list
+ * (seg_protect.c: every protection change publishes), may still be read by
+ * a thread that loaded it; they are freed once no thread can.  Every
+ * publish bumps rt->seg_epoch after it swapped the table; what it retired
+ * is stamped with the epoch before the bump.  Every thread announces, at
+ * the start of each call (fh_enter), the epoch it sees (seg_seen, a
+ * release store when it changed): from then on it holds nothing it read
+ * before, and all it reads is at least that new.  So an item stamped s is
+ * free once every live thread state has seg_seen > s (fh_tls_min_seen;
+ * thread states join rt->tls_all before they can run a handler and leave
+ * it when their thread exits), and no mprotect hook is reading the table
+ * (the hook may run in a thread without state: fh_seg_hook_enter counts
+ * it, sequentially consistent with the swap).  A thread that made a call
+ * and never calls again keeps everything retired since then (as before
+ * session 26: until fh_finalize).  fh_enter's cost: one load of the epoch
+ * and a compare.
  *
  * What a piece is to peers is the registration strategy's (reg/reg.h):
  * it is mapped in whole units of seg_align (the page; firehose: the
@@ -55,14 +70,27 @@
 
 #include "segment_private.h"
 
-/* Hole lists replaced since fh_init (seg_lock held): a snapshot may still
- * point at them, so they live until fh_finalize, like the snapshots. */
+/* Hole lists replaced (seg_lock held), newest first: a snapshot may still
+ * point at them ("Reclaiming"). */
 static struct fh_seg_holes *holes_retired;
+/* mprotect hooks reading the table now (fh_seg_hook_enter). */
+static _Atomic int hook_readers;
+
+void fh_seg_hook_enter(void)
+{
+    atomic_fetch_add(&hook_readers, 1);
+}
+
+void fh_seg_hook_leave(void)
+{
+    atomic_fetch_sub(&hook_readers, 1);
+}
 
 void fh_seg_holes_retire(const struct fh_seg_holes *h)
 {
     if (h != NULL) {
         struct fh_seg_holes *old = (struct fh_seg_holes *)h;
+        old->retired_at = atomic_load(&fh_rt->seg_epoch);
         old->retired_next = holes_retired;
         holes_retired = old;
     }
@@ -134,16 +162,44 @@ static struct fh_segmap *segmap_build(fh_rt_t *rt)
     return m;
 }
 
+/* Frees what every thread is past ("Reclaiming").  seg_lock held. */
+static void reclaim(fh_rt_t *rt)
+{
+    uint64_t seen = fh_tls_min_seen(rt);
+    if (atomic_load(&hook_readers) != 0)
+        return;     /* next time */
+    /* Both lists are newest first: free from the first entry old enough. */
+    struct fh_segmap **mp = &rt->retired;
+    while (*mp != NULL && (*mp)->retired_at >= seen)
+        mp = &(*mp)->retired_next;
+    for (struct fh_segmap *m = *mp, *n; m != NULL; m = n) {
+        n = m->retired_next;
+        segmap_free(m, rt->nranks);
+    }
+    *mp = NULL;
+    struct fh_seg_holes **hp = &holes_retired;
+    while (*hp != NULL && (*hp)->retired_at >= seen)
+        hp = &(*hp)->retired_next;
+    for (struct fh_seg_holes *h = *hp, *n; h != NULL; h = n) {
+        n = h->retired_next;
+        free(h);
+    }
+    *hp = NULL;
+}
+
 int fh_seg_publish(fh_rt_t *rt)
 {
     struct fh_segmap *m = segmap_build(rt);
     if (m == NULL)
         return FH_ERR_NO_MEMORY;
-    struct fh_segmap *old = atomic_exchange_explicit(&rt->segmap, m, memory_order_acq_rel);
+    struct fh_segmap *old = atomic_exchange(&rt->segmap, m);
     if (old != NULL) {
+        old->retired_at = atomic_load(&rt->seg_epoch);
         old->retired_next = rt->retired;
         rt->retired = old;
     }
+    atomic_fetch_add(&rt->seg_epoch, 1);
+    reclaim(rt);
     return FH_OK;
 }
 

@@ -29,6 +29,7 @@ typedef struct fh_segment {
 
 struct fh_segmap {
     struct fh_segmap *retired_next;
+    uint64_t retired_at;          /* rt->seg_epoch when it was replaced */
     uint32_t *count;              /* [nranks] */
     fh_seg_range_t **ranges;      /* [nranks][count] sorted by base */
 };
@@ -42,11 +43,16 @@ static inline bool fh_seg_published(const fh_rt_t *rt, const fh_segment_t *sg, i
            sg->pieces[r].size != 0;
 }
 
-/* Builds the lookup table from the segments and publishes it (the old one
- * is kept until fh_finalize).  seg_lock held. */
-int  fh_seg_publish(fh_rt_t *rt);
-/* A piece's replaced hole list: kept, like old tables, until fh_finalize.
+/* Builds the lookup table from the segments and publishes it; the old one
+ * is freed once no thread can still read it (segment.c "Reclaiming").
  * seg_lock held. */
+int  fh_seg_publish(fh_rt_t *rt);
+/* A piece's replaced hole list: freed like old tables, after the next
+ * publish.  seg_lock held. */
 void fh_seg_holes_retire(const struct fh_seg_holes *h);
+/* A lock-free read of the table by a thread that may have no state (the
+ * mprotect hook): between enter and leave nothing it reads is freed. */
+void fh_seg_hook_enter(void);
+void fh_seg_hook_leave(void);
 
 #endif /* FH_SEGMENT_PRIVATE_H */

@@ -2,7 +2,9 @@
  * thread.c -- threads: their binding to paths, and the checks every API
  * entry makes (fh_enter, fh_check_rank, fh_rank, fh_nranks).
  *
- * Threads bind to a path on their first call (fh_tls()).  With
+ * Threads bind to a path on their first call (fh_tls()), and join
+ * rt->tls_all, whose seg_seen (stored by fh_enter) tells segment.c when a
+ * replaced segment table may be freed ("Reclaiming" there).  With
  * FH_PATHS=independent a thread gets the least-loaded thread path, so up to
  * FH_MAX_THREADS threads each own a path alone; with FH_PATHS=shared all use
  * the service path.  A thread's binding is dropped when it exits: the
@@ -44,6 +46,41 @@ static _Thread_local bool tls_exited __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t exit_gate = PTHREAD_MUTEX_INITIALIZER;
 
+/* rt->tls_all: the thread states whose seg_seen the reclaiming of old
+ * segment tables waits for (segment.c "Reclaiming"). */
+static void tls_all_add(fh_rt_t *rt, fh_tls_t *t)
+{
+    pthread_mutex_lock(&rt->tls_all_lock);
+    atomic_store_explicit(&t->seg_seen, atomic_load(&rt->seg_epoch), memory_order_relaxed);
+    t->all_next = rt->tls_all;
+    rt->tls_all = t;
+    pthread_mutex_unlock(&rt->tls_all_lock);
+}
+
+static void tls_all_remove(fh_rt_t *rt, fh_tls_t *t)
+{
+    pthread_mutex_lock(&rt->tls_all_lock);
+    fh_tls_t **pp = &rt->tls_all;
+    while (*pp != NULL && *pp != t)
+        pp = &(*pp)->all_next;
+    if (*pp == t)
+        *pp = t->all_next;
+    pthread_mutex_unlock(&rt->tls_all_lock);
+}
+
+uint64_t fh_tls_min_seen(fh_rt_t *rt)
+{
+    uint64_t m = UINT64_MAX;
+    pthread_mutex_lock(&rt->tls_all_lock);
+    for (const fh_tls_t *t = rt->tls_all; t != NULL; t = t->all_next) {
+        uint64_t s = atomic_load_explicit(&t->seg_seen, memory_order_acquire);
+        if (s < m)
+            m = s;
+    }
+    pthread_mutex_unlock(&rt->tls_all_lock);
+    return m;
+}
+
 /* Marks the calling thread as exiting: entry points refuse from now on. */
 static void tls_mark_exited(const fh_tls_t *t)
 {
@@ -59,6 +96,7 @@ void fh_tls_release(void *arg)
     pthread_mutex_lock(&exit_gate);
     fh_rt_t *rt = fh_rt;
     if (rt != NULL && rt->exits_closed) {
+        tls_all_remove(rt, t);           /* reads no table from here on */
         t->exited_next = rt->exited;     /* fh_finalize frees it */
         rt->exited = t;
         pthread_mutex_unlock(&exit_gate);
@@ -99,6 +137,8 @@ void fh_tls_release(void *arg)
     /* Handlers the waits above ran still needed tls_self; from here on the
      * thread is exiting and every entry point refuses (fh_tls()). */
     tls_mark_exited(t);
+    if (rt != NULL)
+        tls_all_remove(rt, t);
     free(t);
     if (rt != NULL) {
         pthread_mutex_lock(&exit_gate);
@@ -192,6 +232,7 @@ fh_tls_t *fh_tls(void)
     t->tid = atomic_fetch_add(&next_tid, 1);
     t->nbi = (fh_ctr_t)FH_CTR_INIT;
     t->nbi.owner_ops = &t->quiet_ops;
+    tls_all_add(rt, t);    /* before it runs a handler (binding may) */
     pthread_mutex_lock(&rt->bind_lock);
     /* Making a path runs AM handlers on the service path, which need our
      * state: until bound, it points at the service path (unbound, nothing
@@ -232,6 +273,11 @@ fh_tls_t *fh_enter(const char *fn, int *err)
         *err = fh_set_error(FH_ERR_IN_HANDLER, "%s: not allowed inside an AM handler", fn);
         return NULL;
     }
+    /* A call's start: nothing this thread read of the segment tables
+     * before is in use any more (segment.c "Reclaiming"). */
+    uint64_t e = atomic_load_explicit(&fh_rt->seg_epoch, memory_order_acquire);
+    if (atomic_load_explicit(&t->seg_seen, memory_order_relaxed) != e)
+        atomic_store_explicit(&t->seg_seen, e, memory_order_release);
     const fh_reg_ops_t *reg = fh_rt->reg_ops;
     if (reg->on_entry != NULL)
         reg->on_entry(&t->base);   /* firehose: freed memory is revoked (firehose_revoke.c) */

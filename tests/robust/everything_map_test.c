@@ -100,7 +100,7 @@ static int round_trip(const areas_t *ar, int a, size_t off, size_t n, int i, cha
 
 /* Rank 0's threads at once, each in its own 64 KiB of the file area:
  * every transfer goes by copies, concurrently (the copy list, its sender
- * and the reply handler under ThreadSanitizer: copy_threads.sh). */
+ * and the reply handler under ThreadSanitizer: tsan_memory.sh). */
 enum { NTHREADS = 4 };
 typedef struct { char *dst; int k, bad; } tjob_t;
 
