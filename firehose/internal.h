@@ -313,7 +313,8 @@ typedef struct fh_tls {
                                  atomics included: what fh_quiet waits for
                                  (fh_ctr owner_ops; path->lock) */
     uint32_t tid;             /* unique, for handle ownership */
-    unsigned node_ops;        /* load/store operations on node peers: every
+    unsigned node_ops;        /* load/store operations on node peers and on
+                                 ourselves: every
                                  FH_NODE_PROGRESS-th makes progress (route.c) */
     int bound;                /* path->nbound counted for us */
     struct fh_tls *exited_next;   /* rt->exited (exit gate) */
