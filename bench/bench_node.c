@@ -1,6 +1,7 @@
 /*
  * bench_node.c -- `node`: the node path (FH_SHM=auto, issue 27) against
- * the copy it is made of, and an AM short round trip.
+ * the copy it is made of, small puts by source memory, and an AM short
+ * round trip.
  *
  * Between two ranks of one node group a put or a get is a memcpy through
  * the peer's shared segment (firehose/node/).  The question this test
@@ -25,6 +26,16 @@
  * copy_ratio_put, copy_ratio_get: the median over rounds of the per-round
  * ratio put / memcpy and get / memcpy (mb_s column): interference that
  * hits a whole round cancels out of its ratio.
+ *
+ * Small puts (small_put_<src>, size 8): blocking 8-byte fh_put to rank 1
+ * from four kinds of source memory -- stack (an automatic array), seg (our
+ * own segment), data (an initialized static array: the executable's data
+ * pages, a file mapping no memory monitor can watch), heap (malloc) --
+ * and self (to our own rank, from the stack).  R rounds of batches of
+ * SMALL_OPS puts, the order rotating; median_us = the median over rounds
+ * of one put's time.  small_ratio_<src>: the median of the per-round
+ * ratio of that source's time to the stack's (mb_s column): a source
+ * whose caller's buffer check asks the kernel shows as a ratio far above 1.
  *
  * AM short round trip (am_short_rtt, size 8): rank 0 sends a short
  * request with one 8-byte argument; its handler on rank 1 answers with a
@@ -116,6 +127,57 @@ static void copies(const node_ctx_t *c, const fhb_opts_t *o, FILE *csv)
     }
 }
 
+enum { S_STACK, S_SEG, S_DATA, S_HEAP, S_SELF, S_COUNT };
+static const char *const small_name[S_COUNT] = {"stack", "seg", "data", "heap", "self"};
+static uint64_t small_data[8] = {1, 2, 3, 4, 5, 6, 7, 8};   /* .data: a file mapping */
+#define SMALL_OPS 20000
+
+/* One batch of SMALL_OPS 8-byte puts from src (to rank 1, or to our own
+ * segment for S_SELF); returns ns per put. */
+static double small_batch_ns(const node_ctx_t *c, int k, const void *src)
+{
+    int to = k == S_SELF ? 0 : 1;
+    char *dst = k == S_SELF ? c->local + FHB_MAX_SIZE / 2 : c->remote;
+    double t0 = fhb_now_ns();
+    for (long i = 0; i < SMALL_OPS; i++)
+        FHB_TRY(fh_put(to, dst, src, 8));
+    return (fhb_now_ns() - t0) / SMALL_OPS;
+}
+
+static void smalls(const node_ctx_t *c, const fhb_opts_t *o, FILE *csv)
+{
+    int rounds = o->quick ? 21 : 60;
+    uint64_t stack_src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t *heap_src = malloc(sizeof stack_src);
+    if (heap_src == NULL)
+        fh_abort(1, "fhbench: out of memory");
+    memcpy(heap_src, stack_src, sizeof stack_src);
+    const void *src[S_COUNT] = {stack_src, c->local, small_data, heap_src, stack_src};
+    double ns[S_COUNT][NODE_MAX_ROUNDS], ratio[NODE_MAX_ROUNDS];
+    for (int rd = -1; rd < rounds; rd++)   /* round -1: warm-up */
+        for (int j = 0; j < S_COUNT; j++) {
+            int k = (j + (rd < 0 ? 0 : rd)) % S_COUNT;
+            double x = small_batch_ns(c, k, src[k]);
+            if (rd >= 0)
+                ns[k][rd] = x;
+        }
+    printf("8 B blocking put, median ns over %d rounds (ratio: per-round, to the stack's):\n",
+           rounds);
+    for (int k = 0; k < S_COUNT; k++) {
+        double med = fhb_quantile(ns[k], (size_t)rounds, 0.5);
+        for (int rd = 0; rd < rounds; rd++)
+            ratio[rd] = ns[S_STACK][rd] > 0 ? ns[k][rd] / ns[S_STACK][rd] : 0;
+        double rmed = fhb_quantile(ratio, (size_t)rounds, 0.5);
+        fhb_csv_row(csv, "small_put_%s,8,%ld,%.4f,,,", small_name[k],
+                    (long)rounds * SMALL_OPS, med / 1e3);
+        fhb_csv_row(csv, "small_ratio_%s,8,%d,,,%.4f,", small_name[k], rounds, rmed);
+        printf("  from %-5s %s %9.1f ns  %6.2f\n", small_name[k],
+               k == S_SELF ? "to self " : "to rank 1", med, rmed);
+    }
+    fflush(stdout);
+    free(heap_src);
+}
+
 /* AM short round trip: the request's handler echoes its argument. */
 #define AM_SRTT_REQ (FH_AM_USER_FIRST + 10)
 #define AM_SRTT_REP (FH_AM_USER_FIRST + 11)
@@ -191,6 +253,7 @@ int fhb_node(const fhb_opts_t *o)
             fprintf(csv, "# node_path=%s\n", mapped ? "yes" : "no");
         }
         copies(&c, o, csv);
+        smalls(&c, o, csv);
         rc = am_short_rtt(o, csv);
     }
     fhb_csv_close(csv);

@@ -249,7 +249,8 @@ fi
 # single-thread memcpy in the same process (>= 0.90, the issue's target);
 # against the peers on shared memory, parity like the 8 B put lines above:
 # bandwidth node / UCX >= 1.0, AM round trip node / UCX <= 1.0, barrier
-# node / Open MPI <= 1.0 on each rank count.
+# node / Open MPI <= 1.0 on each rank count; an 8 B put from our segment,
+# a static array or the heap / the same from the stack <= 1.10.
 n=$d/node.csv
 if [ -f "$n" ]; then
     # node_worst METRIC WHO -> "worst size:ratio ..." (lowest ratio first)
@@ -273,6 +274,20 @@ if [ -f "$n" ]; then
     a=$(csv_get "$n" node metric am_rtt_us who ucx); b=$(csv_get "$n" peer metric am_rtt_us who ucx)
     line "node path AM short round trip / UCX ucp_am_lat x 2 (shm) <= 1.0" \
         "${x:-n/a} (${a:-n/a} / ${b:-n/a} us)" "$(verdict "${x:-}" le 1.0)"
+    # 8 B puts by source memory against the same from the stack: the
+    # caller's buffer check must cost the same wherever the source lies
+    # (a static array's file mapping asked the kernel every time: ~100x).
+    for src in seg data heap self; do
+        x=$(r2 "$(csv_get "$n" ratio metric "put8_${src}_us" who stack)")
+        a=$(csv_get "$n" node metric "put8_${src}_us" who stack)
+        b=$(csv_get "$n" peer metric "put8_${src}_us" who stack)
+        case $src in
+        self) line "(reference) 8 B put to our own rank / 8 B put to rank 1 on the node path, both from the stack" \
+                  "${x:-n/a} (${a:-n/a} / ${b:-n/a} us)" "-" ;;
+        *) line "node path 8 B put from $src / from the stack <= 1.10$([ $src = data ] && echo ' (an initialized static array: a file mapping)')" \
+                "${x:-n/a} (${a:-n/a} / ${b:-n/a} us)" "$(verdict "${x:-}" le 1.10)" ;;
+        esac
+    done
     for np in $(awk -F, 'NR > 1 && $1 == "barrier_us" { print $3 }' "$n"); do
         x=$(r2 "$(csv_get "$n" ratio metric barrier_us ranks "$np" who mpi)")
         a=$(csv_get "$n" node metric barrier_us ranks "$np" who mpi)

@@ -150,7 +150,10 @@ if [ -f "$d/node.csv" ]; then
     echo "(MB/s: > 1 is the node path faster; us: < 1 is the node path faster).  put/get: blocking,"
     echo "two ranks, against a single-thread memcpy in the same process and UCX ucp_put_bw / ucp_get"
     echo "(UCX_TLS=shm,self); AM: short round trip against 2 x ucp_am_lat; barrier: rank 0's"
-    echo "median against MPI_Barrier (Open MPI, one node)."
+    echo "median against MPI_Barrier (Open MPI, one node); put8_<src>_us: an 8 B blocking put from"
+    echo "our segment (seg), an initialized static array (data: a file mapping), malloc (heap), or"
+    echo "from the stack to our own rank (self), against the same put from the stack (fhbench node's"
+    echo "in-process per-round ratio)."
     echo
     echo "| metric | size | ranks | node | peer | who | ratio |"
     echo "|---|---|---|---|---|---|---|"

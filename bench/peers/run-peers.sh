@@ -31,8 +31,10 @@
 # AM rings; issue 27), in the same rounds, after the transports:
 #   node    fhbench node -n 2: blocking put/get of 64 KiB, 256 KiB, 1 MiB,
 #           4 MiB (MB/s) against a single-thread memcpy of the same size in
-#           the same process (its per-round ratio), and the AM short round
-#           trip (us); fhbench barrier on 2, 4, 8 ranks (FHB_BARRIER_NP).
+#           the same process (its per-round ratio), 8 B puts by source
+#           memory and to ourselves against the same from the stack (its
+#           per-round ratio; peer "stack"), and the AM short round trip
+#           (us); fhbench barrier on 2, 4, 8 ranks (FHB_BARRIER_NP).
 #   ucx     UCX_TLS=shm,self: ucp_put_bw and ucp_get (bandwidth, same
 #           sizes, iterations scaled to the same bytes), ucp_am_lat -s 8
 #           (one way: doubled here into a round trip).
@@ -41,8 +43,8 @@
 # Writes DIR/node-rounds.csv (round,who,metric,size,ranks,value: every
 # round) and DIR/node.csv (metric,size,ranks,node,peer,who,ratio,rounds:
 # the medians over rounds of each side and the median over rounds of the
-# per-round ratio node / peer; for memcpy the ratio is fhbench node's own
-# in-process one), prints them; bench/ratios.sh holds the targets.
+# per-round ratio node / peer; for memcpy and stack the ratio is fhbench
+# node's own in-process one), prints them; bench/ratios.sh holds the targets.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../csv.sh"
@@ -136,6 +138,12 @@ node_ours() {
         nrow node get_per_memcpy "$n" 2 "$(csv_get "$out/node-fh.csv" mb_s op copy_ratio_get size "$n")"
     done
     nrow node am_rtt_us 8 2 "$(csv_get "$out/node-fh.csv" median_us op am_short_rtt size 8)"
+    # 8 B puts by source memory, against the same put from the stack
+    nrow stack put8_stack_us 8 2 "$(csv_get "$out/node-fh.csv" median_us op small_put_stack size 8)"
+    for src in seg data heap self; do
+        nrow node "put8_${src}_us" 8 2 "$(csv_get "$out/node-fh.csv" median_us op "small_put_$src" size 8)"
+        nrow node "put8_${src}_per_stack" 8 2 "$(csv_get "$out/node-fh.csv" mb_s op "small_ratio_$src" size 8)"
+    done
 }
 
 node_ucx() {
@@ -341,6 +349,13 @@ awk -F, '
                     if ((r SUBSEP "node" SUBSEP pm SUBSEP sz SUBSEP np) in one) { l = l " " one[r, "node", pm, sz, np]; nr++ }
                 out(m, sz, np, "memcpy", "copy_mb_s", l)
                 out(m, sz, np, "ucx", "", rounds_ratio(m, sz, np, "ucx"))
+            } else if (m ~ /^put8_[a-z]+_us$/ && m != "put8_stack_us") {
+                # against the same put from the stack: the in-process per-round ratios
+                pm = m; sub(/_us$/, "_per_stack", pm)
+                l = ""; nr = 0
+                for (r = 1; r <= maxr; r++)
+                    if ((r SUBSEP "node" SUBSEP pm SUBSEP sz SUBSEP np) in one) { l = l " " one[r, "node", pm, sz, np]; nr++ }
+                out(m, sz, np, "stack", "put8_stack_us", l)
             } else if (m == "am_rtt_us") {
                 out(m, sz, np, "ucx", "", rounds_ratio(m, sz, np, "ucx"))
             } else if (m == "barrier_us") {

@@ -22,10 +22,21 @@
  *
  * mprotect has no userfaultfd event: libfirehose's own mprotect,
  * pkey_mprotect and munmap (firehose/util/interpose.c) call fh_lc_stale
- * before the kernel acts when they take access away, which makes every
- * thread's entries stale.  Not seen: a change made with the raw system
- * call, and one racing another thread's check (the check between the
- * bump and the system call remembers the old protections).
+ * before the kernel acts when they take access away, and every wrapper
+ * there (mremap, mmap with MAP_FIXED and shmdt too) after its system
+ * call, which makes every thread's entries stale.
+ *
+ * File mappings.  A monitor cannot watch a file mapping (userfaultfd's
+ * write-protect mode covers anonymous and shared memory only), and a put
+ * from the executable's own data -- a static or initialized array, a
+ * coarray program's everyday source -- asked the kernel on every call
+ * (2.1 us against 19 ns for a stack buffer on the node route).  Such a
+ * mapping is remembered too, valid while the generation stands: glibc's
+ * own unmaps (malloc, thread stacks) never touch one, and the library
+ * calls that can are the wrappers above.  Not seen, for file mappings and
+ * for protections: a change made with the raw system call, and a library's
+ * data unmapped by dlclose (the loader's own munmap) -- a put from it then
+ * faults, as in any runtime that does not check.
  *
  * Threads: any thread; per-thread entries, no lock on the hit path.
  * Declared in reg.h (fh_lc_*): the core calls it for every strategy, and
@@ -37,6 +48,7 @@
 #include "firehose_internal.h"
 #include "reg.h"
 #include "firehose/memmon/memmon.h"
+#include "firehose/util/interpose.h"
 #include "firehose/util/vma.h"
 
 static fh_memmon_t *lc_mon;                  /* NULL: ask the kernel every time */
@@ -46,6 +58,7 @@ _Atomic unsigned fh_lc_gen;                  /* monitors started + protections t
 
 void fh_lc_init(fh_core_t *rt)
 {
+    fh_interpose_set_after(fh_lc_stale);
     if (lc_mon != NULL || rt->cfg.memmon == FH_MEMMON_OFF)
         return;
     char why[160] = "";
@@ -85,6 +98,7 @@ void fh_lc_init(fh_core_t *rt)
 void fh_lc_fini(void)
 {
     fh_memmon_t *m = lc_mon;
+    fh_interpose_set_after(NULL);
     fh_lc_word = NULL;
     lc_mon = NULL;
     if (lc_own)
@@ -92,30 +106,45 @@ void fh_lc_fini(void)
     lc_own = false;
 }
 
-/* The slow path: ask the kernel, remember the mapping when it is watched. */
+/* The slow path: ask the kernel, remember the mapping when its loss can
+ * be seen -- watched by the monitor, or a file mapping (the monitor cannot
+ * watch one; only the library calls the after hook follows remove one). */
 int fh_lc_slow(fh_thread_t *t, bool is_put, int rank, const char *local, size_t n,
                uint64_t remote)
 {
     const int prot = is_put ? FH_VMA_READ : FH_VMA_WRITE;
     uintptr_t a = (uintptr_t)local, bad = a;
-    /* The state before the kernel is asked: an unmap after this load
-     * changes the word, so the entry made below is stale at once. */
+    /* The state before the kernel is asked: an unmap after these loads
+     * changes the word or (after its system call) the generation, so the
+     * entry made below is stale at once. */
     uint64_t s0 = fh_lc_word != NULL ? atomic_load_explicit(fh_lc_word, memory_order_acquire)
                                      : 0;
-    if (!fh_vma_check(a, n, prot, &bad))
-        goto refuse;
+    unsigned g0 = atomic_load_explicit(&fh_lc_gen, memory_order_acquire);
+    /* One query when the buffer lies in one mapping (the common case). */
     fh_vma_t v;
-    if (lc_mon == NULL || fh_vma_at(a, &v) != 0)
+    bool whole = fh_vma_at(a, &v) == 0 && a + n > a && a + n <= v.end;
+    if (whole ? (v.prot & prot) != prot : !fh_vma_check(a, n, prot, &bad))
+        goto refuse;
+    if (lc_mon == NULL)
         return FH_OK;
-    fh_lc_entry_t e = {.lo = a, .hi = a + n, .prot = prot, .state = s0,
-                       .gen = atomic_load_explicit(&fh_lc_gen, memory_order_relaxed)};
-    if (a + n <= v.end) {          /* the whole mapping, as watched */
+    fh_lc_entry_t e = {.lo = a, .hi = a + n, .prot = prot, .state = s0, .gen = g0};
+    if (whole) {                   /* the whole mapping, as watched */
         e.lo = v.start;
         e.hi = v.end;
         e.prot = v.prot;
     }
-    if (fh_memmon_watch(lc_mon, e.lo, e.hi - e.lo) != 0)
-        return FH_OK;              /* a file mapping, a hole since: not remembered */
+    if (fh_memmon_watch(lc_mon, e.lo, e.hi - e.lo) != 0) {
+        /* A file mapping (the executable's data, a library's, a mapped
+         * file): the monitor cannot watch it, but only the calls
+         * firehose/util/interpose.c follows can remove it or take access
+         * away, and each makes the generation move after its system
+         * call.  Anything else (a hole since, anonymous memory the
+         * monitor refused): not remembered, asked again next time. */
+        if (!whole || !v.file)
+            return FH_OK;
+        t->lc_tab[t->lc_next++ % FH_LC_ENTRIES] = e;
+        return FH_OK;
+    }
     /* Watched only now: an unmap between the kernel's answer and the watch
      * sent no event.  Ask once more, after the watch. */
     if (!fh_vma_check(a, n, prot, &bad))

@@ -4,6 +4,14 @@
  * executable links libfirehose before libc), so the runtime can withdraw a
  * segment range from peers *before* the kernel changes it -- userfaultfd
  * has no event for mprotect, and an unmap event arrives after the fact.
+ * Also mremap, mmap / mmap64 with MAP_FIXED and shmdt, which only call
+ * the "after" hook: with munmap and mprotect they are the library calls
+ * that can take access away from memory a process already had (not:
+ * madvise's guard pages, which no query of the mappings shows either).
+ * The after hook is how the caller's buffer check
+ * (firehose/reg/local_check.c) trusts what it remembered of mappings no
+ * memory monitor can watch (file mappings), and sees shmdt, which sends
+ * userfaultfd no unmap event.
  *
  * Each wrapper calls the hook (if one is set) and then the system call
  * itself (syscall(2), never libc's symbol: no dlsym, no recursion), and
@@ -29,5 +37,11 @@ typedef void (*fh_interpose_hook_t)(void *addr, size_t len, int prot);
  * after fh_finalize).  Any thread; the hook in use when a wrapper starts
  * is the one it calls. */
 void fh_interpose_set(fh_interpose_hook_t hook);
+
+/* Called after each of the wrappers' system calls returned, whatever it
+ * returned (the wrapper restores errno after it).  Must be async-signal-
+ * safe and never call the wrappers.  NULL: none. */
+typedef void (*fh_interpose_after_t)(void);
+void fh_interpose_set_after(fh_interpose_after_t after);
 
 #endif /* FH_UTIL_INTERPOSE_H */

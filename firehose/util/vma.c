@@ -71,12 +71,23 @@ static int scan_next(uintptr_t addr, fh_vma_t *out)
         unsigned long long e = *p == '-' ? strtoull(p + 1, &p, 16) : 0;
         int prot = (p[0] == ' ' && p[1] == 'r' ? FH_VMA_READ : 0) |
                    (p[0] == ' ' && p[2] == 'w' ? FH_VMA_WRITE : 0);
+        /* " rwxp offset dev inode": the inode is the 4th field after it. */
+        unsigned long long inode = 0;
+        if (strlen(p) > 5) {
+            char *q = p + 5;
+            (void)strtoull(q, &q, 16);                       /* offset */
+            while (*q == ' ')
+                q++;
+            while (*q != ' ' && *q != '\0' && *q != '\n')  /* dev */
+                q++;
+            inode = strtoull(q, NULL, 10);
+        }
         while (!whole && fgets(line, sizeof line, f) != NULL) {
             l = strlen(line);
             whole = l > 0 && line[l - 1] == '\n';
         }
         if (e > addr) {
-            *out = (fh_vma_t){(uintptr_t)s, (uintptr_t)e, prot};
+            *out = (fh_vma_t){(uintptr_t)s, (uintptr_t)e, prot, inode != 0};
             rc = 0;
             break;
         }
@@ -101,7 +112,8 @@ int fh_vma_next(uintptr_t addr, fh_vma_t *out)
         return errno == ENOENT ? -ENOMEM : -errno;
     *out = (fh_vma_t){(uintptr_t)q.vma_start, (uintptr_t)q.vma_end,
                       (q.vma_flags & FH_PQ_READABLE ? FH_VMA_READ : 0) |
-                          (q.vma_flags & FH_PQ_WRITABLE ? FH_VMA_WRITE : 0)};
+                          (q.vma_flags & FH_PQ_WRITABLE ? FH_VMA_WRITE : 0),
+                      q.inode != 0};
     return 0;
 }
 

@@ -27,6 +27,9 @@
 typedef struct fh_vma {
     uintptr_t start, end;   /* [start, end), page-aligned */
     int prot;               /* FH_VMA_READ | FH_VMA_WRITE */
+    int file;               /* 1: backed by a file (an inode: the program's and
+                             * libraries' own pages, mapped files, shared
+                             * memory); 0: anonymous private memory */
 } fh_vma_t;
 
 /* Opens, once, what later calls ask the kernel through (on Linux >= 6.11 a

@@ -18,7 +18,10 @@
  *              sent, under every strategy (blocking, NB, NBI), also
  *              through the node route (FH_SHM=auto: a copy through the
  *              peer's mapped piece) and to our own rank (blocking), and
- *              strided (8 B blocks: packed AMs over the network);
+ *              strided (8 B blocks: packed AMs over the network); a
+ *              file mapping and a SysV shared memory attachment the
+ *              check remembered, then taken away by munmap, mremap,
+ *              mmap(MAP_FIXED), mprotect or shmdt: refused again;
  *   stall      (argv[1] "stall", FH_REG_STRATEGY=pin-everything only) a get
  *              from PROT_NONE -- protected by the raw system call, behind
  *              the runtime's back, as when a transfer is already under
@@ -47,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -144,6 +148,76 @@ static char *fresh_hole(void)
     unsigned char v;
     CHECK(mincore(u, pg, &v) != 0 && errno == ENOMEM, "fresh hole", "%p unmapped", (void *)u);
     return u;
+}
+
+/* A mapping the caller's buffer check remembered after a put from it and
+ * a get into it, then taken away by one library call: the next transfer
+ * from or into it is refused naming the address, under every form.  File
+ * mappings (no memory monitor can watch one: the check trusts the calls
+ * libfirehose follows) by munmap, mremap moving it, mmap(MAP_FIXED) of a
+ * PROT_NONE mapping over it and mprotect; SysV shared memory by shmdt
+ * (which sends userfaultfd no unmap event, watched or not). */
+static int own_lost_mappings(void *seg1)
+{
+    int nfail = 0;
+    const size_t len = 4 * pg;
+    char path[] = "/tmp/fault_target_file.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp", "%s", strerror(errno));
+    CHECK(unlink(path) == 0 && ftruncate(fd, (off_t)len) == 0, "ftruncate", "%s",
+          strerror(errno));
+    static const char *const how[] = {"munmap", "mremap", "mmap MAP_FIXED", "mprotect",
+                                      "shmdt"};
+    char *remote = (char *)seg1 + 8 * pg;
+    for (size_t k = 0; k < sizeof how / sizeof *how; k++) {
+        int shmid = -1;
+        char *f;
+        if (k == 4) {
+            shmid = shmget(IPC_PRIVATE, len, IPC_CREAT | 0600);
+            CHECK(shmid >= 0, "shmget", "%s", strerror(errno));
+            f = shmat(shmid, NULL, 0);
+            CHECK(f != (char *)-1, "shmat", "%s", strerror(errno));
+            shmctl(shmid, IPC_RMID, NULL);
+        } else {
+            f = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+            CHECK(f != MAP_FAILED, "mmap of a file", "%s", strerror(errno));
+        }
+        for (size_t n = 8; n <= 3000; n += 2992) {   /* remembered by both */
+            CHECK_OK(fh_put(1, remote, f + 64, n));
+            CHECK_OK(fh_get(f + 64, 1, remote, n));
+        }
+        char *moved = NULL;
+        switch (k) {
+        case 0: CHECK(munmap(f, len) == 0, how[k], "%s", strerror(errno)); break;
+        case 1:
+            moved = mremap(f, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, fresh_hole());
+            CHECK(moved != MAP_FAILED, how[k], "%s", strerror(errno));
+            break;
+        case 2:
+            CHECK(mmap(f, len, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == f,
+                  how[k], "%s", strerror(errno));
+            break;
+        case 3: CHECK(mprotect(f, len, PROT_NONE) == 0, how[k], "%s", strerror(errno)); break;
+        case 4: CHECK(shmdt(f) == 0, how[k], "%s", strerror(errno)); break;
+        }
+        for (int is_put = 0; is_put < 2; is_put++)
+            for (int form = 0; form < 3; form++) {
+                int rc = xfer(form, is_put, f + 64, remote, 8);
+                if (rc == FH_OK) {
+                    TU_LOG("%s %s mapping after %s succeeded (form %d)\n",
+                           is_put ? "put from a" : "get into a", k == 4 ? "shm" : "file",
+                           how[k], form);
+                    nfail++;
+                } else
+                    names(how[k], 1, f + 64, 8);
+            }
+        if (k == 1)
+            munmap(moved, len);
+        else if (k == 2 || k == 3)
+            munmap(f, len);
+    }
+    close(fd);
+    return nfail;
 }
 
 static void stall_flag(char *path, size_t len)
@@ -410,6 +484,7 @@ int main(int argc, char **argv)
             CHECK(mprotect(own_ro, 4 * pg, PROT_READ | PROT_WRITE) == 0, "mprotect", "x");
         }
         munmap(own + 4 * pg, 16 * pg);
+        nfail += own_lost_mappings(seg1);
         TU_LOG("%d mistakes were not refused\n", nfail);
         CHECK(nfail == 0, "mistakes refused", "0 accepted, saw %d", nfail);
     }
