@@ -184,6 +184,7 @@ static void first_touch(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, char
     printf("%9s %8s %16s %14s\n", "size", "samples", "first touch us", "resident us");
     for (size_t n = FT_MIN; n <= top; n *= 2) {
         double first[FT_SAMPLES], again[FT_SAMPLES];
+        fhb_turn_begin();
         for (int k = 0; k < samples; k++) {
             char *dst = cold + (size_t)k * 2 * FHB_MAX_SIZE + n;
             double t0 = fhb_now_ns();
@@ -193,6 +194,7 @@ static void first_touch(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, char
             first[k] = (t1 - t0) / 1e3;
             again[k] = (fhb_now_ns() - t1) / 1e3;
         }
+        fhb_turn_end();
         double fm = fhb_quantile(first, (size_t)samples, 0.5);
         double fx = fhb_quantile(first, (size_t)samples, 1.0);
         double am = fhb_quantile(again, (size_t)samples, 0.5);
@@ -220,6 +222,7 @@ static void half_resident(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, ch
     printf("%9s %8s %16s %14s\n", "size", "samples", "half put us", "half get us");
     for (size_t n = 2 * FT_MIN; n <= top; n *= 2) {
         double put[FT_SAMPLES], get[FT_SAMPLES];
+        fhb_turn_begin();
         for (int k = 0; k < 2 * samples; k++) {
             char *dst = half + (size_t)k * HR_STRIDE + n;
             FHB_TRY(fh_put(1, dst, c->local, n / 2));
@@ -231,6 +234,7 @@ static void half_resident(const fhb_opts_t *o, FILE *csv, const rma_ctx_t *c, ch
             else
                 get[k - samples] = t;
         }
+        fhb_turn_end();
         for (int g = 0; g < 2; g++) {
             double *v = g ? get : put;
             double m = fhb_quantile(v, (size_t)samples, 0.5);
@@ -262,10 +266,15 @@ int fhb_peak(const fhb_opts_t *o)
         /* Sizes ascending on one remote location: its frame is resident
          * but grew size by size (64 KiB, 128 KiB, ...), as an
          * application's buffer does. */
+        fhb_turns_open(o);
         for (size_t n = 8; n <= top; n *= 2) {
             long it = fhb_iters_for(base, n, o->quick);
+            fhb_turn_begin();
             double pb = peak_burst(&c, 1, n, it);
+            fhb_turn_end();
+            fhb_turn_begin();
             double gb = peak_burst(&c, 0, n, it);
+            fhb_turn_end();
             fhb_csv_row(csv, "put_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, pb, pb * 1e6 / (double)n);
             fhb_csv_row(csv, "get_nbi_peak,%zu,%ld,,,%.3f,%.1f", n, it, gb, gb * 1e6 / (double)n);
             printf("%9zu %8ld %12.1f %12.1f\n", n, it, pb, gb);
@@ -273,6 +282,7 @@ int fhb_peak(const fhb_opts_t *o)
         }
         first_touch(o, csv, &c, cold);
         half_resident(o, csv, &c, half);
+        fhb_turns_close();
     }
     fhb_csv_close(csv);
     fhb_target_wait(o);

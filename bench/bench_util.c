@@ -6,7 +6,10 @@
  * (firehose/internal.h: the conduit's name and the effective FH_*
  * configuration), so that a CSV says exactly what produced it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -314,4 +317,70 @@ void fhb_unpark(void)
     for (int r = 0; r < fh_nranks(); r++)
         if (r != fh_rank())
             FHB_TRY(fh_am_request_short(r, FHB_AM_UNPARK, NULL, 0));
+}
+
+/* ---- turns (fhbench.h) ---- */
+#define TURNS_MAX 8
+static sem_t *turn_sem[TURNS_MAX];
+static int turn_me = -1, turn_n;
+
+static void turns_abort(int code, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fh_abort(code, msg);
+}
+
+void fhb_turns_open(const fhb_opts_t *o)
+{
+    if (o->turns == NULL || fh_rank() != 0)
+        return;
+    char name[64];
+    int me = -1, n = 0, len = 0;
+    if (sscanf(o->turns, "%40[A-Za-z0-9_.-]:%d:%d%n", name, &me, &n, &len) != 3 ||
+        o->turns[len] != '\0' || n < 1 || n > TURNS_MAX || me < 0 || me >= n)
+        turns_abort(2, "fhbench: --turns wants NAME:I:N with 0 <= I < N <= %d, saw '%s'",
+                    TURNS_MAX, o->turns);
+    for (int i = 0; i < n; i++) {
+        char sn[80];
+        snprintf(sn, sizeof sn, "/%s.%d", name, i);
+        /* The same initial values whoever creates them first. */
+        turn_sem[i] = sem_open(sn, O_CREAT, 0600, i == 0 ? 1u : 0u);
+        if (turn_sem[i] == SEM_FAILED)
+            turns_abort(1, "fhbench: sem_open %s: %s", sn, strerror(errno));
+    }
+    turn_me = me;
+    turn_n = n;
+}
+
+void fhb_turn_begin(void)
+{
+    if (turn_me < 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 300;
+    int rc;
+    while ((rc = sem_timedwait(turn_sem[turn_me], &ts)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0)
+        turns_abort(1, "fhbench: job %d of %d waited 300 s for its turn (%s): another job "
+                    "died or runs other options", turn_me, turn_n, strerror(errno));
+}
+
+void fhb_turn_end(void)
+{
+    if (turn_me >= 0)
+        sem_post(turn_sem[(turn_me + 1) % turn_n]);
+}
+
+void fhb_turns_close(void)
+{
+    for (int i = 0; i < turn_n; i++)
+        sem_close(turn_sem[i]);
+    turn_me = -1;
+    turn_n = 0;
 }

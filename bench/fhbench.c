@@ -5,11 +5,13 @@
  *                                      [--threads T] [--max-ws BYTES]
  *                                      [--max-size BYTES] [--provider P]
  *                                      [--target-wait spin|barrier]
+ *                                      [--turns NAME:I:N]
  *
  * While rank 0 measures, rank 1 is a passive target polling fh_poll in a
  * loop (as raw's target, ucx_perftest and an MPI rank do);
  * --target-wait barrier makes it wait inside fh_barrier instead, which
- * yields its core after a few idle polls (see fhb_target_wait).
+ * yields its core after a few idle polls (see fhb_target_wait).  --turns
+ * (peak only) interleaves the bursts of N jobs run at once (fhbench.h).
  *
  * TEST is latency, peak, sweep, apps, msgrate, cache, map, raw, node,
  * barrier, strided or unbalanced (fhbench.h says which file holds each).  The registration
@@ -51,6 +53,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: fhrun -n 2 fhbench TEST [--csv FILE] [--iters N] [--quick]\n"
                "                        [--threads T] [--max-ws BYTES] [--max-size BYTES]\n"
                "                        [--provider P] [--target-wait spin|barrier]\n"
+               "                        [--turns NAME:I:N]\n"
                "tests:\n");
     for (size_t i = 0; i < NTESTS; i++)
         fprintf(f, "  %-8s %s\n", tests[i].name, tests[i].what);
@@ -97,6 +100,8 @@ static int parse(int argc, char **argv, fhb_opts_t *o)
                 o->target_wait_barrier = 1;
             else if (strcmp(a, "--target-wait") == 0 && strcmp(v, "spin") == 0)
                 o->target_wait_barrier = 0;
+            else if (strcmp(a, "--turns") == 0)
+                o->turns = v;
             else
                 return -1;
             i++;

@@ -43,7 +43,25 @@ typedef struct fhb_opts {
     const char *provider; /* --provider (raw; default FH_OFI_PROVIDER) */
     size_t max_size;      /* --max-size BYTES (latency, peak, raw; 0: 4 MiB) */
     int target_wait_barrier; /* --target-wait barrier (default spin) */
+    const char *turns;    /* --turns NAME:I:N (peak), or NULL */
 } fhb_opts_t;
+
+/* Turns (--turns NAME:I:N; bench/strategies.sh): N fhbench jobs run at
+ * once on one host, as job I of them, and their rank 0s take turns burst
+ * by burst through N named POSIX semaphores (/NAME.0 .. /NAME.N-1; /NAME.0
+ * starts at 1): job I waits on its own, measures, then posts job I+1's
+ * (mod N).  While one job measures, the others sleep (rank 0 in
+ * sem_timedwait, rank 1 in fh_barrier: run them with --target-wait
+ * barrier), so bursts of different jobs -- different strategies -- lie
+ * milliseconds apart and meet the same state of a shared, noisy machine,
+ * where separate runs meet different ones.  Every job must make the same
+ * calls in the same order (same test and options).  fhb_turn_begin aborts
+ * after 300 s without its turn (a job died).  Without --turns both do
+ * nothing. */
+void fhb_turns_open(const fhb_opts_t *o);
+void fhb_turn_begin(void);
+void fhb_turn_end(void);
+void fhb_turns_close(void);
 
 /* The iteration count: --iters if given, else quick ? q : full. */
 long fhb_iters(const fhb_opts_t *o, long full, long q);

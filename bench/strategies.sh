@@ -10,13 +10,22 @@
 # per-size medians over 7 rounds moved 0.83-1.13: the 3% target is below
 # what one such run resolves).
 #
-#   bench/strategies.sh [--rounds R] [--provider P] [--quick]
+#   bench/strategies.sh [--rounds R] [--provider P] [--quick] [--separate]
 #                       [--builddir DIR] [--out DIR]
 #
-# Each round runs both strategies back to back, in an order that alternates
-# with the round (so a burst of load lands on both sides of some rounds and
-# cancels out of their ratio).  FH_SHM=off: the two ranks share a host, and
-# the network path is what is measured.  Writes DIR/strategies-P.csv
+# Each round runs the three jobs at once, taking turns burst by burst
+# (fhbench --turns, bench/fhbench.h: while one measures the others sleep,
+# their targets in fh_barrier: --target-wait barrier, FH_WAIT_SPIN=0 --
+# six processes share two cores, and a target left spinning for its
+# default 262144 idle rounds slowed the next job's puts 3x), so the three see
+# the same state of the machine within milliseconds.  On this shared
+# 2-core VM the tcp loopback switches between a fast and a slow mode
+# (2-3x apart at >= 64 KiB, 25% at 8 B) from one second to the next:
+# separate runs, back to back, landed in different modes and their ratios
+# read 0.4-2.1 (session 27).  The job that goes first rotates with the
+# round.  --separate: the older way, the three runs one after another.
+# FH_SHM=off: the two ranks share a host, and the network path is what is
+# measured.  Writes DIR/strategies-P.csv
 # (default DIR .; P tcp; R 5, --quick 3) with one row per round, strategy,
 # op and size:
 #   round,strategy,op,size,mb_s,median_us
@@ -30,6 +39,7 @@ top=$(cd "$here/.." && pwd)
 rounds=
 prov=tcp
 qflag=
+separate=0
 builddir=
 out=.
 while [ $# -gt 0 ]; do
@@ -37,10 +47,11 @@ while [ $# -gt 0 ]; do
         --rounds) rounds=$2; shift ;;
         --provider) prov=$2; shift ;;
         --quick) qflag=--quick ;;
+        --separate) separate=1 ;;
         --builddir) builddir=$2; shift ;;
         --out) out=$2; shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-        *) echo "usage: $0 [--rounds R] [--provider P] [--quick] [--builddir DIR] [--out DIR]" >&2
+        *) echo "usage: $0 [--rounds R] [--provider P] [--quick] [--separate] [--builddir DIR] [--out DIR]" >&2
            exit 2 ;;
     esac
     shift
@@ -76,14 +87,30 @@ while [ "$k" -le "$rounds" ]; do
         2) order="pin-everything pin-everything-aa firehose" ;;
         0) order="pin-everything-aa firehose pin-everything" ;;
     esac
+    i=0
+    pids=
     for s in $order; do
         csv=$dir/round-$k-$s.csv
         rm -f "$csv"
-        # shellcheck disable=SC2086
-        FH_SHM=off FH_OFI_PROVIDER=$prov FH_REG_STRATEGY=${s%-aa} timeout -k 10 600 \
-            "$FHRUN" -n 2 "$FHBENCH" peak $qflag --csv "$csv" > "$dir/round-$k-$s.log" 2>&1 \
-            || { echo "strategies.sh: round $k $s failed (see $dir/round-$k-$s.log)" >&2; status=1; }
+        if [ "$separate" = 1 ]; then
+            # shellcheck disable=SC2086
+            FH_SHM=off FH_OFI_PROVIDER=$prov FH_REG_STRATEGY=${s%-aa} timeout -k 10 600 \
+                "$FHRUN" -n 2 "$FHBENCH" peak $qflag --csv "$csv" > "$dir/round-$k-$s.log" 2>&1 \
+                || { echo "strategies.sh: round $k $s failed (see $dir/round-$k-$s.log)" >&2; status=1; }
+        else
+            # shellcheck disable=SC2086
+            FH_SHM=off FH_OFI_PROVIDER=$prov FH_REG_STRATEGY=${s%-aa} FH_WAIT_SPIN=0 \
+                timeout -k 10 900 \
+                "$FHRUN" -n 2 "$FHBENCH" peak $qflag --csv "$csv" --target-wait barrier \
+                --turns "fhbturns-$$-$k:$i:3" > "$dir/round-$k-$s.log" 2>&1 &
+            pids="$pids $!"
+        fi
+        i=$((i + 1))
     done
+    for p in $pids; do
+        wait "$p" || { echo "strategies.sh: round $k: a job failed (see $dir/round-$k-*.log)" >&2; status=1; }
+    done
+    rm -f /dev/shm/sem.fhbturns-$$-$k.*
     k=$((k + 1))
 done
 {

@@ -78,6 +78,12 @@ run latency "$d/latency.csv" -- latency --max-size 4k --iters 5
 check "$d/latency.csv" "$RMA" $RMA_NUM
 run peak "$d/peak.csv" -- peak --max-size 4k --iters 5
 check "$d/peak.csv" "$RMA" $RMA_NUM
+# --turns (bench/strategies.sh): one job of one, its semaphore made and used
+run peak_turns "$d/peak_turns.csv" -- peak --max-size 4k --iters 5 --target-wait barrier \
+    --turns "fhbsmoke$$:0:1"
+check "$d/peak_turns.csv" "$RMA" $RMA_NUM
+[ -e "/dev/shm/sem.fhbsmoke$$.0" ] || bad "peak --turns: semaphore /fhbsmoke$$.0 not made"
+rm -f "/dev/shm/sem.fhbsmoke$$.0"
 run raw "$d/raw.csv" -- raw --max-size 4k --iters 5
 check "$d/raw.csv" "$RMA" $RMA_NUM
 # raw over net as well: libfabric 1.17's net writes CQ entries for the
