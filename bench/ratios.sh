@@ -68,8 +68,8 @@ for op in put get; do
 done
 
 # issue 30: the default strategy against pin-everything on a resident
-# working set (bench/strategies.sh: fhbench peak under both, alternating,
-# R rounds).  Ratio: median over rounds of the per-round ratio firehose /
+# working set (bench/strategies.sh: fhbench peak under both, taking turns
+# burst by burst, R rounds).  Ratio: median over rounds of the per-round ratio firehose /
 # pin-everything; spread: (highest - lowest) / median of a strategy's MB/s
 # over the rounds.
 # peak_pair CSV OP A: per size, the median over rounds of A / pin-everything
