@@ -55,7 +55,8 @@ typedef struct fhb_opts {
  * barrier), so bursts of different jobs -- different strategies -- lie
  * milliseconds apart and meet the same state of a shared, noisy machine,
  * where separate runs meet different ones.  Every job must make the same
- * calls in the same order (same test and options).  fhb_turn_begin aborts
+ * calls in the same order (same test and options).  peak with turns times
+ * 5 bursts per size and direction, one per turn, and reports their median.  fhb_turn_begin aborts
  * after 300 s without its turn (a job died).  Without --turns both do
  * nothing. */
 void fhb_turns_open(const fhb_opts_t *o);
