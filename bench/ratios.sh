@@ -120,8 +120,8 @@ for st in "$d"/strategies-*.csv; do
         line "peak $op, round-to-round spread of firehose no wider than pin-everything's ($p; widest excess; KiB:firehose/pin spread)" \
             "$wsp ($spreads)" "$(verdict "$wsp" le 0)"
         aa=$(peak_pair "$st" "$op" pin-everything-aa)
-        [ "${aa%%|*}" != n/a ] && line "(reference) peak $op, A/A control: pin-everything / pin-everything again, same rounds ($p; worst size; KiB:ratio): the measurement's own noise" \
-            "${aa%%|*} ($(echo "$aa" | cut -d'|' -f2))" "-"
+        [ "${aa%%|*}" != n/a ] && line "(reference) peak $op, A/A control: pin-everything / pin-everything again, same rounds ($p; worst size; KiB:ratio; the widest spread excess of the second run over the first): the measurement's own noise" \
+            "${aa%%|*} ($(echo "$aa" | cut -d'|' -f2); spread excess $(echo "$aa" | cut -d'|' -f3))" "-"
     done
     ft=$(awk -F, '
         NR == 1 || $3 != "put_first_touch" && $3 != "put_resident" { next }
