@@ -10,8 +10,8 @@
  * madvise's guard pages, which no query of the mappings shows either).
  * The after hook is how the caller's buffer check
  * (firehose/reg/local_check.c) trusts what it remembered of mappings no
- * memory monitor can watch (file mappings), and sees shmdt, which sends
- * userfaultfd no unmap event.
+ * memory monitor can watch (file mappings and SysV attachments, which the
+ * write-protect registration refuses).
  *
  * Each wrapper calls the hook (if one is set) and then the system call
  * itself (syscall(2), never libc's symbol: no dlsym, no recursion), and

@@ -155,8 +155,8 @@ static char *fresh_hole(void)
  * from or into it is refused naming the address, under every form.  File
  * mappings (no memory monitor can watch one: the check trusts the calls
  * libfirehose follows) by munmap, mremap moving it, mmap(MAP_FIXED) of a
- * PROT_NONE mapping over it and mprotect; SysV shared memory by shmdt
- * (which sends userfaultfd no unmap event, watched or not). */
+ * PROT_NONE mapping over it and mprotect; SysV shared memory (which the
+ * monitor refuses too: remembered the same way) by shmdt. */
 static int own_lost_mappings(void *seg1)
 {
     int nfail = 0;
