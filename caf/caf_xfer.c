@@ -440,6 +440,36 @@ bool caf_get_layout(int rank, const caf_layout_t *rl, caf_type_t rt,
     return ok;
 }
 
+/* A scalar of the same type on both sides, to or from another image (`x[j]
+ * = v`, `x(i)[j] = v`, `v = x(i)[j]`): one put or get of the element, no
+ * layouts -- an element-by-element loop's every statement.  The remote
+ * element's bounds are checked as remote_layout checks them.  false: not
+ * such a transfer (the caller takes the general path); true: done, *stat
+ * set. */
+static bool scalar_xfer(bool is_put, caf_tok_t *t, int rank, size_t offset,
+                        const gfc_descriptor_t *rd, int rkind, const caf_vector_t *vec,
+                        const gfc_descriptor_t *ld, int lkind, int *stat,
+                        const char *stmt)
+{
+    if (vec != NULL || rd->dtype.rank != 0 || ld->dtype.rank != 0 || rank == caf.rank ||
+        !t->symmetric || !caf_same_type(desc_type(rd, rkind), desc_type(ld, lkind)))
+        return false;
+    size_t n = rd->dtype.elem_len;
+    if (t->size == n && offset >= t->size)   /* gfortran 12: see remote_layout */
+        offset = 0;
+    if (offset > t->size || n > t->size - offset) {
+        caf_error(stat, NULL, 0, 1, stmt, "subscript out of bounds: bytes [%zu, %zu) of a "
+                  "coarray of %zu bytes on image %d", offset, offset + n, t->size, rank + 1);
+        return true;
+    }
+    char *r = caf_remote(t, rank, offset);
+    int rc = n == 0 ? FH_OK
+             : is_put ? fh_put(rank, r, ld->base_addr, n) : fh_get(ld->base_addr, rank, r, n);
+    if (report(rc, stat, stmt, rank))
+        caf_ok(stat);
+    return true;
+}
+
 void _gfortran_caf_get(caf_token_t token, size_t offset, int image_index,
                        gfc_descriptor_t *src, caf_vector_t *src_vector,
                        gfc_descriptor_t *dest, int src_kind, int dst_kind,
@@ -449,7 +479,8 @@ void _gfortran_caf_get(caf_token_t token, size_t offset, int image_index,
     (void)may_require_tmp;
     caf_tok_t *t = caf_tok(token, stmt);
     int rank = caf_target(image_index, stat, NULL, 0, stmt, false);
-    if (rank < 0)
+    if (rank < 0 || scalar_xfer(false, t, rank, offset, src, src_kind, src_vector, dest,
+                                dst_kind, stat, stmt))
         return;
     caf_layout_t rl, ll;
     ptrdiff_t *offs;
@@ -470,7 +501,8 @@ void _gfortran_caf_send(caf_token_t token, size_t offset, int image_index,
     const char *stmt = "coindexed assignment";
     caf_tok_t *t = caf_tok(token, stmt);
     int rank = caf_target(image_index, stat, NULL, 0, stmt, false);
-    if (rank < 0)
+    if (rank < 0 || scalar_xfer(true, t, rank, offset, dest, dst_kind, dst_vector, src,
+                                src_kind, stat, stmt))
         return;
     caf_layout_t rl, ll;
     ptrdiff_t *offs;

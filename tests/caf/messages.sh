@@ -43,9 +43,9 @@ has() {
         sed 's/^/    /' "$2" | head -n 12
     fi
 }
-# job NAME STATUS PROG NP -- runs PROG on NP images, output in log.
+# job NAME STATUS PROG NP [ARGS...] -- runs PROG ARGS on NP images, output in log.
 job() {
-    timeout -k 5 60 "$cafrun" -n "$4" "./$3" > log 2>&1 < /dev/null
+    timeout -k 5 60 "$cafrun" -n "$4" "./$3" "${@:5}" > log 2>&1 < /dev/null
     local rc=$?
     if [ "$rc" -ne "$2" ]; then
         fail "$1: exit status $rc, expected $2"
@@ -87,6 +87,29 @@ job "out-of-range coindex on image 2" 1 coindex 3
 has "the error names image 2 and the coindex" log '^caf: image 2: .*image index 5 is out of range \[1, 3\]'
 has "the survivors name image 2" log '^firehose\[image [13]\]: image 2 \(pid [0-9]+\) died: aborted the job'
 has "no message says rank" log 'rank' absent
+
+# A scalar element past the coarray's end, to and from another image (the
+# library's bounds check: nothing is compiled with -fcheck=bounds).
+build subscript <<'EOF'
+program subscript
+  integer :: x(3)[*], i, y
+  character(len=8) :: how
+  call get_command_argument(1, how)
+  i = 1000 + len_trim(how)
+  x = 1
+  sync all
+  if (this_image() == 2) then
+    if (how == 'put') x(i)[1] = 3
+    if (how == 'get') y = x(i)[1]
+  end if
+  sync all
+end program subscript
+EOF
+for how in put get; do
+    job "a scalar $how past the coarray on image 2" 1 subscript 2 "$how"
+    has "the $how's error names image 2, the bytes and image 1" log \
+        '^caf: image 2: .*subscript out of bounds: bytes \[[0-9]+, [0-9]+\) of a coarray of 12 bytes on image 1'
+done
 
 build errstop <<'EOF'
 program errstop
