@@ -7,6 +7,10 @@
 ! atomic_add: image 1 runs call atomic_add(cnt[2], 1), each timed on its
 !   own (the statement returns once the add is done: image 2 checks the
 !   total).
+! elem_put, elem_get: image 1 runs xe(j)[2] = ye(j) and then ye(j) = xe(j)[2]
+!   for j = 1..64, one coindexed scalar per statement (a loop written element
+!   by element); the time of the 64 divided by 64, per element.  Image 2
+!   checks what arrived, image 1 what came back.
 ! atomic_fetch_add: image 1 runs call atomic_fetch_add(cnt[2], 1, old) and
 !   checks that old counts up by one each time.  A runtime that returns a
 !   wrong old value gets a "# WRONG" line instead of the row (OpenCoarrays
@@ -17,7 +21,8 @@
 !
 ! Output (image 1, stdout): "# key=value" lines, the column header
 !   op,images,iters,median_us
-! and one row per operation, e.g. caf_event,2,2000,21.345
+! and one row per operation, e.g. caf_event,2,2000,21.345 (caf_elem_put,
+! caf_elem_get: us per element)
 ! Exit status 0 only if every other check passed.
 program caf_events
   use, intrinsic :: iso_fortran_env, only: int64, real64, event_type, atomic_int_kind
@@ -25,6 +30,9 @@ program caf_events
   type(event_type) :: ev[*]
   integer(atomic_int_kind) :: cnt[*]
   integer(atomic_int_kind) :: old, val
+  integer, parameter :: NELEM = 64
+  real(real64) :: xe(NELEM)[*], ye(NELEM)
+  integer :: j
   real(real64), allocatable :: lat(:)
   integer :: iters, warm, k, me, nfail, nwrong
   logical :: quick
@@ -92,6 +100,54 @@ program caf_events
       nfail = nfail + 1
       write (*, '(a,i0,a,i0)') '# FAIL atomic_add: count ', val, ', expected ', warm + iters
     end if
+  end if
+  sync all
+
+  ! ---- element by element: xe(j)[2] = ye(j), then ye(j) = xe(j)[2] ----
+  xe = 0
+  sync all
+  if (me == 1) then
+    do k = 1, warm
+      do j = 1, NELEM
+        xe(j)[2] = real(j, real64)
+      end do
+    end do
+    do k = 1, iters
+      ye = real(k, real64)
+      lat(k) = now_us()
+      do j = 1, NELEM
+        xe(j)[2] = ye(j) + j
+      end do
+      lat(k) = (now_us() - lat(k)) / NELEM
+    end do
+    call emit('caf_elem_put', iters, median(lat))
+    do k = 1, iters
+      lat(k) = now_us()
+      do j = 1, NELEM
+        ye(j) = xe(j)[2]
+      end do
+      lat(k) = (now_us() - lat(k)) / NELEM
+    end do
+    do j = 1, NELEM
+      if (ye(j) /= real(iters + j, real64)) then
+        nfail = nfail + 1
+        write (*, '(a,i0,a,f0.1,a,i0)') '# FAIL elem_get: element ', j, ' came back ', ye(j), &
+          ', expected ', iters + j
+        exit
+      end if
+    end do
+    call emit('caf_elem_get', iters, median(lat))
+  end if
+  sync all
+  if (me == 2) then
+    do j = 1, NELEM
+      if (xe(j) /= real(iters + j, real64)) then
+        nfail = nfail + 1
+        write (*, '(a,i0,a,f0.1,a,i0)') '# FAIL elem_put: element ', j, ' is ', xe(j), &
+          ', expected ', iters + j
+        exit
+      end if
+    end do
   end if
   sync all
 

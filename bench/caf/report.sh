@@ -71,7 +71,7 @@ NR == 1 { next }
     tr[$3] = 1
     if ($4 == "caf_put") sizes[$6 + 0] = 1
     if ($4 == "caf_sput" || $4 == "caf_sget") ssz[$6 + 0] = 1
-    if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
+    if ($4 ~ /^caf_event$|^caf_atomic_|^caf_elem_/) evop[$4] = 1
     if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
     if ($4 == "caf_syncall") snp[$5 + 0] = 1
     if ($4 == "caf_imagecost") inp[$5 + 0] = 1
@@ -109,11 +109,15 @@ END {
             f(m("ours", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"), f(m("theirs", k(t, "caf_sput", 2, e, "mb_s")), "%.1f"),
             f(m("ours", kg), "%.1f"), f(m("theirs", kg), "%.1f"), ratio("ours", "theirs", kg)
     }
-    printf "\n**Events and atomics** (us, median of individually timed statements, image 1 <-> 2; event = EVENT POST to image 2 and EVENT WAIT for its answer, a round trip; n/a: no correct answer to time, see the run'"'"'s skipped list):\n\n"
+    printf "\n**Events and atomics** (us, median of individually timed statements, image 1 <-> 2; event = EVENT POST to image 2 and EVENT WAIT for its answer, a round trip; the element rows: a loop of 64 one-element statements, per element; n/a: no correct answer to time, see the run'"'"'s skipped list):\n\n"
     printf "| what | transport | ours / theirs | ratio |\n|---|---|---|---|\n"
-    nev = split("caf_event caf_atomic_add caf_atomic_fetch_add", evl, " ")
+    nev = split("caf_event caf_atomic_add caf_atomic_fetch_add caf_elem_put caf_elem_get", evl, " ")
+    evname["caf_event"] = "event ping-pong, round trip"; evname["caf_atomic_add"] = "atomic_add"
+    evname["caf_atomic_fetch_add"] = "atomic_fetch_add"
+    evname["caf_elem_put"] = "`x(j)[2] = y(j)`, one element per statement, per element"
+    evname["caf_elem_get"] = "`y(j) = x(j)[2]`, one element per statement, per element"
     for (ti = 1; ti <= ntr; ti++) if ((t = trl[ti]) in tr) for (i = 1; i <= nev; i++) if (evl[i] in evop)
-        one_row(evl[i] == "caf_event" ? "event ping-pong, round trip" : evl[i] == "caf_atomic_add" ? "atomic_add" : "atomic_fetch_add", t, k(t, evl[i], 2, 0, "median_us"), "%.3f")
+        one_row(evname[evl[i]], t, k(t, evl[i], 2, 0, "median_us"), "%.3f")
     printf "\n**co_sum** (us, median of the slowest image):\n\n"
     printf "| images | bytes | transport | ours / theirs | ratio |\n|---|---|---|---|---|\n"
     for (np = 1; np <= 4096; np++) {

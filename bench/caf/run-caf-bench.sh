@@ -259,7 +259,7 @@ emit() {
                                print r","s","t","$1",2,"$2",mb_s,"$5 }
         /^caf_sput,|^caf_sget,/ { print r","s","t","$1",2,"$2",median_us,"$4
                                   print r","s","t","$1",2,"$2",mb_s,"$5 }
-        /^caf_event,|^caf_atomic_/ { print r","s","t","$1","$2",0,median_us,"$4 }
+        /^caf_event,|^caf_atomic_|^caf_elem_/ { print r","s","t","$1","$2",0,median_us,"$4 }
         /^caf_cosum,/   { print r","s","t","$1","$3","$2",median_us,"$4 }
         /^caf_syncall,|^caf_syncimages,/ { print r","s","t","$1","$2",0,median_us,"$4
                                            print r","s","t","$1","$2",0,loop_us,"$5 }
@@ -298,7 +298,7 @@ well_formed() {
             if (NF != nf) bad = 1
             if (b == "caf_putget") { if ($1 != "caf_put" && $1 != "caf_get") bad = 1 }
             else if (b == "caf_strided") { if ($1 != "caf_sput" && $1 != "caf_sget") bad = 1 }
-            else if (b == "caf_events") { if ($1 !~ /^caf_(event|atomic_add|atomic_fetch_add)$/) bad = 1 }
+            else if (b == "caf_events") { if ($1 !~ /^caf_(event|atomic_add|atomic_fetch_add|elem_put|elem_get)$/) bad = 1 }
             else if (b == "caf_syncall") { if ($1 != "caf_syncall" && $1 != "caf_syncimages") bad = 1 }
             else if ($1 != b) bad = 1
             for (i = 2; i <= NF; i++)
@@ -494,7 +494,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
         trs[$3] = 1
         if ($4 == "caf_put") psz[$6 + 0] = 1
         if ($4 == "caf_sput") ssz[$6 + 0] = 1
-        if ($4 ~ /^caf_event$|^caf_atomic_/) evop[$4] = 1
+        if ($4 ~ /^caf_event$|^caf_atomic_|^caf_elem_/) evop[$4] = 1
         if ($4 == "caf_cosum") { cnp[$5 + 0] = 1; csz[$6 + 0] = 1 }
         if ($4 == "caf_syncall") snp[$5 + 0] = 1
         if ($4 == "caf_imagecost") inp[$5 + 0] = 1
@@ -547,7 +547,7 @@ awk -F, -v csvout="$out/summary.csv" -v hours="$have_ours" -v htheirs="$have_the
                 }
             }
             printf "\nevents and atomics (us, median, image 1 <-> 2)\n%-22s %12s %12s %8s\n", "op", "ours", "theirs", "ratio"
-            nev = split("caf_event caf_atomic_add caf_atomic_fetch_add", evl, " ")
+            nev = split("caf_event caf_atomic_add caf_atomic_fetch_add caf_elem_put caf_elem_get", evl, " ")
             for (i = 1; i <= nev; i++) {
                 if (!(evl[i] in evop)) continue
                 o = get("ours", tr, evl[i], 2, 0, "median_us"); t = get("theirs", tr, evl[i], 2, 0, "median_us")
@@ -618,7 +618,7 @@ if [ $smoke = 1 ]; then
             # may be WRONG, so not that one)
             for b in $(echo " $benches " | sed -e 's/ caf_putget / caf_put caf_get /' \
                            -e 's/ caf_strided / caf_sput caf_sget /' \
-                           -e 's/ caf_events / caf_event caf_atomic_add /'); do
+                           -e 's/ caf_events / caf_event caf_atomic_add caf_elem_put caf_elem_get /'); do
                 grep -q "^1,$side,$tr,$b," "$results" || missing="$missing $side/$tr/$b"
             done
         done
