@@ -36,7 +36,8 @@
  * calls that can are the wrappers above.  Not seen, for file mappings and
  * for protections: a change made with the raw system call, and a library's
  * data unmapped by dlclose (the loader's own munmap) -- a put from it then
- * faults, as in any runtime that does not check.
+ * faults, as in any runtime that does not check.  A ThreadSanitizer build
+ * does not wrap mmap (interpose.h) and remembers no file mapping.
  *
  * Threads: any thread; per-thread entries, no lock on the hit path.
  * Declared in reg.h (fh_lc_*): the core calls it for every strategy, and
@@ -140,7 +141,7 @@ int fh_lc_slow(fh_thread_t *t, bool is_put, int rank, const char *local, size_t 
          * away, and each makes the generation move after its system
          * call.  Anything else (a hole since, anonymous memory the
          * monitor refused): not remembered, asked again next time. */
-        if (!whole || !v.file)
+        if (!whole || !v.file || !FH_INTERPOSE_MMAP)
             return FH_OK;
         t->lc_tab[t->lc_next++ % FH_LC_ENTRIES] = e;
         return FH_OK;

@@ -16,13 +16,6 @@
 
 #include "interpose.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define FH_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FH_UNDER_TSAN 1
-#endif
-#endif
 
 static _Atomic(fh_interpose_hook_t) hook;
 static _Atomic(fh_interpose_after_t) after;
@@ -98,13 +91,9 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 }
 
 /* Without MAP_FIXED the kernel never replaces a mapping: nothing to tell.
- * (An offset the kernel refuses comes back as EINVAL, as from libc.)
- * Not under ThreadSanitizer: a program that links the runtime statically
- * (the test programs) would define mmap itself, ahead of TSan's
- * interceptor, and TSan faults at start-up without it -- a TSan build
- * does not see a MAP_FIXED mapping replace a file mapping the caller's
- * buffer check remembered. */
-#ifndef FH_UNDER_TSAN
+ * (An offset the kernel refuses comes back as EINVAL, as from libc.)  Not
+ * under ThreadSanitizer (FH_INTERPOSE_MMAP, interpose.h). */
+#if FH_INTERPOSE_MMAP
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);

@@ -38,6 +38,22 @@ typedef void (*fh_interpose_hook_t)(void *addr, size_t len, int prot);
  * is the one it calls. */
 void fh_interpose_set(fh_interpose_hook_t hook);
 
+/* 1 when libfirehose wraps mmap and mmap64 (MAP_FIXED replacing a
+ * mapping is seen); 0 under ThreadSanitizer, where a program linking the
+ * runtime statically would define mmap ahead of TSan's interceptor (TSan
+ * faults at start-up): there the caller's buffer check remembers no file
+ * mapping (local_check.c). */
+#if defined(__SANITIZE_THREAD__)
+#define FH_INTERPOSE_MMAP 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FH_INTERPOSE_MMAP 0
+#endif
+#endif
+#ifndef FH_INTERPOSE_MMAP
+#define FH_INTERPOSE_MMAP 1
+#endif
+
 /* Called after each of the wrappers' system calls returned, whatever it
  * returned (the wrapper restores errno after it).  Must be async-signal-
  * safe and never call the wrappers.  NULL: none. */
